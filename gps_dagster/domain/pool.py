@@ -48,6 +48,9 @@ class DeploySpec(Frozen):
     flavor: str | None = Field(default=None, description="Required GPU flavor; None = any.")
     endpoint: str | None = Field(default=None, description="CMP endpoint this deploy is a member of.")
     hpa: bool = False
+    node_selector: tuple[str, ...] = Field(
+        default=(), description="Nodes the deploy's pods may run on; empty = any node of its flavor."
+    )
 
     @property
     def gpus_per_node(self) -> int:
@@ -59,13 +62,87 @@ class ProjectSpec(Frozen):
     billing: Literal["ok", "unpaid"] = "ok"
 
 
+class Timings(Frozen):
+    """Dynamics of the simulated pool, in seconds of (virtual) time."""
+
+    stop_grace_s: float = Field(default=30, ge=0, description="Pods terminate this long before their GPUs are released.")
+    publish_lag_s: float = Field(default=60, ge=0, description="Released GPUs become visible as free after this lag.")
+    start_delay_s: float = Field(default=120, ge=0, description="A placed replica group is READY after this delay.")
+
+
+class ForeignSpec(Frozen):
+    """A workload no schedule owns and that is not a deploy (a static job, an intruder)."""
+
+    id: str = Field(min_length=1)
+    kind: Literal["static", "intruder"] = "static"
+    gpus: int = Field(ge=1, description="static: GPUs held from load; intruder: most GPUs it will grab.")
+    node: str | None = Field(default=None, description="static: node to hold GPUs on; None = first fit.")
+    flavor: str | None = Field(default=None, description="intruder: only grab GPUs of this flavor.")
+
+
+FaultEffect = Literal[
+    "fail_next",
+    "lose_response",
+    "crash",
+    "unschedulable",
+    "never_ready",
+    "alias_guard_unwired",
+    "alias_guard_error",
+    "fail_start",
+    "fail_stop",
+    "failed",
+    "deleting",
+]
+FaultOp = Literal[
+    "stop",
+    "start",
+    "set_replica_intent",
+    "get_deploy",
+    "preview_capacity",
+    "alias_guard",
+    "check_quota",
+    "check_billing",
+    "get_operation",
+    "list_members",
+]
+CrashPoint = Literal["before_mutation", "before_commit", "after_commit"]
+
+ONE_SHOT_EFFECTS = frozenset({"fail_next", "lose_response", "crash"})
+"""Effects consumed by the calls they hit (``times`` of them); the others persist until cleared."""
+
+
+class FaultSpec(Frozen):
+    """One declared fault; deterministic, persisted with the pool so every process sees it.
+
+    ``fail_next``/``lose_response``/``crash`` hit the next ``times`` calls of ``op`` (on
+    ``deploy`` if given). ``unschedulable``/``never_ready``/``fail_start``/``fail_stop``/
+    ``failed``/``deleting`` concern ``deploy``. ``alias_guard_*`` concern ``deploy`` or all.
+    """
+
+    effect: FaultEffect
+    op: FaultOp | None = None
+    deploy: str | None = None
+    point: CrashPoint = Field(default="before_commit", description="crash only: where to raise.")
+    error: Literal["transient", "permanent"] = Field(default="transient", description="fail_next only.")
+    times: int = Field(default=1, ge=1, description="One-shot effects: how many calls they hit.")
+
+
+class SimSettings(Frozen):
+    """Simulator-only part of the pool file (``sim:``)."""
+
+    timings: Timings = Field(default_factory=Timings)
+    foreign: tuple[ForeignSpec, ...] = ()
+    faults: tuple[FaultSpec, ...] = ()
+    record_usage: bool = Field(default=True, description="Keep a usage history (GPUs per holder over time).")
+
+
 class PoolSpec(Frozen):
     name: str = Field(min_length=1)
     nodes: tuple[NodeSpec, ...] = Field(min_length=1)
     deploys: tuple[DeploySpec, ...] = ()
     projects: dict[str, ProjectSpec] = Field(default_factory=dict)
-    sim: dict[str, Any] = Field(
-        default_factory=dict,
+    sim: SimSettings = Field(
+        default_factory=SimSettings,
         description="Simulator settings (timings, foreign workloads, faults); read by backends.sim.",
     )
 
@@ -98,8 +175,41 @@ def _pool_checks(pool: PoolSpec) -> list[FieldError]:
         ids.setdefault(dep.id, i)
         if dep.gpus_per_replica % dep.nodes_per_replica:
             problems.append(FieldError(f"deploys[{i}].gpus_per_replica", "uneven_group", f"use a multiple of nodes_per_replica ({dep.nodes_per_replica})"))
+        for selected in dep.node_selector:
+            if selected not in seen:
+                problems.append(FieldError(f"deploys[{i}].node_selector", "unknown_node", f"declare node '{selected}' under nodes"))
         if dep.project is not None and dep.project not in pool.projects:
             problems.append(FieldError(f"deploys[{i}].project", "unknown_project", f"declare project '{dep.project}' under projects"))
+    problems.extend(_sim_checks(pool, set(ids), set(seen)))
+    return problems
+
+
+def fault_problem(fault: FaultSpec, deploys: set[str]) -> str | None:
+    """Why a fault cannot apply to this pool (a reason code), or ``None``."""
+    if fault.deploy is not None and fault.deploy not in deploys:
+        return "unknown_deploy"
+    if fault.effect in ONE_SHOT_EFFECTS and fault.op is None:
+        return "op_required"
+    needs_deploy = {"unschedulable", "never_ready", "fail_start", "fail_stop", "failed", "deleting"}
+    if fault.effect in needs_deploy and fault.deploy is None:
+        return "deploy_required"
+    return None
+
+
+def _sim_checks(pool: PoolSpec, deploys: set[str], nodes: set[str]) -> list[FieldError]:
+    problems: list[FieldError] = []
+    names: set[str] = set(deploys)
+    for i, fw in enumerate(pool.sim.foreign):
+        if fw.id in names:
+            problems.append(FieldError(f"sim.foreign[{i}].id", "duplicate_holder", f"'{fw.id}' is already a deploy or workload; use a unique id"))
+        names.add(fw.id)
+        if fw.node is not None and fw.node not in nodes:
+            problems.append(FieldError(f"sim.foreign[{i}].node", "unknown_node", f"declare node '{fw.node}' under nodes"))
+    for i, fault in enumerate(pool.sim.faults):
+        reason = fault_problem(fault, deploys)
+        if reason:
+            fixes = {"unknown_deploy": f"declare deploy '{fault.deploy}' under deploys", "op_required": "name the operation the fault hits (op: start, ...)", "deploy_required": "name the deploy the fault concerns (deploy: ...)"}
+            problems.append(FieldError(f"sim.faults[{i}]", reason, fixes[reason]))
     return problems
 
 

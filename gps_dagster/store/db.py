@@ -64,6 +64,7 @@ def _sqlite_pragmas(engine: Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across app crashes, cheap commits
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 

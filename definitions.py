@@ -1,0 +1,14 @@
+"""The gps_dagster code location: ``dagster dev -f definitions.py``.
+
+Zero setup: the product database is ``$GPS_DB_URL`` (default
+``var/gps.sqlite``, created and migrated on first load) and the simulated GPU
+pool comes from ``$GPS_POOL_FILE`` (default ``examples/seed-pool-10.yaml``),
+persisted in the same database and driven by the wall clock. Boundary
+schedules are compiled from the deploy schedules in the store when the code
+location loads; ``make demo`` (``python -m gps_dagster.cli.demo``) applies a
+compressed demo schedule first.
+"""
+
+from gps_dagster.dagster_defs import build_definitions
+
+defs = build_definitions()

@@ -1,0 +1,281 @@
+"""``SimPool``: the embedded simulated GPU pool, an implementation of ``ports.Core``.
+
+Every call is one database transaction on one pool: lock the pool row (row
+lock on PostgreSQL; ``BEGIN IMMEDIATE`` already serialises SQLite), apply the
+transitions due up to the injected clock's ``now``, then read or mutate. So
+separate processes share one consistent pool, and two of them can never hand
+out the same GPU. Idempotency keys are a unique column: a replayed key returns
+the stored operation without touching the pool again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine, Row
+
+from gps_dagster.backends.sim import faults, loader, mutations, views
+from gps_dagster.backends.sim import schema as t
+from gps_dagster.backends.sim.driver import DriverMixin
+from gps_dagster.backends.sim.dynamics import Ctx, advance, record_usage, save_next_event
+from gps_dagster.backends.sim.faults import SimulatedCrash
+from gps_dagster.domain.pool import FaultSpec, PoolSpec, SimSettings
+from gps_dagster.ports import (
+    AliasGuardUnavailable,
+    AliasInfo,
+    CapacityPreview,
+    Clock,
+    DeployView,
+    EtagMismatch,
+    NotFound,
+    Operation,
+    OperationKind,
+    OperationState,
+    Permanent,
+    QuotaStatus,
+    Transient,
+)
+from gps_dagster.store.db import is_postgres
+
+
+def _ts(value: datetime) -> float:
+    if value.tzinfo is None:
+        raise ValueError("the clock returned a naive datetime")
+    return value.timestamp()
+
+
+class SimPool(DriverMixin):
+    """A simulated GPU pool stored in a SQLAlchemy database."""
+
+    def __init__(self, engine: Engine, name: str, clock: Clock) -> None:
+        self.engine, self.name, self.clock = engine, name, clock
+        with engine.connect() as conn:
+            row = conn.execute(sa.select(t.pools.c.settings).where(t.pools.c.name == name)).first()
+            if row is None:
+                raise NotFound(f"no simulated pool named {name!r}")
+            nodes = conn.execute(
+                sa.select(t.nodes.c.name, t.nodes.c.flavor, t.nodes.c.ordinal).where(t.nodes.c.pool == name)
+            ).all()
+        self.settings = SimSettings.model_validate_json(row.settings)
+        self._flavors = {n: f for n, f, _ in nodes}
+        self._ordinals = {n: o for n, _, o in nodes}
+
+    # -- construction --------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, engine: Engine, spec: PoolSpec, clock: Clock, *, replace: bool = False) -> SimPool:
+        """Load ``spec`` into the database unless a pool of that name exists (then open it)."""
+        t.metadata.create_all(engine)
+        with engine.begin() as conn:
+            present = loader.exists(conn, spec.name)
+            if present and replace:
+                loader.delete(conn, spec.name)
+            if replace or not present:
+                loader.load(conn, spec, _ts(clock.now()))
+        return cls(engine, spec.name, clock)
+
+    @classmethod
+    def open(cls, engine: Engine, name: str, clock: Clock) -> SimPool:
+        t.metadata.create_all(engine)
+        return cls(engine, name, clock)
+
+    @staticmethod
+    def pool_names(engine: Engine) -> list[str]:
+        t.metadata.create_all(engine)
+        with engine.connect() as conn:
+            return [r[0] for r in conn.execute(sa.select(t.pools.c.name).order_by(t.pools.c.name))]
+
+    # -- transactions --------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[tuple[Ctx, mutations.Blocks]]:
+        with self.engine.begin() as conn:
+            query = sa.select(t.pools.c.clock_at, t.pools.c.next_event_at).where(t.pools.c.name == self.name)
+            if is_postgres(self.engine):
+                query = query.with_for_update()
+            head = conn.execute(query).first()
+            if head is None:
+                raise NotFound(f"no simulated pool named {self.name!r}")
+            active = faults.persistent(conn, self.name)
+            blocks = mutations.Blocks(
+                unschedulable=faults.deploys_with(active, "unschedulable"),
+                never_ready=faults.deploys_with(active, "never_ready"),
+                fail_start=faults.deploys_with(active, "fail_start"),
+                fail_stop=faults.deploys_with(active, "fail_stop"),
+            )
+            ctx = Ctx(conn, self.name, self.settings.timings, self._flavors, self._ordinals, float(head.clock_at), self.settings.record_usage, active=active)
+            now = max(_ts(self.clock.now()), float(head.clock_at))
+            advance(ctx, now, head.next_event_at, blocks.unschedulable, blocks.never_ready)
+            yield ctx, blocks
+
+    def _commit_changes(self, ctx: Ctx) -> None:
+        save_next_event(ctx)
+        ctx.conn.execute(
+            t.pools.update().where(t.pools.c.name == self.name).values(revision=t.pools.c.revision + 1, clock_at=ctx.now)
+        )
+        record_usage(ctx)
+
+    def _one_shots(self, op: str, deploy: str | None) -> list[FaultSpec]:
+        with self.engine.begin() as conn:
+            hits = faults.take(conn, self.name, op, deploy)
+        for fault in hits:
+            if fault.effect == "fail_next":
+                err = Transient if fault.error == "transient" else Permanent
+                raise err(f"injected failure of {op}", reason="injected")
+            if fault.effect == "crash" and fault.point == "before_mutation":
+                raise SimulatedCrash(fault.point, op)
+        return hits
+
+    @staticmethod
+    def _after(hits: list[FaultSpec], op: str, point: str) -> None:
+        for fault in hits:
+            if fault.effect == "crash" and fault.point == point:
+                raise SimulatedCrash(point, op)
+        if point == "after_commit" and any(f.effect == "lose_response" for f in hits):
+            raise Transient(f"response of {op} lost (the mutation was applied)", reason="response_lost")
+
+    def _read(self, op: str, deploy: str | None, fn: Callable[[Ctx, mutations.Blocks], object]) -> object:
+        hits = self._one_shots(op, deploy)
+        with self._tx() as (ctx, blocks):
+            result = fn(ctx, blocks)
+        self._after(hits, op, "before_commit")
+        self._after(hits, op, "after_commit")
+        return result
+
+    @staticmethod
+    def _row(ctx: Ctx, deploy_id: str) -> Row[Any]:
+        row = views.deploy_row(ctx, deploy_id)
+        if row is None:
+            raise NotFound(f"no deploy {deploy_id!r}")
+        return row
+
+    # -- the Core port: reads --------------------------------------------------------------
+
+    def get_deploy(self, deploy_id: str) -> DeployView:
+        result = self._read("get_deploy", deploy_id, lambda ctx, _b: views.deploy_view(ctx, self._row(ctx, deploy_id)))
+        assert isinstance(result, DeployView)
+        return result
+
+    def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
+        from gps_dagster.backends.sim.dynamics import free_by_node
+
+        def read(ctx: Ctx, _b: mutations.Blocks) -> CapacityPreview:
+            row = self._row(ctx, deploy_id)
+            return views.preview(ctx, row, free_by_node(ctx), max(delta_replicas, 0))
+
+        return self._read("preview_capacity", deploy_id, read)  # type: ignore[return-value]
+
+    def alias_guard(self, deploy_id: str) -> AliasInfo:
+        def read(ctx: Ctx, _b: mutations.Blocks) -> AliasInfo:
+            active = ctx.active
+            if faults.applies(active, "alias_guard_unwired", deploy_id):
+                raise AliasGuardUnavailable("unwired", "the alias guard is not wired")
+            if faults.applies(active, "alias_guard_error", deploy_id):
+                raise AliasGuardUnavailable("read_error", "the alias guard could not be read")
+            row = self._row(ctx, deploy_id)
+            return AliasInfo(deploy_id, tuple(json.loads(row.aliases)))
+
+        return self._read("alias_guard", deploy_id, read)  # type: ignore[return-value]
+
+    def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
+        return self._read(  # type: ignore[return-value]
+            "check_quota", deploy_id, lambda ctx, _b: mutations.check_quota(ctx, self._row(ctx, deploy_id), delta_replicas=delta_replicas)
+        )
+
+    def check_billing(self, deploy_id: str) -> None:
+        self._read("check_billing", deploy_id, lambda ctx, _b: mutations.check_billing(ctx, self._row(ctx, deploy_id)))
+
+    def get_operation(self, op_id: str) -> Operation:
+        def read(ctx: Ctx, _b: mutations.Blocks) -> Operation:
+            o = t.operations
+            op = ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).first()
+            if op is None:
+                raise NotFound(f"no operation {op_id!r}")
+            return self._live(ctx, op)
+
+        return self._read("get_operation", None, read)  # type: ignore[return-value]
+
+    def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
+        def read(ctx: Ctx, _b: mutations.Blocks) -> tuple[DeployView, ...]:
+            d = t.deploys
+            rows = ctx.conn.execute(
+                sa.select(d).where(d.c.pool == self.name, d.c.endpoint == endpoint_id).order_by(d.c.ordinal)
+            ).all()
+            if not rows:
+                raise NotFound(f"no CMP endpoint {endpoint_id!r}")
+            return tuple(views.deploy_view(ctx, r) for r in rows)
+
+        return self._read("list_members", None, read)  # type: ignore[return-value]
+
+    def _live(self, ctx: Ctx, op: Row[Any]) -> Operation:
+        view = views.deploy_view(ctx, self._row(ctx, op.deploy))
+        return views.to_operation(op, views.operation_state(ctx, op, view))
+
+    # -- the Core port: mutations ----------------------------------------------------------
+
+    def stop(self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str) -> Operation:
+        return self._mutate(
+            OperationKind.STOP, deploy_id, etag, idempotency_key, None,
+            lambda ctx, row, b: mutations.stop(ctx, row, allow_aliased_downtime=allow_aliased_downtime, blocks=b),
+        )
+
+    def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
+        return self._mutate(
+            OperationKind.START, deploy_id, etag, idempotency_key, None,
+            lambda ctx, row, b: mutations.start(ctx, row, blocks=b),
+        )
+
+    def set_replica_intent(self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str) -> Operation:
+        return self._mutate(
+            OperationKind.SET_REPLICA_INTENT, deploy_id, etag, idempotency_key, replicas,
+            lambda ctx, row, b: mutations.set_replica_intent(ctx, row, replicas, blocks=b),
+        )
+
+    def _mutate(
+        self,
+        kind: OperationKind,
+        deploy_id: str,
+        etag: str,
+        key: str,
+        replicas: int | None,
+        apply: Callable[[Ctx, Row[Any], mutations.Blocks], mutations.Outcome],
+    ) -> Operation:
+        hits = self._one_shots(kind.value, deploy_id)
+        with self._tx() as (ctx, blocks):
+            o = t.operations
+            seen = ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.key == key)).first()
+            if seen is not None:
+                if seen.deploy != deploy_id or seen.kind != kind.value:
+                    raise Permanent(f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}", reason="idempotency_key_reused")
+                return self._live(ctx, seen)
+            row = self._row(ctx, deploy_id)
+            if etag != views.etag_of(row.version):
+                raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {views.etag_of(row.version)})")
+            outcome = apply(ctx, row, blocks)
+            op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
+            self._commit_changes(ctx)
+            result = self._live(ctx, op)
+            self._after(hits, kind.value, "before_commit")
+        self._after(hits, kind.value, "after_commit")
+        return result
+
+    def _record(self, ctx: Ctx, kind: OperationKind, deploy_id: str, key: str, replicas: int | None, outcome: mutations.Outcome) -> Row[Any]:
+        p, o = t.pools, t.operations
+        seq = int(ctx.conn.execute(sa.select(p.c.op_seq).where(p.c.name == self.name)).scalar_one()) + 1
+        ctx.conn.execute(p.update().where(p.c.name == self.name).values(op_seq=seq))
+        version = self._row(ctx, deploy_id).version
+        op_id = f"op-{seq:06d}"
+        ctx.conn.execute(
+            o.insert().values(
+                pool=self.name, id=op_id, seq=seq, key=key, deploy=deploy_id, kind=kind.value, replicas=replicas,
+                persist_only=outcome.persist_only,
+                state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
+                etag_after=views.etag_of(version), created_at=ctx.now,
+            )
+        )
+        return ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).one()

@@ -1,0 +1,279 @@
+"""How the simulated pool moves through time: termination, publishing, placement, readiness.
+
+Time advances lazily: every call first applies, inside its own transaction,
+every transition due up to the caller's ``now`` (in time order, event batch by
+event batch), so the pool is always consistent with the clock no matter which
+process looks at it. The simulator never reads the wall clock; instants come
+from the injected ``Clock`` as float epoch seconds.
+
+Placement uses only *published* free GPUs and fits replica groups per node:
+a group of ``nodes_per_replica`` nodes needs that many distinct nodes of a
+matching flavor, each with ``gpus_per_replica / nodes_per_replica`` free GPUs.
+Allocation is a guarded ``UPDATE ... WHERE state = 'free'`` checked by row
+count, on top of the per-pool lock, so no GPU is ever handed out twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from gps_dagster.backends.sim import schema as t
+from gps_dagster.domain.pool import Timings
+from gps_dagster.ports import Transient
+
+
+@dataclass
+class Ctx:
+    """One transaction on one pool."""
+
+    conn: Connection
+    pool: str
+    timings: Timings
+    flavors: Mapping[str, str]
+    """node -> flavor (nodes never change after load)."""
+    ordinals: Mapping[str, int]
+    now: float
+    record_usage: bool = True
+    touched: set[str] = field(default_factory=set)
+    active: list[tuple[str, str | None]] = field(default_factory=list)
+    """Persistent faults in force: (effect, deploy)."""
+
+
+def free_by_node(ctx: Ctx) -> dict[str, int]:
+    """Published free GPUs per node (nodes with none omitted)."""
+    g = t.gpus
+    rows = ctx.conn.execute(
+        sa.select(g.c.node, sa.func.count()).where(g.c.pool == ctx.pool, g.c.state == "free").group_by(g.c.node)
+    )
+    return {node: int(n) for node, n in rows}
+
+
+def eligible(ctx: Ctx, free: Mapping[str, int], flavor: str | None, selector: Iterable[str] = ()) -> dict[str, int]:
+    """Free counts of the nodes a deploy may use (flavor, node selector)."""
+    allowed = set(selector)
+    return {
+        n: f
+        for n, f in free.items()
+        if (flavor is None or ctx.flavors.get(n) == flavor) and (not allowed or n in allowed)
+    }
+
+
+def choose_nodes(
+    ctx: Ctx, free: Mapping[str, int], flavor: str | None, per_node: int, count: int, selector: Iterable[str] = ()
+) -> list[str] | None:
+    """Best-fit choice of ``count`` distinct nodes with ``per_node`` free GPUs each."""
+    fitting = [n for n, f in eligible(ctx, free, flavor, selector).items() if f >= per_node]
+    if flavor is None:  # a group never mixes flavors: pick the flavor that fits best
+        by_flavor: dict[str, list[str]] = {}
+        for n in fitting:
+            by_flavor.setdefault(ctx.flavors[n], []).append(n)
+        fitting = next((ns for _, ns in sorted(by_flavor.items()) if len(ns) >= count), [])
+    if len(fitting) < count:
+        return None
+    fitting.sort(key=lambda n: (free[n], ctx.ordinals[n]))
+    return fitting[:count]
+
+
+def allocate(ctx: Ctx, node: str, count: int, holder: str, holder_type: str, grp: int | None) -> None:
+    """Hand ``count`` free GPUs of ``node`` to ``holder``; refuse if any was taken meanwhile."""
+    g = t.gpus
+    uuids = [
+        r[0]
+        for r in ctx.conn.execute(
+            sa.select(g.c.uuid)
+            .where(g.c.pool == ctx.pool, g.c.node == node, g.c.state == "free")
+            .order_by(g.c.idx)
+            .limit(count)
+        )
+    ]
+    done = ctx.conn.execute(
+        g.update()
+        .where(g.c.pool == ctx.pool, g.c.uuid.in_(uuids), g.c.state == "free")
+        .values(state="held", holder=holder, holder_type=holder_type, grp=grp, until=None)
+    ).rowcount
+    if len(uuids) != count or done != count:
+        raise Transient(f"GPUs on {node} were taken concurrently", reason="concurrent_allocation")
+    ctx.touched.add(holder)
+
+
+def release(ctx: Ctx, holder: str, grps: Iterable[int] | None = None) -> int:
+    """Put the holder's GPUs (of the given groups) into their termination grace period."""
+    g = t.gpus
+    cond = [g.c.pool == ctx.pool, g.c.holder == holder, g.c.state == "held"]
+    if grps is not None:
+        cond.append(g.c.grp.in_(list(grps)))
+    ctx.touched.add(holder)
+    return int(
+        ctx.conn.execute(
+            g.update().where(*cond).values(state="terminating", until=ctx.now + ctx.timings.stop_grace_s)
+        ).rowcount
+    )
+
+
+def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
+    """Try to place every pending replica group, in deploy order."""
+    gr, d = t.groups, t.deploys
+    pending = ctx.conn.execute(
+        sa.select(gr.c.deploy, gr.c.grp, d.c.gpus_per_replica, d.c.nodes_per_replica, d.c.flavor, d.c.node_selector)
+        .join(d, sa.and_(d.c.pool == gr.c.pool, d.c.id == gr.c.deploy))
+        .where(gr.c.pool == ctx.pool, gr.c.state == "pending")
+        .order_by(d.c.ordinal, gr.c.grp)
+    ).all()
+    if not pending:
+        return
+    free = free_by_node(ctx)
+    placed: set[str] = set()
+    for dep, grp, gpr, npr, flavor, selector in pending:
+        if dep in blocked:
+            continue
+        per_node = gpr // npr
+        chosen = choose_nodes(ctx, free, flavor, per_node, npr, json.loads(selector))
+        if chosen is None:
+            continue
+        for node in chosen:
+            allocate(ctx, node, per_node, dep, "deploy", grp)
+            free[node] -= per_node
+        ready_at = None if dep in never_ready else ctx.now + ctx.timings.start_delay_s
+        ctx.conn.execute(
+            gr.update()
+            .where(gr.c.pool == ctx.pool, gr.c.deploy == dep, gr.c.grp == grp)
+            .values(state="starting", ready_at=ready_at)
+        )
+        placed.add(dep)
+    for dep in placed:
+        mark_applied_if_placed(ctx, dep)
+    ctx.touched |= placed
+
+
+def mark_applied_if_placed(ctx: Ctx, dep: str) -> None:
+    """The controller applied the spec once no group of the deploy is pending."""
+    gr, d = t.groups, t.deploys
+    waiting = ctx.conn.execute(
+        sa.select(sa.func.count()).where(gr.c.pool == ctx.pool, gr.c.deploy == dep, gr.c.state == "pending")
+    ).scalar_one()
+    if not waiting:
+        ctx.conn.execute(
+            d.update().where(d.c.pool == ctx.pool, d.c.id == dep).values(applied_generation=d.c.generation)
+        )
+
+
+def grab_for_intruders(ctx: Ctx) -> None:
+    """Intruders take published GPUs the moment they appear (reproduces capacity_unavailable)."""
+    f, g = t.foreign, t.gpus
+    intruders = ctx.conn.execute(
+        sa.select(f.c.id, f.c.gpus, f.c.flavor).where(f.c.pool == ctx.pool, f.c.kind == "intruder").order_by(f.c.id)
+    ).all()
+    for fid, want, flavor in intruders:
+        held = ctx.conn.execute(
+            sa.select(sa.func.count()).where(g.c.pool == ctx.pool, g.c.holder == fid, g.c.state == "held")
+        ).scalar_one()
+        need = int(want) - int(held)
+        for node, n in sorted(free_by_node(ctx).items(), key=lambda kv: ctx.ordinals[kv[0]]):
+            if need <= 0:
+                break
+            if flavor is not None and ctx.flavors[node] != flavor:
+                continue
+            take = min(n, need)
+            allocate(ctx, node, take, fid, "foreign", None)
+            need -= take
+            ctx.touched.add(fid)
+
+
+def _apply_due(ctx: Ctx, at: float, blocked: set[str], never_ready: set[str]) -> None:
+    g, gr = t.gpus, t.groups
+    ctx.now = at
+    ctx.conn.execute(
+        g.update()
+        .where(g.c.pool == ctx.pool, g.c.state == "terminating", g.c.until <= at)
+        .values(state="unpublished", holder=None, holder_type=None, grp=None, until=g.c.until + ctx.timings.publish_lag_s)
+    )
+    published = ctx.conn.execute(
+        g.update().where(g.c.pool == ctx.pool, g.c.state == "unpublished", g.c.until <= at).values(state="free", until=None)
+    ).rowcount
+    ctx.conn.execute(
+        gr.update().where(gr.c.pool == ctx.pool, gr.c.state == "starting", gr.c.ready_at <= at).values(state="ready", ready_at=None)
+    )
+    if published:
+        grab_for_intruders(ctx)
+        place_pending(ctx, blocked, never_ready)
+    record_usage(ctx)
+
+
+def next_event(ctx: Ctx) -> float | None:
+    g, gr = t.gpus, t.groups
+    a = ctx.conn.execute(sa.select(sa.func.min(g.c.until)).where(g.c.pool == ctx.pool)).scalar_one()
+    b = ctx.conn.execute(sa.select(sa.func.min(gr.c.ready_at)).where(gr.c.pool == ctx.pool)).scalar_one()
+    found = [float(x) for x in (a, b) if x is not None]
+    return min(found) if found else None
+
+
+def save_next_event(ctx: Ctx) -> float | None:
+    nxt = next_event(ctx)
+    ctx.conn.execute(t.pools.update().where(t.pools.c.name == ctx.pool).values(next_event_at=nxt))
+    return nxt
+
+
+def advance(ctx: Ctx, target: float, next_at: float | None, blocked: set[str], never_ready: set[str]) -> None:
+    """Apply every transition due up to ``target``, batch by batch, in time order."""
+    moved = False
+    while next_at is not None and next_at <= target:
+        _apply_due(ctx, next_at, blocked, never_ready)
+        next_at = next_event(ctx)
+        moved = True
+    ctx.now = target
+    values: dict[str, object] = {"clock_at": target}
+    if moved:
+        values["next_event_at"] = next_at
+    ctx.conn.execute(t.pools.update().where(t.pools.c.name == ctx.pool).values(**values))
+
+
+def usage_now(ctx: Ctx, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """GPUs held per holder and GPU totals by state.
+
+    With the previous point, only the holders touched since are recounted:
+    holdings change only through ``allocate`` and ``release``, which mark them.
+    """
+    g = t.gpus
+    in_use: dict[str, int]
+    if previous is None:
+        in_use = {}
+        rows = ctx.conn.execute(
+            sa.select(g.c.holder, sa.func.count()).where(g.c.pool == ctx.pool, g.c.state == "held").group_by(g.c.holder)
+        )
+    else:
+        in_use = {h: n for h, n in previous["in_use"].items() if h not in ctx.touched}
+        rows = ctx.conn.execute(
+            sa.select(g.c.holder, sa.func.count())
+            .where(g.c.pool == ctx.pool, g.c.state == "held", g.c.holder.in_(sorted(ctx.touched)))
+            .group_by(g.c.holder)
+        )
+    in_use.update({str(h): int(n) for h, n in rows})
+    totals = {"terminating": 0, "unpublished": 0, "free": 0}
+    for state, n in ctx.conn.execute(
+        sa.select(g.c.state, sa.func.count())
+        .where(g.c.pool == ctx.pool, g.c.state.in_(sorted(totals)))
+        .group_by(g.c.state)
+    ):
+        totals[str(state)] = int(n)
+    return {"in_use": dict(sorted(in_use.items())), **totals}
+
+
+def record_usage(ctx: Ctx) -> None:
+    """Append a usage point at ``ctx.now`` when the GPU picture changed."""
+    if not ctx.record_usage:
+        return
+    u = t.usage
+    last = ctx.conn.execute(
+        sa.select(u.c.at, u.c.data).where(u.c.pool == ctx.pool).order_by(u.c.id.desc()).limit(1)
+    ).first()
+    data = json.dumps(usage_now(ctx, None if last is None else json.loads(last.data)), sort_keys=True)
+    ctx.touched.clear()
+    if last is not None and last.data == data:
+        return
+    ctx.conn.execute(u.insert().values(pool=ctx.pool, at=ctx.now, data=data))

@@ -1,0 +1,185 @@
+"""What stop, start and set_replica_intent do to the pool, inside one locked transaction.
+
+Admission runs here, as in a real control plane: billing and project quota
+on start and scale-up, alias consent on stop, scale support by deploy kind.
+Each function returns whether the call only persisted intent (a STOPPED
+deploy, R-SCALE-5) and whether it changed anything at all; the caller records
+the operation and bumps the ETag.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+
+from gps_dagster.backends.sim import schema as t
+from gps_dagster.backends.sim.dynamics import Ctx, mark_applied_if_placed, place_pending, release
+from gps_dagster.domain.kinds import DeployKind, scale_refusal
+from gps_dagster.ports import (
+    AdmissionRefused,
+    BillingRefused,
+    Permanent,
+    QuotaRefused,
+    QuotaStatus,
+    Unsupported,
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    changed: bool
+    persist_only: bool = False
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Persistent faults in force for this transaction."""
+
+    unschedulable: set[str]
+    never_ready: set[str]
+    fail_start: set[str]
+    fail_stop: set[str]
+
+
+def _bump(ctx: Ctx, row: Row[Any], *, applied: bool, **values: object) -> None:
+    d = t.deploys
+    gen = row.generation + 1
+    values.update(version=row.version + 1, generation=gen)
+    if applied:
+        values["applied_generation"] = gen
+    ctx.conn.execute(d.update().where(d.c.pool == ctx.pool, d.c.id == row.id).values(**values))
+    ctx.touched.add(row.id)
+
+
+def _refuse_forced(row: Row[Any]) -> None:
+    if row.forced_state == "DELETING":
+        raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
+    if row.forced_state == "FAILED":
+        raise AdmissionRefused("deploy_failed", f"{row.id} is FAILED")
+
+
+def stop(ctx: Ctx, row: Row[Any], *, allow_aliased_downtime: bool, blocks: Blocks) -> Outcome:
+    if row.id in blocks.fail_stop:
+        raise Permanent(f"stop of {row.id} failed", reason="stop_failed")
+    if row.forced_state == "DELETING":
+        raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
+    if json.loads(row.aliases) and not allow_aliased_downtime:
+        raise AdmissionRefused("alias_requires_consent", f"{row.id} has an alias; pass allow_aliased_downtime=True")
+    if not row.running:
+        return Outcome(changed=False)
+    release(ctx, row.id)
+    gr = t.groups
+    ctx.conn.execute(gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id))
+    _bump(ctx, row, applied=True, running=False)
+    return Outcome(changed=True)
+
+
+def start(ctx: Ctx, row: Row[Any], *, blocks: Blocks) -> Outcome:
+    if row.id in blocks.fail_start:
+        raise Permanent(f"start of {row.id} failed", reason="start_failed")
+    _refuse_forced(row)
+    check_billing(ctx, row)
+    if row.running:
+        return Outcome(changed=False)
+    check_quota(ctx, row, delta_replicas=row.desired)
+    _add_groups(ctx, row, row.next_grp, row.desired)
+    _bump(ctx, row, applied=False, running=True, next_grp=row.next_grp + row.desired)
+    _place(ctx, row.id, blocks)
+    return Outcome(changed=True)
+
+
+def set_replica_intent(ctx: Ctx, row: Row[Any], replicas: int, *, blocks: Blocks) -> Outcome:
+    if replicas < 1:
+        raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
+    refusal = scale_refusal(DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None)
+    if refusal:
+        raise Unsupported(refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}")
+    _refuse_forced(row)
+    roles = {"desired": replicas, "role_min": replicas, "role_max": replicas}
+    if not row.running:
+        _bump(ctx, row, applied=True, **roles)
+        return Outcome(changed=True, persist_only=True)
+    delta = replicas - row.desired
+    if delta > 0:
+        check_billing(ctx, row)
+        check_quota(ctx, row, delta_replicas=delta)
+        _add_groups(ctx, row, row.next_grp, delta)
+        _bump(ctx, row, applied=False, next_grp=row.next_grp + delta, **roles)
+        _place(ctx, row.id, blocks)
+    else:
+        _remove_groups(ctx, row, -delta)
+        _bump(ctx, row, applied=True, **roles)
+    return Outcome(changed=True)
+
+
+def _add_groups(ctx: Ctx, row: Row[Any], first: int, count: int) -> None:
+    ctx.conn.execute(
+        t.groups.insert(),
+        [{"pool": ctx.pool, "deploy": row.id, "grp": first + i, "state": "pending", "ready_at": None} for i in range(count)],
+    )
+
+
+def _remove_groups(ctx: Ctx, row: Row[Any], count: int) -> None:
+    """Scale down: pending groups go first, then the youngest."""
+    if count <= 0:
+        return
+    gr = t.groups
+    order = sa.case({"pending": 0, "starting": 1}, value=gr.c.state, else_=2)
+    victims = [
+        r[0]
+        for r in ctx.conn.execute(
+            sa.select(gr.c.grp)
+            .where(gr.c.pool == ctx.pool, gr.c.deploy == row.id)
+            .order_by(order, gr.c.grp.desc())
+            .limit(count)
+        )
+    ]
+    release(ctx, row.id, victims)
+    ctx.conn.execute(gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id, gr.c.grp.in_(victims)))
+
+
+def _place(ctx: Ctx, deploy_id: str, blocks: Blocks) -> None:
+    place_pending(ctx, blocks.unschedulable, blocks.never_ready)
+    mark_applied_if_placed(ctx, deploy_id)
+
+
+def check_billing(ctx: Ctx, row: Row[Any]) -> None:
+    if row.project is None:
+        return
+    p = t.projects
+    billing = ctx.conn.execute(
+        sa.select(p.c.billing).where(p.c.pool == ctx.pool, p.c.name == row.project)
+    ).scalar_one_or_none()
+    if billing == "unpaid":
+        raise BillingRefused(f"project {row.project} is unpaid", project=row.project)
+
+
+def check_quota(ctx: Ctx, row: Row[Any], *, delta_replicas: int) -> QuotaStatus:
+    """Project GPUs held by running deploys (by their role ceiling) + the request ≤ quota."""
+    requested = max(delta_replicas, 0) * row.gpus_per_replica
+    if row.project is None:
+        return QuotaStatus(project=None, quota=None, used=0, requested=requested)
+    p, d = t.projects, t.deploys
+    quota = ctx.conn.execute(
+        sa.select(p.c.gpu_quota).where(p.c.pool == ctx.pool, p.c.name == row.project)
+    ).scalar_one_or_none()
+    used = int(
+        ctx.conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(d.c.role_max * d.c.gpus_per_replica), 0)).where(
+                d.c.pool == ctx.pool, d.c.project == row.project, d.c.running.is_(True)
+            )
+        ).scalar_one()
+    )
+    if quota is not None and used + requested > quota:
+        raise QuotaRefused(
+            f"project {row.project}: {used} GPUs held + {requested} requested > quota {quota}",
+            project=row.project,
+            quota=quota,
+            used=used,
+            requested=requested,
+        )
+    return QuotaStatus(project=row.project, quota=quota, used=used, requested=requested)

@@ -1,0 +1,170 @@
+"""Read models of the simulated pool: deploy views, operations, capacity previews.
+
+Deploy state is derived from the rows (groups, GPUs) rather than stored, so
+it can never disagree with them. Like a real controller that scales to zero,
+a stopped deploy reports ``STOPPED`` as soon as the stop is applied while its
+pods may still be terminating: ``terminating_pods`` is the evidence that its
+GPUs are free, never the state alone (SPEC R-PASS-8).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+
+from gps_dagster.backends.sim import schema as t
+from gps_dagster.backends.sim.dynamics import Ctx, eligible
+from gps_dagster.domain.kinds import DeployKind
+from gps_dagster.ports import (
+    CapacityPreview,
+    DeployState,
+    DeployView,
+    Fits,
+    Insufficient,
+    Operation,
+    OperationKind,
+    OperationState,
+)
+
+
+def to_dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def etag_of(version: int) -> str:
+    return f'W/"{version}"'
+
+
+def deploy_row(ctx: Ctx, deploy_id: str) -> Row[Any] | None:
+    d = t.deploys
+    return ctx.conn.execute(sa.select(d).where(d.c.pool == ctx.pool, d.c.id == deploy_id)).first()
+
+
+def _group_counts(ctx: Ctx, deploy_id: str) -> dict[str, int]:
+    gr = t.groups
+    rows = ctx.conn.execute(
+        sa.select(gr.c.state, sa.func.count())
+        .where(gr.c.pool == ctx.pool, gr.c.deploy == deploy_id)
+        .group_by(gr.c.state)
+    )
+    return {str(s): int(n) for s, n in rows}
+
+
+def terminating_pods(ctx: Ctx, deploy_id: str) -> int:
+    g = t.gpus
+    inner = (
+        sa.select(g.c.grp, g.c.node)
+        .where(g.c.pool == ctx.pool, g.c.holder == deploy_id, g.c.state == "terminating")
+        .distinct()
+        .subquery()
+    )
+    return int(ctx.conn.execute(sa.select(sa.func.count()).select_from(inner)).scalar_one())
+
+
+def derive_state(row: Row[Any], counts: Mapping[str, int], terminating: int) -> DeployState:
+    if row.forced_state:
+        return DeployState(row.forced_state)
+    if not row.running:
+        return DeployState.STOPPED
+    total = sum(counts.values())
+    ready = counts.get("ready", 0)
+    if ready == row.desired == total and row.applied_generation == row.generation:
+        return DeployState.READY
+    return DeployState.UPDATING if ready else DeployState.STARTING
+
+
+def deploy_view(ctx: Ctx, row: Row[Any]) -> DeployView:
+    counts = _group_counts(ctx, row.id)
+    term = terminating_pods(ctx, row.id)
+    pending = counts.get("pending", 0)
+    return DeployView(
+        id=row.id,
+        kind=DeployKind(row.kind),
+        state=derive_state(row, counts, term),
+        etag=etag_of(row.version),
+        aliases=tuple(json.loads(row.aliases)),
+        project=row.project,
+        cmp_managed=row.project is not None,
+        endpoint=row.endpoint,
+        gpus_per_replica=row.gpus_per_replica,
+        nodes_per_replica=row.nodes_per_replica,
+        desired_replicas=row.desired,
+        ready_replicas=counts.get("ready", 0),
+        generation=row.generation,
+        applied_generation=row.applied_generation,
+        terminating_pods=term,
+        unschedulable=bool(row.running and pending),
+        hpa=bool(row.hpa),
+        role_min=row.role_min,
+        role_max=row.role_max,
+    )
+
+
+def operation_state(ctx: Ctx, op: Row[Any], view: DeployView) -> OperationState:
+    if op.state != OperationState.ACCEPTED:
+        return OperationState(op.state)
+    o = t.operations
+    later = ctx.conn.execute(
+        sa.select(sa.func.count()).where(o.c.pool == ctx.pool, o.c.deploy == op.deploy, o.c.seq > op.seq)
+    ).scalar_one()
+    if later:
+        return OperationState.SUPERSEDED
+    if op.kind == OperationKind.STOP:
+        done = view.converged_stopped
+    else:
+        done = (
+            view.state is DeployState.READY
+            and view.ready_replicas == view.desired_replicas
+            and view.terminating_pods == 0
+        )
+    return OperationState.DONE if done else OperationState.ACCEPTED
+
+
+def to_operation(op: Row[Any], state: OperationState) -> Operation:
+    return Operation(
+        id=op.id,
+        deploy_id=op.deploy,
+        kind=OperationKind(op.kind),
+        idempotency_key=op.key,
+        state=state,
+        etag_after=op.etag_after,
+        created_at=to_dt(op.created_at),
+        replicas=op.replicas,
+        persist_only=bool(op.persist_only),
+    )
+
+
+def groups_fitting(slots: list[int], npr: int, cap: int) -> int:
+    """Most groups (≤ cap) of ``npr`` distinct nodes formable from per-node slot counts.
+
+    ``m`` groups fit iff Σ min(slots_i, m) ≥ m · npr (each node serves a group once).
+    """
+    best = 0
+    for m in range(1, cap + 1):
+        if sum(min(s, m) for s in slots) >= m * npr:
+            best = m
+        else:
+            break
+    return best
+
+
+def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> CapacityPreview:
+    """Fit ``delta`` whole replica groups on published free GPUs, node by node, per flavor."""
+    per_node = row.gpus_per_replica // row.nodes_per_replica
+    npr = row.nodes_per_replica
+    matching = eligible(ctx, free, row.flavor, json.loads(row.node_selector))
+    if row.flavor is not None and row.flavor not in set(ctx.flavors.values()):
+        return Insufficient("no_matching_flavor", {}, delta, 0)
+    by_flavor: dict[str, list[int]] = {}
+    for node, f in matching.items():
+        if f >= per_node:
+            by_flavor.setdefault(ctx.flavors[node], []).append(f // per_node)
+    fitting = sum(groups_fitting(slots, npr, delta) for slots in by_flavor.values())
+    if fitting >= delta:
+        return Fits(groups=delta)
+    return Insufficient("insufficient_capacity", dict(sorted(matching.items())), delta, min(fitting, delta))

@@ -1,0 +1,98 @@
+"""``gps-dagster pool``: look at the simulated GPU pool.
+
+``pool show --pool FILE`` loads a pool file into a throw-away SQLite database
+and prints it as placed at load time; without ``--pool`` it prints the pool(s)
+of the configured store (``GPS_DB_URL`` / ``--db``), as the engine sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+
+from gps_dagster.backends.sim import PoolSnapshot, SimPool, snapshot
+from gps_dagster.clocks import WallClock
+from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.domain.pool import parse_pool
+from gps_dagster.ports import NotFound
+from gps_dagster.store.db import create_db_engine, default_url
+
+
+@click.group("pool")
+def pool_group() -> None:
+    """The simulated GPU pool (nodes, GPUs, deploys)."""
+
+
+@pool_group.command("show")
+@click.option("--pool", "pool_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A pool file (YAML/JSON).")
+@click.option("--db", "db_url", default=None, help="Database URL of the store (default: GPS_DB_URL or var/gps.sqlite).")
+@click.option("--name", default=None, help="Pool name in the store (default: every pool).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def show(pool_file: Path | None, db_url: str | None, name: str | None, fmt: str) -> None:
+    """Print nodes, GPUs (UUID -> holder) and deploys."""
+    try:
+        snaps = _from_file(pool_file) if pool_file else _from_store(db_url or default_url(), name)
+    except SpecInvalid as exc:
+        raise click.ClickException(str(exc)) from None
+    except NotFound as exc:
+        raise click.ClickException(str(exc)) from None
+    if fmt == "json":
+        data = [s.as_dict() for s in snaps]
+        click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
+        return
+    click.echo("\n\n".join(render_table(s) for s in snaps))
+
+
+def _from_file(path: Path) -> list[PoolSnapshot]:
+    spec = parse_pool(path.read_text(), source=str(path))
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = create_db_engine(f"sqlite:///{Path(tmp) / 'pool.sqlite'}")
+        try:
+            return [snapshot(SimPool.create(engine, spec, WallClock()))]
+        finally:
+            engine.dispose()
+
+
+def _from_store(url: str, name: str | None) -> list[PoolSnapshot]:
+    engine = create_db_engine(url)
+    try:
+        names = [name] if name else SimPool.pool_names(engine)
+        if not names:
+            raise NotFound(f"no simulated pool in {url}; load one (pool file) first")
+        return [snapshot(SimPool.open(engine, n, WallClock())) for n in names]
+    finally:
+        engine.dispose()
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def render_table(snap: PoolSnapshot) -> str:
+    """Human-readable: a nodes table, a GPU table and a deploy table."""
+    used = sum(1 for g in snap.gpus if g.state == "held")
+    head = f"pool {snap.name}: {snap.capacity} GPUs on {len(snap.nodes)} node(s), {used} held — at {snap.at.isoformat()}"
+    nodes = _table(["NODE", "FLAVOR", "REGION", "GPUS", "FREE"], [[n.name, n.flavor, n.region, str(n.gpus), str(n.free)] for n in snap.nodes])
+    gpus = _table(
+        ["GPU UUID", "NODE", "#", "STATE", "HOLDER"],
+        [[g.uuid, g.node, str(g.index), g.state, g.holder or "-"] for g in snap.gpus],
+    )
+    deploys = _table(
+        ["DEPLOY", "KIND", "STATE", "GPUS/REPLICA", "NODES/REPLICA", "REPLICAS", "READY", "ALIASES", "PROJECT"],
+        [
+            [d.id, d.kind.value, d.state.value, str(d.gpus_per_replica), str(d.nodes_per_replica), str(d.desired_replicas), str(d.ready_replicas), ",".join(d.aliases) or "-", d.project or "-"]
+            for d in snap.deploys
+        ],
+    )
+    parts = [head, "", nodes, "", gpus, "", deploys]
+    if snap.foreign:
+        parts += ["", _table(["FOREIGN", "KIND", "GPUS"], [[f.id, f.kind, str(f.gpus)] for f in snap.foreign])]
+    return "\n".join(parts)

@@ -1,0 +1,84 @@
+"""The seed's timeline picture: windows, effective state per target, desired GPUs vs capacity.
+
+matplotlib is imported here only, with the non-interactive Agg backend, so the
+CLI stays fast when no picture is asked for and works on a headless machine.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+from gps_dagster.domain.crons import local_time
+from gps_dagster.domain.evaluator import IntentInterval, window_edges
+from gps_dagster.domain.spec import DesiredState, Schedule
+from gps_dagster.domain.timeline import GpuSegment
+
+_RUNNING, _STOPPED = "#2e8b57", "#c8c8c8"
+
+
+def _window_bars(schedule: Schedule, start: datetime, end: datetime) -> dict[str, list[tuple[datetime, datetime]]]:
+    """Occurrence spans per window, clipped to the range."""
+    bars: dict[str, list[tuple[datetime, datetime]]] = {w.name: [] for w in schedule.windows}
+    open_at: dict[str, datetime] = {}
+    tz = schedule.tz
+    for at, name, kind in window_edges(schedule, start, end):  # an end without start: began earlier
+        if kind == "start":
+            open_at[name] = at
+        else:
+            bars[name].append((open_at.pop(name, local_time(start, tz)), at))
+    for name, at in open_at.items():
+        bars[name].append((at, local_time(end, tz)))
+    return bars
+
+
+def draw(
+    path: str,
+    schedule: Schedule,
+    start: datetime,
+    end: datetime,
+    rows: dict[str, list[IntentInterval]],
+    gpu: list[GpuSegment] | None,
+) -> None:
+    """Write the PNG to ``path``."""
+    tz = schedule.tz
+    panels = 3 if gpu is not None else 2
+    fig, axes = plt.subplots(panels, 1, figsize=(14, 2.2 + 1.6 * panels), sharex=True,
+                             gridspec_kw={"height_ratios": [1, 1.2, 1.6][:panels]})
+    ax_w, ax_t = axes[0], axes[1]
+    bars = _window_bars(schedule, start, end)
+    for y, (_name, spans) in enumerate(bars.items()):
+        for a, b in spans:
+            ax_w.barh(y, mdates.date2num(b) - mdates.date2num(a), left=mdates.date2num(a), color="#4682b4")
+    ax_w.set_yticks(range(len(bars)), list(bars))
+    ax_w.set_title(f"{schedule.name} — windows, effective state, desired GPUs ({schedule.timezone})")
+    for y, (_target, intervals) in enumerate(rows.items()):
+        for r in intervals:
+            stop = r.end or end
+            color = _RUNNING if r.intent.desired_state is DesiredState.RUNNING else _STOPPED
+            ax_t.barh(y, mdates.date2num(stop) - mdates.date2num(r.start), left=mdates.date2num(r.start), color=color)
+    ax_t.set_yticks(range(len(rows)), list(rows))
+    ax_t.legend(handles=[Patch(color=_RUNNING, label="running"), Patch(color=_STOPPED, label="stopped")],
+                loc="upper right", fontsize="small")
+    if gpu is not None:
+        ax_g = axes[2]
+        xs = [mdates.date2num(s.start) for s in gpu] + [mdates.date2num(gpu[-1].end)]
+        ys = [s.desired_gpus for s in gpu] + [gpu[-1].desired_gpus]
+        ax_g.step(xs, ys, where="post", label="desired GPUs", color="#1f3b73")
+        ax_g.step(xs, [s.capacity for s in gpu] + [gpu[-1].capacity], where="post", color="red", label="capacity")
+        ax_g.set_ylim(0, max(max(ys), gpu[0].capacity) + 2)
+        ax_g.set_ylabel("GPUs")
+        ax_g.legend(loc="upper right", fontsize="small")
+    axes[-1].xaxis.set_major_locator(mdates.AutoDateLocator(tz=tz))
+    axes[-1].xaxis.set_major_formatter(mdates.DateFormatter("%a %d %H:%M", tz=tz))
+    axes[-1].set_xlim(mdates.date2num(start), mdates.date2num(end))
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,163 @@
+"""Assets: reservations (one dynamic partition each), target status, the hourly timeline.
+
+``target_status`` is observed, never materialised: the sensors and ops
+record one observation per status change. ``gpu_reservations`` carries the
+two GPS asset checks; they report "no reservation" until reservations exist
+in the ledger. ``schedule_timeline`` is hourly-partitioned with a single-run
+backfill policy, so ``dagster asset materialize --partition-range`` computes a
+week of plans in one run.
+"""
+
+
+import os
+import warnings
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster import AssetCheckExecutionContext, AssetExecutionContext
+
+from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs.devserver import REPO
+from gps_dagster.dagster_defs.sensors import reservation_ids
+
+TIMELINE_START = "2026-01-01-00:00"
+
+reservation_partitions = dg.DynamicPartitionsDefinition(name=names.RESERVATION_PARTITIONS)
+hourly = dg.HourlyPartitionsDefinition(start_date=TIMELINE_START, timezone="UTC")
+
+target_status = dg.AssetSpec(
+    names.TARGET_STATUS_ASSET,
+    description="Phase of every scheduled target (observations: schedule, deploy_id, phase, reason, fix).",
+    group_name="gps",
+)
+
+
+@dg.asset(
+    name=names.RESERVATIONS_ASSET,
+    partitions_def=reservation_partitions,
+    required_resource_keys={"gps"},
+    group_name="gps",
+    description="One GPU reservation of the ledger (node, GPU UUIDs, mode, budget, generation).",
+)
+def gpu_reservations(context: AssetExecutionContext) -> dg.MaterializeResult[Any]:
+    from gps_dagster.store.reservations import ReservationRepository
+
+    runtime = context.resources.gps.get_runtime()
+    rsv = ReservationRepository(runtime.store.engine).get(context.partition_key)
+    return dg.MaterializeResult(
+        metadata={
+            "node": rsv.node,
+            "gpus": len(rsv.gpu_uuids),
+            "gpu_uuids": ", ".join(rsv.gpu_uuids),
+            "mode": str(rsv.mode),
+            "budget_mib": rsv.budget_mib,
+            "state": str(getattr(rsv, "state", "")),
+            "generation": int(getattr(rsv, "generation", 0)),
+        }
+    )
+
+
+def _phase_check(context: AssetCheckExecutionContext, phase: str) -> dg.AssetCheckResult:
+    runtime = context.resources.gps.get_runtime()
+    rsvs = reservation_ids(runtime)
+    hits = [r for r in runtime.store.list_status() if r.phase == phase or r.reason == phase]
+    if not rsvs and not hits:
+        return dg.AssetCheckResult(
+            passed=True,
+            description="no reservation in the ledger: nothing to check",
+            metadata={"reservations": 0, "targets_in_phase": 0},
+        )
+    return dg.AssetCheckResult(
+        passed=not hits,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{len(hits)} target(s) in {phase}" if hits else f"no target in {phase}",
+        metadata={
+            "reservations": len(rsvs),
+            "targets_in_phase": len(hits),
+            "targets": ", ".join(f"{r.schedule}/{r.deploy_id}" for r in hits),
+            "fix": (hits[0].fix or "") if hits else "",
+        },
+    )
+
+
+@dg.asset_check(
+    asset=gpu_reservations,
+    name=names.CHECK_PLACEMENT,
+    required_resource_keys={"gps"},
+    description="Placement witness: every bound pod got GPUs of its reservation (R-GPS-7).",
+)
+def placement_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    return _phase_check(context, names.CHECK_PLACEMENT)
+
+
+@dg.asset_check(
+    asset=gpu_reservations,
+    name=names.CHECK_OVERCOMMIT,
+    required_resource_keys={"gps"},
+    description="Admission: no time-sliced reservation over its VRAM budget (R-GPS-3).",
+)
+def overcommit_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    return _phase_check(context, names.CHECK_OVERCOMMIT)
+
+
+def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, Any]:
+    """Desired GPUs against capacity over ``[start, end)`` for every schedule in the store."""
+    from gps_dagster.domain.timeline import gpu_timeline
+
+    pool = runtime_pool(runtime)
+    per_schedule: dict[str, Any] = {}
+    peak, over = 0, 0
+    for record in runtime.store.list_schedules():
+        segs = gpu_timeline(record.spec, pool, start, end)
+        peak = max([peak, *(s.desired_gpus for s in segs)])
+        over += sum(1 for s in segs if s.overcommit)
+        per_schedule[record.name] = [
+            {"start": s.start.isoformat(), "end": s.end.isoformat(), "desired_gpus": s.desired_gpus}
+            for s in segs
+        ]
+    return {"capacity": pool.capacity, "peak_desired_gpus": peak, "overcommit_segments": over, "schedules": per_schedule}
+
+
+def runtime_pool(runtime: Any) -> Any:
+    """The pool spec of the runtime (capacity, GPUs per deploy)."""
+    pool = getattr(runtime, "pool", None) or getattr(runtime.core, "spec", None)
+    if pool is None:
+        from gps_dagster.domain.pool import parse_pool
+
+        path = Path(os.environ.get("GPS_POOL_FILE") or REPO / "examples" / "seed-pool-10.yaml")
+        pool = parse_pool(path.read_text(), source=str(path))
+    return pool
+
+
+def _timeline(context: AssetExecutionContext) -> dg.MaterializeResult[Any]:
+    window = context.partition_time_window
+    summary = timeline_summary(context.resources.gps.get_runtime(), window.start, window.end)
+    hours = int((window.end - window.start) / timedelta(hours=1))
+    context.log.info(
+        f"timeline {window.start} → {window.end}: {hours} hour(s), "
+        f"peak {summary['peak_desired_gpus']}/{summary['capacity']} GPUs"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "hours": hours,
+            "capacity": summary["capacity"],
+            "peak_desired_gpus": summary["peak_desired_gpus"],
+            "overcommit_segments": summary["overcommit_segments"],
+            "timeline": dg.MetadataValue.json(summary["schedules"]),
+        }
+    )
+
+
+with warnings.catch_warnings():
+    # backfill_policy is "beta" in Dagster 1.13; a single-run backfill is what R-DAG-5 needs.
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    schedule_timeline = dg.asset(
+        name=names.TIMELINE_ASSET,
+        partitions_def=hourly,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        required_resource_keys={"gps"},
+        group_name="gps",
+        description="Desired GPUs per schedule against pool capacity, per hour (R-EVAL-5).",
+    )(_timeline)

@@ -1,0 +1,82 @@
+"""Cron strings for the boundary schedules of a recurring window.
+
+A window ``cron`` + ``duration`` starts at each cron fire and ends ``duration``
+of elapsed time later. Dagster needs the end as crons too: the start fires
+shifted by the duration, grouped into as few 5-field crons as possible (a
+``ScheduleDefinition`` takes a list). When the shift cannot be written as
+crons (seconds in the duration, a day carry on a window restricted by day of
+month or month) ``end_crons`` returns ``None`` and the end boundary is served
+by the boundary sensor instead.
+
+Only the *moment* matters: a tick merely asks the engine for a pass over the
+schedule, and the engine evaluates intent itself. A tick shifted by DST (Dagster
+fires ``30 2`` at 03:00 on spring-forward day, and an elapsed-time end moves
+by an hour in wall time across a change) is therefore harmless: the engine
+opens the transition at the true boundary on the sensor's next tick.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+from gps_dagster.domain.crons import CronExpr, parse_cron
+
+_DAY = 24 * 60
+MAX_CRONS = 24
+
+
+def _fmt(values: frozenset[int] | set[int], lo: int, hi: int) -> str:
+    """``{0,1,2,5}`` → ``0-2,5``; the full range → ``*``."""
+    ordered: list[int] = sorted(values)
+    if ordered == list(range(lo, hi + 1)):
+        return "*"
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for v in [*ordered[1:], None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ",".join(parts)
+
+
+def _day_fields(expr: CronExpr, shift_days: int = 0) -> str:
+    dom = _fmt(expr.days, 1, 31) if expr.days_restricted else "*"
+    mon = _fmt(expr.months, 1, 12)
+    dow = "*"
+    if expr.weekdays_restricted:
+        dow = _fmt({(d + shift_days) % 7 for d in expr.weekdays}, 0, 6)
+    return f"{dom} {mon} {dow}"
+
+
+def start_crons(cron: str) -> tuple[str, ...]:
+    """The window's own cron, normalised to numbers (macros and names expanded)."""
+    expr = parse_cron(cron)
+    return (f"{_fmt(expr.minutes, 0, 59)} {_fmt(expr.hours, 0, 23)} {_day_fields(expr)}",)
+
+
+def end_crons(cron: str, duration: timedelta) -> tuple[str, ...] | None:
+    """Crons firing at every occurrence end, or ``None`` when not expressible."""
+    seconds = int(duration.total_seconds())
+    if seconds % 60 or duration >= timedelta(days=7):
+        return None
+    expr = parse_cron(cron)
+    days, rem = divmod(seconds // 60, _DAY)
+    by_carry: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for minute_of_day in expr.minutes_of_day:
+        carry, shifted = divmod(minute_of_day + rem, _DAY)
+        carry += days
+        if carry and (expr.days_restricted or len(expr.months) < 12):
+            return None
+        by_carry[carry][shifted // 60].add(shifted % 60)
+    crons: list[str] = []
+    for carry, hours in sorted(by_carry.items()):
+        groups: dict[frozenset[int], set[int]] = defaultdict(set)
+        for hour, minutes in hours.items():
+            groups[frozenset(minutes)].add(hour)
+        for minute_set, hour_set in sorted(groups.items(), key=lambda kv: min(kv[1])):
+            crons.append(f"{_fmt(minute_set, 0, 59)} {_fmt(hour_set, 0, 23)} {_day_fields(expr, carry)}")
+    return tuple(crons) if 0 < len(crons) <= MAX_CRONS else None

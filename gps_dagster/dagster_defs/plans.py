@@ -1,0 +1,126 @@
+"""Transition plans (engine ``PlanRef``/``StepRef``) as transition-job run requests.
+
+The job is static; the plan travels in its run config. Tags name the
+schedule, targets, interval and trigger so that operators filter runs in the
+UI and through GraphQL. Run keys are deterministic: the daemon drops a second
+request with the same key, which makes a repeated sensor tick harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import dagster as dg
+
+from gps_dagster.dagster_defs import names
+
+PLAN_OP = "plan"
+RELEASE_FIRST = "release_first"
+ACQUIRE_FIRST = "acquire_first"
+
+
+def step_config(step: Any) -> dict[str, str]:
+    return {"step_id": str(step.step_id), "deploy_id": str(step.deploy_id), "step": str(step.step)}
+
+
+def _iso(value: datetime | None) -> str:
+    return value.isoformat() if value is not None else ""
+
+
+def run_config(
+    *,
+    transition_id: str,
+    schedule: str,
+    release: Iterable[Any],
+    acquire: Iterable[Any],
+    order: str = RELEASE_FIRST,
+) -> dict[str, Any]:
+    config = {
+        "order": order,
+        "transition_id": transition_id,
+        "schedule": schedule,
+        "release_steps": [step_config(s) for s in release],
+        "acquire_steps": [step_config(s) for s in acquire],
+    }
+    return {"ops": {PLAN_OP: {"config": config}}}
+
+
+def run_tags(
+    *,
+    transition_id: str,
+    schedule: str,
+    targets: Sequence[str],
+    interval_start: datetime | None,
+    trigger: str,
+    phase: str,
+    schedule_version: int | None = None,
+) -> dict[str, str]:
+    tags = {
+        names.TAG_SCHEDULE: schedule,
+        names.TAG_TARGETS: ",".join(targets),
+        names.TAG_INTERVAL: _iso(interval_start),
+        names.TAG_TRIGGER: trigger,
+        names.TAG_TRANSITION: transition_id,
+        names.TAG_PHASE: phase,
+    }
+    if schedule_version is not None:
+        tags[names.TAG_VERSION] = str(schedule_version)
+    return tags
+
+
+def job_for(order: str) -> str:
+    return names.TRANSITION_JOB_ACQUIRE_FIRST if order == ACQUIRE_FIRST else names.TRANSITION_JOB
+
+
+def plan_request(plan: Any) -> dg.RunRequest:
+    """The run of a freshly opened transition: release ops, then acquire ops."""
+    targets = tuple(plan.targets)
+    order = getattr(plan, "order", RELEASE_FIRST)
+    return dg.RunRequest(
+        run_key=names.plan_run_key(plan.transition_id),
+        job_name=job_for(order),
+        run_config=run_config(
+            transition_id=plan.transition_id,
+            schedule=plan.schedule,
+            release=plan.release_steps,
+            acquire=plan.acquire_steps,
+            order=order,
+        ),
+        tags=run_tags(
+            transition_id=plan.transition_id,
+            schedule=plan.schedule,
+            targets=targets,
+            interval_start=plan.interval_start,
+            trigger=plan.trigger,
+            phase="plan",
+            schedule_version=plan.schedule_version,
+        ),
+    )
+
+
+def acquire_request(plan: Any, steps: Sequence[Any], attempt: int) -> dg.RunRequest:
+    """An acquire-only run for steps whose capacity now fits (capacity-wait sensor)."""
+    return dg.RunRequest(
+        run_key=names.acquire_run_key(plan.transition_id, attempt),
+        job_name=names.TRANSITION_JOB,
+        run_config=run_config(
+            transition_id=plan.transition_id, schedule=plan.schedule, release=(), acquire=steps
+        ),
+        tags=run_tags(
+            transition_id=plan.transition_id,
+            schedule=plan.schedule,
+            targets=tuple(s.deploy_id for s in steps),
+            interval_start=plan.interval_start,
+            trigger="capacity_wait",
+            phase="acquire",
+            schedule_version=plan.schedule_version,
+        ),
+    )
+
+
+def plan_requests(plans: Iterable[Any]) -> list[dg.RunRequest]:
+    """Run requests for the plans that have steps (a plan without steps only records
+    that the engine processed a new interval already satisfied)."""
+    return [plan_request(p) for p in plans if p.release_steps or p.acquire_steps]

@@ -1,0 +1,284 @@
+"""Effective intent, intent intervals and boundaries (SPEC R-EVAL-1…5).
+
+Pure: time is always a parameter (the domain never reads the clock), every
+input instant must be aware, and every returned instant is local time of the
+schedule's zone with a fixed-offset tzinfo (see ``crons.local_time`` for why). The core is a sweep over the sorted occurrence edges of the windows
+naming a target: between two consecutive edges the set of active windows is
+constant, so the intent is too. This is what makes a weekly timeline cost
+microseconds rather than the 10,080 evaluations of a minute-by-minute scan.
+
+Intents are compared with ``Intent.key`` (desired_state, replicas,
+allow_downtime); ``source`` and ``occurrence_start`` only say where an
+interval's intent came from at its start.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from gps_dagster.domain.crons import local_time
+from gps_dagster.domain.occurrences import (
+    CompiledSchedule,
+    CompiledWindow,
+    IntentKey,
+    compile_schedule,
+    floor_ts,
+)
+from gps_dagster.domain.spec import DesiredState, Schedule
+
+__all__ = [
+    "SENTINEL_START",
+    "Boundary",
+    "Intent",
+    "IntentInterval",
+    "boundaries",
+    "current_interval",
+    "effective_intent",
+    "intervals",
+    "next_boundary",
+    "window_edges",
+]
+
+DAY = 86_400
+SEARCH_CHUNKS_DAYS = (1, 8, 32, 400)
+"""How far ``current_interval``/``next_boundary`` look, growing, before giving up."""
+SENTINEL_START = datetime(1970, 1, 1, tzinfo=UTC)
+"""Start of an interval whose true start lies beyond every search: stable from pass to pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What a target should be at an instant (R-EVAL-1)."""
+
+    desired_state: DesiredState
+    replicas: int | None
+    """None = do not touch scale."""
+    allow_downtime: bool
+    source: str
+    """The window in force, or ``"default"``."""
+    occurrence_start: datetime | None
+    """Start of the window occurrence in force; None for the default."""
+
+    @property
+    def key(self) -> IntentKey:
+        """The part that defines an interval: compare intents with this, not ``==``."""
+        return (self.desired_state, self.replicas, self.allow_downtime)
+
+
+@dataclass(frozen=True, slots=True)
+class IntentInterval:
+    """A maximal range of constant intent; identity (schedule, version, target, start)."""
+
+    target: str
+    start: datetime
+    end: datetime | None
+    """None only from ``current_interval`` when no change is found within 400 days."""
+    intent: Intent
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """An instant where a target's intent changes."""
+
+    at: datetime
+    target: str
+    before: Intent
+    after: Intent
+
+
+_Segment = tuple[int, IntentKey, str, int | None]  # start, key, source, occurrence start
+
+
+def _sweep(c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, list[tuple[int, int]]]) -> list[_Segment]:
+    """Maximal segments of constant intent key over [s, e) for one target."""
+    windows = c.by_target[target]
+    default = c.defaults[target]
+    if not windows:
+        return [(s, default, "default", None)]
+    events: list[tuple[int, int, int, int]] = []
+    for rank, w in enumerate(windows):
+        for a, b in occs[w.index]:
+            events.append((a if a > s else s, 1, rank, a))
+            if b < e:
+                events.append((b, -1, rank, a))
+    events.sort()
+    count = [0] * len(windows)
+    occ_start = [0] * len(windows)
+    out: list[_Segment] = []
+    i, n = 0, len(events)
+    at = s
+    while True:
+        while i < n and events[i][0] == at:
+            _, delta, rank, a = events[i]
+            count[rank] += delta
+            if delta > 0:
+                occ_start[rank] = a
+            i += 1
+        seg = _winner(windows, count, occ_start, target, default, at)
+        if not out or out[-1][1] != seg[1]:
+            out.append(seg)
+        if i >= n:
+            return out
+        at = events[i][0]
+
+
+def _winner(
+    windows: tuple[CompiledWindow, ...], count: list[int], occ_start: list[int], target: str, default: IntentKey, at: int
+) -> _Segment:
+    for rank, w in enumerate(windows):
+        if count[rank] > 0:
+            return (at, w.states[target], w.name, occ_start[rank])
+    return (at, default, "default", None)
+
+
+def _occurrences(c: CompiledSchedule, targets: list[str], s: int, e: int) -> dict[int, list[tuple[int, int]]]:
+    wanted = {w.index for t in targets for w in c.by_target[t]}
+    return {w.index: w.occurrences(c.tz, s, e) for w in c.windows if w.index in wanted}
+
+
+def segments(c: CompiledSchedule, targets: list[str], s: int, e: int) -> dict[str, list[_Segment]]:
+    """Segments per target over [s, e) (epoch seconds) — the integer core of ``intervals``."""
+    occs = _occurrences(c, targets, s, e)
+    return {t: _sweep(c, t, s, e, occs) for t in targets}
+
+
+def _targets(c: CompiledSchedule, targets: list[str] | tuple[str, ...] | None) -> list[str]:
+    if targets is None:
+        return list(c.targets)
+    for t in targets:
+        if t not in c.defaults:
+            raise KeyError(f"'{t}' is not a target of this schedule")
+    return list(targets)
+
+
+class _Clock:
+    """Epoch seconds -> datetime in the schedule zone, memoised within one call."""
+
+    def __init__(self, c: CompiledSchedule, pinned: dict[int, datetime]) -> None:
+        self.tz = c.tz
+        self.memo = pinned
+
+    def __call__(self, ts: int) -> datetime:
+        dt = self.memo.get(ts)
+        if dt is None:
+            dt = self.memo[ts] = local_time(ts, self.tz)
+        return dt
+
+
+def _intent(seg: _Segment, clock: _Clock) -> Intent:
+    state, replicas, allow = seg[1]
+    occ = seg[3]
+    return Intent(state, replicas, allow, seg[2], None if occ is None else clock(occ))
+
+
+def intervals(
+    schedule: Schedule, start: datetime, end: datetime, *, targets: list[str] | tuple[str, ...] | None = None
+) -> dict[str, list[IntentInterval]]:
+    """Intent intervals per target over ``[start, end)``, clipped to the range (R-EVAL-3)."""
+    c = compile_schedule(schedule)
+    s, e = floor_ts(start), floor_ts(end)
+    if e <= s:
+        raise ValueError("end must be after start")
+    clock = _Clock(c, {s: local_time(start, c.tz), e: local_time(end, c.tz)})
+    out: dict[str, list[IntentInterval]] = {}
+    for t, segs in segments(c, _targets(c, targets), s, e).items():
+        rows = []
+        for k, seg in enumerate(segs):
+            stop = segs[k + 1][0] if k + 1 < len(segs) else e
+            rows.append(IntentInterval(t, clock(seg[0]), clock(stop), _intent(seg, clock)))
+        out[t] = rows
+    return out
+
+
+def effective_intent(schedule: Schedule, target: str, at: datetime) -> Intent:
+    """The intent of ``target`` at ``at`` (R-EVAL-1)."""
+    c = compile_schedule(schedule)
+    t = floor_ts(at)
+    seg = segments(c, _targets(c, [target]), t, t + 1)[target][0]
+    return _intent(seg, _Clock(c, {}))
+
+
+def _change_before(c: CompiledSchedule, target: str, t: int) -> tuple[int | None, _Segment]:
+    """The last intent change at or before ``t`` (None if none found) and the segment it starts."""
+    segs: list[_Segment] = []
+    for days in SEARCH_CHUNKS_DAYS:
+        segs = segments(c, [target], t - days * DAY, t + 1)[target]
+        if len(segs) > 1:
+            return segs[-1][0], segs[-1]
+    lookback = t - SEARCH_CHUNKS_DAYS[-1] * DAY
+    key = segs[-1][1]
+    for edge in reversed(c.one_shot_edges):
+        if edge >= lookback:
+            continue
+        pair = segments(c, [target], edge - 1, edge + 1)[target]
+        if len(pair) > 1 and pair[1][1] == key:
+            return edge, pair[1]
+    return None, segs[0]
+
+
+def _change_after(c: CompiledSchedule, targets: list[str], t: int) -> int | None:
+    """The first intent change of any of ``targets`` strictly after ``t``."""
+    for days in SEARCH_CHUNKS_DAYS:
+        found = [segs[1][0] for segs in segments(c, targets, t, t + days * DAY + 1).values() if len(segs) > 1]
+        if found:
+            return min(found)
+    return None
+
+
+def current_interval(schedule: Schedule, target: str, at: datetime) -> IntentInterval:
+    """The interval containing ``at`` with its TRUE start (stable identity) and next change.
+
+    ``start`` is the last change at or before ``at`` (searched back 1, 8, 32, 400
+    days, then over every one-shot edge at any distance), else ``SENTINEL_START``;
+    ``end`` is the next change within 400 days, else None.
+    """
+    c = compile_schedule(schedule)
+    t = floor_ts(at)
+    _targets(c, [target])
+    clock = _Clock(c, {})
+    change, seg = _change_before(c, target, t)
+    start = SENTINEL_START if change is None else clock(change)
+    nxt = _change_after(c, [target], t)
+    return IntentInterval(target, start, None if nxt is None else clock(nxt), _intent(seg, clock))
+
+
+def boundaries(schedule: Schedule, start: datetime, end: datetime) -> list[Boundary]:
+    """Every intent change at an instant in ``[start, end)``, sorted by time then target."""
+    c = compile_schedule(schedule)
+    s, e = floor_ts(start), floor_ts(end)
+    clock = _Clock(c, {})
+    out: list[Boundary] = []
+    for t, segs in segments(c, list(c.targets), s - 1, e).items():
+        for prev, seg in itertools.pairwise(segs):
+            out.append(Boundary(clock(seg[0]), t, _intent(prev, clock), _intent(seg, clock)))
+    out.sort(key=lambda b: (b.at, b.target))
+    return out
+
+
+def next_boundary(schedule: Schedule, after: datetime) -> datetime | None:
+    """The first instant strictly after ``after`` where any target's intent changes (≤ 400 days)."""
+    c = compile_schedule(schedule)
+    t = floor_ts(after)
+    found = _change_after(c, list(c.targets), t)
+    return None if found is None else local_time(found, c.tz)
+
+
+def window_edges(
+    schedule: Schedule, start: datetime, end: datetime
+) -> list[tuple[datetime, str, Literal["start", "end"]]]:
+    """Every occurrence start and end in ``[start, end)``, even where intent does not change."""
+    c = compile_schedule(schedule)
+    s, e = floor_ts(start), floor_ts(end)
+    raw: list[tuple[int, int, str]] = []
+    for w in c.windows:
+        for a, b in w.occurrences(c.tz, s, e):
+            if a >= s:
+                raw.append((a, 1, w.name))
+            if s <= b < e:
+                raw.append((b, 0, w.name))
+    raw.sort()
+    clock = _Clock(c, {})
+    return [(clock(ts), name, "start" if kind else "end") for ts, kind, name in raw]

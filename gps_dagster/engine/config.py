@@ -1,0 +1,25 @@
+"""Engine settings: every wait has a clock (SPEC non-negotiable: no hang, ever)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    pass_interval_s: float = 30.0
+    """Seconds between passes of ``engine run`` (the seed's figure)."""
+    page_size: int = 100
+    """Schedules visited per pass from the durable cursor (R-PASS-3)."""
+    capacity_wait_s: float = 900.0
+    """Capacity wait past the nominal start before ``capacity_unavailable`` (R-PASS-9)."""
+    stop_timeout_s: float = 600.0
+    """Release step convergence limit before ``stop_timeout``."""
+    readiness_timeout_s: float = 1800.0
+    """Acquire step readiness limit before ``readiness_timeout``."""
+    unschedulable_grace_s: float = 120.0
+    """How long pods may stay unschedulable before ``start_unschedulable``."""
+    lock_ttl_s: float = 120.0
+    """Lease length of the SQLite pass lock (PostgreSQL uses a session advisory lock)."""
+    holder: str = "engine"
+    """Name of this engine replica (lease holder, event detail)."""

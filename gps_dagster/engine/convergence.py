@@ -1,0 +1,137 @@
+"""Observing accepted steps until they converge or their clock runs out.
+
+Convergence is read from the deploy, never assumed from the operation:
+a stop converges when the deploy is STOPPED *and* no pod is terminating (the
+evidence its GPUs are free, R-PASS-8); a scale-down when the applied
+generation is current, desired = ready = n and nothing terminates (R-SCALE-4);
+an acquire when READY with the applied generation current and enough ready
+replica groups (R-PASS-9), plus the placement witness when the deploy is
+bound to a reservation (R-GPS-7). Each has a deadline that ends in a terminal
+phase; nothing is stopped or restarted automatically (L3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import StepKind
+from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.outcomes import Verdict, verdict
+from gps_dagster.engine.reports import StepOutcome
+from gps_dagster.engine.steps import StepRunner
+from gps_dagster.ports import Clock, Core, CoreError, DeployState, DeployView
+from gps_dagster.store.records import ActionRow
+from gps_dagster.store.repository import Store
+
+Witness = Callable[[DeployView], Verdict | bool | None]
+"""Placement witness: True = confirmed, None = not yet known, a Verdict = mismatch."""
+
+
+def stop_converged(deploy: DeployView) -> bool:
+    return deploy.converged_stopped
+
+
+def scale_down_converged(deploy: DeployView, replicas: int) -> bool:
+    return (
+        deploy.applied_generation >= deploy.generation
+        and deploy.desired_replicas == replicas
+        and deploy.ready_replicas == replicas
+        and deploy.terminating_pods == 0
+    )
+
+
+def acquire_ready(deploy: DeployView, replicas: int) -> bool:
+    return (
+        deploy.state is DeployState.READY
+        and deploy.applied_generation >= deploy.generation
+        and deploy.ready_replicas >= replicas
+    )
+
+
+class Observer:
+    def __init__(
+        self, store: Store, core: Core, clock: Clock, config: EngineConfig, runner: StepRunner,
+        witness: Witness | None = None,
+    ) -> None:
+        self.store, self.core, self.clock, self.config = store, core, clock, config
+        self.runner, self.witness = runner, witness
+
+    def observe(self, schedule: str | None = None) -> list[StepOutcome]:
+        """Check every accepted step (of one schedule, or all); whatever the gate says."""
+        return [self.observe_action(a) for a in self.store.list_actions(schedule=schedule, states=("accepted",))]
+
+    def observe_action(self, a: ActionRow) -> StepOutcome:
+        now = self.clock.now()
+        try:
+            deploy = self.core.get_deploy(a.deploy_id)
+        except CoreError:
+            return StepOutcome(a.id, a.deploy_id, "accepted", reason="core_unreadable")
+        done, failure = self._judge(a, deploy, now)
+        if failure is not None:
+            status = self.store.get_status(a.schedule, a.deploy_id)
+            if status is not None:
+                return self.runner.fail(a, status, failure)
+        if not done:
+            return StepOutcome(a.id, a.deploy_id, "accepted")
+        if self.store.update_action(a.id, expect=("accepted",), now=now, state="converged", finished_at=now):
+            status = self.store.get_status(a.schedule, a.deploy_id)
+            if status is not None and status.transition_id == a.transition_id:
+                self.store.cas_status(
+                    status, now=now, phase=Phase.CONVERGED.value, reason=None, fix=None, converged_at=now,
+                    detail={"observed_state": deploy.state.value, "ready_replicas": deploy.ready_replicas},
+                    events=[{"kind": "action_converged", "detail": {"step": a.step}}],
+                )
+            self.runner.close_transition(a.transition_id)
+        return StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
+
+    def _judge(self, a: ActionRow, deploy: DeployView, now: datetime) -> tuple[bool, Verdict | None]:
+        late = a.deadline_at is not None and now >= a.deadline_at
+        if a.step == StepKind.STOP.value:
+            if stop_converged(deploy):
+                return True, None
+            return False, self._late(Phase.STOP_TIMEOUT, a, deploy) if late else None
+        if a.step == StepKind.SCALE_DOWN.value:
+            if scale_down_converged(deploy, a.replicas or 1):
+                return True, None
+            return False, self._late(Phase.STOP_TIMEOUT, a, deploy) if late else None
+        if acquire_ready(deploy, a.replicas or deploy.desired_replicas):
+            return self._witnessed(a, deploy, late)
+        if deploy.unschedulable:
+            since = self._unschedulable_since(a, now)
+            if (now - since).total_seconds() >= self.config.unschedulable_grace_s:
+                return False, verdict(Phase.START_UNSCHEDULABLE, extra=f"{a.deploy_id} pods unschedulable since {since.isoformat()}", detail=_deploy_detail(deploy))
+        return False, self._late(Phase.READINESS_TIMEOUT, a, deploy) if late else None
+
+    def _witnessed(self, a: ActionRow, deploy: DeployView, late: bool) -> tuple[bool, Verdict | None]:
+        if self.witness is None or deploy.reservation is None:
+            return True, None
+        seen = self.witness(deploy)
+        if seen is True:
+            return True, None
+        if isinstance(seen, Verdict):
+            return False, seen
+        return False, self._late(Phase.READINESS_TIMEOUT, a, deploy) if late else None
+
+    def _unschedulable_since(self, a: ActionRow, now: datetime) -> datetime:
+        detail = dict(a.detail or {})
+        if "unschedulable_since" in detail:
+            return datetime.fromisoformat(detail["unschedulable_since"])
+        detail["unschedulable_since"] = now.isoformat()
+        self.store.update_action(a.id, expect=("accepted",), now=now, detail=detail)
+        return now
+
+    @staticmethod
+    def _late(phase: Phase, a: ActionRow, deploy: DeployView) -> Verdict:
+        when = a.deadline_at.isoformat() if a.deadline_at else "?"
+        return verdict(phase, extra=f"{a.deploy_id} {a.step} not converged by {when}", detail=_deploy_detail(deploy))
+
+
+def _deploy_detail(deploy: DeployView) -> dict[str, Any]:
+    return {
+        "state": deploy.state.value, "ready_replicas": deploy.ready_replicas,
+        "desired_replicas": deploy.desired_replicas, "terminating_pods": deploy.terminating_pods,
+        "unschedulable": deploy.unschedulable, "allocation_kept": deploy.state is not DeployState.STOPPED,
+    }

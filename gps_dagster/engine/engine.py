@@ -1,0 +1,142 @@
+"""The reconcile pass (SPEC §4): one function, time and the core injected.
+
+``run_pass`` is the standalone engine: gate → lock → cursor page → per
+schedule: observe accepted steps, examine targets, open plans, execute steps
+inline. ``reconcile`` is the same without executing steps — the Dagster layer
+launches a transition run for each plan it returns, and its ops call
+``execute_step``. Correctness never depends on the lock (R-PASS-2): three
+engines may run this at once; fence, CAS and idempotency keys keep them
+from doing anything twice.
+"""
+
+from __future__ import annotations
+
+from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.convergence import Observer, Witness
+from gps_dagster.engine.errors import Busy
+from gps_dagster.engine.planning import Planner
+from gps_dagster.engine.preflight import ReservationCheck
+from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
+from gps_dagster.engine.steps import StepRunner
+from gps_dagster.ports import Clock, Core
+from gps_dagster.store.records import ScheduleRecord
+from gps_dagster.store.repository import Store
+
+LOCK_NAME = "deploy-schedule-pass"
+
+
+class Engine:
+    """The deploy-schedule engine over a store and a core."""
+
+    def __init__(
+        self,
+        store: Store,
+        core: Core,
+        clock: Clock,
+        config: EngineConfig | None = None,
+        *,
+        reservation_check: ReservationCheck | None = None,
+        witness: Witness | None = None,
+    ) -> None:
+        self.store, self.core, self.clock = store, core, clock
+        self.config = config or EngineConfig()
+        self.planner = Planner(store, core, reservation_check)
+        self.runner = StepRunner(store, core, clock, self.config)
+        self.observer = Observer(store, core, clock, self.config, self.runner, witness)
+
+    # -- passes ------------------------------------------------------------------
+
+    def run_pass(self, *, schedule: str | None = None, trigger: str = "tick") -> PassReport:
+        """A full pass that also executes steps inline (``engine run``, ``simulate``)."""
+        return self._pass(schedule=schedule, trigger=trigger, execute=True)
+
+    def reconcile(self, *, schedule: str | None = None, trigger: str = "sensor") -> PassReport:
+        """A pass that opens plans but leaves their steps to the caller (Dagster runs)."""
+        return self._pass(schedule=schedule, trigger=trigger, execute=False)
+
+    def _pass(self, *, schedule: str | None, trigger: str, execute: bool) -> PassReport:
+        now = self.clock.now()
+        report = PassReport(at=now, trigger=trigger, gate=self._gate())
+        with self.store.lock(LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s) as lock:
+            if not lock.acquired:
+                if schedule is not None:
+                    raise Busy(schedule)
+                report.busy = True
+                return report
+            for record in self._records(schedule, report):
+                self._visit(record, report, trigger=trigger, execute=execute, force=schedule is not None and trigger == "apply_now")
+        return report
+
+    def _gate(self) -> str:
+        try:
+            return self.store.get_gate()
+        except Exception:  # unreadable gate: fail closed (R-PASS-1)
+            return "off"
+
+    def _records(self, schedule: str | None, report: PassReport) -> list[ScheduleRecord]:
+        if schedule is not None:
+            return [self.store.get_schedule(schedule)]
+        cursor = self.store.get_cursor()
+        page = self.store.page_schedules(cursor, self.config.page_size)
+        if len(page) < self.config.page_size:
+            page += self.store.page_schedules(None, self.config.page_size - len(page))
+            page = list({r.name: r for r in page}.values())
+            report.cursor = None
+        else:
+            report.cursor = page[-1].name
+        if report.cursor != cursor:
+            self.store.set_cursor(report.cursor, now=self.clock.now())
+        return page
+
+    def _visit(self, record: ScheduleRecord, report: PassReport, *, trigger: str, execute: bool, force: bool) -> None:
+        name = record.name
+        report.steps += self.observer.observe(name)
+        if report.gate == "enforce":
+            report.steps += [self.runner.execute(a.id) for a in self.store.list_actions(schedule=name, states=("submitting",))]
+        outcome = self.planner.visit(record, now=self.clock.now(), gate=report.gate, trigger=trigger, force=force)
+        report.schedules.append(outcome)
+        for tid in outcome.opened:
+            plan = self.pending_steps(tid)
+            report.plans.append(plan)
+        if execute and report.gate == "enforce":
+            report.steps += self.advance(name)
+
+    def advance(self, schedule: str) -> list[StepOutcome]:
+        """Execute every step of the schedule's open plans that can move now, in plan order."""
+        out: list[StepOutcome] = []
+        for tr in self.store.list_transitions(schedule):
+            if tr.state != "open":
+                continue
+            actions = self.store.list_actions(transition_id=tr.id, states=("pending", "capacity_wait"))
+            for a in sorted(actions, key=lambda x: x.seq):
+                out.append(self.runner.execute(a.id))
+            out += [self.observer.observe_action(a) for a in self.store.list_actions(transition_id=tr.id, states=("accepted",))]
+        return out
+
+    # -- the Dagster-facing surface -------------------------------------------------
+
+    def execute_step(self, step_id: str) -> StepOutcome:
+        """Advance one step now (a Dagster op); never blocks."""
+        return self.runner.execute(step_id)
+
+    def capacity_waits(self) -> list[StepRef]:
+        """Re-preview every waiting step: return those that fit now, time out the rest."""
+        ready: list[StepRef] = []
+        for a in self.store.list_actions(states=("capacity_wait",)):
+            if self.runner.execute(a.id, submit=False).state == "ready":
+                ready.append(StepRef(a.id, a.deploy_id, a.step, a.order))
+        return ready
+
+    def pending_steps(self, transition_id: str) -> PlanRef:
+        tr = self.store.get_transition(transition_id)
+        if tr is None:
+            raise KeyError(transition_id)
+        actions = self.store.list_actions(transition_id=transition_id)
+        refs = [StepRef(a.id, a.deploy_id, a.step, a.order) for a in sorted(actions, key=lambda x: x.seq)]
+        return PlanRef(
+            transition_id=tr.id, schedule=tr.schedule, schedule_version=tr.schedule_version,
+            interval_start=tr.boundary_at, targets=tuple(tr.targets),
+            release_steps=tuple(r for r in refs if r.order == "release"),
+            acquire_steps=tuple(r for r in refs if r.order == "acquire"),
+            trigger=tr.trigger, order=tr.order,
+        )

@@ -1,0 +1,243 @@
+"""One schedule in one pass: read, check eligibility, evaluate, open transitions.
+
+For each target the pass reads the deploy, re-checks eligibility, and finds
+the intent interval in force. A target whose interval identity (schedule
+version + interval start) is the one already processed opens nothing; if it
+had converged and the deploy no longer matches, that is ``drift_detected`` and
+is *not* reverted (SPEC R-PASS-5, U1). Targets with a new interval — missed
+ones included — join one transition plan, which is preflighted as a whole
+before anything is executed (R-PASS-6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current_interval
+from gps_dagster.domain.phases import Phase, fix_for, is_terminal
+from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, ordered, steps_for
+from gps_dagster.domain.spec import Mode, Schedule
+from gps_dagster.engine import keys
+from gps_dagster.engine.eligibility import ineligible_reason
+from gps_dagster.engine.outcomes import Verdict
+from gps_dagster.engine.preflight import ReservationCheck, preflight
+from gps_dagster.ports import Core, CoreError, DeployState, DeployView, NotFound, Transient
+from gps_dagster.store.records import ScheduleRecord, TargetStatusRow
+from gps_dagster.store.repository import Store
+
+RUNNING_STATES = frozenset({DeployState.READY, DeployState.STARTING, DeployState.UPDATING})
+
+
+def observed(deploy: DeployView) -> Observed:
+    return Observed(deploy.id, deploy.state in RUNNING_STATES, deploy.desired_replicas)
+
+
+def wanted(interval: IntentInterval) -> Wanted:
+    i = interval.intent
+    return Wanted(interval.target, i.desired_state, i.replicas, i.allow_downtime)
+
+
+def intent_doc(interval: IntentInterval) -> dict[str, Any]:
+    i = interval.intent
+    return {
+        "desired_state": i.desired_state.value, "replicas": i.replicas,
+        "allow_downtime": i.allow_downtime, "source": i.source,
+    }
+
+
+@dataclass
+class Candidate:
+    status: TargetStatusRow
+    deploy: DeployView
+    interval: IntentInterval
+    steps: tuple[PlannedStep, ...] = ()
+
+
+@dataclass
+class ScheduleOutcome:
+    """What one schedule's pass did (for reports, sensors and tests)."""
+
+    schedule: str
+    version: int
+    opened: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+    ineligible: dict[str, str] = field(default_factory=dict)
+    observing: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+class Planner:
+    """Opens transition plans for one schedule snapshot."""
+
+    def __init__(self, store: Store, core: Core, reservation_check: ReservationCheck | None = None) -> None:
+        self.store, self.core, self.reservation_check = store, core, reservation_check
+
+    def visit(
+        self, record: ScheduleRecord, *, now: datetime, gate: str, trigger: str, force: bool = False
+    ) -> ScheduleOutcome:
+        spec, version = record.spec, record.version
+        out = ScheduleOutcome(spec.name, version)
+        if not record.enabled or gate == "off":
+            return out
+        candidates: list[Candidate] = []
+        for target in spec.target_ids:
+            cand = self._examine(spec, version, target, now=now, force=force, out=out)
+            if cand is not None:
+                candidates.append(cand)
+        if not candidates:
+            return out
+        if spec.mode is Mode.OBSERVE or gate == "observe":
+            self._observe_only(spec, version, candidates, now, out)
+            return out
+        self._open(spec, version, candidates, now=now, trigger=trigger, out=out)
+        return out
+
+    # -- per target -----------------------------------------------------------
+
+    def _examine(
+        self, spec: Schedule, version: int, target: str, *, now: datetime, force: bool, out: ScheduleOutcome
+    ) -> Candidate | None:
+        status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
+        try:
+            deploy: DeployView | None = self.core.get_deploy(target)
+        except NotFound:
+            deploy = None
+        except (Transient, CoreError) as exc:
+            out.errors.append(f"{target}: {exc}")
+            return None
+        reason = ineligible_reason(spec, deploy)
+        if reason is not None:
+            out.ineligible[target] = reason
+            if status.phase != Phase.INELIGIBLE or status.reason != reason:
+                self.store.cas_status(
+                    status, now=now, phase=Phase.INELIGIBLE.value, reason=reason,
+                    fix=fix_for(Phase.INELIGIBLE, reason), schedule_version=version,
+                )
+            return None
+        assert deploy is not None
+        interval = current_interval(spec, target, now)
+        new = status.interval_start != interval.start or status.schedule_version != version
+        stale_phase = status.phase in (Phase.INELIGIBLE, Phase.OBSERVING) or (
+            status.phase == Phase.PENDING and status.transition_id is None
+        )
+        if new or stale_phase or (force and is_terminal(status.phase)):
+            return Candidate(status, deploy, interval)
+        if status.phase == Phase.CONVERGED and not matches(wanted(interval), observed(deploy)):
+            out.drift.append(target)
+            self.store.cas_status(
+                status, now=now, phase=Phase.DRIFT_DETECTED.value, reason="drift_detected",
+                fix=fix_for(Phase.DRIFT_DETECTED),
+                detail={"observed_state": deploy.state.value, "observed_replicas": deploy.desired_replicas},
+                events=[{"kind": "drift_detected", "detail": {"state": deploy.state.value}}],
+            )
+        return None
+
+    # -- observe mode ---------------------------------------------------------
+
+    def _observe_only(
+        self, spec: Schedule, version: int, cands: list[Candidate], now: datetime, out: ScheduleOutcome
+    ) -> None:
+        for c in cands:
+            steps = steps_for(wanted(c.interval), observed(c.deploy))
+            out.observing.append(c.status.deploy_id)
+            self.store.cas_status(
+                c.status, now=now, phase=Phase.OBSERVING.value, reason=None, fix=None,
+                schedule_version=version, interval_start=c.interval.start, interval_end=c.interval.end,
+                intent=intent_doc(c.interval), transition_id=None,
+                detail={"would": [{"step": s.kind.value, "replicas": s.replicas} for s in steps]},
+            )
+
+    # -- opening a plan ---------------------------------------------------------
+
+    def _open(
+        self, spec: Schedule, version: int, cands: list[Candidate], *, now: datetime, trigger: str, out: ScheduleOutcome
+    ) -> None:
+        for c in cands:
+            c.steps = steps_for(wanted(c.interval), observed(c.deploy))
+        planned = {s.deploy_id: (s, wanted(c.interval), c.deploy) for c in cands for s in c.steps}
+        refusals = preflight(self.core, planned, self.reservation_check)
+        tid = keys.transition_id(
+            spec.name, version, [(c.status.deploy_id, c.interval.start, c.status.target_generation + 1) for c in cands]
+        )
+        boundary = max(c.interval.start for c in cands)
+        lag = (now - boundary).total_seconds() if boundary > SENTINEL_START else None
+        transition = {
+            "id": tid, "schedule_name": spec.name, "schedule_version": version, "boundary_at": boundary,
+            "order": spec.transition_order.value, "trigger": trigger, "state": "refused" if refusals else "open",
+            "targets": [c.status.deploy_id for c in cands], "created_at": now, "lag_seconds": lag,
+        }
+        steps = [] if refusals else self._step_rows(spec, version, tid, cands, now)
+        updates = [(c.status, self._status_change(c, version, tid, refusals, now)) for c in cands]
+        self._supersede(spec.name, [c.status.deploy_id for c in cands], tid, now)
+        if self.store.open_transition(transition, steps, updates, now=now):
+            (out.refused if refusals else out.opened).append(tid)
+
+    def _step_rows(
+        self, spec: Schedule, version: int, tid: str, cands: list[Candidate], now: datetime
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        by_deploy = {c.status.deploy_id: c for c in cands}
+        for seq, step in enumerate(ordered([s for c in cands for s in c.steps], spec.transition_order)):
+            c = by_deploy[step.deploy_id]
+            key = keys.idempotency_key(
+                spec.name, version, step.deploy_id, c.interval.start, step.kind.value, c.status.target_generation + 1
+            )
+            rows.append({
+                "id": keys.action_id(key), "idempotency_key": key, "transition_id": tid,
+                "schedule_name": spec.name, "schedule_version": version, "deploy_id": step.deploy_id,
+                "interval_start": c.interval.start, "step": step.kind.value, "order": step.order.value,
+                "seq": seq, "replicas": step.replicas, "delta_replicas": step.delta_replicas,
+                "etag_used": c.deploy.etag, "state": "pending", "operation_ids": [],
+                "detail": {
+                    "persist_replicas": step.persist_replicas,
+                    "allow_downtime": c.interval.intent.allow_downtime,
+                    "interval_end": c.interval.end.isoformat() if c.interval.end else None,
+                },
+                "created_at": now, "updated_at": now,
+            })
+        return rows
+
+    def _status_change(
+        self, c: Candidate, version: int, tid: str, refusals: dict[str, Verdict], now: datetime
+    ) -> dict[str, Any]:
+        base: dict[str, Any] = {
+            "schedule_version": version, "interval_start": c.interval.start, "interval_end": c.interval.end,
+            "intent": intent_doc(c.interval), "transition_id": tid,
+            "target_generation": c.status.target_generation + 1, "converged_at": None, "last_action_id": None,
+            "detail": {"observed_state": c.deploy.state.value},
+        }
+        deploy_id = c.status.deploy_id
+        if refusals:
+            own = refusals.get(deploy_id)
+            if own is not None:
+                return {**base, **own.changes()}
+            first_id, first = sorted(refusals.items())[0]
+            return {
+                **base, "phase": first.phase.value, "reason": first.reason,
+                "fix": f"{first_id} failed preflight ({first.reason}); nothing was executed, "
+                f"{deploy_id} left as it is — {first.fix}",
+            }
+        if not c.steps:
+            return {**base, "phase": Phase.CONVERGED.value, "reason": None, "fix": None, "converged_at": now}
+        return {**base, "phase": Phase.PENDING.value, "reason": None, "fix": None}
+
+    def _supersede(self, schedule: str, deploy_ids: list[str], tid: str, now: datetime) -> None:
+        """Steps of an older plan that never reached the core are dropped."""
+        for deploy_id in deploy_ids:
+            for a in self.store.list_actions(schedule=schedule, deploy_id=deploy_id, states=("pending", "capacity_wait")):
+                if a.transition_id == tid:
+                    continue
+                self.store.update_action(
+                    a.id, expect=("pending", "capacity_wait"), now=now, state="superseded", finished_at=now,
+                    reason="superseded",
+                )
+
+
+def capacity_deadline(interval_start: datetime, opened_at: datetime, interval_end: datetime | None, wait_s: float) -> datetime:
+    """When capacity waiting ends: nominal start (or a late opening) + wait, capped by the interval end."""
+    nominal = max(interval_start, opened_at) if interval_start > SENTINEL_START else opened_at
+    deadline = nominal + timedelta(seconds=wait_s)
+    return min(deadline, interval_end) if interval_end is not None else deadline

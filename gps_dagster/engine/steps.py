@@ -1,0 +1,231 @@
+"""Executing one step: prerequisites, capacity preview, fence, submit (SPEC R-PASS-7…10).
+
+A step never blocks: it either reaches the core (``accepted``), waits for
+capacity (``capacity_wait``, with a deadline), stays ``submitting`` after a
+lost response (the next caller resubmits with the same idempotency key), or
+ends terminal with a reason and a fix text. The same function serves the
+standalone pass and the Dagster release/acquire ops.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import StepKind
+from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.outcomes import Verdict, from_core_error, verdict
+from gps_dagster.engine.planning import capacity_deadline
+from gps_dagster.engine.reports import StepOutcome
+from gps_dagster.ports import AliasGuardUnavailable, Clock, Core, CoreError, EtagMismatch, Insufficient, Transient
+from gps_dagster.store.records import ActionRow, TargetStatusRow
+from gps_dagster.store.repository import Store
+
+FINISHED = frozenset({"converged", "failed", "superseded", "cancelled"})
+SUBMITTED = frozenset({"accepted", "converged", "superseded"})
+
+
+class StepRunner:
+    def __init__(self, store: Store, core: Core, clock: Clock, config: EngineConfig) -> None:
+        self.store, self.core, self.clock, self.config = store, core, clock, config
+
+    def execute(self, action_id: str, *, submit: bool = True) -> StepOutcome:
+        """Advance one step as far as it can go now (``submit=False``: preview only)."""
+        a = self.store.get_action(action_id)
+        if a is None:
+            return StepOutcome(action_id, "", "failed", reason="unknown_step", fix="check the run config")
+        if a.state in FINISHED or a.state == "accepted":
+            return self._outcome(a, a.state)
+        status = self.store.get_status(a.schedule, a.deploy_id)
+        if status is None or status.transition_id != a.transition_id:
+            self._finish(a, "superseded", "superseded")
+            return self._outcome(a, "superseded")
+        if a.state == "submitting":
+            return self._submit(a, status, resubmit=True)
+        waiting = self._prerequisite(a)
+        if waiting is not None:
+            return waiting
+        if a.order == "acquire":
+            held = self._capacity(a, status)
+            if held is not None:
+                return held
+        if not submit:
+            return self._outcome(a, "ready")
+        return self._fence_and_submit(a, status)
+
+    # -- prerequisites ---------------------------------------------------------
+
+    def _prerequisite(self, a: ActionRow) -> StepOutcome | None:
+        tr = self.store.get_transition(a.transition_id)
+        first = "release" if tr is None or tr.order == "release_first" else "acquire"
+        if a.order == first:
+            return None
+        ready = SUBMITTED if first == "release" else frozenset({"converged", "superseded"})
+        before = [x for x in self.store.list_actions(transition_id=a.transition_id) if x.order == first]
+        broken = [x for x in before if x.state in ("failed", "cancelled")]
+        if broken:
+            culprit = broken[0]
+            self._cancel(a, culprit)
+            return StepOutcome(a.id, a.deploy_id, "cancelled", culprit.reason, culprit.reason, culprit.fix)
+        if all(x.state in ready for x in before):
+            return None
+        return self._outcome(a, a.state)
+
+    def _cancel(self, a: ActionRow, culprit: ActionRow) -> None:
+        now = self.clock.now()
+        status = self.store.get_status(a.schedule, a.deploy_id)
+        if not self.store.update_action(a.id, expect=("pending", "capacity_wait"), now=now, state="cancelled",
+                                        reason=culprit.reason, fix=culprit.fix, finished_at=now):
+            return
+        if status is not None and status.transition_id == a.transition_id:
+            c_status = self.store.get_status(culprit.schedule, culprit.deploy_id)
+            phase = c_status.phase if c_status is not None else Phase.PARTIAL_EXECUTION.value
+            self.store.cas_status(
+                status, now=now, phase=phase, reason=culprit.reason,
+                fix=f"{culprit.deploy_id} {culprit.step} failed ({culprit.reason}); {a.deploy_id} not touched — {culprit.fix}",
+            )
+        self.close_transition(a.transition_id)
+
+    # -- capacity ---------------------------------------------------------------
+
+    def _capacity(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome | None:
+        now = self.clock.now()
+        try:
+            preview = self.core.preview_capacity(a.deploy_id, delta_replicas=max(a.delta_replicas or 1, 1))
+        except Transient:
+            return self._outcome(a, a.state)
+        except CoreError as exc:
+            return self.fail(a, status, from_core_error(exc))
+        if not isinstance(preview, Insufficient):
+            return None
+        tr = self.store.get_transition(a.transition_id)
+        end = (a.detail or {}).get("interval_end")
+        deadline = a.deadline_at or capacity_deadline(
+            a.interval_start, tr.created_at if tr else now, datetime.fromisoformat(end) if end else None,
+            self.config.capacity_wait_s,
+        )
+        detail = {**(a.detail or {}), "free_by_node": dict(preview.free_by_node), "preview_reason": preview.reason}
+        if now >= deadline:
+            extra = f"waited until {deadline.isoformat()} for {a.delta_replicas} replica group(s) of {a.deploy_id}"
+            return self.fail(a, status, verdict(Phase.CAPACITY_UNAVAILABLE, extra=extra, detail=detail))
+        if a.state != "capacity_wait":
+            self.store.update_action(a.id, expect=("pending",), now=now, state="capacity_wait", deadline_at=deadline, detail=detail)
+            self.store.cas_status(status, now=now, phase=Phase.CAPACITY_WAIT.value, reason=preview.reason, fix=None,
+                                  detail={"deadline": deadline.isoformat(), "free_by_node": dict(preview.free_by_node)})
+        return StepOutcome(a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value, preview.reason)
+
+    # -- fence and submit -----------------------------------------------------
+
+    def _fence_and_submit(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome:
+        now = self.clock.now()
+        if a.step == StepKind.STOP.value:
+            blocked = self._alias_blocked(a)
+            if blocked is not None:
+                return self.fail(a, status, blocked)
+        phase = Phase.RELEASING if a.order == "release" else Phase.ACQUIRING
+        fenced = self.store.fence(a, status, now=now, status_changes={"phase": phase.value, "reason": None, "fix": None})
+        if not fenced.ok:
+            if fenced.reason in ("gate_not_enforce", "lost_race"):
+                return self._outcome(a, a.state, reason=fenced.reason)
+            self._finish(a, "superseded", fenced.reason or "fenced_out")
+            return self._outcome(a, "superseded", reason=fenced.reason)
+        refreshed = self.store.get_action(a.id)
+        assert refreshed is not None and fenced.status is not None
+        return self._submit(refreshed, fenced.status, resubmit=False)
+
+    def _alias_blocked(self, a: ActionRow) -> Verdict | None:
+        allow = bool((a.detail or {}).get("allow_downtime"))
+        try:
+            info = self.core.alias_guard(a.deploy_id)
+        except AliasGuardUnavailable as exc:
+            return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}")
+        except CoreError as exc:
+            return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=str(exc))
+        if info.has_alias and not allow:
+            return verdict(Phase.ALIAS_BLOCKED, "alias_without_consent", extra=f"aliases {', '.join(info.aliases)}")
+        return None
+
+    def _submit(self, a: ActionRow, status: TargetStatusRow, *, resubmit: bool) -> StepOutcome:
+        now = self.clock.now()
+        try:
+            ops = self._call_core(a)
+        except Transient as exc:
+            self.store.add_event(now, a.schedule, a.deploy_id, "submit_unconfirmed", reason="transient", detail={"error": str(exc), "action": a.id})
+            return self._outcome(a, "submitting", reason="transient")
+        except EtagMismatch:
+            return self._etag_conflict(a, status)
+        except CoreError as exc:
+            return self.fail(a, status, from_core_error(exc))
+        timeout = self.config.stop_timeout_s if a.order == "release" else self.config.readiness_timeout_s
+        accepted = self.store.update_action(
+            a.id, expect=("submitting",), now=now, state="accepted", accepted_at=now,
+            operation_ids=[op.id for op in ops], deadline_at=now + timedelta(seconds=timeout),
+        )
+        if accepted:
+            phase = Phase.RELEASING if a.order == "release" else Phase.AWAITING_READY
+            events: list[dict[str, Any]] = [{"kind": "action_accepted", "detail": {"step": a.step, "operations": [op.id for op in ops], "resubmitted": resubmit}}]
+            if a.step == StepKind.SCALE_DOWN.value:
+                events.append({"kind": "capacity_reduced", "detail": {"replicas": a.replicas}})
+            current = self.store.get_status(a.schedule, a.deploy_id) or status
+            if current.transition_id == a.transition_id:
+                self.store.cas_status(current, now=now, phase=phase.value, last_action_id=a.id, events=events)
+        return self._outcome(a, "accepted")
+
+    def _call_core(self, a: ActionRow) -> list[Any]:
+        etag = a.etag_used or ""
+        key = a.idempotency_key
+        if a.step == StepKind.STOP.value:
+            allow = bool((a.detail or {}).get("allow_downtime"))
+            return [self.core.stop(a.deploy_id, etag=etag, allow_aliased_downtime=allow, idempotency_key=key)]
+        if a.step in (StepKind.SCALE_DOWN.value, StepKind.SCALE_UP.value):
+            assert a.replicas is not None
+            return [self.core.set_replica_intent(a.deploy_id, a.replicas, etag=etag, idempotency_key=key)]
+        ops = []
+        if (a.detail or {}).get("persist_replicas") and a.replicas is not None:
+            ops.append(self.core.set_replica_intent(a.deploy_id, a.replicas, etag=etag, idempotency_key=f"{key}/persist"))
+            etag = self.core.get_deploy(a.deploy_id).etag  # R-SCALE-5: a fresh ETag, then Start
+        ops.append(self.core.start(a.deploy_id, etag=etag, idempotency_key=key))
+        return ops
+
+    def _etag_conflict(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome:
+        """The deploy changed since the snapshot: re-read it and decide again next time."""
+        now = self.clock.now()
+        try:
+            fresh = self.core.get_deploy(a.deploy_id).etag
+        except CoreError as exc:
+            return self.fail(a, status, from_core_error(exc))
+        self.store.update_action(a.id, expect=("submitting",), now=now, state="pending", etag_used=fresh)
+        self.store.add_event(now, a.schedule, a.deploy_id, "etag_conflict", detail={"action": a.id})
+        return self._outcome(a, "pending", reason="etag_conflict")
+
+    # -- endings ---------------------------------------------------------------
+
+    def fail(self, a: ActionRow, status: TargetStatusRow, v: Verdict) -> StepOutcome:
+        now = self.clock.now()
+        moved = self.store.update_action(
+            a.id, expect=("pending", "capacity_wait", "submitting", "accepted"), now=now, state="failed",
+            reason=v.reason, fix=v.fix, finished_at=now, detail={**(a.detail or {}), **(v.detail or {})},
+        )
+        if moved:
+            current = self.store.get_status(a.schedule, a.deploy_id) or status
+            if current.transition_id == a.transition_id:
+                self.store.cas_status(current, now=now, **v.changes())
+            self.close_transition(a.transition_id)
+        return StepOutcome(a.id, a.deploy_id, "failed", v.phase.value, v.reason, v.fix)
+
+    def _finish(self, a: ActionRow, state: str, reason: str) -> None:
+        now = self.clock.now()
+        self.store.update_action(a.id, expect=("pending", "capacity_wait", "submitting"), now=now, state=state,
+                                 reason=reason, finished_at=now)
+        self.close_transition(a.transition_id)
+
+    def close_transition(self, transition_id: str) -> None:
+        actions = self.store.list_actions(transition_id=transition_id)
+        if actions and all(x.state in FINISHED for x in actions):
+            failed = any(x.state in ("failed", "cancelled") for x in actions)
+            self.store.set_transition_state(transition_id, "failed" if failed else "done")
+
+    @staticmethod
+    def _outcome(a: ActionRow, state: str, *, reason: str | None = None) -> StepOutcome:
+        return StepOutcome(a.id, a.deploy_id, state, None, reason or a.reason, a.fix)

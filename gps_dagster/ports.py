@@ -1,0 +1,323 @@
+"""The narrow ports the engine depends on: the Core control plane and the Clock.
+
+The engine never talks to a cluster: it talks to ``Core`` (SPEC §4, §7, §8).
+The embedded simulated pool (``gps_dagster.backends.sim``) implements it today;
+a Kubernetes adapter will implement the same Protocol later, so nothing here
+names a simulator detail, a table or a Kubernetes object. Values are frozen,
+errors are typed and split by whether retrying helps (``domain.errors``), and
+every mutation carries an ETag and an idempotency key: a repeated key returns
+the earlier ``Operation`` and never mutates twice.
+
+This module imports neither SQLAlchemy nor Dagster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from gps_dagster.domain.errors import GpsError, PermanentError, TemporaryError
+from gps_dagster.domain.kinds import DeployKind
+
+__all__ = [
+    "AdmissionRefused",
+    "AliasGuardUnavailable",
+    "AliasInfo",
+    "BillingRefused",
+    "CapacityPreview",
+    "Clock",
+    "Core",
+    "CoreError",
+    "DeployState",
+    "DeployView",
+    "EtagMismatch",
+    "Fits",
+    "Insufficient",
+    "NotFound",
+    "Operation",
+    "OperationKind",
+    "OperationState",
+    "Permanent",
+    "QuotaRefused",
+    "QuotaStatus",
+    "ReservationBinding",
+    "Transient",
+    "Unsupported",
+]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Where "now" comes from; injected everywhere below the edges."""
+
+    def now(self) -> datetime:
+        """The current instant, timezone-aware."""
+        ...
+
+
+class DeployState(StrEnum):
+    STOPPED = "STOPPED"
+    STARTING = "STARTING"
+    UPDATING = "UPDATING"
+    READY = "READY"
+    STOPPING = "STOPPING"
+    DELETING = "DELETING"
+    FAILED = "FAILED"
+
+
+class OperationKind(StrEnum):
+    STOP = "stop"
+    START = "start"
+    SET_REPLICA_INTENT = "set_replica_intent"
+
+
+class OperationState(StrEnum):
+    ACCEPTED = "accepted"
+    """Submitted; the deploy has not converged to it yet."""
+    DONE = "done"
+    """The deploy reached what the operation asked for."""
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+    """A later operation on the same deploy replaced it before it converged."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationBinding:
+    """The GPU reservations a deploy is bound to (SPEC R-GPS-2); filled by the GPS work."""
+
+    reservation_ids: tuple[str, ...]
+    mode: str
+    """``exclusive`` or ``time_sliced``."""
+    memory_mib: int | None = None
+    """VRAM budget of a time-sliced member."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeployView:
+    """What the control plane reports about one deploy, read in one consistent snapshot."""
+
+    id: str
+    kind: DeployKind
+    state: DeployState
+    etag: str
+    """Opaque; pass it back unchanged to the next mutation."""
+    aliases: tuple[str, ...]
+    project: str | None
+    """CMP project, or ``None`` for an admin (not CMP-managed) deploy."""
+    cmp_managed: bool
+    endpoint: str | None
+    """CMP endpoint this deploy is a member of, if any."""
+    gpus_per_replica: int
+    nodes_per_replica: int
+    desired_replicas: int
+    ready_replicas: int
+    """Ready replica *groups* (a multi-node group counts once)."""
+    generation: int
+    applied_generation: int
+    terminating_pods: int
+    unschedulable: bool
+    """Some pods of the deploy are pending and cannot be placed."""
+    hpa: bool = False
+    role_min: int | None = None
+    """Resource role replicas ``{desired,min,max}`` (R-SCALE-3); desired = ``desired_replicas``."""
+    role_max: int | None = None
+    reservation: ReservationBinding | None = None
+
+    @property
+    def converged_stopped(self) -> bool:
+        """STOPPED and no pod terminating: the evidence that its GPUs are released."""
+        return self.state is DeployState.STOPPED and self.terminating_pods == 0
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_replica * self.desired_replicas
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """An accepted mutation. Replaying its idempotency key returns this same value."""
+
+    id: str
+    deploy_id: str
+    kind: OperationKind
+    idempotency_key: str
+    state: OperationState
+    etag_after: str
+    """The deploy's ETag right after the mutation (use it for the next one)."""
+    created_at: datetime
+    replicas: int | None = None
+    """``set_replica_intent`` only: the replicas asked for."""
+    persist_only: bool = False
+    """The deploy was STOPPED: the intent was stored, nothing was scheduled (R-SCALE-5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fits:
+    """The requested replica groups fit whole on currently published free GPUs."""
+
+    groups: int
+    nodes: tuple[tuple[str, ...], ...] = ()
+    """One node tuple per group, a possible placement (advisory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Insufficient:
+    """Not enough published free capacity for whole replica groups."""
+
+    reason: str
+    """``insufficient_capacity`` or ``no_matching_flavor``."""
+    free_by_node: Mapping[str, int] = field(default_factory=dict)
+    """Published free GPUs per node of a matching flavor (nodes with none omitted)."""
+    groups_needed: int = 0
+    groups_fitting: int = 0
+
+
+CapacityPreview = Fits | Insufficient
+
+
+@dataclass(frozen=True, slots=True)
+class AliasInfo:
+    deploy_id: str
+    aliases: tuple[str, ...]
+
+    @property
+    def has_alias(self) -> bool:
+        return bool(self.aliases)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaStatus:
+    """Result of a passed quota preflight (what was counted)."""
+
+    project: str | None
+    quota: int | None
+    used: int
+    requested: int
+
+
+class CoreError(GpsError):
+    """Root of every error a Core adapter raises on purpose."""
+
+    http_status: int = 500
+
+    def __init__(self, message: str = "", *, reason: str | None = None) -> None:
+        self.reason = reason or type(self).__name__
+        super().__init__(message or self.reason)
+
+
+class Permanent(CoreError, PermanentError):
+    """The call cannot succeed as is."""
+
+    http_status = 400
+
+
+class Transient(CoreError, TemporaryError):
+    """Retry later (same idempotency key); the mutation may or may not have been applied."""
+
+    http_status = 503
+
+
+class EtagMismatch(Permanent):
+    """The ETag passed is not the deploy's current one: re-read, then decide again."""
+
+    http_status = 412
+
+
+class NotFound(Permanent):
+    http_status = 404
+
+
+class QuotaRefused(Permanent):
+    http_status = 403
+
+    def __init__(self, message: str = "", *, project: str | None = None, quota: int | None = None, used: int = 0, requested: int = 0) -> None:
+        self.project, self.quota, self.used, self.requested = project, quota, used, requested
+        super().__init__(message, reason="quota_refused")
+
+
+class BillingRefused(Permanent):
+    http_status = 402
+
+    def __init__(self, message: str = "", *, project: str | None = None) -> None:
+        self.project = project
+        super().__init__(message, reason="billing_refused")
+
+
+class AdmissionRefused(Permanent):
+    """The core's own admission refused the mutation; ``reason`` says why."""
+
+    http_status = 422
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason, reason=reason)
+
+
+class Unsupported(Permanent):
+    """The deploy kind does not support the operation (``reason``: a kinds.py code)."""
+
+    http_status = 422
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason, reason=reason)
+
+
+class AliasGuardUnavailable(Permanent):
+    """The alias guard is not wired (``unwired``) or cannot be read (``read_error``).
+
+    Never means "no alias": the engine fails closed (``alias_blocked``).
+    """
+
+    http_status = 503
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason, reason=reason)
+
+
+class Core(Protocol):
+    """The deployment control plane (SPEC §4, §7, §8)."""
+
+    def get_deploy(self, deploy_id: str) -> DeployView:
+        """Raises ``NotFound``."""
+        ...
+
+    def stop(self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str) -> Operation:
+        """Stop; an aliased deploy needs ``allow_aliased_downtime=True`` (else ``AdmissionRefused``)."""
+        ...
+
+    def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
+        """Start with the stored replicas; admission checks quota and billing."""
+        ...
+
+    def set_replica_intent(self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str) -> Operation:
+        """Set workload replicas and roles ``{desired,min,max}`` together (R-SCALE-3).
+
+        On a STOPPED deploy it only persists the intent and returns the new ETag (R-SCALE-5).
+        """
+        ...
+
+    def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
+        """Read-only: do ``delta_replicas`` more whole replica groups fit per node now?"""
+        ...
+
+    def alias_guard(self, deploy_id: str) -> AliasInfo:
+        """The deploy's aliases; raises ``AliasGuardUnavailable`` when not wired or unreadable."""
+        ...
+
+    def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
+        """Read-only preflight; raises ``QuotaRefused``."""
+        ...
+
+    def check_billing(self, deploy_id: str) -> None:
+        """Read-only preflight; raises ``BillingRefused``."""
+        ...
+
+    def get_operation(self, op_id: str) -> Operation:
+        """Raises ``NotFound``."""
+        ...
+
+    def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
+        """Member deploys of a CMP endpoint; raises ``NotFound``."""
+        ...

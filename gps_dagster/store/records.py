@@ -1,0 +1,105 @@
+"""Frozen rows the store hands out: callers never see SQLAlchemy objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gps_dagster.domain.spec import Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    name: str
+    version: int
+    spec: Schedule
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TargetStatusRow:
+    schedule: str
+    deploy_id: str
+    phase: str
+    reason: str | None
+    fix: str | None
+    detail: dict[str, Any] | None
+    status_version: int
+    target_generation: int
+    schedule_version: int
+    interval_start: datetime | None
+    interval_end: datetime | None
+    intent: dict[str, Any] | None
+    transition_id: str | None
+    last_action: str | None
+    phase_since: datetime
+    converged_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRow:
+    id: str
+    idempotency_key: str
+    transition_id: str
+    schedule: str
+    schedule_version: int
+    deploy_id: str
+    interval_start: datetime
+    step: str
+    order: str
+    seq: int
+    replicas: int | None
+    delta_replicas: int | None
+    etag_used: str | None
+    state: str
+    operation_ids: list[str] | None
+    reason: str | None
+    fix: str | None
+    detail: dict[str, Any] | None
+    created_at: datetime
+    submitted_at: datetime | None
+    accepted_at: datetime | None
+    finished_at: datetime | None
+    deadline_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRow:
+    id: str
+    schedule: str
+    schedule_version: int
+    boundary_at: datetime
+    order: str
+    trigger: str
+    state: str
+    targets: list[str]
+    created_at: datetime
+    lag_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    id: int
+    at: datetime
+    schedule: str | None
+    deploy_id: str | None
+    kind: str
+    phase: str | None
+    reason: str | None
+    detail: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyNowRequest:
+    id: int
+    schedule: str
+    actor: str
+    requested_at: datetime
+    state: str
+    result: str | None
+    handled_at: datetime | None

@@ -1,0 +1,263 @@
+"""The schedule store: CRUD with ownership claims, gate, cursor, events, apply-now.
+
+Every write is one transaction. ``apply_schedule`` validates nothing itself
+(callers pass a ``Schedule`` that ``domain.schedules.load_schedule`` accepted)
+but claims every target in the same transaction as the spec write, so a
+``target_owned`` refusal leaves nothing behind (R-MODEL-6, R-MODEL-7). The
+HTTP API of R-API will be a thin layer over these methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from gps_dagster.domain.spec import Schedule
+from gps_dagster.store import migrate
+from gps_dagster.store import tables as t
+from gps_dagster.store.db import create_db_engine, default_url
+from gps_dagster.store.errors import InvalidGate, ScheduleNotFound, TargetOwned
+from gps_dagster.store.locks import PassLock
+from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
+from gps_dagster.store.status import StatusMixin
+
+GATES = ("off", "observe", "enforce")
+GATE_KEY = "execution"
+CURSOR_KEY = "cursor"
+
+
+class Store(StatusMixin):
+    """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str | None = None, *, upgrade: bool = True) -> Store:
+        """Open ``url`` (default: ``GPS_DB_URL`` or ``var/gps.sqlite``), migrating it on first use."""
+        engine = create_db_engine(url or default_url())
+        if upgrade:
+            migrate.upgrade(engine)
+        return cls(engine)
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    def lock(self, name: str, *, holder: str, now: datetime, ttl_s: float = 120.0) -> PassLock:
+        """The pass lock (R-PASS-2): advisory on PostgreSQL, a lease row on SQLite."""
+        return PassLock(self.engine, name, holder=holder, now=now, ttl_s=ttl_s)
+
+    # -- schedules ---------------------------------------------------------
+
+    def apply_schedule(self, spec: Schedule, *, now: datetime) -> ScheduleRecord:
+        """Create or update ``spec``; claims its targets; bumps the version (R-MODEL-8)."""
+        doc = spec.to_document()
+        with self.begin() as conn:
+            row = conn.execute(
+                sa.select(t.schedules.c.version, t.schedules.c.created_at)
+                .where(t.schedules.c.name == spec.name)
+                .with_for_update()
+            ).first()
+            if row is None:
+                version, created = 1, now
+                conn.execute(
+                    t.schedules.insert().values(
+                        name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
+                        document=doc, created_at=now, updated_at=now,
+                    )
+                )
+            else:
+                version, created = row.version + 1, row.created_at
+                conn.execute(
+                    t.schedules.update()
+                    .where(t.schedules.c.name == spec.name)
+                    .values(version=version, scope=spec.scope, enabled=spec.enabled, document=doc, updated_at=now)
+                )
+            self._claim(conn, spec, now)
+            self._event(conn, now, spec.name, None, "schedule_applied", detail={"version": version})
+        return ScheduleRecord(spec.name, version, spec, spec.enabled, created, now)
+
+    def _claim(self, conn: Connection, spec: Schedule, now: datetime) -> None:
+        wanted = list(spec.target_ids)
+        conn.execute(
+            t.target_claims.delete().where(
+                t.target_claims.c.schedule_name == spec.name, t.target_claims.c.deploy_id.not_in(wanted)
+            )
+        )
+        held = set(
+            conn.execute(
+                sa.select(t.target_claims.c.deploy_id).where(t.target_claims.c.schedule_name == spec.name)
+            ).scalars()
+        )
+        for index, deploy_id in enumerate(wanted):
+            if deploy_id in held:
+                continue
+            try:
+                with conn.begin_nested():
+                    conn.execute(
+                        t.target_claims.insert().values(deploy_id=deploy_id, schedule_name=spec.name, claimed_at=now)
+                    )
+            except IntegrityError:
+                owner = conn.execute(
+                    sa.select(t.target_claims.c.schedule_name).where(t.target_claims.c.deploy_id == deploy_id)
+                ).scalar_one_or_none()
+                raise TargetOwned(deploy_id, owner or "<unknown>", f"targets[{index}].model_deploy_id") from None
+        conn.execute(
+            t.target_status.delete().where(
+                t.target_status.c.schedule_name == spec.name, t.target_status.c.deploy_id.not_in(wanted)
+            )
+        )
+
+    def find_schedule(self, name: str) -> ScheduleRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(t.schedules).where(t.schedules.c.name == name)).first()
+        return _schedule(row) if row is not None else None
+
+    def get_schedule(self, name: str) -> ScheduleRecord:
+        record = self.find_schedule(name)
+        if record is None:
+            raise ScheduleNotFound(name)
+        return record
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.schedules).order_by(t.schedules.c.name)).all()
+        return [_schedule(r) for r in rows]
+
+    def page_schedules(self, after: str | None, limit: int) -> list[ScheduleRecord]:
+        """Schedules named after ``after`` in name order: the durable-cursor page (R-PASS-3)."""
+        query = sa.select(t.schedules).order_by(t.schedules.c.name).limit(limit)
+        if after:
+            query = query.where(t.schedules.c.name > after)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [_schedule(r) for r in rows]
+
+    def delete_schedule(self, name: str, *, now: datetime) -> None:
+        """Delete a schedule and release its claims; deploys are left as they are."""
+        with self.begin() as conn:
+            gone = conn.execute(t.schedules.delete().where(t.schedules.c.name == name)).rowcount
+            if not gone:
+                raise ScheduleNotFound(name)
+            conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
+            conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
+            self._event(conn, now, name, None, "schedule_deleted")
+
+    def owner_of(self, deploy_id: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(
+                sa.select(t.target_claims.c.schedule_name).where(t.target_claims.c.deploy_id == deploy_id)
+            ).scalar_one_or_none()
+
+    # -- control: gate and cursor -------------------------------------------
+
+    def get_gate(self) -> str:
+        """The execution gate (R-PASS-1); absent or unknown reads as ``off`` (fail closed)."""
+        value = self._get_control(GATE_KEY)
+        return value if value in GATES else "off"
+
+    def set_gate(self, value: str, *, now: datetime) -> None:
+        if value not in GATES:
+            raise InvalidGate(value)
+        self._set_control(GATE_KEY, value, now)
+        with self.begin() as conn:
+            self._event(conn, now, None, None, "gate_changed", detail={"gate": value})
+
+    def get_cursor(self) -> str | None:
+        return self._get_control(CURSOR_KEY) or None
+
+    def set_cursor(self, value: str | None, *, now: datetime) -> None:
+        self._set_control(CURSOR_KEY, value or "", now)
+
+    def _get_control(self, key: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(t.control.c.value).where(t.control.c.key == key)).scalar_one_or_none()
+
+    def _set_control(self, key: str, value: str, now: datetime) -> None:
+        with self.begin() as conn:
+            done = conn.execute(
+                t.control.update().where(t.control.c.key == key).values(value=value, updated_at=now)
+            ).rowcount
+            if not done:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(t.control.insert().values(key=key, value=value, updated_at=now))
+                except IntegrityError:
+                    conn.execute(t.control.update().where(t.control.c.key == key).values(value=value, updated_at=now))
+
+    # -- events --------------------------------------------------------------
+
+    def add_event(self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any) -> None:
+        with self.begin() as conn:
+            self._event(conn, at, schedule, deploy_id, kind, **kw)
+
+    @staticmethod
+    def _event(
+        conn: Connection, at: datetime, schedule: str | None, deploy_id: str | None, kind: str,
+        *, phase: str | None = None, reason: str | None = None, detail: dict[str, Any] | None = None,
+    ) -> None:
+        conn.execute(
+            t.events.insert().values(
+                at=at, schedule_name=schedule, deploy_id=deploy_id, kind=kind, phase=phase, reason=reason, detail=detail
+            )
+        )
+
+    def list_events(self, schedule: str | None = None, *, after_id: int = 0, limit: int = 100) -> list[EventRow]:
+        query = sa.select(t.events).where(t.events.c.id > after_id).order_by(t.events.c.id).limit(limit)
+        if schedule is not None:
+            query = query.where(t.events.c.schedule_name == schedule)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [EventRow(r.id, r.at, r.schedule_name, r.deploy_id, r.kind, r.phase, r.reason, r.detail) for r in rows]
+
+    # -- apply-now requests ------------------------------------------------------
+
+    def request_apply_now(self, name: str, *, now: datetime, actor: str = "cli") -> int:
+        self.get_schedule(name)
+        with self.begin() as conn:
+            result = conn.execute(
+                t.apply_now_requests.insert().values(schedule_name=name, actor=actor, requested_at=now, state="pending")
+            )
+            return int(result.inserted_primary_key[0])
+
+    def pending_apply_now(self) -> list[ApplyNowRequest]:
+        query = sa.select(t.apply_now_requests).where(t.apply_now_requests.c.state == "pending")
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(t.apply_now_requests.c.id)).all()
+        return [_request(r) for r in rows]
+
+    def get_apply_now(self, request_id: int) -> ApplyNowRequest:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(t.apply_now_requests).where(t.apply_now_requests.c.id == request_id)).one()
+        return _request(row)
+
+    def finish_apply_now(self, request_id: int, *, result: str, now: datetime, state: str = "done") -> bool:
+        """Mark a pending request handled; False when another worker already did."""
+        with self.begin() as conn:
+            return bool(
+                conn.execute(
+                    t.apply_now_requests.update()
+                    .where(t.apply_now_requests.c.id == request_id, t.apply_now_requests.c.state == "pending")
+                    .values(state=state, result=result, handled_at=now)
+                ).rowcount
+            )
+
+
+def _schedule(row: Any) -> ScheduleRecord:
+    spec = Schedule.model_validate(row.document)
+    return ScheduleRecord(row.name, row.version, spec, row.enabled, row.created_at, row.updated_at)
+
+
+def _request(row: Any) -> ApplyNowRequest:
+    return ApplyNowRequest(row.id, row.schedule_name, row.actor, row.requested_at, row.state, row.result, row.handled_at)
+
+
+__all__ = ["GATES", "Store", "TargetStatusRow"]

@@ -1,0 +1,72 @@
+"""Adapter harnesses for the Core contract suite.
+
+The suite talks to a ``Core`` through the port only; what it cannot do
+through the port (load a pool, move time, inject a fault, add a foreign
+workload) goes through a ``Harness``. A Kubernetes adapter provides its own
+harness (a test cluster, a controllable clock) and runs the same suite.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+from gps_dagster.backends.sim import SimPool
+from gps_dagster.clocks import VirtualClock
+from gps_dagster.domain.pool import FaultSpec, PoolSpec
+from gps_dagster.ports import Core
+from gps_dagster.store.db import create_db_engine
+
+T0 = datetime(2026, 10, 19, 10, 0, tzinfo=UTC)  # Mon 17:00 +07
+
+
+class Harness(Protocol):
+    clock: VirtualClock
+
+    def load(self, spec: PoolSpec) -> Core: ...
+    def advance(self, seconds: float) -> None: ...
+    def inject(self, fault: FaultSpec) -> None: ...
+    def add_foreign(self, workload_id: str, gpus: int, kind: Literal["static", "intruder"]) -> None: ...
+    def remove_foreign(self, workload_id: str) -> None: ...
+    def mutations(self, deploy_id: str) -> int:
+        """How many mutations the adapter applied to the deploy (for exactly-once proofs)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SimHarness:
+    def __init__(self, db_url: str) -> None:
+        self.engine = create_db_engine(db_url)
+        self.clock = VirtualClock(T0)
+        self.sim: SimPool | None = None
+
+    def load(self, spec: PoolSpec) -> Core:
+        self.sim = SimPool.create(self.engine, spec, self.clock)
+        return self.sim
+
+    @property
+    def pool(self) -> SimPool:
+        assert self.sim is not None
+        return self.sim
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def inject(self, fault: FaultSpec) -> None:
+        self.pool.inject_fault(fault)
+
+    def add_foreign(self, workload_id: str, gpus: int, kind: Literal["static", "intruder"]) -> None:
+        self.pool.add_foreign(workload_id, gpus, kind=kind)
+
+    def remove_foreign(self, workload_id: str) -> None:
+        self.pool.remove_foreign(workload_id)
+
+    def mutations(self, deploy_id: str) -> int:
+        return sum(1 for op in self.pool.operation_log() if op.deploy_id == deploy_id)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+ADAPTERS = {"sim": SimHarness}
