@@ -159,8 +159,6 @@ class Fits:
     """The requested replica groups fit whole on currently published free GPUs."""
 
     groups: int
-    nodes: tuple[tuple[str, ...], ...] = ()
-    """One node tuple per group, a possible placement (advisory)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,6 +152,21 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
 #     from gps_dagster.cli.schedules import schedules
 #     cli.add_command(schedules)
 # --------------------------------------------------------------------------------------
+def _register() -> None:
+    from gps_dagster.cli import engine_cmds
+    from gps_dagster.cli.pool_cmd import pool_group
+    from gps_dagster.cli.simulate_cmd import simulate_cmd
+    from gps_dagster.gps.cli import reservations_group
+
+    for command in (
+        engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
+        engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group,
+    ):
+        cli.add_command(command)
+
+
+if __name__ != "__main__":  # run as `python -m`, this file is __main__: see the bottom
+    _register()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -163,4 +178,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m gps_dagster.cli.main`: use the canonical module, so command modules that
+    # import helpers from gps_dagster.cli.main see one module, not a second partial copy.
+    from gps_dagster.cli.main import main as _canonical_main
+
+    _canonical_main()

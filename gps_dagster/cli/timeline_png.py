@@ -23,6 +23,11 @@ from gps_dagster.domain.timeline import GpuSegment
 _RUNNING, _STOPPED = "#2e8b57", "#c8c8c8"
 
 
+def _num(value: datetime) -> float:
+    """matplotlib's date number (its stubs leave date2num untyped)."""
+    return float(mdates.date2num(value))  # type: ignore[no-untyped-call]
+
+
 def _window_bars(schedule: Schedule, start: datetime, end: datetime) -> dict[str, list[tuple[datetime, datetime]]]:
     """Occurrence spans per window, clipped to the range."""
     bars: dict[str, list[tuple[datetime, datetime]]] = {w.name: [] for w in schedule.windows}
@@ -55,29 +60,30 @@ def draw(
     bars = _window_bars(schedule, start, end)
     for y, (_name, spans) in enumerate(bars.items()):
         for a, b in spans:
-            ax_w.barh(y, mdates.date2num(b) - mdates.date2num(a), left=mdates.date2num(a), color="#4682b4")
+            ax_w.barh(y, _num(b) - _num(a), left=_num(a), color="#4682b4")
     ax_w.set_yticks(range(len(bars)), list(bars))
     ax_w.set_title(f"{schedule.name} — windows, effective state, desired GPUs ({schedule.timezone})")
     for y, (_target, intervals) in enumerate(rows.items()):
         for r in intervals:
             stop = r.end or end
             color = _RUNNING if r.intent.desired_state is DesiredState.RUNNING else _STOPPED
-            ax_t.barh(y, mdates.date2num(stop) - mdates.date2num(r.start), left=mdates.date2num(r.start), color=color)
+            ax_t.barh(y, _num(stop) - _num(r.start), left=_num(r.start), color=color)
     ax_t.set_yticks(range(len(rows)), list(rows))
     ax_t.legend(handles=[Patch(color=_RUNNING, label="running"), Patch(color=_STOPPED, label="stopped")],
                 loc="upper right", fontsize="small")
     if gpu is not None:
         ax_g = axes[2]
-        xs = [mdates.date2num(s.start) for s in gpu] + [mdates.date2num(gpu[-1].end)]
+        xs = [_num(s.start) for s in gpu] + [_num(gpu[-1].end)]
         ys = [s.desired_gpus for s in gpu] + [gpu[-1].desired_gpus]
         ax_g.step(xs, ys, where="post", label="desired GPUs", color="#1f3b73")
         ax_g.step(xs, [s.capacity for s in gpu] + [gpu[-1].capacity], where="post", color="red", label="capacity")
         ax_g.set_ylim(0, max(max(ys), gpu[0].capacity) + 2)
         ax_g.set_ylabel("GPUs")
         ax_g.legend(loc="upper right", fontsize="small")
-    axes[-1].xaxis.set_major_locator(mdates.AutoDateLocator(tz=tz))
-    axes[-1].xaxis.set_major_formatter(mdates.DateFormatter("%a %d %H:%M", tz=tz))
-    axes[-1].set_xlim(mdates.date2num(start), mdates.date2num(end))
+    locator = mdates.AutoDateLocator(tz=tz)  # type: ignore[no-untyped-call]
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(mdates.DateFormatter("%a %d %H:%M", tz=tz))  # type: ignore[no-untyped-call]
+    axes[-1].set_xlim(_num(start), _num(end))
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, dpi=100)

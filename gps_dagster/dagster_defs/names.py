@@ -57,6 +57,11 @@ def plan_run_key(transition_id: str) -> str:
     return f"{transition_id}:plan"
 
 
+def resume_run_key(transition_id: str, attempt: int) -> str:
+    """A plan run launched again because its steps were left pending (gate was off)."""
+    return f"{transition_id}:resume:{attempt}"
+
+
 def acquire_run_key(transition_id: str, attempt: int) -> str:
     """The ``attempt``-th acquire-only run launched by the capacity-wait sensor."""
     return f"{transition_id}:acquire:{attempt}"

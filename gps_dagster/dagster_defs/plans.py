@@ -124,3 +124,10 @@ def plan_requests(plans: Iterable[Any]) -> list[dg.RunRequest]:
     """Run requests for the plans that have steps (a plan without steps only records
     that the engine processed a new interval already satisfied)."""
     return [plan_request(p) for p in plans if p.release_steps or p.acquire_steps]
+
+
+def resume_request(request: dg.RunRequest, attempt: int) -> dg.RunRequest:
+    """The same plan again under a new key: its steps were left pending by an earlier run."""
+    tid = request.tags[names.TAG_TRANSITION]
+    tags = dict(request.tags, **{names.TAG_PHASE: "resume", names.TAG_TRIGGER: "resume"})
+    return request.with_replaced_attrs(run_key=names.resume_run_key(tid, attempt), tags=tags)

@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from pydantic import Field
-
-REPO = Path(__file__).resolve().parents[2]
 
 _CACHE: dict[tuple[str | None, str | None], Any] = {}
 _LOCK = threading.Lock()
@@ -31,37 +27,10 @@ def cached_runtime(db_url: str | None, pool_file: str | None) -> Any:
     key = (db_url or os.environ.get("GPS_DB_URL"), pool_file or os.environ.get("GPS_POOL_FILE"))
     with _LOCK:
         if key not in _CACHE:
-            try:
-                from gps_dagster.engine.runtime import build_runtime
-            except ImportError:  # the shared factory is not there yet: same wiring, local
-                build_runtime = _build_runtime
-            _CACHE[key] = build_runtime(db_url=key[0], pool_file=key[1])
+            from gps_dagster.engine.runtime import build_runtime
+
+            _CACHE[key] = build_runtime(key[0], key[1])
         return _CACHE[key]
-
-
-@dataclass
-class Runtime:
-    store: Any
-    core: Any
-    engine: Any
-    clock: Any
-    pool: Any
-
-
-def _build_runtime(db_url: str | None = None, pool_file: str | None = None) -> Runtime:
-    """Store + simulated pool (created from the pool file on first use) + engine, wall clock."""
-    from gps_dagster.backends.sim import SimPool
-    from gps_dagster.clocks import WallClock
-    from gps_dagster.domain.pool import parse_pool
-    from gps_dagster.engine import Engine
-    from gps_dagster.store import Store
-
-    clock = WallClock()
-    store = Store.open(db_url)
-    path = Path(pool_file or REPO / "examples" / "seed-pool-10.yaml")
-    pool = parse_pool(path.read_text(), source=str(path))
-    core = SimPool.create(store.engine, pool, clock)
-    return Runtime(store, core, Engine(store, core, clock), clock, pool)
 
 
 class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -17,7 +17,7 @@ from typing import Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.plans import acquire_request, plan_requests
+from gps_dagster.dagster_defs.plans import acquire_request, plan_requests, resume_request
 from gps_dagster.engine.errors import Busy
 
 _IN_FLIGHT = [
@@ -71,34 +71,45 @@ def status_observations(store: Any, seen: dict[str, int]) -> list[dg.AssetObserv
     return out
 
 
-def open_plans(runtime: Any) -> list[Any]:
-    """Open transitions with steps not yet executed: their runs are (re)requested.
+def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str]) -> list[dg.RunRequest]:
+    """Requests for open transitions whose steps are still ``pending``.
 
-    A plan opened by a tick whose run request was lost (daemon crash between the
-    pass and the launch) is launched by a later tick; when the run exists the
-    daemon drops the request because the run key repeats.
+    Never launched (a tick's request lost in a daemon crash) or gate not
+    enforcing: the plan run is requested again under its own run key, which
+    the daemon drops once that run exists. Gate enforcing and the plan run
+    finished with steps left pending (the gate was off while it ran): a resume
+    run, at most one in flight per transition.
     """
-    plans = []
+    gate = runtime.store.get_gate()
+    out: list[dg.RunRequest] = []
     for tr in runtime.store.list_transitions():
-        if tr.state != "open":
+        if tr.state != "open" or tr.id in skip:
             continue
-        if runtime.store.list_actions(transition_id=tr.id, states=("pending",)):
-            plans.append(runtime.engine.pending_steps(tr.id))
-    return plans
+        if not runtime.store.list_actions(transition_id=tr.id, states=("pending",)):
+            continue
+        plan = runtime.engine.pending_steps(tr.id)
+        tags = {names.TAG_TRANSITION: tr.id}
+        runs = instance.get_runs_count(dg.RunsFilter(tags=tags))
+        if runs == 0 or gate != "enforce":
+            out.extend(plan_requests([plan]))
+        elif not instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT)):
+            out.extend(resume_request(r, runs) for r in plan_requests([plan]))
+    return out
 
 
-def reconcile_tick(runtime: Any, cursor: ReconcileCursor) -> tuple[list[dg.RunRequest], ReconcileCursor, list[dg.AssetObservation]]:
+def reconcile_tick(
+    runtime: Any, cursor: ReconcileCursor, instance: dg.DagsterInstance
+) -> tuple[list[dg.RunRequest], ReconcileCursor, list[dg.AssetObservation]]:
     """One engine pass over the next page of schedules (the engine keeps the durable
-    cursor, R-PASS-3); launch the plans it opened and any open plan not yet run."""
+    cursor, R-PASS-3); launch the plans it opened and any open plan left pending."""
     report = runtime.engine.reconcile(trigger="sensor")
     new = ReconcileCursor(after=cursor.after, seen=dict(cursor.seen))
-    plans: dict[str, Any] = {}
+    requests: list[dg.RunRequest] = []
     if not report.busy:
         new.after = report.cursor or ""
-        plans = {p.transition_id: p for p in report.plans}
-    for plan in open_plans(runtime):
-        plans.setdefault(plan.transition_id, plan)
-    requests = plan_requests(p for _, p in sorted(plans.items()))
+        requests = plan_requests(report.plans)
+    opened = {p.transition_id for p in report.plans}
+    requests += open_plan_requests(runtime, instance, opened)
     observations = status_observations(runtime.store, new.seen)
     return requests, new, observations
 
@@ -114,7 +125,7 @@ def build_reconcile_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
     )
     def reconcile(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
-        requests, cursor, observations = reconcile_tick(runtime, ReconcileCursor.parse(context.cursor))
+        requests, cursor, observations = reconcile_tick(runtime, ReconcileCursor.parse(context.cursor), context.instance)
         return dg.SensorResult(run_requests=requests, cursor=cursor.dump(), asset_events=observations)
 
     return reconcile

@@ -233,7 +233,10 @@ def current_interval(schedule: Schedule, target: str, at: datetime) -> IntentInt
 
     ``start`` is the last change at or before ``at`` (searched back 1, 8, 32, 400
     days, then over every one-shot edge at any distance), else ``SENTINEL_START``;
-    ``end`` is the next change within 400 days, else None.
+    ``end`` is the next change within 400 days, else None. A one-shot edge beyond
+    the 400-day lookback is taken as the start when the intent changes there to
+    the current intent (nothing having changed in the 400 days before ``at``).
+    The sentinel interval's ``intent`` is the one at the start of the lookback.
     """
     c = compile_schedule(schedule)
     t = floor_ts(at)

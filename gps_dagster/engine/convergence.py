@@ -19,6 +19,7 @@ from typing import Any
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import StepKind
 from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.endpoints import read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.steps import StepRunner
@@ -66,7 +67,7 @@ class Observer:
     def observe_action(self, a: ActionRow) -> StepOutcome:
         now = self.clock.now()
         try:
-            deploy = self.core.get_deploy(a.deploy_id)
+            deploy = read_target(self.core, a.deploy_id)[0]
         except CoreError:
             return StepOutcome(a.id, a.deploy_id, "accepted", reason="core_unreadable")
         done, failure = self._judge(a, deploy, now)

@@ -21,6 +21,7 @@ from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, o
 from gps_dagster.domain.spec import Mode, Schedule
 from gps_dagster.engine import keys
 from gps_dagster.engine.eligibility import ineligible_reason
+from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.ports import Core, CoreError, DeployState, DeployView, NotFound, Transient
@@ -92,7 +93,7 @@ class Planner:
         if spec.mode is Mode.OBSERVE or gate == "observe":
             self._observe_only(spec, version, candidates, now, out)
             return out
-        self._open(spec, version, candidates, now=now, trigger=trigger, out=out)
+        self._open(spec, version, candidates, now=now, trigger=trigger, out=out, since=record.updated_at)
         return out
 
     # -- per target -----------------------------------------------------------
@@ -101,14 +102,18 @@ class Planner:
         self, spec: Schedule, version: int, target: str, *, now: datetime, force: bool, out: ScheduleOutcome
     ) -> Candidate | None:
         status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
+        members: tuple[DeployView, ...] | None = None
         try:
-            deploy: DeployView | None = self.core.get_deploy(target)
+            deploy: DeployView | None
+            deploy, members = read_target(self.core, target)
         except NotFound:
             deploy = None
         except (Transient, CoreError) as exc:
             out.errors.append(f"{target}: {exc}")
             return None
         reason = ineligible_reason(spec, deploy)
+        if reason is None and members is not None and status.transition_id is None and partially_running(members):
+            reason = "endpoint_partially_running"
         if reason is not None:
             out.ineligible[target] = reason
             if status.phase != Phase.INELIGIBLE or status.reason != reason:
@@ -153,7 +158,8 @@ class Planner:
     # -- opening a plan ---------------------------------------------------------
 
     def _open(
-        self, spec: Schedule, version: int, cands: list[Candidate], *, now: datetime, trigger: str, out: ScheduleOutcome
+        self, spec: Schedule, version: int, cands: list[Candidate], *, now: datetime, trigger: str,
+        out: ScheduleOutcome, since: datetime,
     ) -> None:
         for c in cands:
             c.steps = steps_for(wanted(c.interval), observed(c.deploy))
@@ -163,10 +169,12 @@ class Planner:
             spec.name, version, [(c.status.deploy_id, c.interval.start, c.status.target_generation + 1) for c in cands]
         )
         boundary = max(c.interval.start for c in cands)
-        lag = (now - boundary).total_seconds() if boundary > SENTINEL_START else None
+        # Boundary lag (R-PASS-5): from the boundary, or from the edit that created the interval.
+        lag = (now - max(boundary, since)).total_seconds() if boundary > SENTINEL_START else None
         transition = {
             "id": tid, "schedule_name": spec.name, "schedule_version": version, "boundary_at": boundary,
-            "order": spec.transition_order.value, "trigger": trigger, "state": "refused" if refusals else "open",
+            "order": spec.transition_order.value, "trigger": trigger,
+            "state": "refused" if refusals else ("open" if any(c.steps for c in cands) else "done"),
             "targets": [c.status.deploy_id for c in cands], "created_at": now, "lag_seconds": lag,
         }
         steps = [] if refusals else self._step_rows(spec, version, tid, cands, now)
@@ -195,6 +203,7 @@ class Planner:
                     "persist_replicas": step.persist_replicas,
                     "allow_downtime": c.interval.intent.allow_downtime,
                     "interval_end": c.interval.end.isoformat() if c.interval.end else None,
+                    "endpoint": c.deploy.endpoint == c.deploy.id,
                 },
                 "created_at": now, "updated_at": now,
             })

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
+from gps_dagster.engine.endpoints import member_ids
 from gps_dagster.engine.outcomes import Verdict, from_core_error, verdict
 from gps_dagster.ports import AliasGuardUnavailable, Core, CoreError, DeployState, DeployView
 
@@ -27,15 +28,21 @@ def check_step(
 ) -> Verdict | None:
     """The refusal this step would meet, or None when it may go ahead."""
     try:
+        ids = member_ids(core, deploy)
         if step.kind is StepKind.STOP:
-            return _alias(core, wanted, deploy)
+            for deploy_id in ids:
+                refusal = _alias(core, wanted, deploy_id)
+                if refusal is not None:
+                    return refusal
+            return None
         if step.order.value == "release":
             return None
-        core.check_quota(deploy.id, delta_replicas=step.delta_replicas)
-        core.check_billing(deploy.id)
-        if deploy.endpoint is not None:
+        for deploy_id in ids:
+            core.check_quota(deploy_id, delta_replicas=step.delta_replicas if deploy_id == deploy.id else 1)
+            core.check_billing(deploy_id)
+        if deploy.endpoint is not None and step.kind is StepKind.START:
             busy = [m.id for m in core.list_members(deploy.endpoint) if m.state is not DeployState.STOPPED and m.id != deploy.id]
-            if step.kind is StepKind.START and busy:
+            if busy:
                 return verdict(Phase.INELIGIBLE, "endpoint_partially_running", detail={"running_members": busy})
         if reservation_check is not None:
             return reservation_check(deploy, step)
@@ -44,17 +51,17 @@ def check_step(
     return None
 
 
-def _alias(core: Core, wanted: Wanted, deploy: DeployView) -> Verdict | None:
+def _alias(core: Core, wanted: Wanted, deploy_id: str) -> Verdict | None:
     """Fail closed: an unreadable or unwired guard blocks the stop (R-PASS-8)."""
     try:
-        info = core.alias_guard(deploy.id)
+        info = core.alias_guard(deploy_id)
     except AliasGuardUnavailable as exc:
         return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}")
     if info.has_alias and not wanted.allow_downtime:
         return verdict(
             Phase.ALIAS_BLOCKED,
             "alias_without_consent",
-            extra=f"{deploy.id} serves alias(es) {', '.join(info.aliases)} and the intent stops it without allow_downtime",
+            extra=f"{deploy_id} serves alias(es) {', '.join(info.aliases)} and the intent stops it without allow_downtime",
             detail={"aliases": list(info.aliases)},
         )
     return None

@@ -14,11 +14,20 @@ from typing import Any
 
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import StepKind
+from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.outcomes import Verdict, from_core_error, verdict
 from gps_dagster.engine.planning import capacity_deadline
 from gps_dagster.engine.reports import StepOutcome
-from gps_dagster.ports import AliasGuardUnavailable, Clock, Core, CoreError, EtagMismatch, Insufficient, Transient
+from gps_dagster.ports import (
+    AliasGuardUnavailable,
+    Clock,
+    Core,
+    CoreError,
+    EtagMismatch,
+    Insufficient,
+    Transient,
+)
 from gps_dagster.store.records import ActionRow, TargetStatusRow
 from gps_dagster.store.repository import Store
 
@@ -92,7 +101,7 @@ class StepRunner:
     def _capacity(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome | None:
         now = self.clock.now()
         try:
-            preview = self.core.preview_capacity(a.deploy_id, delta_replicas=max(a.delta_replicas or 1, 1))
+            preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
         except Transient:
             return self._outcome(a, a.state)
         except CoreError as exc:
@@ -136,14 +145,16 @@ class StepRunner:
 
     def _alias_blocked(self, a: ActionRow) -> Verdict | None:
         allow = bool((a.detail or {}).get("allow_downtime"))
-        try:
-            info = self.core.alias_guard(a.deploy_id)
-        except AliasGuardUnavailable as exc:
-            return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}")
-        except CoreError as exc:
-            return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=str(exc))
-        if info.has_alias and not allow:
-            return verdict(Phase.ALIAS_BLOCKED, "alias_without_consent", extra=f"aliases {', '.join(info.aliases)}")
+        ids = [m.id for m in self.core.list_members(a.deploy_id)] if (a.detail or {}).get("endpoint") else [a.deploy_id]
+        for deploy_id in ids:
+            try:
+                info = self.core.alias_guard(deploy_id)
+            except AliasGuardUnavailable as exc:
+                return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}")
+            except CoreError as exc:
+                return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=str(exc))
+            if info.has_alias and not allow:
+                return verdict(Phase.ALIAS_BLOCKED, "alias_without_consent", extra=f"aliases {', '.join(info.aliases)}")
         return None
 
     def _submit(self, a: ActionRow, status: TargetStatusRow, *, resubmit: bool) -> StepOutcome:
@@ -155,6 +166,9 @@ class StepRunner:
             return self._outcome(a, "submitting", reason="transient")
         except EtagMismatch:
             return self._etag_conflict(a, status)
+        except endpoints.PartialExecution as part:
+            extra = f"members not done: {', '.join(part.members)}"
+            return self.fail(a, status, verdict(Phase.PARTIAL_EXECUTION, "partial_execution", extra=extra, detail={"receipt": part.receipt}))
         except CoreError as exc:
             return self.fail(a, status, from_core_error(exc))
         timeout = self.config.stop_timeout_s if a.order == "release" else self.config.readiness_timeout_s
@@ -175,6 +189,11 @@ class StepRunner:
     def _call_core(self, a: ActionRow) -> list[Any]:
         etag = a.etag_used or ""
         key = a.idempotency_key
+        if (a.detail or {}).get("endpoint"):
+            if a.step == StepKind.STOP.value:
+                allow = bool((a.detail or {}).get("allow_downtime"))
+                return endpoints.stop_members(self.core, a.deploy_id, key, allow_aliased_downtime=allow)
+            return endpoints.start_members(self.core, a.deploy_id, key)
         if a.step == StepKind.STOP.value:
             allow = bool((a.detail or {}).get("allow_downtime"))
             return [self.core.stop(a.deploy_id, etag=etag, allow_aliased_downtime=allow, idempotency_key=key)]

@@ -226,7 +226,9 @@ class Store(StatusMixin):
             result = conn.execute(
                 t.apply_now_requests.insert().values(schedule_name=name, actor=actor, requested_at=now, state="pending")
             )
-            return int(result.inserted_primary_key[0])
+            key = result.inserted_primary_key
+            assert key is not None
+            return int(key[0])
 
     def pending_apply_now(self) -> list[ApplyNowRequest]:
         query = sa.select(t.apply_now_requests).where(t.apply_now_requests.c.state == "pending")

@@ -15,7 +15,7 @@ correct is here, not in the lock:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -93,7 +93,7 @@ class StatusMixin:
     def open_transition(
         self,
         transition: Mapping[str, Any],
-        steps: list[Mapping[str, Any]],
+        steps: Sequence[Mapping[str, Any]],
         updates: list[tuple[TargetStatusRow, dict[str, Any]]],
         *,
         now: datetime,

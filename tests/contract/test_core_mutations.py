@@ -60,6 +60,13 @@ def test_stale_etag_is_refused_with_412(harness: Harness) -> None:
     assert core.get_deploy("B").state is DeployState.READY
 
 
+def test_another_deploys_etag_is_refused(harness: Harness) -> None:
+    core = harness.load(seed10())
+    c = core.get_deploy("C")
+    with pytest.raises(EtagMismatch):
+        core.stop("B", etag=c.etag, allow_aliased_downtime=False, idempotency_key="k")
+
+
 def test_stop_converges_only_after_terminating_pods_are_gone(harness: Harness) -> None:
     core = harness.load(seed10())
     b = core.get_deploy("B")

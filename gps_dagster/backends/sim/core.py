@@ -254,8 +254,8 @@ class SimPool(DriverMixin):
                     raise Permanent(f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}", reason="idempotency_key_reused")
                 return self._live(ctx, seen)
             row = self._row(ctx, deploy_id)
-            if etag != views.etag_of(row.version):
-                raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {views.etag_of(row.version)})")
+            if etag != views.etag_of(deploy_id, row.version):
+                raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {views.etag_of(deploy_id, row.version)})")
             outcome = apply(ctx, row, blocks)
             op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
             self._commit_changes(ctx)
@@ -275,7 +275,7 @@ class SimPool(DriverMixin):
                 pool=self.name, id=op_id, seq=seq, key=key, deploy=deploy_id, kind=kind.value, replicas=replicas,
                 persist_only=outcome.persist_only,
                 state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
-                etag_after=views.etag_of(version), created_at=ctx.now,
+                etag_after=views.etag_of(deploy_id, version), created_at=ctx.now,
             )
         )
         return ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).one()

@@ -36,8 +36,9 @@ def to_dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-def etag_of(version: int) -> str:
-    return f'W/"{version}"'
+def etag_of(deploy_id: str, version: int) -> str:
+    """Opaque, and never equal for two deploys (a wrong deploy's ETag is stale too)."""
+    return f'W/"{deploy_id}.{version}"'
 
 
 def deploy_row(ctx: Ctx, deploy_id: str) -> Row[Any] | None:
@@ -86,7 +87,7 @@ def deploy_view(ctx: Ctx, row: Row[Any]) -> DeployView:
         id=row.id,
         kind=DeployKind(row.kind),
         state=derive_state(row, counts, term),
-        etag=etag_of(row.version),
+        etag=etag_of(row.id, row.version),
         aliases=tuple(json.loads(row.aliases)),
         project=row.project,
         cmp_managed=row.project is not None,

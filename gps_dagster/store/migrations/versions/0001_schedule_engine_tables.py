@@ -1,7 +1,7 @@
 """schedule engine tables
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-30 12:44:18.819337
 """
 from __future__ import annotations

@@ -1,0 +1,79 @@
+"""Dry-run (SPEC R-PASS-13): what a pass would do, and every warning, without submitting.
+
+It evaluates the schedule (stored or an edit of it, from a file) at an
+instant, plans against the deploys as the core reports them now, runs the
+same read-only preflight as a real pass (alias guard, quota, billing,
+endpoint members, reservation budget), previews capacity for every acquiring
+delta, re-checks eligibility (unsupported scale), and reports desired-GPU
+overcommit over the week ahead. Only read-only core calls are made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from gps_dagster.domain.evaluator import current_interval
+from gps_dagster.domain.planner import ordered, steps_for
+from gps_dagster.domain.pool import PoolSpec
+from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.timeline import gpu_timeline
+from gps_dagster.engine.eligibility import ineligible_reason
+from gps_dagster.engine.planning import intent_doc, observed, wanted
+from gps_dagster.engine.preflight import check_step
+from gps_dagster.ports import Core, CoreError, Insufficient, NotFound
+
+
+@dataclass
+class DryRunReport:
+    schedule: str
+    at: datetime
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"schedule": self.schedule, "at": self.at.isoformat(), "intents": self.intents,
+                "steps": self.steps, "warnings": self.warnings}
+
+
+def dry_run(schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | None = None) -> DryRunReport:
+    rep = DryRunReport(schedule.name, at.astimezone(schedule.tz))
+    planned = []
+    for target in schedule.target_ids:
+        interval = current_interval(schedule, target, at)
+        rep.intents[target] = {**intent_doc(interval), "interval_start": interval.start.isoformat(),
+                               "interval_end": interval.end.isoformat() if interval.end else None}
+        try:
+            deploy = core.get_deploy(target)
+        except NotFound:
+            deploy = None
+        except CoreError as exc:
+            rep.warnings.append({"target": target, "kind": "core_unreadable", "detail": str(exc)})
+            continue
+        reason = ineligible_reason(schedule, deploy)
+        if reason is not None or deploy is None:
+            rep.warnings.append({"target": target, "kind": "ineligible", "reason": reason})
+            continue
+        for step in steps_for(wanted(interval), observed(deploy)):
+            planned.append((step, wanted(interval), deploy))
+    by_deploy = {step.deploy_id: (want, deploy) for step, want, deploy in planned}
+    for step in ordered([p[0] for p in planned], schedule.transition_order):
+        want, deploy = by_deploy[step.deploy_id]
+        row: dict[str, Any] = {"target": step.deploy_id, "step": step.kind.value, "order": step.order.value,
+                               "replicas": step.replicas, "delta_replicas": step.delta_replicas}
+        refusal = check_step(core, step, want, deploy)
+        if refusal is not None:
+            row["refused"] = refusal.phase.value
+            rep.warnings.append({"target": step.deploy_id, "kind": refusal.phase.value, "reason": refusal.reason, "fix": refusal.fix})
+        if step.order.value == "acquire":
+            preview = core.preview_capacity(step.deploy_id, delta_replicas=step.delta_replicas)
+            row["capacity"] = "insufficient" if isinstance(preview, Insufficient) else "fits"
+        rep.steps.append(row)
+    if pool is not None:
+        for seg in gpu_timeline(schedule, pool, at, at + timedelta(days=7)):
+            if seg.overcommit:
+                rep.warnings.append({"kind": "overcommit", "from": seg.start.isoformat(), "to": seg.end.isoformat(),
+                                     "desired_gpus": seg.desired_gpus, "capacity": seg.capacity})
+    return rep
