@@ -6,9 +6,12 @@ pool comes from ``$GPS_POOL_FILE`` (default ``examples/seed-pool-10.yaml``),
 persisted in the same database and driven by the wall clock. Boundary
 schedules are compiled from the deploy schedules in the store when the code
 location loads; ``make demo`` (``python -m gps_dagster.cli.demo``) applies a
-compressed demo schedule first.
+compressed demo schedule first. ``$GPS_RECONCILE_INTERVAL_S`` shortens the
+reconcile sensor's 30 s interval (tests, benchmark).
 """
+
+import os
 
 from gps_dagster.dagster_defs import build_definitions
 
-defs = build_definitions()
+defs = build_definitions(reconcile_interval_s=int(os.environ.get("GPS_RECONCILE_INTERVAL_S", "30")))

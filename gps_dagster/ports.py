@@ -13,7 +13,7 @@ This module imports neither SQLAlchemy nor Dagster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -294,6 +294,10 @@ class Core(Protocol):
 
         On a STOPPED deploy it only persists the intent and returns the new ETag (R-SCALE-5).
         """
+        ...
+
+    def get_deploys(self, deploy_ids: Sequence[str]) -> Mapping[str, DeployView]:
+        """Many deploys in one read (the engine's per-pass eligibility sweep); unknown ids omitted."""
         ...
 
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:

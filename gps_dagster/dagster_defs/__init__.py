@@ -26,6 +26,7 @@ from gps_dagster.dagster_defs.assets import (
     schedule_timeline,
     target_status,
 )
+from gps_dagster.dagster_defs.automation import build_automation
 from gps_dagster.dagster_defs.jobs import build_transition_job
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
 from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_resource
@@ -47,7 +48,7 @@ def build_definitions(
     *,
     schedules: Sequence[Schedule] | None = None,
     reconcile_interval_s: int = 30,
-    boundary_interval_s: int = 5,
+    boundary_interval_s: int = 1,
     capacity_interval_s: int = 10,
     apply_now_interval_s: int = 5,
     running: bool = True,
@@ -78,12 +79,13 @@ def _build(
     sensor_status = dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
     schedule_status = dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
     jobs = [build_transition_job(RELEASE_FIRST), build_transition_job(ACQUIRE_FIRST)]
+    asset_jobs, housekeeping = build_automation(schedule_status)
     resource: Any = as_resource(gps.get_runtime()) if isinstance(gps, StaticRuntime) else gps
     return dg.Definitions(
         assets=[gpu_reservations, schedule_timeline, target_status],
         asset_checks=[placement_check, overcommit_check],
-        jobs=jobs,
-        schedules=all_boundary_schedules(schedules, {j.name: j for j in jobs}, schedule_status),
+        jobs=[*jobs, *asset_jobs],
+        schedules=[*all_boundary_schedules(schedules, {j.name: j for j in jobs}, schedule_status), *housekeeping],
         sensors=[
             build_reconcile_sensor(jobs, interval_s=reconcile_interval_s, default_status=sensor_status),
             build_boundary_sensor(jobs, interval_s=boundary_interval_s, default_status=sensor_status),

@@ -144,23 +144,50 @@ class DagsterDev:
         return group_members(pgid)
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        req = urllib.request.Request(
-            f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            data: dict[str, Any] = json.loads(resp.read())
-        if data.get("errors"):
-            raise RuntimeError(f"GraphQL errors: {data['errors']}")
-        return data["data"]  # type: ignore[no-any-return]
+        return graphql(self.url, query, variables)
 
     def runs_by_tag(self, key: str, value: str) -> list[dict[str, Any]]:
-        """Runs carrying tag ``key=value``: id, job, status, tags, step stats (newest first)."""
-        data = self.graphql(RUNS_QUERY, {"tags": [{"key": key, "value": value}]})
-        result = data["runsOrError"]
-        if result.get("__typename") != "Runs":
-            raise RuntimeError(f"runsOrError: {result}")
-        return list(result["results"])
+        return runs_by_tag(self.url, key, value)
+
+
+def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    """POST one query to ``<url>/graphql``; GraphQL errors raise."""
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    req = urllib.request.Request(f"{url}/graphql", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        data: dict[str, Any] = json.loads(resp.read())
+    if data.get("errors"):
+        raise RuntimeError(f"GraphQL errors: {data['errors']}")
+    return data["data"]  # type: ignore[no-any-return]
+
+
+def runs_by_tag(url: str, key: str, value: str) -> list[dict[str, Any]]:
+    """Runs carrying tag ``key=value``: id, job, status, tags, step stats (newest first)."""
+    result = graphql(url, RUNS_QUERY, {"tags": [{"key": key, "value": value}]})["runsOrError"]
+    if result.get("__typename") != "Runs":
+        raise RuntimeError(f"runsOrError: {result}")
+    return list(result["results"])
+
+
+RELOAD_MUTATION = """
+mutation Reload($location: String!) {
+  reloadRepositoryLocation(repositoryLocationName: $location) {
+    __typename
+    ... on WorkspaceLocationEntry { name loadStatus }
+    ... on PythonError { message }
+    ... on RepositoryLocationNotFound { message }
+    ... on UnauthorizedError { message }
+  }
+}
+"""
+
+
+def reload_code_location(url: str, location: str = "definitions.py") -> str:
+    """Ask the webserver to reload a code location (new schedules get boundary schedules)."""
+    result = graphql(url, RELOAD_MUTATION, {"location": location})["reloadRepositoryLocation"]
+    if result.get("__typename") != "WorkspaceLocationEntry":
+        raise RuntimeError(f"reload of {location} failed: {result}")
+    return str(result.get("loadStatus"))
 
 
 RUNS_QUERY = """

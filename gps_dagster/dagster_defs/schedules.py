@@ -18,7 +18,7 @@ import dagster as dg
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.crons import end_crons, start_crons
 from gps_dagster.dagster_defs.plans import job_for, plan_requests
-from gps_dagster.domain.spec import RecurringWindow, Schedule
+from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
 from gps_dagster.engine.errors import Busy
 
 
@@ -42,7 +42,7 @@ def boundary_schedules(
     schedule: Schedule, jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
 ) -> list[dg.ScheduleDefinition]:
     """Start and end schedules of every recurring window of ``schedule``."""
-    job = jobs[job_for(schedule.transition_order.value)]
+    job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
     out: list[dg.ScheduleDefinition] = []
     for window in schedule.windows:
         if not isinstance(window, RecurringWindow):

@@ -98,6 +98,7 @@ FaultOp = Literal[
     "start",
     "set_replica_intent",
     "get_deploy",
+    "get_deploys",
     "preview_capacity",
     "alias_guard",
     "check_quota",

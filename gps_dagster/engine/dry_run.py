@@ -17,11 +17,11 @@ from typing import Any
 from gps_dagster.domain.evaluator import current_interval
 from gps_dagster.domain.planner import ordered, steps_for
 from gps_dagster.domain.pool import PoolSpec
-from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.planning import intent_doc, observed, wanted
-from gps_dagster.engine.preflight import check_step
+from gps_dagster.engine.preflight import QuotaLedger, check_step
 from gps_dagster.ports import Core, CoreError, Insufficient, NotFound
 
 
@@ -59,11 +59,15 @@ def dry_run(schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | No
         for step in steps_for(wanted(interval), observed(deploy)):
             planned.append((step, wanted(interval), deploy))
     by_deploy = {step.deploy_id: (want, deploy) for step, want, deploy in planned}
+    ledger = QuotaLedger.for_plan(
+        {step.deploy_id: (step, want, deploy) for step, want, deploy in planned},
+        release_first=schedule.transition_order is TransitionOrder.RELEASE_FIRST,
+    )
     for step in ordered([p[0] for p in planned], schedule.transition_order):
         want, deploy = by_deploy[step.deploy_id]
         row: dict[str, Any] = {"target": step.deploy_id, "step": step.kind.value, "order": step.order.value,
                                "replicas": step.replicas, "delta_replicas": step.delta_replicas}
-        refusal = check_step(core, step, want, deploy)
+        refusal = check_step(core, step, want, deploy, ledger=ledger)
         if refusal is not None:
             row["refused"] = refusal.phase.value
             rep.warnings.append({"target": step.deploy_id, "kind": refusal.phase.value, "reason": refusal.reason, "fix": refusal.fix})

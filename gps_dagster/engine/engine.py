@@ -14,15 +14,16 @@ from __future__ import annotations
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.planning import Planner
+from gps_dagster.engine.planning import Planner, Prefetch
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.steps import StepRunner
-from gps_dagster.ports import Clock, Core
-from gps_dagster.store.records import ScheduleRecord
+from gps_dagster.ports import Clock, Core, CoreError
+from gps_dagster.store.records import ActionRow, ScheduleRecord
 from gps_dagster.store.repository import Store
 
 LOCK_NAME = "deploy-schedule-pass"
+IN_FLIGHT = ("pending", "capacity_wait", "submitting", "accepted")
 
 
 class Engine:
@@ -63,9 +64,23 @@ class Engine:
                     raise Busy(schedule)
                 report.busy = True
                 return report
-            for record in self._records(schedule, report):
-                self._visit(record, report, trigger=trigger, execute=execute, force=schedule is not None and trigger == "apply_now")
+            records = self._records(schedule, report)
+            prefetch = self._prefetch(records)
+            for record in records:
+                self._visit(record, report, prefetch, trigger=trigger, execute=execute,
+                            force=schedule is not None and trigger == "apply_now")
         return report
+
+    def _prefetch(self, records: list[ScheduleRecord]) -> Prefetch:
+        names = [r.name for r in records]
+        try:
+            reads = dict(self.core.get_deploys([t for r in records for t in r.spec.target_ids]))
+        except CoreError:
+            reads = {}  # each target is then read on its own, and errors land per target
+        in_flight: dict[str, list[ActionRow]] = {}
+        for a in self.store.list_actions(schedules=names, states=IN_FLIGHT):
+            in_flight.setdefault(a.schedule, []).append(a)
+        return Prefetch(self.store.statuses_for(names), reads, in_flight)
 
     def _gate(self) -> str:
         try:
@@ -88,17 +103,21 @@ class Engine:
             self.store.set_cursor(report.cursor, now=self.clock.now())
         return page
 
-    def _visit(self, record: ScheduleRecord, report: PassReport, *, trigger: str, execute: bool, force: bool) -> None:
+    def _visit(
+        self, record: ScheduleRecord, report: PassReport, prefetch: Prefetch, *, trigger: str, execute: bool, force: bool
+    ) -> None:
         name = record.name
-        report.steps += self.observer.observe(name)
+        in_flight = prefetch.in_flight.get(name, [])
+        report.steps += [self.observer.observe_action(a) for a in in_flight if a.state == "accepted"]
         if report.gate == "enforce":
-            report.steps += [self.runner.execute(a.id) for a in self.store.list_actions(schedule=name, states=("submitting",))]
-        outcome = self.planner.visit(record, now=self.clock.now(), gate=report.gate, trigger=trigger, force=force)
+            report.steps += [self.runner.execute(a.id) for a in in_flight if a.state == "submitting"]
+        outcome = self.planner.visit(
+            record, now=self.clock.now(), gate=report.gate, trigger=trigger, force=force, prefetch=prefetch
+        )
         report.schedules.append(outcome)
         for tid in outcome.opened:
-            plan = self.pending_steps(tid)
-            report.plans.append(plan)
-        if execute and report.gate == "enforce":
+            report.plans.append(self.pending_steps(tid))
+        if execute and report.gate == "enforce" and (in_flight or outcome.opened):
             report.steps += self.advance(name)
 
     def advance(self, schedule: str) -> list[StepOutcome]:

@@ -18,14 +18,14 @@ from typing import Any
 from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current_interval
 from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, ordered, steps_for
-from gps_dagster.domain.spec import Mode, Schedule
+from gps_dagster.domain.spec import Mode, Schedule, TransitionOrder
 from gps_dagster.engine import keys
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.ports import Core, CoreError, DeployState, DeployView, NotFound, Transient
-from gps_dagster.store.records import ScheduleRecord, TargetStatusRow
+from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
 
 RUNNING_STATES = frozenset({DeployState.READY, DeployState.STARTING, DeployState.UPDATING})
@@ -46,6 +46,19 @@ def intent_doc(interval: IntentInterval) -> dict[str, Any]:
         "desired_state": i.desired_state.value, "replicas": i.replicas,
         "allow_downtime": i.allow_downtime, "source": i.source,
     }
+
+
+@dataclass
+class Prefetch:
+    """One pass's batched reads: statuses, deploys and in-flight steps of a page of schedules."""
+
+    statuses: dict[tuple[str, str], TargetStatusRow]
+    reads: dict[str, DeployView]
+    in_flight: dict[str, list[ActionRow]]
+
+    def dirty(self, schedule: str) -> bool:
+        """In-flight steps may have moved its statuses since the prefetch: re-read them."""
+        return bool(self.in_flight.get(schedule))
 
 
 @dataclass
@@ -77,7 +90,8 @@ class Planner:
         self.store, self.core, self.reservation_check = store, core, reservation_check
 
     def visit(
-        self, record: ScheduleRecord, *, now: datetime, gate: str, trigger: str, force: bool = False
+        self, record: ScheduleRecord, *, now: datetime, gate: str, trigger: str, force: bool = False,
+        prefetch: Prefetch | None = None,
     ) -> ScheduleOutcome:
         spec, version = record.spec, record.version
         out = ScheduleOutcome(spec.name, version)
@@ -85,7 +99,7 @@ class Planner:
             return out
         candidates: list[Candidate] = []
         for target in spec.target_ids:
-            cand = self._examine(spec, version, target, now=now, force=force, out=out)
+            cand = self._examine(spec, version, target, now=now, force=force, out=out, prefetch=prefetch)
             if cand is not None:
                 candidates.append(cand)
         if not candidates:
@@ -99,13 +113,19 @@ class Planner:
     # -- per target -----------------------------------------------------------
 
     def _examine(
-        self, spec: Schedule, version: int, target: str, *, now: datetime, force: bool, out: ScheduleOutcome
+        self, spec: Schedule, version: int, target: str, *, now: datetime, force: bool, out: ScheduleOutcome,
+        prefetch: Prefetch | None,
     ) -> Candidate | None:
-        status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
+        status = prefetch.statuses.get((spec.name, target)) if prefetch and not prefetch.dirty(spec.name) else None
+        if status is None:
+            status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
         members: tuple[DeployView, ...] | None = None
         try:
             deploy: DeployView | None
-            deploy, members = read_target(self.core, target)
+            if prefetch is not None and target in prefetch.reads:
+                deploy = prefetch.reads[target]
+            else:
+                deploy, members = read_target(self.core, target)
         except NotFound:
             deploy = None
         except (Transient, CoreError) as exc:
@@ -164,7 +184,10 @@ class Planner:
         for c in cands:
             c.steps = steps_for(wanted(c.interval), observed(c.deploy))
         planned = {s.deploy_id: (s, wanted(c.interval), c.deploy) for c in cands for s in c.steps}
-        refusals = preflight(self.core, planned, self.reservation_check)
+        refusals = preflight(
+            self.core, planned, self.reservation_check,
+            release_first=spec.transition_order is TransitionOrder.RELEASE_FIRST,
+        )
         tid = keys.transition_id(
             spec.name, version, [(c.status.deploy_id, c.interval.start, c.status.target_generation + 1) for c in cands]
         )

@@ -8,15 +8,72 @@ alias guard, nothing in the plan is executed: A is not stopped for nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
 from gps_dagster.engine.endpoints import member_ids
 from gps_dagster.engine.outcomes import Verdict, from_core_error, verdict
-from gps_dagster.ports import AliasGuardUnavailable, Core, CoreError, DeployState, DeployView
+from gps_dagster.ports import (
+    AliasGuardUnavailable,
+    Core,
+    CoreError,
+    DeployState,
+    DeployView,
+    QuotaRefused,
+)
 
 ReservationCheck = Callable[[DeployView, PlannedStep], Verdict | None]
 """Optional GPS admission preview (R-GPS-3); returns a refusal or None."""
+
+
+@dataclass
+class QuotaLedger:
+    """Project GPUs the plan frees before its acquiring steps run, and GPUs already granted.
+
+    The core's quota preflight counts what runs *now*; in a release-first plan
+    the releasing steps run first, so their GPUs are credited back (a swap
+    within one project's quota is not refused), while every acquiring step of
+    the plan is charged in turn (two starts cannot both spend the same room).
+    """
+
+    freed: dict[str, int] = field(default_factory=dict)
+    granted: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def for_plan(cls, steps: Mapping[str, tuple[PlannedStep, Wanted, DeployView]], *, release_first: bool) -> QuotaLedger:
+        ledger = cls()
+        if not release_first:
+            return ledger
+        for step, _wanted, deploy in steps.values():
+            if step.order.value != "release" or deploy.project is None:
+                continue
+            held = deploy.role_max if deploy.role_max is not None else deploy.desired_replicas
+            groups = held if step.kind is StepKind.STOP else held - (step.replicas or held)
+            ledger.freed[deploy.project] = ledger.freed.get(deploy.project, 0) + max(groups, 0) * deploy.gpus_per_replica
+        return ledger
+
+    def charge(self, core: Core, deploy_id: str, delta_replicas: int) -> None:
+        """Raise ``QuotaRefused`` unless the request fits the quota once the plan's releases are counted."""
+        try:
+            q = core.check_quota(deploy_id, delta_replicas=delta_replicas)
+            project, quota, used, requested, refused = q.project, q.quota, q.used, q.requested, None
+        except QuotaRefused as exc:
+            project, quota, used, requested, refused = exc.project, exc.quota, exc.used, exc.requested, exc
+        if project is None or quota is None:
+            if refused is not None:
+                raise refused
+            return
+        freed, granted = self.freed.get(project, 0), self.granted.get(project, 0)
+        if used - freed + granted + requested > quota:
+            if refused is not None and not freed and not granted:
+                raise refused
+            raise QuotaRefused(
+                f"project {project}: {used} GPUs held - {freed} released by the plan + {granted + requested} "
+                f"requested > quota {quota}",
+                project=project, quota=quota, used=used - freed + granted, requested=requested,
+            )
+        self.granted[project] = granted + requested
 
 
 def check_step(
@@ -25,8 +82,10 @@ def check_step(
     wanted: Wanted,
     deploy: DeployView,
     reservation_check: ReservationCheck | None = None,
+    ledger: QuotaLedger | None = None,
 ) -> Verdict | None:
     """The refusal this step would meet, or None when it may go ahead."""
+    ledger = ledger or QuotaLedger()
     try:
         ids = member_ids(core, deploy)
         if step.kind is StepKind.STOP:
@@ -38,7 +97,7 @@ def check_step(
         if step.order.value == "release":
             return None
         for deploy_id in ids:
-            core.check_quota(deploy_id, delta_replicas=step.delta_replicas if deploy_id == deploy.id else 1)
+            ledger.charge(core, deploy_id, step.delta_replicas if deploy_id == deploy.id else 1)
             core.check_billing(deploy_id)
         if deploy.endpoint is not None and step.kind is StepKind.START:
             busy = [m.id for m in core.list_members(deploy.endpoint) if m.state is not DeployState.STOPPED and m.id != deploy.id]
@@ -71,11 +130,14 @@ def preflight(
     core: Core,
     steps: Mapping[str, tuple[PlannedStep, Wanted, DeployView]],
     reservation_check: ReservationCheck | None = None,
+    *,
+    release_first: bool = True,
 ) -> dict[str, Verdict]:
     """Every refusal in the plan, by deploy id (empty: the plan may run)."""
     out: dict[str, Verdict] = {}
+    ledger = QuotaLedger.for_plan(steps, release_first=release_first)
     for deploy_id, (step, wanted, deploy) in sorted(steps.items()):
-        refusal = check_step(core, step, wanted, deploy, reservation_check)
+        refusal = check_step(core, step, wanted, deploy, reservation_check, ledger)
         if refusal is not None:
             out[deploy_id] = refusal
     return out

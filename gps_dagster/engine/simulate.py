@@ -158,7 +158,7 @@ def _report(
                                 "state": tr.state, "targets": tr.targets, "steps": steps})
         submits = [a.submitted_at for a in store.list_actions(transition_id=tr.id) if a.order == "release" and a.submitted_at]
         first = min(submits, default=None)
-        if first is not None and tr.boundary_at.year > 1970:
+        if first is not None and tr.boundary_at >= start:  # boundaries before the replay are not lag
             rep.boundary_lag_seconds.append((first - tr.boundary_at).total_seconds())
     rep.final_status = {s.deploy_id: {"phase": s.phase, "reason": s.reason, "fix": s.fix} for s in store.list_status(schedule.name)}
     usage = [p for p in pool.usage_history() if p.at < end]

@@ -52,6 +52,10 @@ class StepRunner:
             return self._outcome(a, "superseded")
         if a.state == "submitting":
             return self._submit(a, status, resubmit=True)
+        stale = self._stale(a)
+        if stale is not None:  # an edit since the plan opened: no preview, no status write (R-MODEL-8)
+            self._finish(a, "superseded", stale)
+            return self._outcome(a, "superseded", reason=stale)
         waiting = self._prerequisite(a)
         if waiting is not None:
             return waiting
@@ -64,6 +68,16 @@ class StepRunner:
         return self._fence_and_submit(a, status)
 
     # -- prerequisites ---------------------------------------------------------
+
+    def _stale(self, a: ActionRow) -> str | None:
+        """Why the step's schedule snapshot is out of date (the fence re-checks this atomically)."""
+        current = self.store.schedule_state(a.schedule)
+        if current is None:
+            return "schedule_deleted"
+        version, enabled = current
+        if version != a.schedule_version:
+            return "schedule_version_changed"
+        return None if enabled else "schedule_disabled"
 
     def _prerequisite(self, a: ActionRow) -> StepOutcome | None:
         tr = self.store.get_transition(a.transition_id)

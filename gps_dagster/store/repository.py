@@ -127,6 +127,14 @@ class Store(StatusMixin):
             raise ScheduleNotFound(name)
         return record
 
+    def schedule_state(self, name: str) -> tuple[int, bool] | None:
+        """(version, enabled) of a schedule without parsing its document; None when absent."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.schedules.c.version, t.schedules.c.enabled).where(t.schedules.c.name == name)
+            ).first()
+        return None if row is None else (int(row.version), bool(row.enabled))
+
     def list_schedules(self) -> list[ScheduleRecord]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.schedules).order_by(t.schedules.c.name)).all()

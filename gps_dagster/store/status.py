@@ -58,6 +58,12 @@ class StatusMixin:
         with self.engine.connect() as conn:
             return [_status(r) for r in conn.execute(query).all()]
 
+    def statuses_for(self, schedules: Sequence[str]) -> dict[tuple[str, str], TargetStatusRow]:
+        """Every status row of these schedules in one read (the pass prefetch)."""
+        query = sa.select(t.target_status).where(t.target_status.c.schedule_name.in_(list(schedules)))
+        with self.engine.connect() as conn:
+            return {(r.schedule_name, r.deploy_id): _status(r) for r in conn.execute(query).all()}
+
     def ensure_status(self, schedule: str, deploy_id: str, *, schedule_version: int, now: datetime) -> TargetStatusRow:
         """The target's status row, created in phase ``pending`` when missing."""
         with self.engine.begin() as conn:
@@ -145,8 +151,11 @@ class StatusMixin:
         schedule: str | None = None,
         deploy_id: str | None = None,
         states: Iterable[str] | None = None,
+        schedules: Sequence[str] | None = None,
     ) -> list[ActionRow]:
         query = sa.select(t.actions).order_by(t.actions.c.created_at, t.actions.c.seq)
+        if schedules is not None:
+            query = query.where(t.actions.c.schedule_name.in_(list(schedules)))
         if transition_id is not None:
             query = query.where(t.actions.c.transition_id == transition_id)
         if schedule is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dagster as dg
-from conftest import Runtime
+from dagster_support import Runtime
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.plans import plan_request

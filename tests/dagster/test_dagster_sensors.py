@@ -13,7 +13,7 @@ from typing import Any
 
 import dagster as dg
 import yaml
-from conftest import EXAMPLES, Runtime, make_runtime, seed_schedule
+from dagster_support import EXAMPLES, Runtime, make_runtime, seed_schedule
 
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.resources import as_resource
@@ -174,3 +174,28 @@ def test_reservation_partitions_follow_the_ledger(defs: dg.Definitions, rt: Runt
     (request,) = result.dynamic_partitions_requests
     assert isinstance(request, dg.AddDynamicPartitionsRequest)
     assert list(request.partition_keys) == ["rsv-gpu42-shared"]
+
+
+def test_plan_left_pending_while_the_gate_was_off_is_resumed_once_enforcing(defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance) -> None:
+    plan = _tick(defs, rt, instance, names.RECONCILE_SENSOR).run_requests[0]
+    rt.store.set_gate("off", now=rt.clock.now())
+    assert _execute(defs, plan, instance).success  # no submit with the gate off: steps stay pending
+    assert {r.deploy_id: r.phase for r in rt.store.list_status()}[B] == "pending"
+    again = _tick(defs, rt, instance, names.RECONCILE_SENSOR)
+    assert [r.run_key for r in again.run_requests] == [plan.run_key]  # dropped by the daemon: the run exists
+    rt.store.set_gate("enforce", now=rt.clock.now())
+    resumed = _tick(defs, rt, instance, names.RECONCILE_SENSOR).run_requests
+    transition = plan.tags[names.TAG_TRANSITION]
+    assert [r.run_key for r in resumed] == [f"{transition}:resume:1"]
+    assert _execute(defs, resumed[0], instance).success
+    assert {r.deploy_id: r.phase for r in rt.store.list_status()}[B] == "releasing"
+    assert _tick(defs, rt, instance, names.RECONCILE_SENSOR).run_requests == []
+
+
+def test_hourly_timeline_schedule_requests_the_hour_that_ended(defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance) -> None:
+    schedule = defs.get_repository_def().get_schedule_def(names.TIMELINE_SCHEDULE)
+    at = datetime(2026, 10, 19, 2, 1, tzinfo=UTC)
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=at, resources={"gps": as_resource(rt)})
+    assert instance.get_ref() is not None  # partitioned requests resolve through the instance ref
+    (request,) = schedule.evaluate_tick(ctx).run_requests or []
+    assert request.partition_key == "2026-10-19-01:00"

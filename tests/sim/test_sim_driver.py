@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gps_dagster.backends.sim import SimPool
+from gps_dagster.backends.sim import SimPool, summarize
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import FaultSpec, load_pool, parse_pool
 from gps_dagster.ports import AdmissionRefused, BillingRefused, DeployState
@@ -44,6 +44,12 @@ def test_usage_history_follows_the_swap(sqlite_url: str) -> None:
     assert at[timedelta(seconds=90)].in_use == {"md-bge-embed": 2, "md-llama70b": 8}
     assert max(p.total_in_use for p in points) == 10
     assert [p.at for p in points] == sorted(p.at for p in points)
+    summary = summarize(points, T0 + timedelta(seconds=210))
+    assert summary.max_in_use == 10
+    assert summary.terminating_gpu_s == 6 * 30
+    assert summary.idle_gpu_s == 2 * 90 + 6 * 60  # hgx-02 is C's; 2 free on hgx-01 + B's 6 in the lag
+    assert summary.by_holder_gpu_s == {"md-bge-embed": 2 * 210, "md-llama70b": 8 * 120}
+    assert summary.in_use_gpu_s == 2 * 210 + 8 * 120
 
 
 def test_operation_log_records_every_mutation_once(sqlite_url: str) -> None:

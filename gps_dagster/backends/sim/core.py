@@ -11,10 +11,10 @@ the stored operation without touching the pool again.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, Row
@@ -22,7 +22,13 @@ from sqlalchemy.engine import Engine, Row
 from gps_dagster.backends.sim import faults, loader, mutations, views
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.driver import DriverMixin
-from gps_dagster.backends.sim.dynamics import Ctx, advance, record_usage, save_next_event
+from gps_dagster.backends.sim.dynamics import (
+    Ctx,
+    advance,
+    free_by_node,
+    record_usage,
+    save_next_event,
+)
 from gps_dagster.backends.sim.faults import SimulatedCrash
 from gps_dagster.domain.pool import FaultSpec, PoolSpec, SimSettings
 from gps_dagster.ports import (
@@ -41,6 +47,8 @@ from gps_dagster.ports import (
     Transient,
 )
 from gps_dagster.store.db import is_postgres
+
+R = TypeVar("R")
 
 
 def _ts(value: datetime) -> float:
@@ -139,7 +147,7 @@ class SimPool(DriverMixin):
         if point == "after_commit" and any(f.effect == "lose_response" for f in hits):
             raise Transient(f"response of {op} lost (the mutation was applied)", reason="response_lost")
 
-    def _read(self, op: str, deploy: str | None, fn: Callable[[Ctx, mutations.Blocks], object]) -> object:
+    def _read(self, op: str, deploy: str | None, fn: Callable[[Ctx, mutations.Blocks], R]) -> R:
         hits = self._one_shots(op, deploy)
         with self._tx() as (ctx, blocks):
             result = fn(ctx, blocks)
@@ -157,18 +165,24 @@ class SimPool(DriverMixin):
     # -- the Core port: reads --------------------------------------------------------------
 
     def get_deploy(self, deploy_id: str) -> DeployView:
-        result = self._read("get_deploy", deploy_id, lambda ctx, _b: views.deploy_view(ctx, self._row(ctx, deploy_id)))
-        assert isinstance(result, DeployView)
-        return result
+        return self._read("get_deploy", deploy_id, lambda ctx, _b: views.deploy_view(ctx, self._row(ctx, deploy_id)))
+
+    def get_deploys(self, deploy_ids: Sequence[str]) -> dict[str, DeployView]:
+        """Many deploys in one consistent read; unknown ids are left out."""
+
+        def read(ctx: Ctx, _b: mutations.Blocks) -> dict[str, DeployView]:
+            d = t.deploys
+            rows = list(ctx.conn.execute(sa.select(d).where(d.c.pool == self.name, d.c.id.in_(list(deploy_ids)))))
+            return views.deploy_views(ctx, rows)
+
+        return self._read("get_deploys", None, read)
 
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
-        from gps_dagster.backends.sim.dynamics import free_by_node
-
         def read(ctx: Ctx, _b: mutations.Blocks) -> CapacityPreview:
             row = self._row(ctx, deploy_id)
             return views.preview(ctx, row, free_by_node(ctx), max(delta_replicas, 0))
 
-        return self._read("preview_capacity", deploy_id, read)  # type: ignore[return-value]
+        return self._read("preview_capacity", deploy_id, read)
 
     def alias_guard(self, deploy_id: str) -> AliasInfo:
         def read(ctx: Ctx, _b: mutations.Blocks) -> AliasInfo:
@@ -180,10 +194,10 @@ class SimPool(DriverMixin):
             row = self._row(ctx, deploy_id)
             return AliasInfo(deploy_id, tuple(json.loads(row.aliases)))
 
-        return self._read("alias_guard", deploy_id, read)  # type: ignore[return-value]
+        return self._read("alias_guard", deploy_id, read)
 
     def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
-        return self._read(  # type: ignore[return-value]
+        return self._read(
             "check_quota", deploy_id, lambda ctx, _b: mutations.check_quota(ctx, self._row(ctx, deploy_id), delta_replicas=delta_replicas)
         )
 
@@ -198,7 +212,7 @@ class SimPool(DriverMixin):
                 raise NotFound(f"no operation {op_id!r}")
             return self._live(ctx, op)
 
-        return self._read("get_operation", None, read)  # type: ignore[return-value]
+        return self._read("get_operation", None, read)
 
     def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
         def read(ctx: Ctx, _b: mutations.Blocks) -> tuple[DeployView, ...]:
@@ -210,7 +224,7 @@ class SimPool(DriverMixin):
                 raise NotFound(f"no CMP endpoint {endpoint_id!r}")
             return tuple(views.deploy_view(ctx, r) for r in rows)
 
-        return self._read("list_members", None, read)  # type: ignore[return-value]
+        return self._read("list_members", None, read)
 
     def _live(self, ctx: Ctx, op: Row[Any]) -> Operation:
         view = views.deploy_view(ctx, self._row(ctx, op.deploy))

@@ -10,7 +10,6 @@ the operation log (every accepted mutation, for exactly-once proofs).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -177,10 +176,36 @@ class DriverMixin:
             self._commit_changes(ctx)
 
 
-def iter_points(points: list[UsagePoint]) -> Iterator[tuple[UsagePoint, UsagePoint | None]]:
-    """Each usage point with its successor (``None`` for the last)."""
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """Integrals of a usage history over ``[start, end)`` (GPU-seconds)."""
+
+    start: datetime
+    end: datetime
+    max_in_use: int
+    in_use_gpu_s: float
+    idle_gpu_s: float
+    """Free or released-but-unpublished GPUs: capacity nobody could use."""
+    terminating_gpu_s: float
+    by_holder_gpu_s: dict[str, float]
+
+
+def summarize(points: list[UsagePoint], end: datetime) -> UsageSummary:
+    """Max GPUs in use and GPU-seconds per category, each point lasting until the next."""
+    if not points:
+        raise ValueError("empty usage history")
+    in_use = idle = term = 0.0
+    holders: dict[str, float] = {}
     for i, p in enumerate(points):
-        yield p, points[i + 1] if i + 1 < len(points) else None
+        until = points[i + 1].at if i + 1 < len(points) else end
+        span = max((until - p.at).total_seconds(), 0.0)
+        in_use += span * p.total_in_use
+        idle += span * (p.free + p.unpublished)
+        term += span * p.terminating
+        for h, n in p.in_use.items():
+            if span and n:
+                holders[h] = holders.get(h, 0.0) + span * n
+    return UsageSummary(points[0].at, end, max(p.total_in_use for p in points), in_use, idle, term, holders)
 
 
-__all__ = ["DriverMixin", "UsagePoint", "iter_points"]
+__all__ = ["DriverMixin", "UsagePoint", "UsageSummary", "summarize"]

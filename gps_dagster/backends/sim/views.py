@@ -79,9 +79,34 @@ def derive_state(row: Row[Any], counts: Mapping[str, int], terminating: int) -> 
     return DeployState.UPDATING if ready else DeployState.STARTING
 
 
-def deploy_view(ctx: Ctx, row: Row[Any]) -> DeployView:
-    counts = _group_counts(ctx, row.id)
-    term = terminating_pods(ctx, row.id)
+def deploy_views(ctx: Ctx, rows: list[Row[Any]]) -> dict[str, DeployView]:
+    """Views of many deploys with two aggregate queries instead of two per deploy."""
+    ids = [r.id for r in rows]
+    if not ids:
+        return {}
+    gr, g = t.groups, t.gpus
+    counts: dict[str, dict[str, int]] = {i: {} for i in ids}
+    for deploy, state, n in ctx.conn.execute(
+        sa.select(gr.c.deploy, gr.c.state, sa.func.count())
+        .where(gr.c.pool == ctx.pool, gr.c.deploy.in_(ids))
+        .group_by(gr.c.deploy, gr.c.state)
+    ):
+        counts[deploy][str(state)] = int(n)
+    inner = (
+        sa.select(g.c.holder, g.c.grp, g.c.node)
+        .where(g.c.pool == ctx.pool, g.c.holder.in_(ids), g.c.state == "terminating")
+        .distinct()
+        .subquery()
+    )
+    term = {h: int(n) for h, n in ctx.conn.execute(sa.select(inner.c.holder, sa.func.count()).group_by(inner.c.holder))}
+    return {r.id: deploy_view(ctx, r, counts[r.id], term.get(r.id, 0)) for r in rows}
+
+
+def deploy_view(
+    ctx: Ctx, row: Row[Any], counts: dict[str, int] | None = None, term: int | None = None
+) -> DeployView:
+    counts = _group_counts(ctx, row.id) if counts is None else counts
+    term = terminating_pods(ctx, row.id) if term is None else term
     pending = counts.get("pending", 0)
     return DeployView(
         id=row.id,

@@ -1,0 +1,131 @@
+"""Compile tests: the code location loads, names and tags are as specified."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_support import EXAMPLES, REPO, Runtime, make_runtime, seed_schedule
+
+from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
+from gps_dagster.dagster_defs.assets import overcommit_check, placement_check
+from gps_dagster.dagster_defs.devserver import materialize_timeline, prepare_home
+from gps_dagster.dagster_defs.resources import as_resource
+from gps_dagster.domain.spec import TransitionOrder
+
+SEED = "gpu-pool-h100-shared"
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+
+
+def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitions) -> None:
+    repo = defs.get_repository_def()
+    assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == {
+        names.TRANSITION_JOB, names.TRANSITION_JOB_ACQUIRE_FIRST, names.TIMELINE_JOB, names.CHECKS_JOB,
+    }
+    assert {s.name for s in repo.sensor_defs} == {
+        names.RECONCILE_SENSOR, names.BOUNDARY_SENSOR, names.CAPACITY_WAIT_SENSOR,
+        names.APPLY_NOW_SENSOR, names.RESERVATION_SENSOR,
+    }
+    # one-shot maint-wed has none: the boundary sensor serves it
+    assert {s.name for s in repo.schedule_defs} == {
+        names.boundary_schedule_name(SEED, "business-hours", "start"),
+        names.boundary_schedule_name(SEED, "business-hours", "end"),
+        names.TIMELINE_SCHEDULE,
+        names.CHECKS_SCHEDULE,
+    }
+    assert names.boundary_schedule_name(SEED, "business-hours", "start").startswith("gps_gpu_pool_h100_shared_")
+    reconcile = repo.get_sensor_def(names.RECONCILE_SENSOR)
+    assert reconcile.minimum_interval_seconds == 30
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {names.RESERVATIONS_ASSET, names.TARGET_STATUS_ASSET, names.TIMELINE_ASSET} <= keys
+    checks = {k.name for k in repo.asset_graph.asset_check_keys}
+    assert checks == {names.CHECK_PLACEMENT, names.CHECK_OVERCOMMIT}
+
+
+def test_transition_jobs_use_the_in_process_executor(defs: dg.Definitions) -> None:
+    job = defs.get_job_def(names.TRANSITION_JOB)
+    assert job.executor_def.name == "in_process"
+    assert {n.name for n in job.graph.nodes} == {"plan", "release", "all_released", "acquire", "done"}
+    # the order itself is asserted on executed runs (test_dagster_job.py)
+    mirror = defs.get_job_def(names.TRANSITION_JOB_ACQUIRE_FIRST)
+    assert {n.name for n in mirror.graph.nodes} == {"plan", "acquire", "all_acquired", "release", "done"}
+
+
+def test_acquire_first_schedules_target_the_mirror_job(rt: Runtime) -> None:
+    spec = rt.store.get_schedule(SEED).spec.model_copy(update={"transition_order": TransitionOrder.ACQUIRE_FIRST})
+    defs = build_definitions(StaticRuntime(rt), schedules=[spec])
+    boundary = [s for s in defs.get_repository_def().schedule_defs if s.name.startswith("gps_gpu_pool")]
+    assert {s.job_name for s in boundary} == {names.TRANSITION_JOB_ACQUIRE_FIRST}
+
+
+def test_asset_checks_report_no_reservation_honestly(rt: Runtime) -> None:
+    for check in (placement_check, overcommit_check):
+        result = check(dg.build_asset_check_context(resources={"gps": as_resource(rt)}))
+        assert result.passed
+        assert result.description == "no reservation in the ledger: nothing to check"
+        assert result.metadata["reservations"].value == 0
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    home = prepare_home(tmp_path / "dagster_home")
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "GPS_DB_URL": f"sqlite:///{tmp_path / 'gps.sqlite'}",
+        "GPS_POOL_FILE": str(EXAMPLES / "seed-pool-10.yaml"),
+    }
+
+
+def test_dagster_definitions_validate_loads_the_code_location(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    seed_schedule(make_runtime(env["GPS_DB_URL"]))
+    out = subprocess.run(
+        [DAGSTER, "definitions", "validate", "-f", str(REPO / "definitions.py")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Validation successful" in out.stdout + out.stderr
+
+
+def test_cli_backfills_a_week_of_timeline_in_one_run(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    seed_schedule(make_runtime(env["GPS_DB_URL"]))
+    done = materialize_timeline(env, "2026-10-19-00:00", "2026-10-25-23:00")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 1
+        assert runs[0].tags["dagster/asset_partition_range_start"] == "2026-10-19-00:00"
+        key = dg.AssetKey(names.TIMELINE_ASSET)
+        partitions = instance.get_materialized_partitions(key)
+        assert len(partitions) == 7 * 24
+        event = instance.get_latest_materialization_event(key)
+        assert event is not None and event.asset_materialization is not None
+        meta = event.asset_materialization.metadata
+        assert meta["capacity"].value == 10
+        assert meta["peak_desired_gpus"].value == 10  # A 8 + C 2 in business hours: never above the pool
+        assert meta["overcommit_segments"].value == 0
+
+
+@pytest.mark.parametrize("path", [EXAMPLES / "demo-schedule.json"])
+def test_demo_schedule_compiles_into_boundary_schedules(path: Path, sqlite_url: str) -> None:
+    rt = make_runtime(sqlite_url, pool_file=EXAMPLES / "demo-pool.yaml")
+    seed_schedule(rt, path)
+    repo = build_definitions(StaticRuntime(rt)).get_repository_def()
+    crons = {s.name.rsplit("__", 1)[1]: s.cron_schedule for s in repo.schedule_defs if s.name.startswith("gps_demo_swap")}
+    every_4 = ",".join(str(m) for m in range(0, 60, 4))
+    two_later = ",".join(str(m) for m in range(2, 60, 4))
+    assert crons == {"start": f"{every_4} * * * *", "end": f"{two_later} * * * *"}
+
+
+def test_reservation_checks_job_runs_the_checks_without_materialising(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
+    job = defs.get_job_def(names.CHECKS_JOB)
+    result = job.execute_in_process(instance=instance)
+    assert result.success
+    evaluations = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert {e.event_specific_data.check_name for e in evaluations} == {names.CHECK_PLACEMENT, names.CHECK_OVERCOMMIT}  # type: ignore[union-attr]
+    assert not [e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
