@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from gps_dagster.cli import render
-from gps_dagster.cli.main import IsoDateTime, fail, load_pool_file, load_schedule_file
+from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.engine.config import EngineConfig
@@ -110,7 +110,7 @@ def schedules_list(db_url: str | None, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(render._table(["NAME", "VERSION", "SCOPE", "MODE", "TARGETS"],
+    click.echo(render.table(["NAME", "VERSION", "SCOPE", "MODE", "TARGETS"],
                             [[r["name"], str(r["version"]), r["scope"], r["mode"], ", ".join(r["targets"])] for r in rows]))
 
 
@@ -161,7 +161,7 @@ def status(name: str | None, db_url: str | None, fmt: str) -> None:
         click.echo(json.dumps({"gate": store.get_gate(), "targets": rows}, indent=2))
         return
     click.echo(f"execution gate: {store.get_gate()}")
-    click.echo(render._table(
+    click.echo(render.table(
         ["SCHEDULE", "TARGET", "PHASE", "REASON", "INTERVAL START", "LAST ACTION"],
         [[r["schedule"], r["target"], r["phase"], r["reason"] or "", r["interval_start"] or "",
           "" if r["last_action"] is None else f"{r['last_action']['step']}:{r['last_action']['state']}"] for r in rows],

@@ -9,70 +9,23 @@ one-year checks); everything below it takes time as a parameter.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, NoReturn
+from datetime import datetime, timedelta
 
 import click
 
 from gps_dagster import __version__
-from gps_dagster.cli import render
-from gps_dagster.domain.errors import FieldError, SpecInvalid
+from gps_dagster.cli import engine_cmds, render
+from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
+from gps_dagster.cli.pool_cmd import pool_group
+from gps_dagster.cli.simulate_cmd import simulate_cmd
+from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import intervals
-from gps_dagster.domain.pool import PoolSpec, parse_pool
-from gps_dagster.domain.schedules import parse_schedule
-from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline import GpuSegment, gpu_timeline
+from gps_dagster.gps.cli import reservations_group
 
 MAX_RANGE = timedelta(days=3660)
 """Longest timeline the CLI computes in one call (ten years)."""
-
-
-class IsoDateTime(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click stubs
-    """An RFC 3339 instant with an offset (naive instants are ambiguous: refused)."""
-
-    name = "ISO"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
-        if isinstance(value, datetime):
-            parsed = value
-        else:
-            try:
-                parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-            except ValueError:
-                self.fail(f"'{value}' is not an ISO 8601 instant, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
-        if parsed.tzinfo is None or parsed.utcoffset() is None:
-            self.fail(f"'{value}' has no UTC offset; add one, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
-        return parsed
-
-
-def read_text(path: str) -> str:
-    """File text; an unreadable file is invalid input (exit 1), not a traceback."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecInvalid([FieldError("", "unreadable_file", f"cannot read the file: {exc}")], source=path) from None
-
-
-def load_schedule_file(path: str) -> Schedule:
-    """Parse and validate a schedule file; the one-year checks start now (the CLI's clock)."""
-    return parse_schedule(read_text(path), source=path, horizon_start=datetime.now(UTC))
-
-
-def load_pool_file(path: str) -> PoolSpec:
-    return parse_pool(read_text(path), source=path)
-
-
-def fail(exc: SpecInvalid, fmt: str = "text") -> NoReturn:
-    """Print every problem and exit 1."""
-    source = exc.source or "<input>"
-    if fmt == "json":
-        click.echo(json.dumps(render.errors_json(source, exc.errors), indent=2))
-    else:
-        click.echo(render.errors_text(source, exc.errors), err=True)
-    sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -147,26 +100,11 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
         click.echo(f"wrote {png}", err=True)
 
 
-# --- Other command groups -------------------------------------------------------------
-# Engineers add their groups here, e.g.:
-#     from gps_dagster.cli.schedules import schedules
-#     cli.add_command(schedules)
-# --------------------------------------------------------------------------------------
-def _register() -> None:
-    from gps_dagster.cli import engine_cmds
-    from gps_dagster.cli.pool_cmd import pool_group
-    from gps_dagster.cli.simulate_cmd import simulate_cmd
-    from gps_dagster.gps.cli import reservations_group
-
-    for command in (
-        engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
-        engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group,
-    ):
-        cli.add_command(command)
-
-
-if __name__ != "__main__":  # run as `python -m`, this file is __main__: see the bottom
-    _register()
+for _command in (
+    engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
+    engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group,
+):
+    cli.add_command(_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -178,8 +116,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m gps_dagster.cli.main`: use the canonical module, so command modules that
-    # import helpers from gps_dagster.cli.main see one module, not a second partial copy.
-    from gps_dagster.cli.main import main as _canonical_main
-
-    _canonical_main()
+    main()

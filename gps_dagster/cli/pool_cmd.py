@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from gps_dagster.backends.sim import PoolSnapshot, SimPool, snapshot
+from gps_dagster.cli import render
 from gps_dagster.clocks import WallClock
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.pool import parse_pool
@@ -67,25 +68,16 @@ def _from_store(url: str, name: str | None) -> list[PoolSnapshot]:
         engine.dispose()
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
-
-
 def render_table(snap: PoolSnapshot) -> str:
     """Human-readable: a nodes table, a GPU table and a deploy table."""
     used = sum(1 for g in snap.gpus if g.state == "held")
     head = f"pool {snap.name}: {snap.capacity} GPUs on {len(snap.nodes)} node(s), {used} held — at {snap.at.isoformat()}"
-    nodes = _table(["NODE", "FLAVOR", "REGION", "GPUS", "FREE"], [[n.name, n.flavor, n.region, str(n.gpus), str(n.free)] for n in snap.nodes])
-    gpus = _table(
+    nodes = render.table(["NODE", "FLAVOR", "REGION", "GPUS", "FREE"], [[n.name, n.flavor, n.region, str(n.gpus), str(n.free)] for n in snap.nodes])
+    gpus = render.table(
         ["GPU UUID", "NODE", "#", "STATE", "HOLDER"],
         [[g.uuid, g.node, str(g.index), g.state, g.holder or "-"] for g in snap.gpus],
     )
-    deploys = _table(
+    deploys = render.table(
         ["DEPLOY", "KIND", "STATE", "GPUS/REPLICA", "NODES/REPLICA", "REPLICAS", "READY", "ALIASES", "PROJECT"],
         [
             [d.id, d.kind.value, d.state.value, str(d.gpus_per_replica), str(d.nodes_per_replica), str(d.desired_replicas), str(d.ready_replicas), ",".join(d.aliases) or "-", d.project or "-"]
@@ -94,5 +86,5 @@ def render_table(snap: PoolSnapshot) -> str:
     )
     parts = [head, "", nodes, "", gpus, "", deploys]
     if snap.foreign:
-        parts += ["", _table(["FOREIGN", "KIND", "GPUS"], [[f.id, f.kind, str(f.gpus)] for f in snap.foreign])]
+        parts += ["", render.table(["FOREIGN", "KIND", "GPUS"], [[f.id, f.kind, str(f.gpus)] for f in snap.foreign])]
     return "\n".join(parts)

@@ -65,7 +65,7 @@ def timeline_json(
     return doc
 
 
-def _table(headers: list[str], body: list[list[str]]) -> str:
+def table(headers: list[str], body: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -82,13 +82,13 @@ def timeline_table(doc: dict[str, Any]) -> str:
              "yes" if r["allow_downtime"] else "no", r["source"]]
             for r in rows
         ]
-        out += ["", f"target {target}", _table(["start", "end", "state", "replicas", "downtime", "source"], body)]
+        out += ["", f"target {target}", table(["start", "end", "state", "replicas", "downtime", "source"], body)]
     if "gpu" in doc:
         body = [
             [g["start"], g["end"], str(g["desired_gpus"]), str(g["capacity"]), "OVERCOMMIT" if g.get("overcommit") else ""]
             for g in doc["gpu"]
         ]
-        out += ["", "desired GPUs", _table(["start", "end", "desired", "capacity", ""], body)]
+        out += ["", "desired GPUs", table(["start", "end", "desired", "capacity", ""], body)]
     return "\n".join(out)
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 import click
 
 from gps_dagster.cli import render
-from gps_dagster.cli.main import IsoDateTime, fail, load_pool_file, load_schedule_file
+from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.simulate import SimulationReport, simulate
@@ -54,8 +54,8 @@ def summary(report: SimulationReport) -> str:
             rows.append([tr["boundary"], s["target"], s["step"], s["state"], s["reason"] or "",
                          s["submitted_at"] or "", s["finished_at"] or ""])
     lines = [f"simulate '{report.schedule}' on pool '{report.pool}' from {doc['from']} to {doc['to']} ({report.passes} passes)",
-             render._table(["BOUNDARY", "TARGET", "STEP", "STATE", "REASON", "SUBMITTED", "FINISHED"], rows), ""]
-    lines.append(render._table(["TARGET", "FINAL PHASE", "REASON"],
+             render.table(["BOUNDARY", "TARGET", "STEP", "STATE", "REASON", "SUBMITTED", "FINISHED"], rows), ""]
+    lines.append(render.table(["TARGET", "FINAL PHASE", "REASON"],
                                [[t, s["phase"], s["reason"] or ""] for t, s in doc["final_status"].items()]))
     for t, s in doc["final_status"].items():
         if s["fix"]:

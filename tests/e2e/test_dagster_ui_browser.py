@@ -35,13 +35,17 @@ def test_runs_and_asset_pages_show_the_product(server: Server) -> None:
             assert names.TRANSITION_JOB in page.inner_text("body")
 
             page.goto(f"{server.dev.url}/assets/{names.TIMELINE_ASSET}", wait_until="domcontentloaded")
-            page.get_by_text(names.TIMELINE_ASSET).first.wait_for(timeout=60_000)
+            page.get_by_text("Desired GPUs per schedule").first.wait_for(timeout=60_000)  # loaded, not a skeleton
             page.screenshot(path=str(server.artifacts / "asset-schedule_timeline.png"), full_page=True)
             assert names.TIMELINE_ASSET in page.inner_text("body")
 
             page.goto(f"{server.dev.url}/assets/{names.TARGET_STATUS_ASSET}", wait_until="domcontentloaded")
-            page.get_by_text(names.TARGET_STATUS_ASSET).first.wait_for(timeout=60_000)
+            page.get_by_text("Phase of every scheduled target").first.wait_for(timeout=60_000)
             page.screenshot(path=str(server.artifacts / "asset-target_status.png"), full_page=True)
+            assert names.TARGET_STATUS_ASSET in page.inner_text("body")
+            page.get_by_role("tab", name="Events").click()
+            page.get_by_text("Observation").first.wait_for(timeout=60_000)  # the sensors' observations
+            page.screenshot(path=str(server.artifacts / "asset-target_status-events.png"), full_page=True)
         finally:
             context.close()
     assert (server.artifacts / "runs.png").stat().st_size > 10_000

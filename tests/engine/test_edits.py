@@ -83,3 +83,19 @@ def test_stale_step_executed_after_the_edit_is_fenced_out(sqlite_url: str) -> No
     assert [(d, k) for d, k, _ in triples] == [(A, "stop"), (B, "start")]
     assert all("/v2/" in key for _, _, key in triples)
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
+
+
+def test_deploy_changed_by_hand_after_the_snapshot_is_re_read_not_overwritten(sqlite_url: str) -> None:
+    """A stale ETag at submit is an ``etag_conflict``: re-read, decide again, still one stop."""
+    w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
+    w.tick(30)
+    (plan,) = w.engine.reconcile().plans
+    d = w.deploy(A)
+    w.pool.set_replica_intent(A, 1, etag=d.etag, idempotency_key="operator/touch")  # new ETag, same state
+    first = w.engine.execute_step(plan.release_steps[0].step_id)
+    assert (first.state, first.reason) == ("pending", "etag_conflict")
+    assert [k for _, k, _ in op_triples(w)] == ["set_replica_intent"]
+    w.run_until(local("2026-10-19T18:06"))
+    assert [(dep, k) for dep, k, _ in op_triples(w)] == [(A, "set_replica_intent"), (A, "stop"), (B, "start")]
+    assert [e.kind for e in w.store.list_events(limit=1000)].count("etag_conflict") == 1
+    assert w.status(A).phase == "converged" and w.status(B).phase == "converged"

@@ -95,3 +95,24 @@ def test_both_swaps_hand_node_two_over_and_preview_only_the_delta(sqlite_url: st
     a = w.deploy(A)
     assert (a.desired_replicas, a.role_min, a.role_max) == (1, 1, 1)  # R-SCALE-3: roles follow
     assert w.status(A).phase == "converged" and w.status(Q).phase == "converged"
+
+
+def test_starting_a_stopped_deploy_with_other_replicas_persists_them_first(sqlite_url: str) -> None:
+    """R-SCALE-5: SetReplicaIntent on a STOPPED deploy is persist-only; a fresh ETag, then Start."""
+    pool = example("seed-pool-16.yaml")
+    for dep in pool["deploys"]:
+        dep["state"] = "stopped"
+    w = make_world(sqlite_url, schedule=example("scenario2-schedule.json"), pool=pool,
+                   start=local("2026-10-19T08:00"))
+    core = RecordingCore(w.pool)
+    w.engine = Engine(w.store, core, w.clock, EngineConfig())  # type: ignore[arg-type]
+    serve_through(w, "2026-10-19T08:05")
+    persist, start = w.pool.operation_log()
+    assert (persist.deploy_id, persist.kind.value, persist.replicas, persist.persist_only) == (
+        A, "set_replica_intent", 2, True)
+    assert (start.deploy_id, start.kind.value) == (A, "start")
+    assert start.idempotency_key == persist.idempotency_key.removesuffix("/persist")
+    assert set(core.previews) == {(A, 2)}  # a stopped deploy needs all its groups
+    a = w.deploy(A)
+    assert (a.state.value, a.ready_replicas, a.role_max) == ("READY", 2, 2)
+    assert w.status(A).phase == "converged"

@@ -17,9 +17,10 @@ from gps_dagster.backends.sim import snapshot
 from gps_dagster.domain.phases import INELIGIBLE_FIXES
 from gps_dagster.domain.pool import FaultSpec
 from gps_dagster.domain.schedules import load_schedule
-from gps_dagster.engine import EngineConfig
+from gps_dagster.engine import Engine, EngineConfig
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.ports import DeployState
+from gps_dagster.store import Store
 from gps_dagster.store.errors import TargetOwned
 from tests.engine.harness import (
     A,
@@ -406,3 +407,43 @@ def test_observe_computes_the_plan_and_submits_nothing(sqlite_url: str, how: str
     assert (b.detail or {})["would"] == [{"step": "stop", "replicas": None}]
     assert op_triples(w) == []
     assert w.store.list_actions() == []
+
+
+def test_endpoint_stop_failing_on_one_member_reports_partial_execution(sqlite_url: str) -> None:
+    w = make_world(sqlite_url, schedule=endpoint_schedule(), pool=endpoint_pool(a_running=True, b_running=True),
+                   start=local("2026-10-19T17:59:30"))
+    w.pool.inject_fault(FaultSpec(effect="fail_stop", deploy="ep-chat-a"))
+    w.run_until(local("2026-10-19T18:03"))
+    st = w.status("ep-chat")
+    assert (st.phase, st.reason) == ("partial_execution", "partial_execution")
+    assert "ep-chat-a" in (st.fix or "") and "ep-chat-b" not in (st.fix or "").split("—")[0]
+    receipt = (st.detail or {})["receipt"]
+    assert receipt["ep-chat-a"]["result"] == "failed" and receipt["ep-chat-b"]["result"] == "ok"
+    assert [(d, k) for d, k, _ in op_triples(w)] == [("ep-chat-b", "stop")]  # the others keep going
+    assert w.deploy("ep-chat-a").state is DeployState.READY
+
+
+class UnreadableGateStore(Store):
+    """The real store whose gate row cannot be read (a broken control table)."""
+
+    def get_gate(self) -> str:
+        raise RuntimeError("control table unreadable")
+
+
+def test_unreadable_gate_fails_closed(sqlite_url: str) -> None:
+    w = make_world(sqlite_url, start=MORNING)
+    broken = UnreadableGateStore(w.store.engine)
+    w.engine = Engine(broken, w.pool, w.clock, EngineConfig())
+    reports = w.run_until(local("2026-10-19T08:05"))
+    assert {r.gate for r in reports} == {"off"}
+    assert op_triples(w) == [] and w.store.list_actions() == []
+
+
+def test_observe_gate_then_enforce_acts(sqlite_url: str) -> None:
+    w = make_world(sqlite_url, start=local("2026-10-19T08:00"), gate="observe")
+    run_for(w, 120)
+    assert w.status(A).phase == "observing" and op_triples(w) == []
+    w.store.set_gate("enforce", now=w.clock.now())
+    run_for(w, 480)
+    assert [(d, k) for d, k, _ in op_triples(w)] == [(B, "stop"), (A, "start")]
+    assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
