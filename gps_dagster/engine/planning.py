@@ -102,7 +102,9 @@ class Planner:
             cand = self._examine(spec, version, target, now=now, force=force, out=out, prefetch=prefetch)
             if cand is not None:
                 candidates.append(cand)
-        if not candidates:
+        if not candidates or out.errors:
+            # A target that could not be read is left out of nothing: a plan without it
+            # could acquire before its release and skip its preflight (R-PASS-6). Next pass.
             return out
         if spec.mode is Mode.OBSERVE or gate == "observe":
             self._observe_only(spec, version, candidates, now, out)

@@ -447,3 +447,22 @@ def test_observe_gate_then_enforce_acts(sqlite_url: str) -> None:
     run_for(w, 480)
     assert [(d, k) for d, k, _ in op_triples(w)] == [(B, "stop"), (A, "start")]
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
+
+
+def test_target_unreadable_at_the_boundary_opens_no_partial_plan(sqlite_url: str) -> None:
+    """A read error on A must not let B's start go ahead alone: B would acquire before A's
+    release and A's preflight (here: alias_blocked) would never guard it (R-PASS-6)."""
+    pool = a_running_pool()
+    pool["nodes"].append({"name": "hgx-03", "gpus": 8})  # room for B beside A: only the plan can stop it
+    doc = seed_schedule()
+    doc["targets"][0]["default_allow_downtime"] = False
+    w = evening(sqlite_url, schedule=doc, pool=pool)
+    w.tick(30)
+    w.pool.inject_fault(FaultSpec(effect="fail_next", op="get_deploys"))  # the pass's batch read
+    w.pool.inject_fault(FaultSpec(effect="fail_next", op="get_deploy", deploy=A))  # and A's own read
+    report = w.tick(30)
+    assert report.schedules[0].errors and not report.schedules[0].opened
+    w.run_until(local("2026-10-19T18:05"))
+    assert w.status(A).phase == "alias_blocked" and w.status(B).phase == "alias_blocked"
+    assert op_triples(w) == []
+    assert w.deploy(B).state is DeployState.STOPPED

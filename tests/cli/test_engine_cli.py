@@ -1,0 +1,191 @@
+"""The engine commands of ``gps-dagster``: schedules, status, gate, apply-now, dry-run, simulate, metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gps_dagster.cli.main import cli
+from gps_dagster.engine.engine import LOCK_NAME
+from gps_dagster.store import Store
+
+ROOT = Path(__file__).parents[2]
+SEED = str(ROOT / "examples" / "seed-schedule.json")
+POOL10 = str(ROOT / "examples" / "seed-pool-10.yaml")
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    url = f"sqlite:///{tmp_path / 'gps.sqlite'}"
+    monkeypatch.setenv("GPS_DB_URL", url)
+    monkeypatch.setenv("GPS_POOL_FILE", POOL10)
+    return {"url": url, "tmp": str(tmp_path)}
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(cli, list(args))
+
+
+def write(tmp: str, name: str, doc: dict[str, Any]) -> str:
+    path = Path(tmp) / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_apply_list_show_delete_round_trip_bumps_the_version(env: dict[str, str]) -> None:
+    first = run("schedules", "apply", "-f", SEED)
+    assert first.exit_code == 0, first.output
+    assert "version 1" in first.output
+    again = run("schedules", "apply", "-f", SEED)
+    assert "version 2" in again.output
+    listed = json.loads(run("schedules", "list", "--format", "json").output)
+    assert [(r["name"], r["version"]) for r in listed] == [("gpu-pool-h100-shared", 2)]
+    shown = json.loads(run("schedules", "show", "gpu-pool-h100-shared").output)
+    assert shown["windows"][0]["duration"] == "10h"
+    assert run("schedules", "delete", "gpu-pool-h100-shared").exit_code == 0
+    assert json.loads(run("schedules", "list", "--format", "json").output) == []
+    missing = run("schedules", "show", "gpu-pool-h100-shared")
+    assert missing.exit_code == 1 and "schedule_not_found" in missing.output
+
+
+def test_a_deploy_owned_by_another_schedule_is_refused_with_the_owner_and_nothing_is_written(env: dict[str, str]) -> None:
+    assert run("schedules", "apply", "-f", SEED).exit_code == 0
+    other = json.loads(Path(SEED).read_text())
+    other["name"] = "thief"
+    result = run("schedules", "apply", "-f", write(env["tmp"], "thief.json", other))
+    assert result.exit_code == 1
+    assert "targets[0].model_deploy_id: target_owned" in result.output
+    assert "gpu-pool-h100-shared" in result.output
+    assert "Traceback" not in result.output
+    assert [r.name for r in Store.open(env["url"]).list_schedules()] == ["gpu-pool-h100-shared"]
+
+
+def test_replicas_on_a_deploy_kind_that_cannot_scale_fail_at_apply(env: dict[str, str]) -> None:
+    doc = json.loads(Path(SEED).read_text())
+    doc["targets"].append({"model_deploy_id": "md-bge-embed", "default_state": "running", "default_replicas": 2})
+    pool = Path(POOL10).read_text().replace("kind: deployment", "kind: kserve")
+    pool_path = Path(env["tmp"]) / "pool.yaml"
+    pool_path.write_text(pool)
+    result = run("schedules", "apply", "-f", write(env["tmp"], "s.json", doc), "--pool", str(pool_path))
+    assert result.exit_code == 1
+    assert "targets[2].model_deploy_id: unsupported_scale_for_mode" in result.output
+    assert Store.open(env["url"]).list_schedules() == []
+
+
+def test_gate_defaults_to_off_and_status_reports_it(env: dict[str, str]) -> None:
+    run("schedules", "apply", "-f", SEED)
+    assert "execution gate: off" in run("gate").output
+    assert run("gate", "enforce").exit_code == 0
+    doc = json.loads(run("status", "--format", "json").output)
+    assert doc["gate"] == "enforce"
+    assert run("gate", "sideways").exit_code == 2
+
+
+def test_apply_now_runs_a_pass_and_status_shows_each_target(env: dict[str, str]) -> None:
+    run("schedules", "apply", "-f", SEED)
+    run("gate", "enforce")
+    result = run("apply-now", "gpu-pool-h100-shared")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(run("status", "gpu-pool-h100-shared", "--format", "json").output)
+    targets = {t["target"]: t for t in doc["targets"]}
+    assert set(targets) == {"md-llama70b", "md-qwen32b"}
+    assert all(t["phase"] not in ("", None) for t in targets.values())
+    assert all(t["interval_start"] for t in targets.values())
+
+
+def test_apply_now_answers_busy_with_exit_3_while_another_pass_holds_the_lock(env: dict[str, str]) -> None:
+    from datetime import UTC, datetime
+
+    run("schedules", "apply", "-f", SEED)
+    store = Store.open(env["url"])
+    with store.lock(LOCK_NAME, holder="another-engine", now=datetime.now(UTC), ttl_s=600) as held:
+        assert held.acquired
+        result = run("apply-now", "gpu-pool-h100-shared")
+    assert result.exit_code == 3
+    assert "409 busy" in result.output
+
+
+def test_apply_now_queue_records_a_request_for_the_dagster_sensor(env: dict[str, str]) -> None:
+    run("schedules", "apply", "-f", SEED)
+    result = run("apply-now", "gpu-pool-h100-shared", "--queue")
+    assert result.exit_code == 0
+    assert [r.schedule for r in Store.open(env["url"]).pending_apply_now()] == ["gpu-pool-h100-shared"]
+
+
+def test_dry_run_warns_about_alias_blocked_before_anything_happens(env: dict[str, str]) -> None:
+    doc = json.loads(Path(SEED).read_text())
+    doc["targets"][0]["default_allow_downtime"] = False
+    doc["windows"][1]["states"][0].pop("allow_downtime")
+    path = write(env["tmp"], "no-consent.json", doc)
+    # Monday 2026-10-19 09:00: A must run; the pool file has it stopped; at 18:00 it must stop without consent.
+    result = run("dry-run", path, "--at", "2026-10-19T18:30:00+07:00", "--format", "json", "--pool", POOL10)
+    assert result.exit_code == 0, result.output
+    rep = json.loads(result.output)
+    # the pool holds A stopped, so at 18:30 nothing releases; B would start: capacity fits (A is not running)
+    assert [s["step"] for s in rep["steps"]] == []
+    rep2 = json.loads(run("dry-run", path, "--at", "2026-10-19T09:00:00+07:00", "--format", "json").output)
+    assert {(s["target"], s["step"]) for s in rep2["steps"]} == {("md-qwen32b", "stop"), ("md-llama70b", "start")}
+    assert rep2["intents"]["md-llama70b"]["desired_state"] == "running"
+    assert Store.open(env["url"]).list_schedules() == []
+
+
+def test_dry_run_flags_a_stop_of_an_aliased_deploy_without_consent(env: dict[str, str]) -> None:
+    pool = yaml.safe_load(Path(POOL10).read_text())
+    states = {"md-llama70b": "running", "md-qwen32b": "stopped"}
+    for d in pool["deploys"]:
+        d["state"] = states.get(d["id"], d["state"])
+    pool_path = Path(env["tmp"]) / "pool.yaml"
+    pool_path.write_text(yaml.safe_dump(pool))
+    doc = json.loads(Path(SEED).read_text())
+    doc["targets"][0]["default_allow_downtime"] = False
+    rep = json.loads(run("dry-run", write(env["tmp"], "s.json", doc), "--at", "2026-10-19T19:00:00+07:00",
+                         "--format", "json", "--pool", str(pool_path)).output)
+    kinds = {w["kind"] for w in rep["warnings"]}
+    assert "alias_blocked" in kinds
+    stop = next(s for s in rep["steps"] if s["step"] == "stop")
+    assert stop["refused"] == "alias_blocked"
+
+
+def test_simulate_json_has_the_contract_keys(env: dict[str, str]) -> None:
+    result = run("simulate", SEED, "--pool", POOL10, "--from", "2026-10-19T06:00:00+07:00",
+                 "--to", "2026-10-19T20:00:00+07:00", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    for key in ("events", "final_status", "max_gpus_in_use", "capacity", "downtime_seconds", "gpu_idle_seconds"):
+        assert key in doc
+    assert doc["capacity"] == 10
+    assert doc["max_gpus_in_use"] == 10
+    assert set(doc["events"][0]) >= {"at", "target", "kind", "phase", "reason"}
+    assert doc["final_status"]["md-qwen32b"]["phase"] == "converged"
+    assert doc["downtime_seconds"]["md-llama70b"] > 0  # A starts at 08:00 and needs its start delay
+
+
+def test_simulate_draws_a_png(env: dict[str, str]) -> None:
+    out = Path(env["tmp"]) / "sim.png"
+    result = run("simulate", SEED, "--pool", POOL10, "--from", "2026-10-19T06:00:00+07:00",
+                 "--to", "2026-10-19T10:00:00+07:00", "--png", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_metrics_are_prometheus_text(env: dict[str, str]) -> None:
+    run("schedules", "apply", "-f", SEED)
+    run("gate", "enforce")
+    run("apply-now", "gpu-pool-h100-shared")
+    text = run("metrics").output
+    assert "# TYPE deployschedule_target_serving gauge" in text
+    assert 'deployschedule_target_serving{phase="converged",schedule="gpu-pool-h100-shared",target="md-qwen32b"} 1.0' in text
+    assert "deployschedule_boundary_lag_seconds_bucket" in text
+
+
+def test_db_upgrade_reports_the_head_revision(env: dict[str, str]) -> None:
+    from gps_dagster.store import migrate
+
+    result = run("db", "upgrade")
+    assert result.exit_code == 0
+    assert f"revision {migrate.head_revision()}" in result.output
