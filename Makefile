@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
+	mkdir -p var
+	$(VENV)/bin/gps-dagster simulate examples/seed-schedule.json --pool examples/seed-pool-10.yaml \
+		--from 2026-10-19T00:00:00+07:00 --to 2026-10-26T00:00:00+07:00 --png var/seed-week.png
 	$(PY) -m gps_dagster.cli.demo
 
 lint: $(STAMP)
@@ -22,6 +25,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy gps_dagster
 
 test: $(STAMP) lint
+	sh tools/ensure_chromium.sh
 	$(PY) tools/with_postgres.py -- $(PY) -m pytest -n 2 --dist loadgroup tests
 
 bench: $(STAMP)
