@@ -110,6 +110,42 @@ def lag() -> None:
         print(f"  boundary lag, {label}: p50 {statistics.median(lags):5.1f} s, max {max(lags):5.1f} s over {len(lags)} boundaries")
 
 
+def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
+    """The real ``engine run`` loop on the wall clock: boundaries a few seconds ahead."""
+    from gps_dagster.cli.engine_cmds import sleep_for
+    from gps_dagster.clocks import WallClock
+    from gps_dagster.engine.runtime import Runtime
+
+    for wake in (False, True):
+        clock = WallClock()
+        store = Store.open(url)
+        pool = SimPool.create(store.engine, load_pool(pool_doc(1)), clock, replace=True)
+        first = clock.now().replace(microsecond=0) + timedelta(seconds=5)
+        windows = [{"name": f"w{k}", "kind": "one_shot", "priority": 10,
+                    "active_from": (first + timedelta(seconds=2 * k * gap_s)).isoformat(),
+                    "active_until": (first + timedelta(seconds=(2 * k + 1) * gap_s)).isoformat(),
+                    "states": [{"model_deploy_id": "d0-a", "desired_state": "stopped"},
+                               {"model_deploy_id": "d0-b", "desired_state": "running"}]} for k in range(boundaries)]
+        doc = {**schedule_doc(0), "name": f"wall-{int(wake)}-{int(time.time())}", "windows": windows}
+        for name in [r.name for r in store.list_schedules()]:
+            store.delete_schedule(name, now=clock.now())
+        store.apply_schedule(load_schedule(doc, horizon_start=clock.now()), now=clock.now())
+        store.set_gate("enforce", now=clock.now())
+        rt = Runtime(store, pool, Engine(store, pool, clock, EngineConfig(pass_interval_s=30)), clock)
+        until = first + timedelta(seconds=2 * boundaries * gap_s)
+        while clock.now() < until:
+            rt.engine.run_pass()
+            pause = sleep_for(rt, 30) if wake else 30 - (time.time() % 30)
+            time.sleep(max(0.0, min(pause, (until - clock.now()).total_seconds())))
+        lags = [(a.submitted_at - tr.boundary_at).total_seconds()
+                for tr in store.list_transitions() if tr.boundary_at >= first
+                for a in store.list_actions(transition_id=tr.id) if a.order == "release" and a.submitted_at]
+        label = "woken at the boundary" if wake else "fixed 30 s tick     "
+        if lags:
+            print(f"  wall-clock engine run, {label}: max {max(lags):5.2f} s, mean {statistics.mean(lags):5.2f} s over {len(lags)} boundaries")
+        store.engine.dispose()
+
+
 def main() -> None:
     url = os.environ.get("GPS_BENCH_PG_URL")
     server = None
@@ -128,6 +164,12 @@ def main() -> None:
         base, _, query = url.partition("?")
         measure(f"{base.rsplit('/', 1)[0]}/{db}" + (f"?{query}" if query else ""), n)
     lag()
+    if os.environ.get("GPS_BENCH_WALLCLOCK", "1") == "1":
+        admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text('CREATE DATABASE "bench_wall"'))
+        base, _, query = url.partition("?")
+        wallclock_lag(f"{base.rsplit('/', 1)[0]}/bench_wall" + (f"?{query}" if query else ""))
     if server is not None:
         server.cleanup()
 

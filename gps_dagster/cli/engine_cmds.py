@@ -294,12 +294,13 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, db_url: st
                        f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)}")
             if once:
                 return
-            time.sleep(max(0.0, _sleep_for(rt, interval)))
+            time.sleep(max(0.0, sleep_for(rt, interval)))
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
 
 
-def _sleep_for(rt: Runtime, interval: float) -> float:
+def sleep_for(rt: Runtime, interval: float) -> float:
+    """Seconds until the next pass: the interval, or sooner if a boundary comes first."""
     now = rt.clock.now()
     wake = now + timedelta(seconds=interval)
     for record in rt.store.list_schedules():

@@ -12,38 +12,16 @@
   (``in_flight`` until the member runs): the durable input of admission, so
   concurrent admissions serialise on the reservation row.
 
-Times are stored in UTC and always read back timezone-aware, on SQLite too.
+Times are stored in UTC and always read back timezone-aware, on SQLite too
+(``schema.UtcDateTime``, the type every product table uses). Created by
+migration 0002.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 import sqlalchemy as sa
-from sqlalchemy.engine import Dialect
 
-from gps_dagster.store.schema import metadata
-
-
-class UtcDateTime(sa.types.TypeDecorator[datetime]):
-    """Aware datetimes in, aware UTC datetimes out (SQLite keeps no offset)."""
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"naive datetime {value.isoformat()}: pass timezone-aware times")
-        utc = value.astimezone(UTC)
-        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+from gps_dagster.store.schema import UtcDateTime, metadata
 
 
 reservation = sa.Table(

@@ -45,14 +45,13 @@ from gps_dagster.gps.reservations import (
     duplicate_uuid_errors,
 )
 from gps_dagster.store.reservation_tables import (
-    TABLES,
     reservation,
     reservation_audit,
     reservation_gpu,
     reservation_member,
     reservation_state_history,
 )
-from gps_dagster.store.schema import metadata
+from gps_dagster.store import migrate
 
 _ALLOWED: dict[ReservationState, frozenset[ReservationState]] = {
     ReservationState.ACTIVE: frozenset({ReservationState.DEGRADED, ReservationState.RELEASING, ReservationState.RELEASED}),
@@ -86,8 +85,11 @@ class AuditEntry:
 
 
 def ensure_tables(engine: Engine) -> None:
-    """Create the ledger tables if missing (until the lead folds them into Alembic)."""
-    metadata.create_all(engine, tables=list(TABLES))
+    """Bring the database to the head migration, which creates the ledger tables (0002).
+
+    Kept for callers that open a bare engine rather than ``Store.open``.
+    """
+    migrate.upgrade(engine)
 
 
 class ReservationRepository:
