@@ -24,15 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sqlalchemy as sa  # noqa: E402
+import sqlalchemy as sa
 
-from gps_dagster.backends.sim import SimPool  # noqa: E402
-from gps_dagster.clocks import VirtualClock  # noqa: E402
-from gps_dagster.domain.pool import load_pool  # noqa: E402
-from gps_dagster.domain.schedules import load_schedule  # noqa: E402
-from gps_dagster.engine import Engine, EngineConfig  # noqa: E402
-from gps_dagster.engine.simulate import simulate  # noqa: E402
-from gps_dagster.store import Store  # noqa: E402
+from gps_dagster.backends.sim import SimPool
+from gps_dagster.clocks import VirtualClock
+from gps_dagster.domain.pool import load_pool
+from gps_dagster.domain.schedules import load_schedule
+from gps_dagster.engine import Engine, EngineConfig
+from gps_dagster.engine.simulate import simulate
+from gps_dagster.store import Store
 
 T0 = datetime.fromisoformat("2026-10-19T00:00:00+07:00")
 
@@ -86,7 +86,7 @@ def baseline(store: Store, n: int) -> float:
 
 
 def measure(url: str, n: int) -> None:
-    store, engine, clock = setup(url, n)
+    store, engine, _clock = setup(url, n)
     first = sweep(engine, n)  # opens the initial plans (nothing to do: already converged)
     steady = sweep(engine, n)
     base = baseline(store, n)

@@ -23,6 +23,7 @@ from gps_dagster.domain.errors import GpsError, PermanentError, TemporaryError
 from gps_dagster.domain.kinds import DeployKind
 
 __all__ = [
+    "AdmissionPreview",
     "AdmissionRefused",
     "AliasGuardUnavailable",
     "AliasInfo",
@@ -46,6 +47,7 @@ __all__ = [
     "ReservationBinding",
     "Transient",
     "Unsupported",
+    "WitnessResult",
 ]
 
 
@@ -93,6 +95,46 @@ class ReservationBinding:
     """``exclusive`` or ``time_sliced``."""
     memory_mib: int | None = None
     """VRAM budget of a time-sliced member."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionPreview:
+    """What the core's reservation admission would decide now (R-GPS-3), read-only.
+
+    ``admitted`` is True for deploys no VRAM budget applies to (unbound, or
+    exclusive: whole GPUs are placement, not admission). The MiB figures are
+    those of the time-sliced reservation the deploy is a member of.
+    """
+
+    deploy_id: str
+    admitted: bool
+    reservation_id: str | None = None
+    reason: str | None = None
+    """``reservation_overcommitted``, ``reservation_not_active``, ... when refused."""
+    message: str = ""
+    budget_mib: int = 0
+    running_mib: int = 0
+    in_flight_mib: int = 0
+    proposed_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessResult:
+    """The GPU UUIDs each *ready* replica group of a deploy received (R-GPS-7).
+
+    The core reports what placement gave the pods (on Kubernetes: the binder
+    annotation, else DCGM; in the simulator: its placement); judging them
+    against the reservation ledger is the product's job (``gps.witness``).
+    """
+
+    deploy_id: str
+    replicas: tuple[tuple[str, ...], ...]
+    """One tuple of UUIDs per ready replica group, in group order; empty = no evidence yet."""
+    source: str
+
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(u for group in self.replicas for u in group))
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,4 +364,22 @@ class Core(Protocol):
 
     def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
         """Member deploys of a CMP endpoint; raises ``NotFound``."""
+        ...
+
+    def admission_preview(
+        self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()
+    ) -> AdmissionPreview:
+        """Read-only: would starting / scaling up ``deploy_id`` pass reservation admission now?
+
+        ``releasing`` names deploys the caller's plan stops first (release-first):
+        their VRAM shares are not counted. Raises ``NotFound``.
+        """
+        ...
+
+    def witness(self, deploy_id: str) -> WitnessResult:
+        """The GPU UUIDs each ready replica group of the deploy got; raises ``NotFound``."""
+        ...
+
+    def reservation_deploys(self, reservation_id: str) -> tuple[DeployView, ...]:
+        """Deploys bound to the reservation (exclusive or time-sliced), in a stable order."""
         ...

@@ -6,6 +6,7 @@ notation (``windows[0].states[1].replicas``), never a pydantic traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -75,10 +76,8 @@ def field_errors(exc: ValidationError, *, tags: frozenset[str] = frozenset()) ->
             out.append(FieldError(full, carried.reason, carried.fix))
             continue
         reason, fix = _GENERIC_FIXES.get(kind, (kind, str(err.get("msg", "fix the value"))))
-        try:
+        with contextlib.suppress(KeyError, IndexError):  # a template naming what pydantic did not give
             fix = fix.format(**ctx)
-        except (KeyError, IndexError):
-            pass
         out.append(FieldError(format_path(loc), reason, fix))
     return out
 

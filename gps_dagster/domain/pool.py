@@ -3,12 +3,19 @@
 The same document feeds ``gps-dagster timeline --pool`` (capacity and GPUs per
 deploy) and the embedded simulated pool (``gps_dagster.backends.sim``), which
 also reads its timings, foreign workloads and faults.
+
+GPS (SPEC §8) adds two optional parts: ``reservations`` (reservation specs the
+simulator records in the store's reservation ledger when it loads the pool —
+the ledger stays the one source of truth) and, per deploy, ``reservation``:
+``{mode: exclusive, reservations: [R1, R2]}`` (whole GPUs, ``gpus_per_replica``
+of the deploy) or ``{mode: time_sliced, reservation: R, memory_mib: N}``.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -16,6 +23,8 @@ from gps_dagster.domain.documents import build, parse_text
 from gps_dagster.domain.errors import FieldError
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.models import Frozen
+from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding, binding_errors
+from gps_dagster.gps.reservations import Reservation, ReservationSpec
 
 _UUID_NAMESPACE = uuid.UUID("6f1b7e2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b")
 
@@ -36,6 +45,16 @@ class NodeSpec(Frozen):
     )
 
 
+class ExclusiveRef(Frozen):
+    """A deploy's exclusive binding in a pool file: whole GPUs from these reservations only."""
+
+    mode: Literal["exclusive"] = "exclusive"
+    reservations: tuple[str, ...] = Field(min_length=1, description="Reservation ids a replica may land on.")
+
+
+DeployReservation = Annotated[ExclusiveRef | TimeSlicedBinding, Field(discriminator="mode")]
+
+
 class DeploySpec(Frozen):
     id: str = Field(min_length=1)
     kind: DeployKind = DeployKind.DGD
@@ -51,10 +70,20 @@ class DeploySpec(Frozen):
     node_selector: tuple[str, ...] = Field(
         default=(), description="Nodes the deploy's pods may run on; empty = any node of its flavor."
     )
+    reservation: DeployReservation | None = Field(
+        default=None, description="GPU reservation binding (R-GPS-2); None = unbound, best-effort capacity."
+    )
 
     @property
     def gpus_per_node(self) -> int:
         return self.gpus_per_replica // self.nodes_per_replica
+
+    def binding(self) -> ExclusiveBinding | TimeSlicedBinding | None:
+        """The full binding: an exclusive one takes ``gpus_per_replica`` from the deploy."""
+        ref = self.reservation
+        if isinstance(ref, ExclusiveRef):
+            return ExclusiveBinding(gpus_per_replica=self.gpus_per_replica, reservations=ref.reservations)
+        return ref
 
 
 class ProjectSpec(Frozen):
@@ -92,6 +121,7 @@ FaultEffect = Literal[
     "fail_stop",
     "failed",
     "deleting",
+    "misplace",
 ]
 FaultOp = Literal[
     "stop",
@@ -118,6 +148,8 @@ class FaultSpec(Frozen):
     ``fail_next``/``lose_response``/``crash`` hit the next ``times`` calls of ``op`` (on
     ``deploy`` if given). ``unschedulable``/``never_ready``/``fail_start``/``fail_stop``/
     ``failed``/``deleting`` concern ``deploy``. ``alias_guard_*`` concern ``deploy`` or all.
+    ``misplace`` makes placement put a reservation-bound ``deploy`` outside its
+    reservation (what the placement witness must catch, R-GPS-7).
     """
 
     effect: FaultEffect
@@ -142,6 +174,9 @@ class PoolSpec(Frozen):
     nodes: tuple[NodeSpec, ...] = Field(min_length=1)
     deploys: tuple[DeploySpec, ...] = ()
     projects: dict[str, ProjectSpec] = Field(default_factory=dict)
+    reservations: tuple[ReservationSpec, ...] = Field(
+        default=(), description="GPU reservations recorded in the reservation ledger when the pool loads."
+    )
     sim: SimSettings = Field(
         default_factory=SimSettings,
         description="Simulator settings (timings, foreign workloads, faults); read by backends.sim.",
@@ -182,7 +217,56 @@ def _pool_checks(pool: PoolSpec) -> list[FieldError]:
         if dep.project is not None and dep.project not in pool.projects:
             problems.append(FieldError(f"deploys[{i}].project", "unknown_project", f"declare project '{dep.project}' under projects"))
     problems.extend(_sim_checks(pool, set(ids), set(seen)))
+    problems.extend(_reservation_checks(pool))
     return problems
+
+
+_LOADED = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _reservation_checks(pool: PoolSpec) -> list[FieldError]:
+    """Reservations sit on declared GPUs of one node; bindings fit them (R-GPS-1, R-GPS-2)."""
+    problems: list[FieldError] = []
+    nodes = {n.name: n for n in pool.nodes}
+    owner: dict[str, str] = {}
+    ledger: dict[str, Reservation] = {}
+    for i, rsv in enumerate(pool.reservations):
+        path = f"reservations[{i}]"
+        if rsv.id in ledger:
+            problems.append(FieldError(f"{path}.id", "duplicate_reservation", f"'{rsv.id}' is declared twice; use unique ids"))
+        ledger[rsv.id] = Reservation.from_spec(rsv, at=_LOADED)
+        node = nodes.get(rsv.node)
+        if node is None:
+            problems.append(FieldError(f"{path}.node", "unknown_node", f"declare node '{rsv.node}' under nodes"))
+            continue
+        on_node = {u.lower() for u in pool.uuids(node)}
+        for j, u in enumerate(rsv.gpu_uuids):
+            if u.lower() not in on_node:
+                problems.append(FieldError(f"{path}.gpu_uuids[{j}]", "gpu_not_on_node", f"{u} is not a GPU of node '{rsv.node}'; list that node's UUIDs"))
+            elif owner.setdefault(u.lower(), rsv.id) != rsv.id:
+                problems.append(FieldError(f"{path}.gpu_uuids[{j}]", "gpu_already_reserved", f"{u} already belongs to '{owner[u.lower()]}'"))
+    for i, dep in enumerate(pool.deploys):
+        problems.extend(_binding_checks(dep, f"deploys[{i}]", ledger))
+    return problems
+
+
+def _binding_checks(dep: DeploySpec, path: str, ledger: dict[str, Reservation]) -> list[FieldError]:
+    binding = dep.binding()
+    if binding is None:
+        return []
+    problems: list[FieldError] = []
+    if isinstance(binding, TimeSlicedBinding) and (dep.gpus_per_replica, dep.nodes_per_replica, dep.replicas) != (1, 1, 1):
+        problems.append(FieldError(f"{path}.reservation", "time_sliced_single_gpu", "a time-sliced member runs 1 replica on 1 GPU: set gpus_per_replica, nodes_per_replica and replicas to 1"))
+    if isinstance(binding, ExclusiveBinding) and dep.nodes_per_replica != 1:
+        problems.append(FieldError(f"{path}.reservation", "reservation_single_node", "a reservation is single-node: bind only single-node replicas"))
+    known = {k: v for k, v in ledger.items() if k in _ids(binding)}
+    errors = binding_errors(binding, known, path=f"{path}.reservation")
+    problems.extend(e for e in errors if e.reason != "unknown_reservation")  # may live in the ledger only
+    return problems
+
+
+def _ids(binding: ExclusiveBinding | TimeSlicedBinding) -> tuple[str, ...]:
+    return binding.reservations if isinstance(binding, ExclusiveBinding) else (binding.reservation,)
 
 
 def fault_problem(fault: FaultSpec, deploys: set[str]) -> str | None:
@@ -191,7 +275,7 @@ def fault_problem(fault: FaultSpec, deploys: set[str]) -> str | None:
         return "unknown_deploy"
     if fault.effect in ONE_SHOT_EFFECTS and fault.op is None:
         return "op_required"
-    needs_deploy = {"unschedulable", "never_ready", "fail_start", "fail_stop", "failed", "deleting"}
+    needs_deploy = {"unschedulable", "never_ready", "fail_start", "fail_stop", "failed", "deleting", "misplace"}
     if fault.effect in needs_deploy and fault.deploy is None:
         return "deploy_required"
     return None

@@ -72,6 +72,12 @@ class Workload:
     reservation: str | None = None
 
 
+def reservation_project(reservation: Reservation) -> str | None:
+    """The CMP project a reservation is charged to: its namespace ``cmp-<project>``; else None (admin)."""
+    ns = reservation.namespace
+    return ns[len("cmp-"):] if ns.startswith("cmp-") and len(ns) > len("cmp-") else None
+
+
 @dataclass(frozen=True, slots=True)
 class QuotaUsage:
     gpus: int

@@ -23,7 +23,6 @@ import sqlalchemy as sa
 
 from gps_dagster.store.schema import UtcDateTime, metadata
 
-
 reservation = sa.Table(
     "reservation",
     metadata,

@@ -44,6 +44,7 @@ from gps_dagster.gps.reservations import (
     SharingMode,
     duplicate_uuid_errors,
 )
+from gps_dagster.store import migrate
 from gps_dagster.store.reservation_tables import (
     reservation,
     reservation_audit,
@@ -51,7 +52,6 @@ from gps_dagster.store.reservation_tables import (
     reservation_member,
     reservation_state_history,
 )
-from gps_dagster.store import migrate
 
 _ALLOWED: dict[ReservationState, frozenset[ReservationState]] = {
     ReservationState.ACTIVE: frozenset({ReservationState.DEGRADED, ReservationState.RELEASING, ReservationState.RELEASED}),
@@ -243,6 +243,21 @@ class ReservationRepository:
         with self._engine.connect() as conn:
             rows = conn.execute(sa.select(m.c.deploy_id, m.c.memory_mib, m.c.status).where(m.c.reservation_id == reservation_id))
             return {d: (mib, s) for d, mib, s in rows}
+
+
+def held_reservations(conn: Connection) -> dict[str, Reservation]:
+    """Every reservation that still holds its GPUs (not RELEASED), read on the caller's connection.
+
+    The simulated pool reads the ledger inside its own transaction with this,
+    so placement and admission see the same ledger the CLI and Dagster see.
+    """
+    query = sa.select(reservation).where(reservation.c.state != ReservationState.RELEASED.value).order_by(reservation.c.id)
+    return {r["id"]: _to_model(r) for r in conn.execute(query).mappings()}
+
+
+def lock_reservation(conn: Connection, reservation_id: str) -> Reservation:
+    """Read one reservation row locked for the caller's transaction (admission is serialised on it)."""
+    return _to_model(_row(conn, reservation_id, for_update=True))
 
 
 def _row(conn: Connection, reservation_id: str, *, for_update: bool = False) -> RowMapping:

@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Connection, Engine, Row
 
-from gps_dagster.backends.sim import faults, loader, mutations, views
+from gps_dagster.backends.sim import faults, ledger, loader, mutations, reserved, views
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.driver import DriverMixin
 from gps_dagster.backends.sim.dynamics import (
@@ -32,6 +32,7 @@ from gps_dagster.backends.sim.dynamics import (
 from gps_dagster.backends.sim.faults import SimulatedCrash
 from gps_dagster.domain.pool import FaultSpec, PoolSpec, SimSettings
 from gps_dagster.ports import (
+    AdmissionPreview,
     AliasGuardUnavailable,
     AliasInfo,
     CapacityPreview,
@@ -45,8 +46,11 @@ from gps_dagster.ports import (
     Permanent,
     QuotaStatus,
     Transient,
+    WitnessResult,
 )
 from gps_dagster.store.db import is_postgres
+from gps_dagster.store.reservation_tables import reservation as reservation_table
+from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 
 R = TypeVar("R")
 
@@ -69,22 +73,40 @@ class SimPool(DriverMixin):
             nodes = conn.execute(
                 sa.select(t.nodes.c.name, t.nodes.c.flavor, t.nodes.c.ordinal).where(t.nodes.c.pool == name)
             ).all()
+            uuids = conn.execute(sa.select(t.gpus.c.uuid).where(t.gpus.c.pool == name)).scalars().all()
+            self._bindings = reserved.load_bindings(conn, name)
         self.settings = SimSettings.model_validate_json(row.settings)
         self._flavors = {n: f for n, f, _ in nodes}
         self._ordinals = {n: o for n, _, o in nodes}
+        self._uuids = {str(u).lower(): str(u) for u in uuids}
+        self._has_ledger = _has_ledger(engine)
+
+    def _ledger(self, conn: Connection) -> ledger.Ledger:
+        if not self._has_ledger:
+            return ledger.Ledger()
+        return ledger.read(conn, self._uuids, self._flavors)
 
     # -- construction --------------------------------------------------------------------
 
     @classmethod
     def create(cls, engine: Engine, spec: PoolSpec, clock: Clock, *, replace: bool = False) -> SimPool:
-        """Load ``spec`` into the database unless a pool of that name exists (then open it)."""
+        """Load ``spec`` into the database unless a pool of that name exists (then open it).
+
+        Reservations the pool file declares are recorded in the store's
+        reservation ledger first (kept as they are if already there: the
+        ledger, not the file, is the source of truth).
+        """
         t.metadata.create_all(engine)
+        if spec.reservations:
+            record_reservations(engine, spec, clock)
         with engine.begin() as conn:
             present = loader.exists(conn, spec.name)
             if present and replace:
                 loader.delete(conn, spec.name)
             if replace or not present:
-                loader.load(conn, spec, _ts(clock.now()))
+                uuids = {u.lower(): u for n in spec.nodes for u in spec.uuids(n)}
+                known = ledger.read(conn, uuids, {n.name: n for n in spec.nodes}) if _has_ledger(engine) else ledger.Ledger()
+                loader.load(conn, spec, _ts(clock.now()), known)
         return cls(engine, spec.name, clock)
 
     @classmethod
@@ -116,7 +138,10 @@ class SimPool(DriverMixin):
                 fail_start=faults.deploys_with(active, "fail_start"),
                 fail_stop=faults.deploys_with(active, "fail_stop"),
             )
-            ctx = Ctx(conn, self.name, self.settings.timings, self._flavors, self._ordinals, float(head.clock_at), self.settings.record_usage, active=active)
+            ctx = Ctx(
+                conn, self.name, self.settings.timings, self._flavors, self._ordinals, float(head.clock_at),
+                self.settings.record_usage, active=active, ledger=self._ledger(conn), bindings=self._bindings,
+            )
             now = max(_ts(self.clock.now()), float(head.clock_at))
             advance(ctx, now, head.next_event_at, blocks.unschedulable, blocks.never_ready)
             yield ctx, blocks
@@ -226,6 +251,32 @@ class SimPool(DriverMixin):
 
         return self._read("list_members", None, read)
 
+    # -- the Core port: reservations (SPEC §8) --------------------------------------------
+
+    def admission_preview(self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()) -> AdmissionPreview:
+        """Read-only VRAM admission of a start / scale-up, not counting ``releasing`` members."""
+        return self._read(
+            "admission_preview", deploy_id, lambda ctx, _b: reserved.preview(ctx, self._row(ctx, deploy_id), releasing)
+        )
+
+    def witness(self, deploy_id: str) -> WitnessResult:
+        """The UUIDs each ready replica group got, as placement gave them."""
+
+        def read(ctx: Ctx, _b: mutations.Blocks) -> WitnessResult:
+            self._row(ctx, deploy_id)
+            return reserved.witness(ctx, deploy_id)
+
+        return self._read("witness", deploy_id, read)
+
+    def reservation_deploys(self, reservation_id: str) -> tuple[DeployView, ...]:
+        def read(ctx: Ctx, _b: mutations.Blocks) -> tuple[DeployView, ...]:
+            d = t.deploys
+            ids = reserved.bound_to(ctx, reservation_id)
+            rows = list(ctx.conn.execute(sa.select(d).where(d.c.pool == self.name, d.c.id.in_(ids)).order_by(d.c.ordinal)))
+            return tuple(views.deploy_view(ctx, r) for r in rows)
+
+        return self._read("reservation_deploys", None, read)
+
     def _live(self, ctx: Ctx, op: Row[Any]) -> Operation:
         view = views.deploy_view(ctx, self._row(ctx, op.deploy))
         return views.to_operation(op, views.operation_state(ctx, op, view))
@@ -293,3 +344,23 @@ class SimPool(DriverMixin):
             )
         )
         return ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).one()
+
+
+def _has_ledger(engine: Engine) -> bool:
+    """Whether the reservation ledger's tables exist (a bare engine may predate migration 0002)."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.select(reservation_table.c.id).limit(0))
+    except sa.exc.DBAPIError:
+        return False
+    return True
+
+
+def record_reservations(engine: Engine, spec: PoolSpec, clock: Clock) -> None:
+    """Record the pool file's reservations in the ledger (migrating the store first if needed)."""
+    ensure_tables(engine)
+    repo = ReservationRepository(engine)
+    present = {r.id for r in repo.list()}
+    for rsv in spec.reservations:
+        if rsv.id not in present:
+            repo.create(rsv, at=clock.now(), actor=f"pool-file:{spec.name}")

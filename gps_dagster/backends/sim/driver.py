@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -46,6 +46,8 @@ class UsagePoint:
     terminating: int
     unpublished: int
     free: int
+    shared: dict[str, list[str]] = field(default_factory=dict)
+    """Time-sliced reservation -> fractional pods on its GPU (members, ``holder:<rsv>``)."""
 
     @property
     def total_in_use(self) -> int:
@@ -83,7 +85,7 @@ class DriverMixin:
         out = []
         for at, data in rows:
             d = json.loads(data)
-            out.append(UsagePoint(views.to_dt(at), d["in_use"], d["terminating"], d["unpublished"], d["free"]))
+            out.append(UsagePoint(views.to_dt(at), d["in_use"], d["terminating"], d["unpublished"], d["free"], d.get("shared", {})))
         return out
 
     def operation_log(self) -> list[Operation]:

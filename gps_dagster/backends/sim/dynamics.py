@@ -16,40 +16,35 @@ count, on top of the per-pool lock, so no GPU is ever handed out twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
+from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
-from gps_dagster.domain.pool import Timings
+from gps_dagster.backends.sim.context import Ctx
+from gps_dagster.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import Transient
 
-
-@dataclass
-class Ctx:
-    """One transaction on one pool."""
-
-    conn: Connection
-    pool: str
-    timings: Timings
-    flavors: Mapping[str, str]
-    """node -> flavor (nodes never change after load)."""
-    ordinals: Mapping[str, int]
-    now: float
-    record_usage: bool = True
-    touched: set[str] = field(default_factory=set)
-    active: list[tuple[str, str | None]] = field(default_factory=list)
-    """Persistent faults in force: (effect, deploy)."""
+__all__ = ["Ctx", "advance", "allocate", "choose_nodes", "eligible", "free_by_node", "place_pending", "release"]
 
 
-def free_by_node(ctx: Ctx) -> dict[str, int]:
-    """Published free GPUs per node (nodes with none omitted)."""
+def _scope(ctx: Ctx, among: Collection[str] | None) -> list[Any]:
+    """Which GPUs a placement may consider: ``among``, else every GPU no reservation holds."""
+    g = t.gpus
+    if among is not None:
+        return [g.c.uuid.in_(sorted(among))]
+    return [g.c.uuid.not_in(sorted(ctx.ledger.reserved))] if ctx.ledger.reserved else []
+
+
+def free_by_node(ctx: Ctx, among: Collection[str] | None = None) -> dict[str, int]:
+    """Published free GPUs per node (nodes with none omitted), outside reservations unless ``among``."""
     g = t.gpus
     rows = ctx.conn.execute(
-        sa.select(g.c.node, sa.func.count()).where(g.c.pool == ctx.pool, g.c.state == "free").group_by(g.c.node)
+        sa.select(g.c.node, sa.func.count())
+        .where(g.c.pool == ctx.pool, g.c.state == "free", *_scope(ctx, among))
+        .group_by(g.c.node)
     )
     return {node: int(n) for node, n in rows}
 
@@ -80,14 +75,16 @@ def choose_nodes(
     return fitting[:count]
 
 
-def allocate(ctx: Ctx, node: str, count: int, holder: str, holder_type: str, grp: int | None) -> None:
-    """Hand ``count`` free GPUs of ``node`` to ``holder``; refuse if any was taken meanwhile."""
+def allocate(
+    ctx: Ctx, node: str, count: int, holder: str, holder_type: str, grp: int | None, among: Collection[str] | None = None
+) -> None:
+    """Hand ``count`` free GPUs of ``node`` (of ``among``, else unreserved) to ``holder``; refuse if any was taken meanwhile."""
     g = t.gpus
     uuids = [
         r[0]
         for r in ctx.conn.execute(
             sa.select(g.c.uuid)
-            .where(g.c.pool == ctx.pool, g.c.node == node, g.c.state == "free")
+            .where(g.c.pool == ctx.pool, g.c.node == node, g.c.state == "free", *_scope(ctx, among))
             .order_by(g.c.idx)
             .limit(count)
         )
@@ -129,16 +126,23 @@ def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
         return
     free = free_by_node(ctx)
     placed: set[str] = set()
+    misplace = ctx.faulted("misplace")
     for dep, grp, gpr, npr, flavor, selector in pending:
         if dep in blocked:
             continue
-        per_node = gpr // npr
-        chosen = choose_nodes(ctx, free, flavor, per_node, npr, json.loads(selector))
-        if chosen is None:
-            continue
-        for node in chosen:
-            allocate(ctx, node, per_node, dep, "deploy", grp)
-            free[node] -= per_node
+        binding = ctx.bindings.get(dep)
+        if binding is not None:
+            if not _place_bound(ctx, dep, grp, gpr, flavor, binding, dep in misplace):
+                continue
+            free = free_by_node(ctx)
+        else:
+            per_node = gpr // npr
+            chosen = choose_nodes(ctx, free, flavor, per_node, npr, json.loads(selector))
+            if chosen is None:
+                continue
+            for node in chosen:
+                allocate(ctx, node, per_node, dep, "deploy", grp)
+                free[node] -= per_node
         ready_at = None if dep in never_ready else ctx.now + ctx.timings.start_delay_s
         ctx.conn.execute(
             gr.update()
@@ -149,6 +153,25 @@ def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
     for dep in placed:
         mark_applied_if_placed(ctx, dep)
     ctx.touched |= placed
+
+
+def _place_bound(
+    ctx: Ctx, dep: str, grp: int, gpr: int, flavor: str | None, binding: reserved.Binding, misplaced: bool
+) -> bool:
+    """A bound replica: on its reservations' GPUs only (R-GPS-2), whole on one reservation."""
+    if isinstance(binding, TimeSlicedBinding):
+        return reserved.attach_member(ctx, dep, binding, misplaced)
+    best: tuple[int, int, str, frozenset[str]] | None = None
+    for among in reserved.exclusive_choices(ctx, binding, misplaced):
+        chosen = choose_nodes(ctx, free_by_node(ctx, among), flavor, gpr, 1)
+        if chosen:
+            n = free_by_node(ctx, among)[chosen[0]]
+            key = (n, ctx.ordinals[chosen[0]], chosen[0], among)
+            best = key if best is None or key[:2] < best[:2] else best
+    if best is None:
+        return False
+    allocate(ctx, best[2], gpr, dep, "deploy", grp, among=best[3])
+    return True
 
 
 def mark_applied_if_placed(ctx: Ctx, dep: str) -> None:
@@ -196,9 +219,11 @@ def _apply_due(ctx: Ctx, at: float, blocked: set[str], never_ready: set[str]) ->
     published = ctx.conn.execute(
         g.update().where(g.c.pool == ctx.pool, g.c.state == "unpublished", g.c.until <= at).values(state="free", until=None)
     ).rowcount
-    ctx.conn.execute(
+    became_ready = ctx.conn.execute(
         gr.update().where(gr.c.pool == ctx.pool, gr.c.state == "starting", gr.c.ready_at <= at).values(state="ready", ready_at=None)
-    )
+    ).rowcount
+    if became_ready and ctx.ledger.rsvs:
+        reserved.sync_holders(ctx)  # a member is ready again: its holder can go
     if published:
         grab_for_intruders(ctx)
         place_pending(ctx, blocked, never_ready)
@@ -261,7 +286,12 @@ def usage_now(ctx: Ctx, previous: dict[str, Any] | None = None) -> dict[str, Any
         .group_by(g.c.state)
     ):
         totals[str(state)] = int(n)
-    return {"in_use": dict(sorted(in_use.items())), **totals}
+    out: dict[str, Any] = {"in_use": dict(sorted(in_use.items())), **totals}
+    if ctx.bindings or ctx.ledger.rsvs:
+        shared = reserved.shared_usage(ctx)
+        if shared:
+            out["shared"] = shared
+    return out
 
 
 def record_usage(ctx: Ctx) -> None:

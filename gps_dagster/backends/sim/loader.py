@@ -13,7 +13,7 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gps_dagster.backends.sim import faults
+from gps_dagster.backends.sim import faults, reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import (
     Ctx,
@@ -24,8 +24,10 @@ from gps_dagster.backends.sim.dynamics import (
     record_usage,
     save_next_event,
 )
+from gps_dagster.backends.sim.ledger import Ledger
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.pool import PoolSpec
+from gps_dagster.gps.bindings import binding_errors
 
 
 def exists(conn: Connection, name: str) -> bool:
@@ -33,13 +35,19 @@ def exists(conn: Connection, name: str) -> bool:
 
 
 def delete(conn: Connection, name: str) -> None:
-    for table in (t.gpus, t.nodes, t.deploys, t.groups, t.projects, t.foreign, t.operations, t.faults, t.usage):
+    for table in (t.gpus, t.nodes, t.deploys, t.groups, t.projects, t.foreign, t.operations, t.faults, t.usage, t.bindings, t.shares):
         conn.execute(table.delete().where(table.c.pool == name))
     conn.execute(t.pools.delete().where(t.pools.c.name == name))
 
 
-def load(conn: Connection, spec: PoolSpec, now: float) -> None:
-    """Insert the pool; the caller holds the transaction."""
+def load(conn: Connection, spec: PoolSpec, now: float, ledger: Ledger | None = None) -> None:
+    """Insert the pool; the caller holds the transaction.
+
+    ``ledger`` holds the reservations already in the store's ledger: bindings
+    must name usable ones, and placement at load honours them like later on.
+    """
+    ledger = ledger or Ledger()
+    _check_bindings(spec, ledger)
     conn.execute(
         t.pools.insert().values(
             name=spec.name,
@@ -53,6 +61,7 @@ def load(conn: Connection, spec: PoolSpec, now: float) -> None:
     )
     _nodes(conn, spec)
     _deploys(conn, spec)
+    reserved.save_bindings(conn, spec)
     for name, proj in spec.projects.items():
         conn.execute(t.projects.insert().values(pool=spec.name, name=name, gpu_quota=proj.gpu_quota, billing=proj.billing))
     for fault in spec.sim.faults:
@@ -65,11 +74,27 @@ def load(conn: Connection, spec: PoolSpec, now: float) -> None:
         ordinals={n.name: i for i, n in enumerate(spec.nodes)},
         now=now,
         record_usage=spec.sim.record_usage,
+        ledger=ledger,
+        bindings={d.id: b for d in spec.deploys if (b := d.binding()) is not None},
     )
     _foreign(ctx, spec)
     _place_running(ctx, spec)
+    if ledger.rsvs:
+        reserved.sync_holders(ctx)
     save_next_event(ctx)
     record_usage(ctx)
+
+
+def _check_bindings(spec: PoolSpec, ledger: Ledger) -> None:
+    """Every binding names reservations the ledger holds on this pool, in the right mode."""
+    problems = [
+        e
+        for i, d in enumerate(spec.deploys)
+        if (b := d.binding()) is not None
+        for e in binding_errors(b, ledger.rsvs, path=f"deploys[{i}].reservation")
+    ]
+    if problems:
+        raise SpecInvalid(problems, source=spec.name)
 
 
 def _nodes(conn: Connection, spec: PoolSpec) -> None:

@@ -1,7 +1,10 @@
 """What stop, start and set_replica_intent do to the pool, inside one locked transaction.
 
 Admission runs here, as in a real control plane: billing and project quota
-on start and scale-up, alias consent on stop, scale support by deploy kind.
+on start and scale-up, alias consent on stop, scale support by deploy kind,
+and the VRAM budget of a time-sliced reservation (``reserved.admit_start``),
+which manual starts go through too. Quota counts a reservation's GPUs once
+and its bound deploys none (R-GPS-8).
 Each function returns whether the call only persisted intent (a STOPPED
 deploy, R-SCALE-5) and whether it changed anything at all; the caller records
 the operation and bumps the ETag.
@@ -16,9 +19,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
+from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import Ctx, mark_applied_if_placed, place_pending, release
 from gps_dagster.domain.kinds import DeployKind, scale_refusal
+from gps_dagster.gps.billing import Workload, quota_usage, reservation_project
+from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.ports import (
     AdmissionRefused,
     BillingRefused,
@@ -74,6 +80,9 @@ def stop(ctx: Ctx, row: Row[Any], *, allow_aliased_downtime: bool, blocks: Block
     release(ctx, row.id)
     gr = t.groups
     ctx.conn.execute(gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id))
+    if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding):
+        reserved.detach_member(ctx, row.id)
+        reserved.sync_holders(ctx)  # the holder arrives in the same transaction the last member leaves
     _bump(ctx, row, applied=True, running=False)
     return Outcome(changed=True)
 
@@ -86,6 +95,7 @@ def start(ctx: Ctx, row: Row[Any], *, blocks: Blocks) -> Outcome:
     if row.running:
         return Outcome(changed=False)
     check_quota(ctx, row, delta_replicas=row.desired)
+    reserved.admit_start(ctx, row)
     _add_groups(ctx, row, row.next_grp, row.desired)
     _bump(ctx, row, applied=False, running=True, next_grp=row.next_grp + row.desired)
     _place(ctx, row.id, blocks)
@@ -99,6 +109,8 @@ def set_replica_intent(ctx: Ctx, row: Row[Any], replicas: int, *, blocks: Blocks
     if refusal:
         raise Unsupported(refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}")
     _refuse_forced(row)
+    if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding) and replicas != 1:
+        raise Unsupported("unsupported_scale_for_mode", f"{row.id} is a time-sliced member: one replica on its reservation's GPU")
     roles = {"desired": replicas, "role_min": replicas, "role_max": replicas}
     if not row.running:
         _bump(ctx, row, applied=True, **roles)
@@ -159,21 +171,22 @@ def check_billing(ctx: Ctx, row: Row[Any]) -> None:
 
 
 def check_quota(ctx: Ctx, row: Row[Any], *, delta_replicas: int) -> QuotaStatus:
-    """Project GPUs held by running deploys (by their role ceiling) + the request ≤ quota."""
+    """Project GPUs held (running deploys by their role ceiling; reservations once) + the request ≤ quota.
+
+    A deploy bound to one of the project's reservations requests no GPU: the
+    reservation already counts them (R-GPS-8).
+    """
     requested = max(delta_replicas, 0) * row.gpus_per_replica
     if row.project is None:
         return QuotaStatus(project=None, quota=None, used=0, requested=requested)
-    p, d = t.projects, t.deploys
+    p = t.projects
     quota = ctx.conn.execute(
         sa.select(p.c.gpu_quota).where(p.c.pool == ctx.pool, p.c.name == row.project)
     ).scalar_one_or_none()
-    used = int(
-        ctx.conn.execute(
-            sa.select(sa.func.coalesce(sa.func.sum(d.c.role_max * d.c.gpus_per_replica), 0)).where(
-                d.c.pool == ctx.pool, d.c.project == row.project, d.c.running.is_(True)
-            )
-        ).scalar_one()
-    )
+    held = [r for r in ctx.ledger.rsvs.values() if reservation_project(r) == row.project]
+    if _reservation_of(ctx, row.id) in {r.id for r in held}:
+        requested = 0
+    used = project_gpus(ctx, row.project, held)
     if quota is not None and used + requested > quota:
         raise QuotaRefused(
             f"project {row.project}: {used} GPUs held + {requested} requested > quota {quota}",
@@ -183,3 +196,24 @@ def check_quota(ctx: Ctx, row: Row[Any], *, delta_replicas: int) -> QuotaStatus:
             requested=requested,
         )
     return QuotaStatus(project=row.project, quota=quota, used=used, requested=requested)
+
+
+def _reservation_of(ctx: Ctx, deploy_id: str) -> str | None:
+    binding = ctx.bindings.get(deploy_id)
+    if isinstance(binding, TimeSlicedBinding):
+        return binding.reservation
+    if isinstance(binding, ExclusiveBinding):
+        return binding.reservations[0]
+    return None
+
+
+def project_gpus(ctx: Ctx, project: str, held: list[Any]) -> int:
+    """GPUs a project holds: its reservations once, plus running deploys not bound to them."""
+    d = t.deploys
+    rows = ctx.conn.execute(
+        sa.select(d.c.id, d.c.role_max, d.c.gpus_per_replica).where(
+            d.c.pool == ctx.pool, d.c.project == project, d.c.running.is_(True)
+        )
+    )
+    workloads = [Workload(i, int(n) * int(g), 0, 0, _reservation_of(ctx, i)) for i, n, g in rows]
+    return quota_usage(held, workloads).gpus

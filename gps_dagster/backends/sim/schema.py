@@ -155,3 +155,28 @@ usage = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
     sa.Index("ix_sim_usage_pool", "pool", "id"),
 )
+
+bindings = sa.Table(
+    "sim_binding",
+    metadata,
+    sa.Column("pool", sa.String(200), primary_key=True),
+    sa.Column("deploy", sa.String(200), primary_key=True),
+    sa.Column("spec", sa.Text, nullable=False, comment="JSON of the deploy's reservation binding"),
+)
+"""Reservation bindings of deploys (R-GPS-2), from the pool file; fixed after load."""
+
+shares = sa.Table(
+    "sim_share",
+    metadata,
+    sa.Column("pool", sa.String(200), primary_key=True),
+    sa.Column("reservation", sa.String(63), primary_key=True),
+    sa.Column("occupant", sa.String(200), primary_key=True),
+    sa.Column("kind", sa.String(10), nullable=False, comment="member | holder"),
+    sa.Column("gpu_uuid", sa.String(100), nullable=False, comment="the GPU the fractional pod got"),
+    sa.Column("memory_mib", sa.Integer, nullable=False),
+)
+"""Fractional pods on a time-sliced reservation's GPU: members and the holder (R-GPS-6).
+
+The GPU row itself is ``held`` by the reservation id (``holder_type='shared'``)
+while any share sits on it, so the pool counts the shared GPU once.
+"""

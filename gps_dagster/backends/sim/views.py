@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
+from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import Ctx, eligible
 from gps_dagster.domain.kinds import DeployKind
@@ -128,6 +129,7 @@ def deploy_view(
         hpa=bool(row.hpa),
         role_min=row.role_min,
         role_max=row.role_max,
+        reservation=reserved.binding_view(ctx.bindings.get(row.id)),
     )
 
 
@@ -180,7 +182,13 @@ def groups_fitting(slots: list[int], npr: int, cap: int) -> int:
 
 
 def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> CapacityPreview:
-    """Fit ``delta`` whole replica groups on published free GPUs, node by node, per flavor."""
+    """Fit ``delta`` whole replica groups on published free GPUs, node by node, per flavor.
+
+    A reservation-bound deploy fits only within its reservations (``reserved.capacity``).
+    """
+    bound = reserved.capacity(ctx, row, delta)
+    if bound is not None:
+        return bound
     per_node = row.gpus_per_replica // row.nodes_per_replica
     npr = row.nodes_per_replica
     matching = eligible(ctx, free, row.flavor, json.loads(row.node_selector))

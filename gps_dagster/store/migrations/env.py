@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from alembic import context
 
-import gps_dagster.store.reservation_tables  # noqa: F401  (declares the GPS ledger tables)
+import gps_dagster.store.reservation_tables
 import gps_dagster.store.tables  # noqa: F401  (declares tables on metadata)
 from gps_dagster.store.migrate import version_schema
 from gps_dagster.store.schema import metadata

@@ -1,0 +1,41 @@
+"""One transaction on one simulated pool: the connection, the clock instant and what it may read.
+
+Its own module so that the dynamics and the reservation logic (``reserved``)
+can both use it without importing each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Connection
+
+from gps_dagster.backends.sim.ledger import Ledger
+from gps_dagster.domain.pool import Timings
+from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding
+
+
+@dataclass
+class Ctx:
+    """One transaction on one pool."""
+
+    conn: Connection
+    pool: str
+    timings: Timings
+    flavors: Mapping[str, str]
+    """node -> flavor (nodes never change after load)."""
+    ordinals: Mapping[str, int]
+    now: float
+    record_usage: bool = True
+    touched: set[str] = field(default_factory=set)
+    active: list[tuple[str, str | None]] = field(default_factory=list)
+    """Persistent faults in force: (effect, deploy)."""
+    ledger: Ledger = field(default_factory=Ledger)
+    """Reservations holding GPUs of this pool, read from the reservation ledger in this transaction."""
+    bindings: Mapping[str, ExclusiveBinding | TimeSlicedBinding] = field(default_factory=dict)
+    """deploy -> its reservation binding (bound deploys only)."""
+
+    def faulted(self, effect: str) -> set[str]:
+        """Deploys a persistent fault ``effect`` is in force for."""
+        return {d for e, d in self.active if e == effect and d is not None}

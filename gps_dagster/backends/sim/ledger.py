@@ -1,0 +1,45 @@
+"""The reservation ledger as one simulated pool sees it, for one transaction.
+
+The ledger itself lives in the store (``store/reservations.py``): the one
+source of truth the CLI, Dagster and this simulator share. Each pool
+transaction reads the reservations that still hold GPUs of its nodes and
+translates their UUIDs to the pool's own GPU ids, so placement can keep
+unbound workloads off reserved GPUs and bound ones on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Connection
+
+from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode
+from gps_dagster.store.reservations import held_reservations
+
+
+@dataclass(frozen=True)
+class Ledger:
+    rsvs: Mapping[str, Reservation] = field(default_factory=dict)
+    """Reservations on this pool's nodes that are not RELEASED."""
+    uuids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """reservation id -> the pool's GPU ids it holds (ledger order)."""
+    reserved: frozenset[str] = frozenset()
+    """Every GPU of the pool that belongs to a reservation: off limits to unbound workloads."""
+
+    def active(self, reservation_id: str) -> Reservation | None:
+        rsv = self.rsvs.get(reservation_id)
+        return rsv if rsv is not None and rsv.state is ReservationState.ACTIVE else None
+
+    def time_sliced(self) -> list[Reservation]:
+        return [r for r in self.rsvs.values() if r.mode is SharingMode.TIME_SLICED]
+
+    def owner(self, uuid: str) -> str | None:
+        return next((rid for rid, us in self.uuids.items() if uuid in us), None)
+
+
+def read(conn: Connection, pool_uuids: Mapping[str, str], nodes: Mapping[str, object]) -> Ledger:
+    """The ledger restricted to ``nodes``; ``pool_uuids`` maps lower-cased UUIDs to the pool's ids."""
+    rsvs = {rid: r for rid, r in held_reservations(conn).items() if r.node in nodes}
+    uuids = {rid: tuple(pool_uuids[u.lower()] for u in r.gpu_uuids if u.lower() in pool_uuids) for rid, r in rsvs.items()}
+    return Ledger(rsvs, uuids, frozenset(u for us in uuids.values() for u in us))
