@@ -7,8 +7,9 @@ alias guard, nothing in the plan is executed: A is not stopped for nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
@@ -23,8 +24,15 @@ from gps_dagster.ports import (
     QuotaRefused,
 )
 
-ReservationCheck = Callable[[DeployView, PlannedStep], Verdict | None]
-"""Optional GPS admission preview (R-GPS-3); returns a refusal or None."""
+
+class ReservationCheck(Protocol):
+    """Optional GPS admission preview (R-GPS-3); returns a refusal or None.
+
+    ``releasing``: deploys the plan stops or scales down before this step
+    (release-first), whose VRAM the preview must not count.
+    """
+
+    def __call__(self, deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = ...) -> Verdict | None: ...
 
 
 @dataclass
@@ -39,12 +47,15 @@ class QuotaLedger:
 
     freed: dict[str, int] = field(default_factory=dict)
     granted: dict[str, int] = field(default_factory=dict)
+    releasing: frozenset[str] = frozenset()
+    """Deploys the plan releases before its acquiring steps (for the reservation preview)."""
 
     @classmethod
     def for_plan(cls, steps: Mapping[str, tuple[PlannedStep, Wanted, DeployView]], *, release_first: bool) -> QuotaLedger:
         ledger = cls()
         if not release_first:
             return ledger
+        ledger.releasing = frozenset(d for d, (step, _w, _v) in steps.items() if step.order.value == "release")
         for step, _wanted, deploy in steps.values():
             if step.order.value != "release" or deploy.project is None:
                 continue
@@ -104,7 +115,7 @@ def check_step(
             if busy:
                 return verdict(Phase.INELIGIBLE, "endpoint_partially_running", detail={"running_members": busy})
         if reservation_check is not None:
-            return reservation_check(deploy, step)
+            return reservation_check(deploy, step, releasing=ledger.releasing)
     except CoreError as exc:
         return from_core_error(exc)
     return None

@@ -18,6 +18,7 @@ from gps_dagster.clocks import WallClock
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.engine import Engine
+from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import Clock
 from gps_dagster.store.repository import Store
 
@@ -51,5 +52,5 @@ def build_runtime(
     path = Path(pool) if pool is not None else pool_file()
     spec = parse_pool(path.read_text(encoding="utf-8"), source=str(path))
     core = SimPool.create(store.engine, spec, clock, replace=reload_pool)
-    engine = Engine(store, core, clock, config or EngineConfig())
+    engine = Engine(store, core, clock, config or EngineConfig(), **hooks(store, core))
     return Runtime(store, core, engine, clock)

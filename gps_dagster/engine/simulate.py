@@ -23,6 +23,7 @@ from gps_dagster.domain.spec import DesiredState, Schedule
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.engine import Engine
+from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import DeployState
 from gps_dagster.store.repository import Store
 
@@ -52,6 +53,8 @@ class SimulationReport:
     boundary_lag_seconds: list[float] = field(default_factory=list)
     passes: int = 0
     operations: list[dict[str, Any]] = field(default_factory=list)
+    witness: dict[str, list[str]] = field(default_factory=dict)
+    """Reservation-bound targets: GPU UUIDs their ready replicas hold at the end (R-GPS-7)."""
 
     def as_dict(self) -> dict[str, Any]:
         tz = self.start.tzinfo
@@ -73,6 +76,7 @@ class SimulationReport:
             "gpu_idle_seconds": self.gpu_idle_seconds, "boundary_lag_seconds": self.boundary_lag_seconds,
             "passes": self.passes, "final_status": self.final_status, "transitions": self.transitions,
             "events": self.events, "gpu_usage": self.gpu_usage, "operations": self.operations,
+            "witness": self.witness,
         })
         return out
 
@@ -98,7 +102,7 @@ def simulate(
         store.set_gate("enforce", now=start)
         if setup is not None:
             setup(pool, store)
-        engine = Engine(store, pool, clock, config)
+        engine = Engine(store, pool, clock, config, **hooks(store, pool))
         samples, passes = _drive(engine, pool, schedule, clock, end, config, wake_at_boundaries)
         report = _report(store, pool, schedule, pool_spec, start, end, samples)
         report.passes = passes
@@ -164,6 +168,10 @@ def _report(
     usage = [p for p in pool.usage_history() if p.at < end]
     rep.gpu_usage = [{"at": max(p.at, start), "in_use": p.total_in_use, "by_holder": p.in_use,
                       "terminating": p.terminating, "unpublished": p.unpublished, "free": p.free} for p in usage]
+    for item, p in zip(rep.gpu_usage, usage, strict=True):
+        if p.shared:
+            item["shared"] = p.shared  # fractional pods per time-sliced reservation (holder included)
+    rep.witness = {t: list(pool.witness(t).uuids) for t, d in pool.get_deploys(schedule.target_ids).items() if d.reservation}
     rep.max_gpus_in_use = max((p.total_in_use for p in usage), default=0)
     timeline = gpu_timeline(schedule, pool_spec, start, end)
     rep.max_gpus_desired = max((g.desired_gpus for g in timeline), default=0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gps_dagster.domain.pool import PoolSpec, load_pool
+from gps_dagster.domain.pool import PoolSpec, gpu_uuid, load_pool
 
 TIMINGS = {"stop_grace_s": 30, "publish_lag_s": 60, "start_delay_s": 120}
 
@@ -57,6 +57,31 @@ def accounts() -> PoolSpec:
                 {"id": "hpa", "kind": "deployment", "hpa": True, "gpus_per_replica": 1},
                 {"id": "ep-a", "project": "team", "endpoint": "ep", "gpus_per_replica": 1},
                 {"id": "ep-b", "project": "team", "endpoint": "ep", "gpus_per_replica": 1},
+            ],
+            "sim": {"timings": TIMINGS},
+        }
+    )
+
+
+def reserved() -> PoolSpec:
+    """GPS: node n1's GPUs 0-3 are exclusive reservation rsv-x, GPU 4 is time-sliced rsv-ts (budget 10 000 MiB)."""
+    name = "reserved"
+    uuids = [gpu_uuid(name, "n1", i) for i in range(5)]
+    return load_pool(
+        {
+            "name": name,
+            "nodes": [{"name": "n1", "gpus": 8}],
+            "reservations": [
+                {"id": "rsv-x", "node": "n1", "gpu_uuids": uuids[:4], "namespace": "serving", "mode": "exclusive", "gpu_memory_mib": 81559},
+                {"id": "rsv-ts", "node": "n1", "gpu_uuids": uuids[4:], "namespace": "cmp-team", "mode": "time_sliced",
+                 "gpu_memory_mib": 10000, "headroom": "1"},
+            ],
+            "deploys": [
+                {"id": "x", "gpus_per_replica": 4, "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
+                {"id": "m1", "gpus_per_replica": 1, "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 6000}},
+                {"id": "m2", "gpus_per_replica": 1, "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 5000}},
+                {"id": "plain", "gpus_per_replica": 3},
+                {"id": "too-big", "gpus_per_replica": 4},
             ],
             "sim": {"timings": TIMINGS},
         }

@@ -6,6 +6,11 @@ now, so the intent differs from the pool from the first second. Before the
 server starts, the test opens that transition with the engine and turns the
 gate off: the reconcile sensor then requests the same plan on every tick and
 the daemon must drop the repeats (run-key dedup only happens there).
+
+The tests sharing it are independent of each other's order and worker: with
+pytest 9.2, pytest-xdist 3.8's ``--dist loadgroup`` does not group (it sets
+``item._nodeid``, which pytest 9.2 no longer reads), so each worker that gets
+one of them starts its own server.
 """
 
 from __future__ import annotations

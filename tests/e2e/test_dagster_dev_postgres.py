@@ -20,7 +20,7 @@ from gps_dagster.dagster_defs.devserver import (
     seed_database,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.xdist_group("dagster_dev_pg")]
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.xdist_group(name="dagster_dev_pg")]
 
 
 def test_transition_run_under_dagster_dev_on_postgres(pg_url: str, tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
-"""Three engine replicas in three processes on one PostgreSQL database (SPEC R-PASS-2).
+"""Three engine replicas in three processes on one database (SPEC R-PASS-2), PostgreSQL and SQLite.
 
 Production runs three engine replicas at once; the advisory lock only saves
 work. Here three processes run passes at the same virtual instants across the
 08:00 and 18:00 swaps of the seed, meeting at a barrier before each pass. Two
-take the advisory lock as usual (so one of them must find it busy); the third
+take the pass lock as usual (advisory lock on PostgreSQL, lease row on SQLite;
+one of them must find it busy); the third
 behaves as if its lock had been lost and always runs, so at every instant at
 least two engines act at once and only the fence, the status CAS and the
 idempotency keys stand between them and a double mutation.
@@ -54,10 +55,18 @@ def run_replicas(url: str, pool: str, at: list[str], tmp: Path) -> list[dict[str
 
 @pytest.mark.postgres
 def test_three_engines_in_three_processes_mutate_once_and_never_regress(pg_url: str, tmp_path: Path) -> None:
+    three_replicas(pg_url, tmp_path)
+
+
+def test_three_engines_on_one_sqlite_file_share_the_lease(sqlite_url: str, tmp_path: Path) -> None:
+    three_replicas(sqlite_url, tmp_path)
+
+
+def three_replicas(url: str, tmp_path: Path) -> None:
     start = local("2026-10-19T07:59:30")
-    w = make_world(pg_url, start=start)  # schedule, pool, gate; no pass run here
+    w = make_world(url, start=start)  # schedule, pool, gate; no pass run here
     at = instants(start, 7) + instants(local("2026-10-19T17:59:30"), 7)
-    logs = run_replicas(pg_url, w.pool.name, at, tmp_path)
+    logs = run_replicas(url, w.pool.name, at, tmp_path)
 
     log = SimPool.open(w.store.engine, w.pool.name, VirtualClock(local("2026-10-19T18:10"))).operation_log()
     triples = [(o.deploy_id, o.kind.value, o.idempotency_key) for o in log]

@@ -99,13 +99,14 @@ class SimPool(DriverMixin):
         t.metadata.create_all(engine)
         if spec.reservations:
             record_reservations(engine, spec, clock)
+        has_ledger = _has_ledger(engine)  # probed outside the write transaction (SQLite locks)
         with engine.begin() as conn:
             present = loader.exists(conn, spec.name)
             if present and replace:
                 loader.delete(conn, spec.name)
             if replace or not present:
                 uuids = {u.lower(): u for n in spec.nodes for u in spec.uuids(n)}
-                known = ledger.read(conn, uuids, {n.name: n for n in spec.nodes}) if _has_ledger(engine) else ledger.Ledger()
+                known = ledger.read(conn, uuids, {n.name: n for n in spec.nodes}) if has_ledger else ledger.Ledger()
                 loader.load(conn, spec, _ts(clock.now()), known)
         return cls(engine, spec.name, clock)
 

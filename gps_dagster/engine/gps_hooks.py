@@ -1,0 +1,99 @@
+"""The engine's two GPS hooks, built from a core and the reservation ledger (SPEC §8).
+
+* ``reservation_check`` (preflight, R-PASS-6 / R-GPS-3): asks the core's
+  read-only ``admission_preview`` whether each acquiring step would pass the
+  VRAM budget once the plan's releasing steps have run, so that A is not
+  stopped when B could not be admitted anyway.
+* ``witness`` (convergence, R-GPS-7): reads the UUIDs the core reports for
+  each ready replica group and judges them with ``gps.witness.judge`` against
+  the ledger's UUIDs of the deploy's reservations — the ledger, not the core,
+  says which GPUs are reserved. A mismatch is terminal ``placement_mismatch``
+  with a fix text; nothing is stopped or restarted (no automatic repair).
+
+``hooks(store, core)`` returns both, ready for ``Engine(..., **hooks(...))``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypedDict
+
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import PlannedStep
+from gps_dagster.engine.convergence import Witness
+from gps_dagster.engine.outcomes import Verdict, verdict
+from gps_dagster.engine.preflight import ReservationCheck
+from gps_dagster.gps.errors import ReservationNotFound
+from gps_dagster.gps.reservations import Reservation
+from gps_dagster.gps.witness import Confirmed, Mismatch, judge
+from gps_dagster.ports import Core, CoreError, DeployView
+from gps_dagster.store.repository import Store
+from gps_dagster.store.reservations import ReservationRepository
+
+
+class Ledger(Protocol):
+    def get(self, reservation_id: str) -> Reservation: ...
+
+
+class Hooks(TypedDict):
+    reservation_check: ReservationCheck
+    witness: Witness
+
+
+def reservation_check(core: Core) -> ReservationCheck:
+    """Preflight refusal when the core's admission would refuse the acquiring step."""
+
+    def check(deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = frozenset()) -> Verdict | None:
+        if deploy.reservation is None or step.delta_replicas <= 0:
+            return None
+        seen = core.admission_preview(deploy.id, delta_replicas=step.delta_replicas, releasing=sorted(releasing))
+        if seen.admitted:
+            return None
+        phase = Phase.RESERVATION_OVERCOMMITTED if seen.reason == "reservation_overcommitted" else Phase.INELIGIBLE
+        return verdict(
+            phase, seen.reason if phase is Phase.INELIGIBLE else None, extra=seen.message,
+            detail={
+                "reservation": seen.reservation_id, "budget_mib": seen.budget_mib, "running_mib": seen.running_mib,
+                "in_flight_mib": seen.in_flight_mib, "proposed_mib": seen.proposed_mib,
+            },
+        )
+
+    return check
+
+
+def witness(core: Core, ledger: Ledger) -> Witness:
+    """True when every ready replica's UUIDs lie in the deploy's reservations; a Verdict on mismatch."""
+
+    def seen(deploy: DeployView) -> Verdict | bool | None:
+        binding = deploy.reservation
+        if binding is None:
+            return True
+        try:
+            got = core.witness(deploy.id)
+            reserved = _reserved_uuids(ledger, binding.reservation_ids)
+        except (CoreError, ReservationNotFound):
+            return None  # no evidence this pass; the readiness clock still runs
+        if len(got.replicas) < deploy.ready_replicas:
+            return None
+        name = "+".join(binding.reservation_ids)
+        result = judge(got.uuids, name, reserved, source=got.source)
+        if isinstance(result, Confirmed):
+            return True
+        if isinstance(result, Mismatch):
+            return verdict(
+                Phase.PLACEMENT_MISMATCH, extra=result.fix,
+                detail={"uuids": list(result.uuids), "outside": list(result.outside), "reservation": name, "source": result.source},
+            )
+        return None
+
+    return seen
+
+
+def _reserved_uuids(ledger: Ledger, ids: tuple[str, ...]) -> set[str]:
+    return {u for rid in ids for u in ledger.get(rid).gpu_uuids}
+
+
+def hooks(store: Store, core: Core) -> Hooks:
+    """Both hooks over the store's reservation ledger."""
+    return {"reservation_check": reservation_check(core), "witness": witness(core, ReservationRepository(store.engine))}
+
+
