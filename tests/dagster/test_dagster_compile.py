@@ -47,11 +47,11 @@ def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitio
 
 
 def test_transition_jobs_use_the_in_process_executor(defs: dg.Definitions) -> None:
-    job = defs.get_job_def(names.TRANSITION_JOB)
+    job = defs.resolve_job_def(names.TRANSITION_JOB)
     assert job.executor_def.name == "in_process"
     assert {n.name for n in job.graph.nodes} == {"plan", "release", "all_released", "acquire", "done"}
     # the order itself is asserted on executed runs (test_dagster_job.py)
-    mirror = defs.get_job_def(names.TRANSITION_JOB_ACQUIRE_FIRST)
+    mirror = defs.resolve_job_def(names.TRANSITION_JOB_ACQUIRE_FIRST)
     assert {n.name for n in mirror.graph.nodes} == {"plan", "acquire", "all_acquired", "release", "done"}
 
 
@@ -123,7 +123,7 @@ def test_demo_schedule_compiles_into_boundary_schedules(path: Path, sqlite_url: 
 
 
 def test_reservation_checks_job_runs_the_checks_without_materialising(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
-    job = defs.get_job_def(names.CHECKS_JOB)
+    job = defs.resolve_job_def(names.CHECKS_JOB)
     result = job.execute_in_process(instance=instance)
     assert result.success
     evaluations = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]

@@ -16,7 +16,7 @@ def _run(defs: dg.Definitions, rt: Runtime) -> tuple[dg.ExecuteInProcessResult, 
     report = rt.engine.reconcile(trigger="sensor")
     assert len(report.plans) == 1
     request = plan_request(report.plans[0])
-    job = defs.get_job_def(request.job_name or "")
+    job = defs.resolve_job_def(request.job_name or "")
     result = job.execute_in_process(run_config=request.run_config, tags=request.tags, raise_on_error=False)
     return result, request
 

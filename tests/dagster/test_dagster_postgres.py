@@ -30,7 +30,7 @@ def test_transition_run_on_the_postgres_instance(pg_url: str, tmp_path: Path, mo
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         (request,) = plan_requests(rt.engine.reconcile(trigger="sensor").plans)
-        job = defs.get_job_def(request.job_name or "")
+        job = defs.resolve_job_def(request.job_name or "")
         result = job.execute_in_process(run_config=request.run_config, tags=request.tags, instance=instance)
         assert result.success
         (run,) = instance.get_runs(dg.RunsFilter(tags={names.TAG_SCHEDULE: "gpu-pool-h100-shared"}))

@@ -26,13 +26,13 @@ SEED = "gpu-pool-h100-shared"
 
 
 def _tick(defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance, name: str, cursor: str | None = None) -> Any:
-    sensor = defs.get_sensor_def(name)
+    sensor = defs.resolve_sensor_def(name)
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"gps": as_resource(rt)})
     return sensor.evaluate_tick(ctx)
 
 
 def _execute(defs: dg.Definitions, request: dg.RunRequest, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    job = defs.get_job_def(request.job_name or "")
+    job = defs.resolve_job_def(request.job_name or "")
     tags = dict(request.tags, **({"dagster/run_key": request.run_key} if request.run_key else {}))
     return job.execute_in_process(run_config=request.run_config, tags=tags, instance=instance, raise_on_error=False)
 
@@ -131,8 +131,8 @@ def test_apply_now_sensor_serves_requests_and_answers_409_when_busy(defs: dg.Def
 
 
 def test_boundary_schedules_fire_at_window_start_and_end(defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance) -> None:
-    start = defs.get_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "start"))
-    end = defs.get_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "end"))
+    start = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "start"))
+    end = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "end"))
     assert (start.cron_schedule, start.execution_timezone) == ("0 8 * * 1-5", "Asia/Ho_Chi_Minh")
     assert (end.cron_schedule, end.execution_timezone) == ("0 18 * * 1-5", "Asia/Ho_Chi_Minh")
     ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(), resources={"gps": as_resource(rt)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from typing import Any
 
 import pytest
 from e2e_support import Server
@@ -16,6 +17,16 @@ FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
+
+
+def _dismiss_welcome(page: Any) -> None:
+    """The UI greets a fresh browser profile with a community dialog: skip it."""
+    skip = page.get_by_role("button", name="Skip")
+    try:
+        skip.wait_for(timeout=3_000)
+    except Exception:  # no dialog this time
+        return
+    skip.click()
 
 
 def test_runs_and_asset_pages_show_the_product(server: Server) -> None:
@@ -31,11 +42,13 @@ def test_runs_and_asset_pages_show_the_product(server: Server) -> None:
             page = context.new_page()
             page.goto(f"{server.dev.url}/runs", wait_until="domcontentloaded")
             page.get_by_text(names.TRANSITION_JOB).first.wait_for(timeout=60_000)
+            _dismiss_welcome(page)
             page.screenshot(path=str(server.artifacts / "runs.png"), full_page=True)
             assert names.TRANSITION_JOB in page.inner_text("body")
 
             page.goto(f"{server.dev.url}/assets/{names.TIMELINE_ASSET}", wait_until="domcontentloaded")
             page.get_by_text("Desired GPUs per schedule").first.wait_for(timeout=60_000)  # loaded, not a skeleton
+            _dismiss_welcome(page)
             page.screenshot(path=str(server.artifacts / "asset-schedule_timeline.png"), full_page=True)
             assert names.TIMELINE_ASSET in page.inner_text("body")
 

@@ -34,9 +34,6 @@ class Ledger:
     def time_sliced(self) -> list[Reservation]:
         return [r for r in self.rsvs.values() if r.mode is SharingMode.TIME_SLICED]
 
-    def owner(self, uuid: str) -> str | None:
-        return next((rid for rid, us in self.uuids.items() if uuid in us), None)
-
 
 def read(conn: Connection, pool_uuids: Mapping[str, str], nodes: Mapping[str, object]) -> Ledger:
     """The ledger restricted to ``nodes``; ``pool_uuids`` maps lower-cased UUIDs to the pool's ids."""
