@@ -15,7 +15,8 @@ from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.evaluator import segments
 from gps_dagster.domain.occurrences import compile_schedule, floor_ts
-from gps_dagster.domain.pool import PoolSpec
+from gps_dagster.domain.pool import DeploySpec, PoolSpec
+from gps_dagster.gps.bindings import TimeSlicedBinding
 from gps_dagster.domain.spec import DesiredState, Schedule
 
 __all__ = ["GpuSegment", "gpu_timeline"]
@@ -33,6 +34,10 @@ class GpuSegment:
     """True when ``desired_gpus > capacity``."""
 
 
+def _time_sliced(dep: DeploySpec) -> bool:
+    return dep.reservation is not None and dep.reservation.mode == "time_sliced"
+
+
 def _gpus_per_replica(schedule: Schedule, pool: PoolSpec) -> dict[str, tuple[int, int]]:
     """Target -> (GPUs per replica, replicas when the intent leaves scale untouched)."""
     out: dict[str, tuple[int, int]] = {}
@@ -44,7 +49,8 @@ def _gpus_per_replica(schedule: Schedule, pool: PoolSpec) -> dict[str, tuple[int
                 f"targets[{i}].model_deploy_id", "unknown_deploy",
                 f"'{t.model_deploy_id}' is not a deploy of pool '{pool.name}'; add it under deploys or fix the id"))
             continue
-        out[t.model_deploy_id] = (dep.gpus_per_replica, t.default_replicas or dep.replicas)
+        per = 0 if _time_sliced(dep) else dep.gpus_per_replica  # its reservation's GPU is counted once, below
+        out[t.model_deploy_id] = (per, t.default_replicas or dep.replicas)
     if problems:
         raise SpecInvalid(problems, source=f"pool {pool.name}")
     return out
@@ -54,7 +60,14 @@ def gpu_timeline(schedule: Schedule, pool: PoolSpec, start: datetime, end: datet
     """Desired GPUs per maximal segment of ``[start, end)``, in the schedule's time zone."""
     sizes = _gpus_per_replica(schedule, pool)
     owned = set(schedule.target_ids)
-    always_on = sum(d.gpus_per_replica * d.replicas for d in pool.deploys if d.id not in owned and d.state == "running")
+    always_on = sum(
+        d.gpus_per_replica * d.replicas for d in pool.deploys
+        if d.id not in owned and d.state == "running" and not _time_sliced(d)
+    )
+    # A time-sliced reservation holds its GPU whether members run or not (the holder, R-GPS-6).
+    shared = {d.reservation.reservation for d in pool.deploys if isinstance(d.reservation, TimeSlicedBinding)}
+    always_on += sum(len(r.gpu_uuids) for r in pool.reservations if r.id in shared)
+    always_on += sum(f.gpus for f in pool.sim.foreign if f.kind == "static")  # workloads no schedule owns
     c = compile_schedule(schedule)
     s, e = floor_ts(start), floor_ts(end)
     if e <= s:

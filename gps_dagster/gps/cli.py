@@ -21,6 +21,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import sqlalchemy as sa
 
+from gps_dagster.cli.inputs import IsoDateTime, fail
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.gps.billing import usage
 from gps_dagster.gps.errors import ReservationError
@@ -31,32 +32,11 @@ from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 T = TypeVar("T")
 
 
-class _Instant(click.ParamType):  # type: ignore[type-arg]
-    """An RFC 3339 instant with an offset; naive instants are ambiguous and refused."""
-
-    name = "ISO"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
-        if isinstance(value, datetime):
-            parsed = value
-        else:
-            try:
-                parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-            except ValueError:
-                self.fail(f"'{value}' is not an ISO 8601 instant, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
-        if parsed.tzinfo is None or parsed.utcoffset() is None:
-            self.fail(f"'{value}' has no UTC offset; add one, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
-        return parsed
-
-
-INSTANT = _Instant()
+INSTANT = IsoDateTime()
 
 
 def _fail_spec(exc: SpecInvalid) -> NoReturn:
-    click.echo(f"{exc.source or '<input>'}: {len(exc.errors)} problem(s)", err=True)
-    for e in exc.errors:
-        click.echo(f"  {e}", err=True)
-    sys.exit(1)
+    fail(exc)
 
 
 def _fail(reason: str, message: str, fix: str) -> NoReturn:

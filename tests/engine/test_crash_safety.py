@@ -160,10 +160,6 @@ def test_engine_crash_after_fence_leaves_the_step_submitting_for_the_next_engine
     assert_swapped_exactly_once(w)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sim bug (backends/sim/core.py SimPool._mutate): a call that replays an idempotency key returns the "
-    "stored operation before the _after() hooks, so a one-shot lose_response/crash fault it consumed never fires"
-))
 def test_a_retry_can_lose_its_response_too(sqlite_url: str) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.pool.inject_fault(FaultSpec(effect="lose_response", op="stop", times=2))

@@ -316,16 +316,18 @@ class SimPool(DriverMixin):
             o = t.operations
             seen = ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.key == key)).first()
             if seen is not None:
+                # A replay mutates nothing, but the faults it consumed still fire: a retry can lose its answer too.
                 if seen.deploy != deploy_id or seen.kind != kind.value:
                     raise Permanent(f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}", reason="idempotency_key_reused")
-                return self._live(ctx, seen)
-            row = self._row(ctx, deploy_id)
-            if etag != views.etag_of(deploy_id, row.version):
-                raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {views.etag_of(deploy_id, row.version)})")
-            outcome = apply(ctx, row, blocks)
-            op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
-            self._commit_changes(ctx)
-            result = self._live(ctx, op)
+                result = self._live(ctx, seen)
+            else:
+                row = self._row(ctx, deploy_id)
+                if etag != views.etag_of(deploy_id, row.version):
+                    raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {views.etag_of(deploy_id, row.version)})")
+                outcome = apply(ctx, row, blocks)
+                op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
+                self._commit_changes(ctx)
+                result = self._live(ctx, op)
             self._after(hits, kind.value, "before_commit")
         self._after(hits, kind.value, "after_commit")
         return result
