@@ -9,6 +9,7 @@ everything below them time as a parameter.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -80,8 +81,24 @@ def schedules_apply(file: str, db_url: str | None, pool: str | None) -> None:
     except TargetOwned as exc:
         refuse(exc)
     click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
+    _request_reload()
     if rt.store.get_gate() != "enforce":
         click.echo(f"note: the execution gate is '{rt.store.get_gate()}': run `gps-dagster gate enforce` to act", err=True)
+
+
+def _request_reload() -> None:
+    """R-DAG-1: with a webserver configured (GPS_DAGSTER_URL), reload the code location so the
+    new schedule gets its boundary schedules now; the reconcile sensor serves it meanwhile."""
+    url = os.environ.get("GPS_DAGSTER_URL")
+    if not url:
+        return
+    from gps_dagster.dagster_defs.devserver import reload_code_location  # imports dagster: lazily
+
+    location = os.environ.get("GPS_DAGSTER_LOCATION", "definitions.py")
+    try:
+        click.echo(f"dagster code location {location}: {reload_code_location(url, location)}")
+    except (OSError, RuntimeError) as exc:
+        click.echo(f"warning: could not reload the dagster code location ({exc}); the reconcile sensor still serves the schedule", err=True)
 
 
 def _scale_problems(rt: Runtime, spec: Any) -> list[FieldError]:

@@ -59,26 +59,34 @@ def gpu_reservations(context: AssetExecutionContext) -> dg.MaterializeResult[Any
     )
 
 
-def _phase_check(context: AssetCheckExecutionContext, phase: str) -> dg.AssetCheckResult:
+def _ledger_check(context: AssetCheckExecutionContext, which: str) -> dg.AssetCheckResult:
+    """Run one GPS check on every reservation of the ledger; fail when any reservation fails.
+
+    Each reservation's outcome (the asset's partitions) is in the metadata, so the UI shows
+    which one failed, its figures and its fix text.
+    """
+    from gps_dagster.gps import checks
+    from gps_dagster.store.reservations import ReservationRepository
+
     runtime = context.resources.gps.get_runtime()
-    rsvs = reservation_ids(runtime)
-    hits = [r for r in runtime.store.list_status() if r.phase == phase or r.reason == phase]
-    if not rsvs and not hits:
+    repo = ReservationRepository(runtime.store.engine)
+    ids = reservation_ids(runtime)
+    if not ids:
         return dg.AssetCheckResult(
-            passed=True,
-            description="no reservation in the ledger: nothing to check",
-            metadata={"reservations": 0, "targets_in_phase": 0},
+            passed=True, description="no reservation in the ledger: nothing to check", metadata={"reservations": 0}
         )
+    run = checks.placement_check if which == names.CHECK_PLACEMENT else checks.overcommit_check
+    outcomes = {rid: run(repo, runtime.core, rid) for rid in ids}
+    failed = {rid: o for rid, o in outcomes.items() if not o.passed}
+    metadata: dict[str, Any] = {"reservations": len(ids), "failed": len(failed)}
+    for rid, o in outcomes.items():
+        metadata[rid] = dg.MetadataValue.json({"passed": o.passed, "description": o.description, **o.metadata})
+    first = next(iter(failed.values()), None)
     return dg.AssetCheckResult(
-        passed=not hits,
+        passed=not failed,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{len(hits)} target(s) in {phase}" if hits else f"no target in {phase}",
-        metadata={
-            "reservations": len(rsvs),
-            "targets_in_phase": len(hits),
-            "targets": ", ".join(f"{r.schedule}/{r.deploy_id}" for r in hits),
-            "fix": (hits[0].fix or "") if hits else "",
-        },
+        description=first.description if first else "; ".join(f"{rid}: {o.description}" for rid, o in outcomes.items())[:900],
+        metadata=metadata,
     )
 
 
@@ -89,7 +97,7 @@ def _phase_check(context: AssetCheckExecutionContext, phase: str) -> dg.AssetChe
     description="Placement witness: every bound pod got GPUs of its reservation (R-GPS-7).",
 )
 def placement_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    return _phase_check(context, names.CHECK_PLACEMENT)
+    return _ledger_check(context, names.CHECK_PLACEMENT)
 
 
 @dg.asset_check(
@@ -99,7 +107,7 @@ def placement_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
     description="Admission: no time-sliced reservation over its VRAM budget (R-GPS-3).",
 )
 def overcommit_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    return _phase_check(context, names.CHECK_OVERCOMMIT)
+    return _ledger_check(context, names.CHECK_OVERCOMMIT)
 
 
 def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, Any]:

@@ -82,8 +82,8 @@ def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str
     """
     gate = runtime.store.get_gate()
     out: list[dg.RunRequest] = []
-    for tr in runtime.store.list_transitions():
-        if tr.state != "open" or tr.id in skip:
+    for tr in runtime.store.list_transitions(states=("open",)):
+        if tr.id in skip:
             continue
         if not runtime.store.list_actions(transition_id=tr.id, states=("pending",)):
             continue
@@ -256,10 +256,9 @@ def reservation_ids(runtime: Any) -> list[str]:
     engine = getattr(runtime.store, "engine", None)
     if engine is None:
         return []
-    try:
-        return sorted(r.id for r in ReservationRepository(engine).list(include_released=False))
-    except Exception:  # ledger tables absent on an old database: no reservation
-        return []
+    from gps_dagster.gps.checks import reservation_ids as ledger_ids
+
+    return ledger_ids(ReservationRepository(engine))
 
 
 def build_reservation_sensor(*, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import socket
+from dataclasses import dataclass, field
+
+
+def default_holder() -> str:
+    """A lock holder name unique to this process (the SQLite lease tells holders apart by it)."""
+    return f"engine@{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,5 +28,5 @@ class EngineConfig:
     """How long pods may stay unschedulable before ``start_unschedulable``."""
     lock_ttl_s: float = 120.0
     """Lease length of the SQLite pass lock (PostgreSQL uses a session advisory lock)."""
-    holder: str = "engine"
+    holder: str = field(default_factory=default_holder)
     """Name of this engine replica (lease holder, event detail)."""

@@ -123,9 +123,7 @@ class Engine:
     def advance(self, schedule: str) -> list[StepOutcome]:
         """Execute every step of the schedule's open plans that can move now, in plan order."""
         out: list[StepOutcome] = []
-        for tr in self.store.list_transitions(schedule):
-            if tr.state != "open":
-                continue
+        for tr in self.store.list_transitions(schedule, states=("open",)):
             actions = self.store.list_actions(transition_id=tr.id, states=("pending", "capacity_wait"))
             for a in sorted(actions, key=lambda x: x.seq):
                 out.append(self.runner.execute(a.id))

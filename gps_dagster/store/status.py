@@ -125,10 +125,12 @@ class StatusMixin:
             row = conn.execute(sa.select(t.transitions).where(t.transitions.c.id == transition_id)).first()
         return _transition(row) if row is not None else None
 
-    def list_transitions(self, schedule: str | None = None) -> list[TransitionRow]:
+    def list_transitions(self, schedule: str | None = None, *, states: Iterable[str] | None = None) -> list[TransitionRow]:
         query = sa.select(t.transitions).order_by(t.transitions.c.created_at, t.transitions.c.id)
         if schedule is not None:
             query = query.where(t.transitions.c.schedule_name == schedule)
+        if states is not None:
+            query = query.where(t.transitions.c.state.in_(list(states)))
         with self.engine.connect() as conn:
             return [_transition(r) for r in conn.execute(query).all()]
 

@@ -129,3 +129,35 @@ def test_reservation_checks_job_runs_the_checks_without_materialising(defs: dg.D
     evaluations = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert {e.event_specific_data.check_name for e in evaluations} == {names.CHECK_PLACEMENT, names.CHECK_OVERCOMMIT}  # type: ignore[union-attr]
     assert not [e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+
+
+def _start(rt: Runtime, deploy_id: str) -> None:
+    view = rt.core.get_deploy(deploy_id)
+    rt.core.start(deploy_id, etag=view.etag, idempotency_key=f"test-start-{deploy_id}")
+
+
+def test_asset_checks_report_the_ledger_per_reservation_and_catch_a_misplaced_pod(sqlite_url: str) -> None:
+    from gps_dagster.domain.pool import FaultSpec
+
+    rt = make_runtime(sqlite_url, pool_file=EXAMPLES / "gpu42-pool.yaml")
+    ctx = dg.build_asset_check_context(resources={"gps": as_resource(rt)})
+    rt.clock.advance(300)  # the members the pool file starts are READY
+    placed, budget = placement_check(ctx), overcommit_check(ctx)
+    assert placed.passed and budget.passed
+    assert placed.metadata["reservations"].value == 1
+    assert "rsv-gpu42-shared" in placed.metadata
+    assert "within budget" in budget.description
+
+    stopped = [d.id for d in rt.core.reservation_deploys("rsv-gpu42-shared") if d.state.value == "STOPPED"]
+    assert stopped, "the gpu42 pool starts with one member stopped"
+    rt.core.inject_fault(FaultSpec(effect="misplace", deploy=stopped[0]))
+    running = [d for d in rt.core.reservation_deploys("rsv-gpu42-shared") if d.state.value != "STOPPED"]
+    view = rt.core.get_deploy(running[0].id)
+    rt.core.stop(running[0].id, etag=view.etag, allow_aliased_downtime=True, idempotency_key="test-make-room")
+    rt.clock.advance(120)
+    _start(rt, stopped[0])
+    rt.clock.advance(300)
+    placed = placement_check(ctx)
+    assert not placed.passed
+    assert placed.description.startswith("placement_mismatch")
+    assert placed.metadata["failed"].value == 1
