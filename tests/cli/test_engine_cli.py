@@ -189,3 +189,14 @@ def test_db_upgrade_reports_the_head_revision(env: dict[str, str]) -> None:
     result = run("db", "upgrade")
     assert result.exit_code == 0
     assert f"revision {migrate.head_revision()}" in result.output
+
+
+def test_engine_run_once_performs_one_pass_and_records_status(env: dict[str, str]) -> None:
+    run("schedules", "apply", "-f", SEED)
+    run("gate", "enforce")
+    result = run("engine", "run", "--once")
+    assert result.exit_code == 0, result.output
+    assert "gate=enforce" in result.output and "busy=False" in result.output
+    statuses = Store.open(env["url"]).list_status("gpu-pool-h100-shared")
+    assert {s.deploy_id for s in statuses} == {"md-llama70b", "md-qwen32b"}
+    assert all(s.interval_start is not None for s in statuses)
