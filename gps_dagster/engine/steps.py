@@ -222,8 +222,18 @@ class StepRunner:
         return ops
 
     def _etag_conflict(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome:
-        """The deploy changed since the snapshot: re-read it and decide again next time."""
+        """The deploy changed since the snapshot: re-read it and decide again next time.
+
+        Bounded by the step's own clock: a deploy that keeps changing under us past the
+        stop (release) or readiness (acquire) timeout ends the step terminal, never a loop.
+        """
         now = self.clock.now()
+        release = a.order == "release"
+        limit = self.config.stop_timeout_s if release else self.config.readiness_timeout_s
+        if (now - a.created_at).total_seconds() >= limit:
+            phase = Phase.STOP_TIMEOUT if release else Phase.READINESS_TIMEOUT
+            extra = f"{a.deploy_id} kept changing under the engine (ETag conflicts) for {limit:.0f} s"
+            return self.fail(a, status, verdict(phase, "etag_conflict", extra=extra))
         try:
             fresh = self.core.get_deploy(a.deploy_id).etag
         except CoreError as exc:

@@ -99,3 +99,26 @@ def test_deploy_changed_by_hand_after_the_snapshot_is_re_read_not_overwritten(sq
     assert [(dep, k) for dep, k, _ in op_triples(w)] == [(A, "set_replica_intent"), (A, "stop"), (B, "start")]
     assert [e.kind for e in w.store.list_events(limit=1000)].count("etag_conflict") == 1
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
+
+
+def test_a_deploy_that_keeps_changing_ends_the_step_at_its_clock_not_in_a_loop(sqlite_url: str) -> None:
+    """ETag conflicts are retried only until the step's own timeout: then a terminal phase."""
+    from gps_dagster.engine import EngineConfig
+
+    w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING, config=EngineConfig(stop_timeout_s=120))
+    w.tick(30)
+    (plan,) = w.engine.reconcile().plans
+    step = plan.release_steps[0].step_id
+    for n in range(10):
+        d = w.deploy(A)
+        w.pool.set_replica_intent(A, 1, etag=d.etag, idempotency_key=f"operator/touch-{n}")
+        outcome = w.engine.execute_step(step)
+        if outcome.state == "failed":
+            break
+        assert (outcome.state, outcome.reason) == ("pending", "etag_conflict")
+        w.clock.advance(30)
+    assert (outcome.state, outcome.phase, outcome.reason) == ("failed", "stop_timeout", "etag_conflict")
+    assert 4 <= n <= 6  # 120 s of 30 s steps, counted from the plan's creation
+    assert w.status(A).phase == "stop_timeout"
+    assert "ETag conflicts" in (w.status(A).fix or "")
+    assert not [k for _, k, _ in op_triples(w) if k == "stop"]  # never submitted over the operator's change
