@@ -80,7 +80,12 @@ class Engine:
         in_flight: dict[str, list[ActionRow]] = {}
         for a in self.store.list_actions(schedules=names, states=IN_FLIGHT):
             in_flight.setdefault(a.schedule, []).append(a)
-        return Prefetch(self.store.statuses_for(names), reads, in_flight)
+        statuses = self.store.statuses_for(names)
+        missing = [(r.name, t, r.version) for r in records for t in r.spec.target_ids if (r.name, t) not in statuses]
+        if missing:  # first sight of these targets: create their rows in one statement
+            self.store.ensure_statuses(missing, now=self.clock.now())
+            statuses = self.store.statuses_for(names)
+        return Prefetch(statuses, reads, in_flight)
 
     def _gate(self) -> str:
         try:

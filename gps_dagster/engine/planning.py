@@ -109,7 +109,8 @@ class Planner:
         if spec.mode is Mode.OBSERVE or gate == "observe":
             self._observe_only(spec, version, candidates, now, out)
             return out
-        self._open(spec, version, candidates, now=now, trigger=trigger, out=out, since=record.updated_at)
+        quiet = prefetch is not None and not prefetch.dirty(spec.name)  # nothing in flight to supersede
+        self._open(spec, version, candidates, now=now, trigger=trigger, out=out, since=record.updated_at, quiet=quiet)
         return out
 
     # -- per target -----------------------------------------------------------
@@ -181,7 +182,7 @@ class Planner:
 
     def _open(
         self, spec: Schedule, version: int, cands: list[Candidate], *, now: datetime, trigger: str,
-        out: ScheduleOutcome, since: datetime,
+        out: ScheduleOutcome, since: datetime, quiet: bool = False,
     ) -> None:
         for c in cands:
             c.steps = steps_for(wanted(c.interval), observed(c.deploy))
@@ -204,7 +205,8 @@ class Planner:
         }
         steps = [] if refusals else self._step_rows(spec, version, tid, cands, now)
         updates = [(c.status, self._status_change(c, version, tid, refusals, now)) for c in cands]
-        self._supersede(spec.name, [c.status.deploy_id for c in cands], tid, now)
+        if not quiet:
+            self._supersede(spec.name, [c.status.deploy_id for c in cands], tid, now)
         if self.store.open_transition(transition, steps, updates, now=now):
             (out.refused if refusals else out.opened).append(tid)
 

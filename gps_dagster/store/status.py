@@ -21,6 +21,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -63,6 +65,19 @@ class StatusMixin:
         query = sa.select(t.target_status).where(t.target_status.c.schedule_name.in_(list(schedules)))
         with self.engine.connect() as conn:
             return {(r.schedule_name, r.deploy_id): _status(r) for r in conn.execute(query).all()}
+
+    def ensure_statuses(self, targets: Sequence[tuple[str, str, int]], *, now: datetime) -> None:
+        """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at once."""
+        rows = [
+            {"schedule_name": s, "deploy_id": d, "phase": "pending", "status_version": 0, "target_generation": 0,
+             "schedule_version": v, "phase_since": now, "updated_at": now}
+            for s, d, v in targets
+        ]
+        if not rows:
+            return
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        with self.engine.begin() as conn:
+            conn.execute(insert(t.target_status).values(rows).on_conflict_do_nothing())
 
     def ensure_status(self, schedule: str, deploy_id: str, *, schedule_version: int, now: datetime) -> TargetStatusRow:
         """The target's status row, created in phase ``pending`` when missing."""
