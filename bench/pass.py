@@ -86,13 +86,18 @@ def baseline(store: Store, n: int) -> float:
 
 
 def measure(url: str, n: int) -> None:
-    store, engine, _clock = setup(url, n)
+    store, engine, clock = setup(url, n)
     first = sweep(engine, n)  # opens the initial plans (nothing to do: already converged)
     steady = sweep(engine, n)
     base = baseline(store, n)
+    clock.set(T0 + timedelta(hours=22))  # every schedule's night window starts: a stop and a start each
+    boundary = sweep(engine, n)
+    ops = len(engine.core.operation_log())  # type: ignore[attr-defined]
     print(f"  {n:>6} schedules: first sweep {first:6.2f} s, steady sweep {steady:6.2f} s "
           f"({steady / n * 1000:.2f} ms/schedule, {engine.config.page_size / (steady / max(1, n // engine.config.page_size)):.0f} schedules/s); "
           f"baseline {2 * n} indexed reads {base:.2f} s; ratio sweep/baseline {steady / base:.1f}x")
+    print(f"  {n:>6} schedules all at one boundary: sweep {boundary:6.2f} s "
+          f"({boundary / n * 1000:.1f} ms/schedule, {ops} core mutations, {boundary / base:.0f}x baseline)")
     store.engine.dispose()
 
 

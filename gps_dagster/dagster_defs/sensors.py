@@ -19,6 +19,7 @@ import dagster as dg
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.plans import acquire_request, plan_requests, resume_request
 from gps_dagster.engine.errors import Busy
+from gps_dagster.store.errors import ScheduleNotFound
 
 _IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,
@@ -221,6 +222,10 @@ def apply_now_tick(runtime: Any) -> tuple[list[dg.RunRequest], list[str]]:
             runtime.store.finish_apply_now(req.id, result=f"{exc.http_status} busy", now=runtime.clock.now(), state="busy")
             log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} busy")
             continue
+        except ScheduleNotFound as exc:  # deleted since the request: answered, never blocks the others
+            runtime.store.finish_apply_now(req.id, result=f"{exc.http_status} {exc.reason}", now=runtime.clock.now(), state="failed")
+            log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} {exc.reason}")
+            continue
         now = runtime.clock.now()
         plans = plan_requests(report.plans)
         requests.extend(plans)
@@ -236,7 +241,7 @@ def build_apply_now_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Serves `gps-dagster apply-now NAME --via-dagster` requests: a pass for that schedule (409 when busy).",
+        description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that schedule (409 when busy).",
     )
     def apply_now(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         requests, log = apply_now_tick(context.resources.gps.get_runtime())

@@ -68,7 +68,13 @@ class Observer:
         now = self.clock.now()
         try:
             deploy = read_target(self.core, a.deploy_id)[0]
-        except CoreError:
+        except CoreError as exc:
+            if a.deadline_at is not None and now >= a.deadline_at:  # the clock runs while the core is silent
+                status = self.store.get_status(a.schedule, a.deploy_id)
+                phase = Phase.STOP_TIMEOUT if a.order == "release" else Phase.READINESS_TIMEOUT
+                late = verdict(phase, "core_unreadable", extra=f"{a.deploy_id} {a.step} unreadable past {a.deadline_at.isoformat()}: {exc}")
+                if status is not None:
+                    return self.runner.fail(a, status, late)
             return StepOutcome(a.id, a.deploy_id, "accepted", reason="core_unreadable")
         done, failure = self._judge(a, deploy, now)
         if failure is not None:

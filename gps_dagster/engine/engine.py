@@ -42,7 +42,7 @@ class Engine:
         self.store, self.core, self.clock = store, core, clock
         self.config = config or EngineConfig()
         self.planner = Planner(store, core, reservation_check)
-        self.runner = StepRunner(store, core, clock, self.config)
+        self.runner = StepRunner(store, core, clock, self.config, reservation_check)
         self.observer = Observer(store, core, clock, self.config, self.runner, witness)
 
     # -- passes ------------------------------------------------------------------

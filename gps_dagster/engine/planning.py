@@ -18,16 +18,18 @@ from typing import Any
 from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current_interval
 from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, ordered, steps_for
-from gps_dagster.domain.spec import Mode, Schedule, TransitionOrder
+from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
 from gps_dagster.engine import keys
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.endpoints import partially_running, read_target
-from gps_dagster.engine.outcomes import Verdict
+from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.ports import Core, CoreError, DeployState, DeployView, NotFound, Transient
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
 
+ELIGIBILITY = "eligibility"
+"""``detail.source`` of an ``ineligible`` set by the eligibility check (re-examined every pass)."""
 RUNNING_STATES = frozenset({DeployState.READY, DeployState.STARTING, DeployState.UPDATING})
 
 
@@ -79,6 +81,8 @@ class ScheduleOutcome:
     refused: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)
     ineligible: dict[str, str] = field(default_factory=dict)
+    blocking: dict[str, str] = field(default_factory=dict)
+    """Ineligible targets whose new interval wants them running: they refuse the plan."""
     observing: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -110,7 +114,9 @@ class Planner:
             self._observe_only(spec, version, candidates, now, out)
             return out
         quiet = prefetch is not None and not prefetch.dirty(spec.name)  # nothing in flight to supersede
-        self._open(spec, version, candidates, now=now, trigger=trigger, out=out, since=record.updated_at, quiet=quiet)
+        blocked = {t: verdict(Phase.INELIGIBLE, r) for t, r in out.blocking.items()}
+        self._open(spec, version, candidates, now=now, trigger=trigger, out=out, since=record.updated_at,
+                   quiet=quiet, blocked=blocked)
         return out
 
     # -- per target -----------------------------------------------------------
@@ -139,17 +145,27 @@ class Planner:
             reason = "endpoint_partially_running"
         if reason is not None:
             out.ineligible[target] = reason
+            interval = current_interval(spec, target, now)
+            new = status.interval_start != interval.start or status.schedule_version != version
+            if new and interval.intent.desired_state is DesiredState.RUNNING:
+                out.blocking[target] = reason  # it should acquire and cannot: nothing may be released for it
             if status.phase != Phase.INELIGIBLE or status.reason != reason:
                 self.store.cas_status(
                     status, now=now, phase=Phase.INELIGIBLE.value, reason=reason,
                     fix=fix_for(Phase.INELIGIBLE, reason), schedule_version=version,
+                    detail={"source": ELIGIBILITY},
                 )
             return None
         assert deploy is not None
         interval = current_interval(spec, target, now)
         new = status.interval_start != interval.start or status.schedule_version != version
-        stale_phase = status.phase in (Phase.INELIGIBLE, Phase.OBSERVING) or (
-            status.phase == Phase.PENDING and status.transition_id is None
+        # Re-examined every pass: eligibility's own verdict (its cause may be repaired), an
+        # observe-only record, a plan never opened. Every other terminal phase waits for a new
+        # interval or apply-now (§5).
+        stale_phase = (
+            (status.phase == Phase.INELIGIBLE and (status.detail or {}).get("source") == ELIGIBILITY)
+            or status.phase == Phase.OBSERVING
+            or (status.phase == Phase.PENDING and status.transition_id is None)
         )
         if new or stale_phase or (force and is_terminal(status.phase)):
             return Candidate(status, deploy, interval)
@@ -182,15 +198,19 @@ class Planner:
 
     def _open(
         self, spec: Schedule, version: int, cands: list[Candidate], *, now: datetime, trigger: str,
-        out: ScheduleOutcome, since: datetime, quiet: bool = False,
+        out: ScheduleOutcome, since: datetime, quiet: bool = False, blocked: dict[str, Verdict] | None = None,
     ) -> None:
         for c in cands:
             c.steps = steps_for(wanted(c.interval), observed(c.deploy))
         planned = {s.deploy_id: (s, wanted(c.interval), c.deploy) for c in cands for s in c.steps}
-        refusals = preflight(
-            self.core, planned, self.reservation_check,
-            release_first=spec.transition_order is TransitionOrder.RELEASE_FIRST,
-        )
+        try:
+            refusals = {**(blocked or {}), **preflight(
+                self.core, planned, self.reservation_check,
+                release_first=spec.transition_order is TransitionOrder.RELEASE_FIRST,
+            )}
+        except Transient as exc:  # preflight could not be read: no plan now, the next pass retries
+            out.errors.append(f"preflight: {exc}")
+            return
         tid = keys.transition_id(
             spec.name, version, [(c.status.deploy_id, c.interval.start, c.status.target_generation + 1) for c in cands]
         )

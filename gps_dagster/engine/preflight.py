@@ -22,6 +22,7 @@ from gps_dagster.ports import (
     DeployState,
     DeployView,
     QuotaRefused,
+    Transient,
 )
 
 
@@ -116,6 +117,8 @@ def check_step(
                 return verdict(Phase.INELIGIBLE, "endpoint_partially_running", detail={"running_members": busy})
         if reservation_check is not None:
             return reservation_check(deploy, step, releasing=ledger.releasing)
+    except Transient:
+        raise  # not a refusal: the caller retries on its next pass
     except CoreError as exc:
         return from_core_error(exc)
     return None
@@ -127,6 +130,8 @@ def _alias(core: Core, wanted: Wanted, deploy_id: str) -> Verdict | None:
         info = core.alias_guard(deploy_id)
     except AliasGuardUnavailable as exc:
         return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}")
+    except CoreError as exc:  # any read error of the guard: fail closed, never "no alias"
+        return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=f"alias guard read error: {exc}")
     if info.has_alias and not wanted.allow_downtime:
         return verdict(
             Phase.ALIAS_BLOCKED,

@@ -13,17 +13,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gps_dagster.domain.phases import Phase
-from gps_dagster.domain.planner import StepKind
+from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
+from gps_dagster.domain.spec import DesiredState
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.outcomes import Verdict, from_core_error, verdict
 from gps_dagster.engine.planning import capacity_deadline
+from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.ports import (
     AliasGuardUnavailable,
     Clock,
     Core,
     CoreError,
+    DeployView,
     EtagMismatch,
     Insufficient,
     Transient,
@@ -35,9 +38,22 @@ FINISHED = frozenset({"converged", "failed", "superseded", "cancelled"})
 SUBMITTED = frozenset({"accepted", "converged", "superseded"})
 
 
+def planned_step(a: ActionRow, deploy: DeployView) -> tuple[PlannedStep, Wanted, DeployView]:
+    """A stored step back in the planner's terms (for a preflight re-check)."""
+    kind = StepKind(a.step)
+    detail = a.detail or {}
+    step = PlannedStep(a.deploy_id, kind, a.replicas, a.delta_replicas or 0, bool(detail.get("persist_replicas")))
+    state = DesiredState.STOPPED if kind is StepKind.STOP else DesiredState.RUNNING
+    return step, Wanted(a.deploy_id, state, a.replicas, bool(detail.get("allow_downtime"))), deploy
+
+
 class StepRunner:
-    def __init__(self, store: Store, core: Core, clock: Clock, config: EngineConfig) -> None:
+    def __init__(
+        self, store: Store, core: Core, clock: Clock, config: EngineConfig,
+        reservation_check: ReservationCheck | None = None,
+    ) -> None:
         self.store, self.core, self.clock, self.config = store, core, clock, config
+        self.reservation_check = reservation_check
 
     def execute(self, action_id: str, *, submit: bool = True) -> StepOutcome:
         """Advance one step as far as it can go now (``submit=False``: preview only)."""
@@ -51,7 +67,7 @@ class StepRunner:
             self._finish(a, "superseded", "superseded")
             return self._outcome(a, "superseded")
         if a.state == "submitting":
-            return self._submit(a, status, resubmit=True)
+            return self._resubmit(a, status)
         stale = self._stale(a)
         if stale is not None:  # an edit since the plan opened: no preview, no status write (R-MODEL-8)
             self._finish(a, "superseded", stale)
@@ -66,6 +82,16 @@ class StepRunner:
         if not submit:
             return self._outcome(a, "ready")
         return self._fence_and_submit(a, status)
+
+    def _resubmit(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome:
+        """Crash safety (R-PASS-10) under the same fence as a first submit (R-PASS-1, R-PASS-7)."""
+        reason = self.store.fence_check(a)
+        if reason == "gate_not_enforce":
+            return self._outcome(a, "submitting", reason=reason)  # resubmitted once the gate enforces
+        if reason is not None:  # an edit, a delete or a lost claim since: the new plan decides again
+            self._finish(a, "superseded", reason)
+            return self._outcome(a, "superseded", reason=reason)
+        return self._submit(a, status, resubmit=True)
 
     # -- prerequisites ---------------------------------------------------------
 
@@ -114,20 +140,23 @@ class StepRunner:
 
     def _capacity(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome | None:
         now = self.clock.now()
-        try:
-            preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
-        except Transient:
-            return self._outcome(a, a.state)
-        except CoreError as exc:
-            return self.fail(a, status, from_core_error(exc))
-        if not isinstance(preview, Insufficient):
-            return None
         tr = self.store.get_transition(a.transition_id)
         end = (a.detail or {}).get("interval_end")
         deadline = a.deadline_at or capacity_deadline(
             a.interval_start, tr.created_at if tr else now, datetime.fromisoformat(end) if end else None,
             self.config.capacity_wait_s,
         )
+        try:
+            preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
+        except Transient as exc:
+            if now >= deadline:  # the capacity clock runs whether or not the core answers
+                extra = f"no capacity preview for {a.deploy_id} by {deadline.isoformat()}: {exc}"
+                return self.fail(a, status, verdict(Phase.CAPACITY_UNAVAILABLE, "core_unreadable", extra=extra))
+            return self._outcome(a, a.state)
+        except CoreError as exc:
+            return self.fail(a, status, from_core_error(exc))
+        if not isinstance(preview, Insufficient):
+            return None
         detail = {**(a.detail or {}), "free_by_node": dict(preview.free_by_node), "preview_reason": preview.reason}
         if now >= deadline:
             extra = f"waited until {deadline.isoformat()} for {a.delta_replicas} replica group(s) of {a.deploy_id}"
@@ -142,8 +171,12 @@ class StepRunner:
 
     def _fence_and_submit(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome:
         now = self.clock.now()
-        if a.step == StepKind.STOP.value:
-            blocked = self._alias_blocked(a)
+        if a.order == "release":
+            try:
+                blocked = self._alias_blocked(a) if a.step == StepKind.STOP.value else None
+                blocked = blocked or self._recheck_preflight(a)
+            except Transient:
+                return self._outcome(a, a.state, reason="transient")  # cannot verify now: next time
             if blocked is not None:
                 return self.fail(a, status, blocked)
         phase = Phase.RELEASING if a.order == "release" else Phase.ACQUIRING
@@ -157,9 +190,34 @@ class StepRunner:
         assert refreshed is not None and fenced.status is not None
         return self._submit(refreshed, fenced.status, resubmit=False)
 
+    def _recheck_preflight(self, a: ActionRow) -> Verdict | None:
+        """Right before a release, the plan's acquiring steps are preflighted again (R-PASS-6).
+
+        A plan may run long after it opened (a queued Dagster run, a gate that was off): a
+        quota or billing refusal that appeared since must still stop the release.
+        """
+        actions = self.store.list_actions(transition_id=a.transition_id, states=("pending", "capacity_wait"))
+        if not any(x.order == "acquire" for x in actions):
+            return None
+        tr = self.store.get_transition(a.transition_id)
+        planned = {x.deploy_id: planned_step(x, endpoints.read_target(self.core, x.deploy_id)[0]) for x in actions}
+        refusals = preflight(self.core, planned, self.reservation_check,
+                             release_first=tr is None or tr.order == "release_first")
+        refused = {d: v for d, v in refusals.items() if d != a.deploy_id and planned[d][0].order.value == "acquire"}
+        if not refused:
+            return None
+        culprit, v = sorted(refused.items())[0]
+        extra = f"{culprit} failed preflight ({v.reason}) when the release was due; {a.deploy_id} left as it is"
+        return Verdict(v.phase, v.reason, f"{extra} — {v.fix}", v.detail)
+
     def _alias_blocked(self, a: ActionRow) -> Verdict | None:
         allow = bool((a.detail or {}).get("allow_downtime"))
-        ids = [m.id for m in self.core.list_members(a.deploy_id)] if (a.detail or {}).get("endpoint") else [a.deploy_id]
+        try:
+            ids = [m.id for m in self.core.list_members(a.deploy_id)] if (a.detail or {}).get("endpoint") else [a.deploy_id]
+        except Transient:
+            raise
+        except CoreError as exc:
+            return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=f"endpoint members unreadable: {exc}")
         for deploy_id in ids:
             try:
                 info = self.core.alias_guard(deploy_id)
@@ -177,7 +235,8 @@ class StepRunner:
             ops = self._call_core(a)
         except Transient as exc:
             self.store.add_event(now, a.schedule, a.deploy_id, "submit_unconfirmed", reason="transient", detail={"error": str(exc), "action": a.id})
-            return self._outcome(a, "submitting", reason="transient")
+            late = self._late(a, since=a.submitted_at or now, now=now, why=f"the core did not confirm the submit: {exc}")
+            return self.fail(a, status, late) if late else self._outcome(a, "submitting", reason="transient")
         except EtagMismatch:
             return self._etag_conflict(a, status)
         except endpoints.PartialExecution as part:
@@ -195,10 +254,20 @@ class StepRunner:
             events: list[dict[str, Any]] = [{"kind": "action_accepted", "detail": {"step": a.step, "operations": [op.id for op in ops], "resubmitted": resubmit}}]
             if a.step == StepKind.SCALE_DOWN.value:
                 events.append({"kind": "capacity_reduced", "detail": {"replicas": a.replicas}})
-            current = self.store.get_status(a.schedule, a.deploy_id) or status
-            if current.transition_id == a.transition_id:
-                self.store.cas_status(current, now=now, phase=phase.value, last_action_id=a.id, events=events)
+            # CAS on the status this submit was fenced with: if anyone wrote since (the step may
+            # already have converged), theirs is newer and stays (R-PASS-11: no regression).
+            if status.transition_id == a.transition_id:
+                self.store.cas_status(status, now=now, phase=phase.value, last_action_id=a.id, events=events)
         return self._outcome(a, "accepted")
+
+    def _late(self, a: ActionRow, *, since: datetime, now: datetime, why: str) -> Verdict | None:
+        """The terminal verdict of a step whose own clock ran out while the core would not answer."""
+        release = a.order == "release"
+        limit = self.config.stop_timeout_s if release else self.config.readiness_timeout_s
+        if (now - since).total_seconds() < limit:
+            return None
+        phase = Phase.STOP_TIMEOUT if release else Phase.READINESS_TIMEOUT
+        return verdict(phase, "core_unreadable", extra=f"{a.deploy_id} {a.step}: {why} for {limit:.0f} s")
 
     def _call_core(self, a: ActionRow) -> list[Any]:
         etag = a.etag_used or ""
@@ -254,8 +323,20 @@ class StepRunner:
             current = self.store.get_status(a.schedule, a.deploy_id) or status
             if current.transition_id == a.transition_id:
                 self.store.cas_status(current, now=now, **v.changes())
+            self._cancel_dependents(a)
             self.close_transition(a.transition_id)
         return StepOutcome(a.id, a.deploy_id, "failed", v.phase.value, v.reason, v.fix)
+
+    def _cancel_dependents(self, failed: ActionRow) -> None:
+        """Steps that were to follow a failed one end terminal now, whoever drives the plan."""
+        tr = self.store.get_transition(failed.transition_id)
+        first = "release" if tr is None or tr.order == "release_first" else "acquire"
+        if failed.order != first:
+            return
+        culprit = self.store.get_action(failed.id) or failed
+        for x in self.store.list_actions(transition_id=failed.transition_id, states=("pending", "capacity_wait")):
+            if x.order != first:
+                self._cancel(x, culprit)
 
     def _finish(self, a: ActionRow, state: str, reason: str) -> None:
         now = self.clock.now()

@@ -195,6 +195,11 @@ class StatusMixin:
                 ).rowcount
             )
 
+    def fence_check(self, action: ActionRow) -> str | None:
+        """The fence's re-checks alone (version, enabled, gate, claim), for a resubmission."""
+        with self.engine.begin() as conn:
+            return _fence_checks(conn, action)
+
     def fence(
         self,
         action: ActionRow,
