@@ -73,7 +73,7 @@ def test_apply_now_for_a_schedule_deleted_since_the_request_is_answered_and_does
     w.store.delete_schedule(w.spec.name, now=w.clock.now())
     try:
         apply_now_tick(rt)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raised = exc
     else:
         raised = None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from gps_dagster.domain.phases import is_terminal
 from gps_dagster.domain.pool import FaultSpec
 from gps_dagster.engine import Engine, EngineConfig
