@@ -60,10 +60,6 @@ class Observer:
         self.store, self.core, self.clock, self.config = store, core, clock, config
         self.runner, self.witness = runner, witness
 
-    def observe(self, schedule: str | None = None) -> list[StepOutcome]:
-        """Check every accepted step (of one schedule, or all); whatever the gate says."""
-        return [self.observe_action(a) for a in self.store.list_actions(schedule=schedule, states=("accepted",))]
-
     def observe_action(self, a: ActionRow) -> StepOutcome:
         now = self.clock.now()
         try:

@@ -35,10 +35,6 @@ T = TypeVar("T")
 INSTANT = IsoDateTime()
 
 
-def _fail_spec(exc: SpecInvalid) -> NoReturn:
-    fail(exc)
-
-
 def _fail(reason: str, message: str, fix: str) -> NoReturn:
     click.echo(f"error: {reason}: {message}\n  fix: {fix}", err=True)
     sys.exit(1)
@@ -55,7 +51,7 @@ def _repository() -> Iterator[ReservationRepository]:
     try:
         yield ReservationRepository(engine)
     except SpecInvalid as exc:
-        _fail_spec(exc)
+        fail(exc)
     except ReservationError as exc:
         _fail(exc.reason, str(exc).split("; ")[0], exc.fix)
     except sa.exc.SQLAlchemyError as exc:
@@ -157,11 +153,11 @@ def create_cmd(path: str, actor: str | None, at: datetime | None) -> None:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        _fail_spec(SpecInvalid([FieldError("", "unreadable_file", f"cannot read the file: {exc}")], source=path))
+        fail(SpecInvalid([FieldError("", "unreadable_file", f"cannot read the file: {exc}")], source=path))
     try:
         spec = parse_reservation_spec(text, source=path)
     except SpecInvalid as exc:
-        _fail_spec(exc)
+        fail(exc)
     r = _run(lambda repo: repo.create(spec, at=_when(at), actor=_actor(actor)))
     budget = f", budget {format_mib(r.budget_mib)} MiB" if r.mode.value == "time_sliced" else ""
     click.echo(f"created {r.id} (generation {r.generation}): {r.gpu_count} GPU(s) on {r.node}, {r.mode.value}{budget}")

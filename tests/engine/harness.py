@@ -106,10 +106,6 @@ def make_world(
     return World(clock, store, sim, eng, spec, pool_spec)
 
 
-def later(world: World, **kw: float) -> datetime:
-    return world.clock.now() + timedelta(**kw)
-
-
 # -- helpers shared by the warning, crash, edit and scenario tests ------------------------------
 
 TZ = SEED_MONDAY.tzinfo
