@@ -23,6 +23,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gps_dagster tests bench definitions.py
 	$(VENV)/bin/mypy gps_dagster
+	$(VENV)/bin/lint-imports
 
 test: $(STAMP) lint
 	sh tools/ensure_chromium.sh

@@ -33,14 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
 
-from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.devserver import (
+from gps_dagster.cli.devserver import (
     REPO,
     DagsterDev,
     free_port,
     prepare_home,
     seed_database,
 )
+from gps_dagster.dagster_defs import names
 
 COORDINATORS: dict[str, dict[str, Any]] = {
     "queued": {"class": "QueuedRunCoordinator", "config": {}},  # Dagster's default dequeue interval

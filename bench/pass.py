@@ -31,7 +31,7 @@ from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
-from gps_dagster.engine.simulate import simulate
+from gps_dagster.simulation import simulate
 from gps_dagster.store import Store
 
 T0 = datetime.fromisoformat("2026-10-19T00:00:00+07:00")
@@ -119,7 +119,7 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
     """The real ``engine run`` loop on the wall clock: boundaries a few seconds ahead."""
     from gps_dagster.cli.engine_cmds import sleep_for
     from gps_dagster.clocks import WallClock
-    from gps_dagster.engine.runtime import Runtime
+    from gps_dagster.runtime import Runtime
 
     for wake in (False, True):
         clock = WallClock()

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 
-from gps_dagster.dagster_defs.devserver import (
+from gps_dagster.cli.devserver import (
     REPO,
     DagsterDev,
     hourly_key,

@@ -26,8 +26,8 @@ from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.engine.eligibility import declares_replicas, ineligible_reason
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.runtime import Runtime, build_runtime
 from gps_dagster.ports import NotFound
+from gps_dagster.runtime import Runtime, build_runtime
 from gps_dagster.store import Store
 from gps_dagster.store.errors import StoreError, TargetOwned
 
@@ -92,7 +92,7 @@ def _request_reload() -> None:
     url = os.environ.get("GPS_DAGSTER_URL")
     if not url:
         return
-    from gps_dagster.dagster_defs.devserver import reload_code_location  # imports dagster: lazily
+    from gps_dagster.cli.devserver import reload_code_location  # imports dagster: lazily
 
     location = os.environ.get("GPS_DAGSTER_LOCATION", "definitions.py")
     try:
@@ -279,7 +279,7 @@ def dry_run_cmd(file: str, at: datetime | None, db_url: str | None, pool: str | 
 
 
 def _default_pool_spec() -> Any:
-    from gps_dagster.engine.runtime import pool_file
+    from gps_dagster.runtime import pool_file
 
     try:
         return load_pool_file(str(pool_file()))

@@ -19,11 +19,11 @@ from gps_dagster.cli import engine_cmds, render
 from gps_dagster.cli.dagster_cmd import dagster_group
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.cli.pool_cmd import pool_group
+from gps_dagster.cli.reservations_cmd import reservations_group
 from gps_dagster.cli.simulate_cmd import simulate_cmd
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import intervals
 from gps_dagster.domain.timeline import GpuSegment, gpu_timeline
-from gps_dagster.gps.cli import reservations_group
 
 MAX_RANGE = timedelta(days=3660)
 """Longest timeline the CLI computes in one call (ten years)."""

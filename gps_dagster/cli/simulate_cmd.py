@@ -11,7 +11,7 @@ from gps_dagster.cli import render
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.engine.config import EngineConfig
-from gps_dagster.engine.simulate import SimulationReport, simulate
+from gps_dagster.simulation import SimulationReport, simulate
 
 
 @click.command("simulate")

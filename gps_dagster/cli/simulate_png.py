@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 
-from gps_dagster.engine.simulate import SimulationReport
+from gps_dagster.simulation import SimulationReport
 
 
 def draw(path: str, report: SimulationReport) -> None:

@@ -9,17 +9,14 @@ week of plans in one run.
 """
 
 
-import os
 import warnings
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from dagster import AssetCheckExecutionContext, AssetExecutionContext
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.devserver import REPO
 from gps_dagster.dagster_defs.sensors import reservation_ids
 
 TIMELINE_START = "2026-01-01-00:00"
@@ -65,7 +62,7 @@ def _ledger_check(context: AssetCheckExecutionContext, which: str) -> dg.AssetCh
     Each reservation's outcome (the asset's partitions) is in the metadata, so the UI shows
     which one failed, its figures and its fix text.
     """
-    from gps_dagster.gps import checks
+    from gps_dagster.engine import gps_checks as checks
     from gps_dagster.store.reservations import ReservationRepository
 
     runtime = context.resources.gps.get_runtime()
@@ -133,8 +130,9 @@ def runtime_pool(runtime: Any) -> Any:
     pool = getattr(runtime, "pool", None) or getattr(runtime.core, "spec", None)
     if pool is None:
         from gps_dagster.domain.pool import parse_pool
+        from gps_dagster.runtime import pool_file
 
-        path = Path(os.environ.get("GPS_POOL_FILE") or REPO / "examples" / "seed-pool-10.yaml")
+        path = pool_file()
         pool = parse_pool(path.read_text(), source=str(path))
     return pool
 

@@ -27,7 +27,7 @@ def cached_runtime(db_url: str | None, pool_file: str | None) -> Any:
     key = (db_url or os.environ.get("GPS_DB_URL"), pool_file or os.environ.get("GPS_POOL_FILE"))
     with _LOCK:
         if key not in _CACHE:
-            from gps_dagster.engine.runtime import build_runtime
+            from gps_dagster.runtime import build_runtime
 
             _CACHE[key] = build_runtime(key[0], key[1])
         return _CACHE[key]

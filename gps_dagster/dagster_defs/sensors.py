@@ -261,7 +261,7 @@ def reservation_ids(runtime: Any) -> list[str]:
     engine = getattr(runtime.store, "engine", None)
     if engine is None:
         return []
-    from gps_dagster.gps.checks import reservation_ids as ledger_ids
+    from gps_dagster.engine.gps_checks import reservation_ids as ledger_ids
 
     return ledger_ids(ReservationRepository(engine))
 

@@ -21,10 +21,10 @@ from pydantic import Field
 
 from gps_dagster.domain.documents import build, parse_text
 from gps_dagster.domain.errors import FieldError
+from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding, binding_errors
+from gps_dagster.domain.gps.reservations import Reservation, ReservationSpec
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.models import Frozen
-from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding, binding_errors
-from gps_dagster.gps.reservations import Reservation, ReservationSpec
 
 _UUID_NAMESPACE = uuid.UUID("6f1b7e2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b")
 

@@ -14,10 +14,10 @@ from datetime import datetime
 from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.evaluator import segments
+from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.domain.occurrences import compile_schedule, floor_ts
 from gps_dagster.domain.pool import DeploySpec, PoolSpec
 from gps_dagster.domain.spec import DesiredState, Schedule
-from gps_dagster.gps.bindings import TimeSlicedBinding
 
 __all__ = ["GpuSegment", "gpu_timeline"]
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Protocol, TypedDict
 
+from gps_dagster.domain.gps.errors import ReservationNotFound
+from gps_dagster.domain.gps.reservations import Reservation
+from gps_dagster.domain.gps.witness import Confirmed, Mismatch, judge
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep
 from gps_dagster.engine.convergence import Witness
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
-from gps_dagster.gps.errors import ReservationNotFound
-from gps_dagster.gps.reservations import Reservation
-from gps_dagster.gps.witness import Confirmed, Mismatch, judge
 from gps_dagster.ports import Core, CoreError, DeployView
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository

@@ -29,15 +29,15 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from gps_dagster.domain.documents import field_errors
 from gps_dagster.domain.errors import FieldError, SpecInvalid
-from gps_dagster.gps.admission import Admitted, Decision, admit
-from gps_dagster.gps.errors import (
+from gps_dagster.domain.gps.admission import Admitted, Decision, admit
+from gps_dagster.domain.gps.errors import (
     InvalidTransition,
     ReservationError,
     ReservationExists,
     ReservationNotFound,
     StaleGeneration,
 )
-from gps_dagster.gps.reservations import (
+from gps_dagster.domain.gps.reservations import (
     Reservation,
     ReservationSpec,
     ReservationState,

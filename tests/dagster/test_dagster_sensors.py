@@ -163,7 +163,7 @@ def test_one_shot_windows_have_no_schedule_and_the_boundary_sensor_serves_them(d
 
 
 def test_reservation_partitions_follow_the_ledger(defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance) -> None:
-    from gps_dagster.gps.reservations import ReservationSpec
+    from gps_dagster.domain.gps.reservations import ReservationSpec
     from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 
     assert _tick(defs, rt, instance, names.RESERVATION_SENSOR).skip_message

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from e2e_support import Server, schedule_file
 
-from gps_dagster.dagster_defs.devserver import (
+from gps_dagster.cli.devserver import (
     REPO,
     DagsterDev,
     free_port,
@@ -33,7 +33,7 @@ from gps_dagster.dagster_defs.devserver import (
 
 
 def _open_transition(db_url: str, pool_file: Path) -> str:
-    from gps_dagster.engine.runtime import build_runtime
+    from gps_dagster.runtime import build_runtime
 
     rt = build_runtime(db_url, pool_file)
     report = rt.engine.reconcile(trigger="sensor")

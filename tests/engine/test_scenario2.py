@@ -15,8 +15,8 @@ from gps_dagster.backends.sim import SimPool, snapshot
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
-from gps_dagster.engine.simulate import simulate
 from gps_dagster.ports import CapacityPreview
+from gps_dagster.simulation import simulate
 from tests.engine.harness import World, example, jump, local, make_world, op_triples
 
 A, Q = "md-llama70b", "md-qwen-8gpu"

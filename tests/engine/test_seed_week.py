@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
-from gps_dagster.engine.simulate import simulate
+from gps_dagster.simulation import simulate
 from tests.engine.harness import SEED_MONDAY, seed_pool, seed_schedule
 
 TZ = SEED_MONDAY.tzinfo

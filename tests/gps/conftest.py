@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from gps_fixtures import gpu42_reservation
 
-from gps_dagster.gps.reservations import Reservation
+from gps_dagster.domain.gps.reservations import Reservation
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gps_dagster.gps.reservations import Reservation, parse_reservation_spec
+from gps_dagster.domain.gps.reservations import Reservation, parse_reservation_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "gpu42-reservation.yaml"

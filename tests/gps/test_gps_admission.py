@@ -3,7 +3,7 @@ from gps_fixtures import T0, gpu42_reservation, uuid_n
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gps_dagster.gps.admission import (
+from gps_dagster.domain.gps.admission import (
     MODE_MISMATCH,
     NOT_ACTIVE,
     OVERCOMMITTED,
@@ -12,7 +12,7 @@ from gps_dagster.gps.admission import (
     Overcommitted,
     admit,
 )
-from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode
+from gps_dagster.domain.gps.reservations import Reservation, ReservationState, SharingMode
 
 BUDGET = 136582
 GPU42 = gpu42_reservation()

@@ -6,8 +6,8 @@ from gps_fixtures import T0, uuid_n
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gps_dagster.gps.billing import QuotaUsage, Workload, billed_seconds, quota_usage, usage
-from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode
+from gps_dagster.domain.gps.billing import QuotaUsage, Workload, billed_seconds, quota_usage, usage
+from gps_dagster.domain.gps.reservations import Reservation, ReservationState, SharingMode
 
 A = ReservationState.ACTIVE
 D = ReservationState.DEGRADED

@@ -2,13 +2,13 @@ import pytest
 from gps_fixtures import T0, uuid_n
 
 from gps_dagster.domain.errors import SpecInvalid
-from gps_dagster.gps.bindings import (
+from gps_dagster.domain.gps.bindings import (
     ExclusiveBinding,
     TimeSlicedBinding,
     binding_errors,
     load_binding,
 )
-from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode
+from gps_dagster.domain.gps.reservations import Reservation, ReservationState, SharingMode
 
 
 def _exclusive(rid: str, gpus: int, first: int) -> Reservation:

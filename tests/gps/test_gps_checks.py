@@ -7,7 +7,7 @@ from datetime import timedelta
 from gps_sim import RSV, open_sim, shared_pool
 
 from gps_dagster.domain.pool import FaultSpec
-from gps_dagster.gps.checks import overcommit_check, placement_check, reservation_ids
+from gps_dagster.engine.gps_checks import overcommit_check, placement_check, reservation_ids
 
 
 def test_reservation_ids_are_the_ledger_s_live_reservations(sqlite_url: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 from gps_fixtures import EXAMPLE, GPU42_UUID, uuid_n
 
-from gps_dagster.gps.cli import reservations_group
+from gps_dagster.cli.reservations_cmd import reservations_group
 
 AT = "2026-10-19T08:00:00+07:00"
 

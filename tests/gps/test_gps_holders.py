@@ -1,7 +1,7 @@
 from gps_fixtures import T0, uuid_n
 
-from gps_dagster.gps.holders import holder_wanted
-from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode
+from gps_dagster.domain.gps.holders import holder_wanted
+from gps_dagster.domain.gps.reservations import Reservation, ReservationState, SharingMode
 
 
 def test_holder_only_when_no_member_will_run(gpu42: Reservation) -> None:

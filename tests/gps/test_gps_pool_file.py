@@ -8,8 +8,8 @@ import pytest
 from gps_sim import RSV, example_pool, gpu42_reservation_doc
 
 from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.pool import load_pool
-from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 
 
 def _pool(**deploy: Any) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gps_dagster.domain.errors import SpecInvalid
-from gps_dagster.gps import dra, kai
-from gps_dagster.gps.reservations import Reservation, SharingMode
+from gps_dagster.domain.gps.reservations import Reservation, SharingMode
+from gps_dagster.domain.render import dra, kai
 
 POLICY = kai.SchedulingPolicy(scheduler_name="kai-scheduler")
 K8S = "1.31.0"

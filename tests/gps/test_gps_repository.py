@@ -11,15 +11,15 @@ from gps_fixtures import EXAMPLE, GPU42_UUID, T0, uuid_n
 from sqlalchemy.engine import Engine
 
 from gps_dagster.domain.errors import SpecInvalid
-from gps_dagster.gps.admission import Admitted, Ineligible, Overcommitted
-from gps_dagster.gps.billing import usage
-from gps_dagster.gps.errors import (
+from gps_dagster.domain.gps.admission import Admitted, Ineligible, Overcommitted
+from gps_dagster.domain.gps.billing import usage
+from gps_dagster.domain.gps.errors import (
     InvalidTransition,
     ReservationExists,
     ReservationNotFound,
     StaleGeneration,
 )
-from gps_dagster.gps.reservations import (
+from gps_dagster.domain.gps.reservations import (
     ReservationSpec,
     ReservationState,
     load_reservation_spec,

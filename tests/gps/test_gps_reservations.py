@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from gps_dagster.domain.errors import SpecInvalid
-from gps_dagster.domain.pool import gpu_uuid
-from gps_dagster.gps.reservations import (
+from gps_dagster.domain.gps.reservations import (
     Reservation,
     ReservationState,
     SharingMode,
@@ -21,6 +20,7 @@ from gps_dagster.gps.reservations import (
     load_reservation_spec,
     parse_reservation_spec,
 )
+from gps_dagster.domain.pool import gpu_uuid
 
 VALID = {
     "id": "rsv-a",

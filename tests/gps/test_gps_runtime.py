@@ -6,7 +6,7 @@ from gps_fixtures import ROOT
 from gps_sim import RSV, T0
 
 from gps_dagster.clocks import VirtualClock
-from gps_dagster.engine.runtime import build_runtime
+from gps_dagster.runtime import build_runtime
 from gps_dagster.store.reservations import ReservationRepository
 
 

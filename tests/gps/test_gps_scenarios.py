@@ -33,8 +33,8 @@ from gps_dagster.backends.sim import SimPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import FaultSpec, load_pool
 from gps_dagster.domain.schedules import load_schedule
-from gps_dagster.engine.simulate import simulate
 from gps_dagster.ports import DeployState
+from gps_dagster.simulation import simulate
 from gps_dagster.store import Store
 
 HOLDER = f"holder:{RSV}"

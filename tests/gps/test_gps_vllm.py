@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gps_dagster.domain.errors import SpecInvalid
-from gps_dagster.gps.vllm import FLAG, gpu_memory_utilization, render_vllm_args
+from gps_dagster.domain.gps.vllm import FLAG, gpu_memory_utilization, render_vllm_args
 
 H200 = 143771
 

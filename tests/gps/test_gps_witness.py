@@ -2,9 +2,8 @@ from typing import Any
 
 from gps_fixtures import GPU42_UUID, uuid_n
 
-from gps_dagster.gps import dra
-from gps_dagster.gps.reservations import Reservation
-from gps_dagster.gps.witness import (
+from gps_dagster.domain.gps.reservations import Reservation
+from gps_dagster.domain.gps.witness import (
     PLACEMENT_MISMATCH,
     Confirmed,
     Mismatch,
@@ -13,6 +12,7 @@ from gps_dagster.gps.witness import (
     judge,
     witness_pod,
 )
+from gps_dagster.domain.render import dra
 
 
 def _pod(annotations: dict[str, str] | None = None) -> dict[str, Any]:

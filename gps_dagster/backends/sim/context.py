@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from gps_dagster.backends.sim.ledger import Ledger
+from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.pool import Timings
-from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 
 
 @dataclass

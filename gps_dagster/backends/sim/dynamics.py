@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.context import Ctx
-from gps_dagster.gps.bindings import TimeSlicedBinding
+from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import Transient
 
 __all__ = ["Ctx", "advance", "allocate", "choose_nodes", "eligible", "free_by_node", "place_pending", "release"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection
 
-from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode
+from gps_dagster.domain.gps.reservations import Reservation, ReservationState, SharingMode
 from gps_dagster.store.reservations import held_reservations
 
 

@@ -26,8 +26,8 @@ from gps_dagster.backends.sim.dynamics import (
 )
 from gps_dagster.backends.sim.ledger import Ledger
 from gps_dagster.domain.errors import FieldError, SpecInvalid
+from gps_dagster.domain.gps.bindings import binding_errors
 from gps_dagster.domain.pool import PoolSpec
-from gps_dagster.gps.bindings import binding_errors
 
 
 def exists(conn: Connection, name: str) -> bool:

@@ -22,9 +22,9 @@ from sqlalchemy.engine import Row
 from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import Ctx, mark_applied_if_placed, place_pending, release
+from gps_dagster.domain.gps.billing import Workload, quota_usage, reservation_project
+from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.kinds import DeployKind, scale_refusal
-from gps_dagster.gps.billing import Workload, quota_usage, reservation_project
-from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.ports import (
     AdmissionRefused,
     BillingRefused,

@@ -32,11 +32,11 @@ from sqlalchemy.engine import Connection, Row
 
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.context import Ctx
+from gps_dagster.domain.gps.admission import Admitted, Decision, Ineligible, Overcommitted, admit
+from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
+from gps_dagster.domain.gps.holders import holder_wanted
+from gps_dagster.domain.gps.reservations import format_mib
 from gps_dagster.domain.pool import DeployReservation, PoolSpec
-from gps_dagster.gps.admission import Admitted, Decision, Ineligible, Overcommitted, admit
-from gps_dagster.gps.bindings import ExclusiveBinding, TimeSlicedBinding
-from gps_dagster.gps.holders import holder_wanted
-from gps_dagster.gps.reservations import format_mib
 from gps_dagster.ports import (
     AdmissionPreview,
     AdmissionRefused,

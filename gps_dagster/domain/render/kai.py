@@ -29,9 +29,9 @@ from typing import Any
 from pydantic import Field
 
 from gps_dagster.domain.errors import FieldError, SpecInvalid
+from gps_dagster.domain.gps.reservations import Reservation
+from gps_dagster.domain.gps.vllm import render_vllm_args
 from gps_dagster.domain.models import Frozen
-from gps_dagster.gps.reservations import Reservation
-from gps_dagster.gps.vllm import render_vllm_args
 
 QUEUE_LABEL = "kai.scheduler/queue"
 LEGACY_QUEUE_LABEL = "runai/queue"

@@ -23,9 +23,9 @@ import sqlalchemy as sa
 
 from gps_dagster.cli.inputs import IsoDateTime, fail
 from gps_dagster.domain.errors import FieldError, SpecInvalid
-from gps_dagster.gps.billing import usage
-from gps_dagster.gps.errors import ReservationError
-from gps_dagster.gps.reservations import Reservation, format_mib, parse_reservation_spec
+from gps_dagster.domain.gps.billing import usage
+from gps_dagster.domain.gps.errors import ReservationError
+from gps_dagster.domain.gps.reservations import Reservation, format_mib, parse_reservation_spec
 from gps_dagster.store.db import create_db_engine, default_url
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 

@@ -21,13 +21,13 @@ from pydantic import Field
 
 from gps_dagster.domain.documents import build
 from gps_dagster.domain.errors import FieldError
-from gps_dagster.domain.models import Frozen
-from gps_dagster.gps.reservations import (
+from gps_dagster.domain.gps.reservations import (
     Reservation,
     ReservationState,
     SharingMode,
     format_mib,
 )
+from gps_dagster.domain.models import Frozen
 
 
 class ExclusiveBinding(Frozen):

@@ -22,7 +22,7 @@ from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import Clock
 from gps_dagster.store.repository import Store
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_POOL = REPO_ROOT / "examples" / "seed-pool-10.yaml"
 
 

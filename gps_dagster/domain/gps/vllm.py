@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
 from gps_dagster.domain.errors import FieldError, SpecInvalid
-from gps_dagster.gps.reservations import format_mib
+from gps_dagster.domain.gps.reservations import format_mib
 
 FLAG = "--gpu-memory-utilization"
 _SPELLINGS = (FLAG, "--gpu_memory_utilization")  # vLLM's parser accepts both

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gps_dagster.gps.reservations import Reservation, SharingMode, format_mib
-from gps_dagster.gps.witness import Mismatch, judge
+from gps_dagster.domain.gps.reservations import Reservation, SharingMode, format_mib
+from gps_dagster.domain.gps.witness import Mismatch, judge
 from gps_dagster.ports import Core, DeployState
 
 

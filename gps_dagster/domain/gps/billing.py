@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from gps_dagster.gps.reservations import BILLED_STATES, Reservation, ReservationState
+from gps_dagster.domain.gps.reservations import BILLED_STATES, Reservation, ReservationState
 
 _HOUR = Decimal(3600)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode
+from gps_dagster.domain.gps.reservations import Reservation, ReservationState, SharingMode
 
 
 def holder_wanted(reservation: Reservation, *, running: Collection[str], stopping: Collection[str] = ()) -> bool:

@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gps_dagster.gps.reservations import Reservation, ReservationState, SharingMode, format_mib
+from gps_dagster.domain.gps.reservations import (
+    Reservation,
+    ReservationState,
+    SharingMode,
+    format_mib,
+)
 
 OVERCOMMITTED = "reservation_overcommitted"
 NOT_ACTIVE = "reservation_not_active"

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gps_dagster.gps.kai import RESERVATION_LABEL, Rendered, SchedulingPolicy, sanitise
-from gps_dagster.gps.reservations import Reservation, SharingMode
+from gps_dagster.domain.gps.reservations import Reservation, SharingMode
+from gps_dagster.domain.render.kai import RESERVATION_LABEL, Rendered, SchedulingPolicy, sanitise
 
 DRIVER = "gpu.nvidia.com"
 DEVICE_CLASS = "gpu.nvidia.com"

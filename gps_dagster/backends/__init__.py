@@ -1,0 +1,1 @@
+"""Adapters of the Core port: ``sim`` (the embedded simulated pool) and ``k8s`` (Kubernetes)."""
