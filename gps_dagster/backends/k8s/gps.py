@@ -293,13 +293,13 @@ class Reservations:
             if rsv.state is ReservationState.ACTIVE:
                 return Fits(groups=delta)
             return Insufficient("insufficient_capacity", {}, delta, 0)
-        used = {u.lower() for p in holding for u in pods.devices(p)}
         free: dict[str, int] = {}
         groups = 0
         for rid in b.reservations:
             rsv = self.get(rid)
             if rsv.state is not ReservationState.ACTIVE:
                 continue
+            used = {u.lower() for p in holding if pods.node(p) == rsv.node for u in pods.devices(p)}
             n = sum(1 for u in rsv.gpu_uuids if u.lower() not in used)
             free[rsv.node] = free.get(rsv.node, 0) + n
             groups += n // max(gpus_per_replica, 1)

@@ -285,15 +285,18 @@ class NodeSimulator:
         self, pod: Obj, node: str, need: int, misplaced: bool
     ) -> tuple[str, ...] | None:
         rsvs = self._rsv_ids(pod)
-        if rsvs and not misplaced:
-            free = self.free_uuids(node, reserved_for=rsvs)
-        elif rsvs:  # the fault: a binder that hands out GPUs outside the reservation
-            free = self.free_uuids(node, reserved_for=None) or self.free_uuids(
-                node, reserved_for=[r for r in self.reservations if r not in rsvs]
-            )
-        else:
-            free = self.free_uuids(node, reserved_for=None)
-        return tuple(free[:need]) if len(free) >= need else None
+        choices = [self.free_uuids(node, reserved_for=rsvs or None)]
+        if rsvs and misplaced:  # the fault: a binder that hands out GPUs outside the reservation
+            others = [r for r in self.reservations if r not in rsvs]
+            choices = [
+                self.free_uuids(node, reserved_for=None),
+                self.free_uuids(node, reserved_for=others),
+                *choices,
+            ]
+        for free in choices:
+            if len(free) >= need:
+                return tuple(free[:need])
+        return None
 
     def _fractional_uuid(self, pod: Obj, node: str, misplaced: bool) -> tuple[str, ...]:
         rsvs = self._rsv_ids(pod)

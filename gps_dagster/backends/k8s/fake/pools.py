@@ -15,7 +15,6 @@ The same ``PoolSpec`` the simulator loads becomes, on the cluster:
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -30,8 +29,11 @@ from gps_dagster.backends.k8s.fake.lws import LwsController
 from gps_dagster.backends.k8s.fake.nodes import GpuNode
 from gps_dagster.backends.k8s.fake.nodesim import NodeSimulator
 from gps_dagster.backends.k8s.fake.settle import settle
+from gps_dagster.backends.k8s.gps import exclusive_template
+from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.pool import DeploySpec, PoolSpec
+from gps_dagster.domain.render import kai
 from gps_dagster.ports import Clock, CoreError, NotFound
 
 POOL_LABEL = names.PREFIX + "pool"
@@ -247,6 +249,9 @@ class ClusterPool:
             notes[names.RESERVATION] = d.reservation.model_dump_json()
         meta = {"name": name, "namespace": ns, "labels": labels, "annotations": notes}
         replicas = d.replicas if d.state == "running" else 0
+        template = self.template(d)
+        if d.reservation is not None:
+            template = self._rendered(d, template, ns)
         if d.nodes_per_replica > 1:
             body: Obj = {
                 "apiVersion": f"{names.LWS_GROUP}/{names.LWS_VERSION}",
@@ -310,6 +315,29 @@ class ClusterPool:
                 what="create hpa",
                 mutating=True,
             )
+
+    def _rendered(self, d: DeploySpec, template: Obj, ns: str) -> Obj:
+        """A bound deploy's template as the product renders it at start (Track S), so that a deploy
+        the pool declares running runs where its reservation is."""
+        policy = kai.SchedulingPolicy(scheduler_name=KAI_SCHEDULER)
+        binding = d.binding()
+        if isinstance(binding, TimeSlicedBinding):
+            rsv = self.reservations[binding.reservation]
+            out = kai.render_member_pod(
+                template,
+                reservation=rsv,
+                deploy_id=d.id,
+                project=d.project or ns,
+                memory_mib=binding.memory_mib,
+                policy=policy,
+            )
+            meta = {
+                k: v for k, v in out.manifest["metadata"].items() if k in ("labels", "annotations")
+            }
+            return {"metadata": meta, "spec": out.manifest["spec"]}
+        assert binding is not None
+        rsvs = [self.reservations[r] for r in binding.reservations if r in self.reservations]
+        return exclusive_template(template, rsvs, project=d.project or ns, policy=policy)
 
     # -- foreign workloads --------------------------------------------------------------------------------
 
@@ -441,7 +469,3 @@ def wait_default_tokens(kube: Kube, namespaces: Sequence[str], *, timeout_s: flo
         if time.monotonic() > deadline:
             raise TimeoutError(f"no default-token Secret in {ns} after {timeout_s} s")
         time.sleep(0.05)
-
-
-def binding_annotation(d: DeploySpec) -> str | None:
-    return None if d.reservation is None else json.dumps(d.reservation.model_dump())

@@ -153,15 +153,16 @@ def _pending(kube: Kube, ours: list[Obj]) -> list[str]:
             what="list bound pods",
         )
     )
-    free = capacity.free_by_node(nodes, bound)
+    free = _free_resources(nodes, bound)
     out = []
     for p in waiting:
         spec: dict[str, Any] = p.get("spec") or {}
         default = spec.get("schedulerName", "default-scheduler") == "default-scheduler"
+        want = _requests(p)
         fits = default and any(
             capacity.node_usable(n)
             and capacity.matches(spec, n)
-            and free[capacity.node_name(n)] >= pods.gpus(p)
+            and all(free[capacity.node_name(n)][r] >= v for r, v in want.items())
             and _spread_ok(p, n, bound)
             for n in nodes
         )
@@ -170,6 +171,57 @@ def _pending(kube: Kube, ours: list[Obj]) -> list[str]:
                 f"pod {pods.namespace(p)}/{pods.name(p)} pending ({'fits' if fits else 'not yet judged'})"
             )
     return out
+
+
+_SUFFIX = {
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+RESOURCES = ("cpu", "memory", names.GPU)
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity (``10m``, ``16Mi``, ``8``) as a number."""
+    text = str(value)
+    for suffix in sorted(_SUFFIX, key=len, reverse=True):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * _SUFFIX[suffix]
+    return float(text)
+
+
+def _requests(pod: Obj) -> dict[str, float]:
+    total = dict.fromkeys(RESOURCES, 0.0)
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for r in RESOURCES:
+            if r in asked:
+                total[r] += quantity(asked[r])
+    return total
+
+
+def _free_resources(nodes: Sequence[Obj], bound: Sequence[pods.Pod]) -> dict[str, dict[str, float]]:
+    """Allocatable minus the requests of bound live pods, per node and resource."""
+    free = {
+        capacity.node_name(n): {
+            r: quantity(((n.get("status") or {}).get("allocatable") or {}).get(r, 0))
+            for r in RESOURCES
+        }
+        for n in nodes
+    }
+    for p in bound:
+        where = pods.node(p)
+        if where in free:
+            for r, v in _requests(dict(p)).items():
+                free[where][r] -= v
+    return free
 
 
 def _spread_ok(pod: Obj, node: Obj, bound: Sequence[pods.Pod]) -> bool:
