@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +51,7 @@ from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 
 MUTATIONS = ("stop", "start", "set_replica_intent")
+T0_K8S = datetime(2026, 10, 19, 10, 0, tzinfo=UTC)
 FAULT_KEY = "gps.dagster.io/fault"
 HOLD = "gps.dagster.io/test-hold"
 

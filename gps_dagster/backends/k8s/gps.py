@@ -95,8 +95,12 @@ class Reservations:
         self, kube: Kube, engine: Engine | None, *, policy_namespace: str = names.POLICY_NAMESPACE
     ) -> None:
         self.kube, self.engine, self.policy_namespace = kube, engine, policy_namespace
+        self.pinned: dict[str, Reservation] = {}
+        """Reservations read under their row lock by the running admission (no second read)."""
 
     def get(self, reservation_id: str) -> Reservation:
+        if reservation_id in self.pinned:
+            return self.pinned[reservation_id]
         if self.engine is None:
             raise NotFound(
                 f"reservation {reservation_id!r}: no reservation ledger (store) is wired"
@@ -179,7 +183,7 @@ class Reservations:
             raise AdmissionRefused(
                 "reservation_ledger_unwired", "no reservation ledger (store) is wired"
             )
-        return _Locked(self.engine, reservation_id)
+        return _Locked(self, self.engine, reservation_id)
 
     # -- render (R-GPS-5) ------------------------------------------------------------------------------
 
@@ -375,20 +379,25 @@ def _queue_project(w: Workload, rsv: Reservation) -> str:
 
 
 class _Locked:
-    def __init__(self, engine: Engine, reservation_id: str) -> None:
-        self.engine, self.reservation_id = engine, reservation_id
+    """The store transaction holding one reservation's row lock; its row is pinned meanwhile."""
+
+    def __init__(self, owner: Reservations, engine: Engine, reservation_id: str) -> None:
+        self.owner, self.engine, self.reservation_id = owner, engine, reservation_id
         self._tx: Any = None
 
     def __enter__(self) -> Reservation:
         self._tx = self.engine.begin()
         conn = self._tx.__enter__()
         try:
-            return lock_reservation(conn, self.reservation_id)
+            rsv = lock_reservation(conn, self.reservation_id)
         except ReservationNotFound as exc:
             self._tx.__exit__(type(exc), exc, exc.__traceback__)
             raise NotFound(str(exc), reason="unknown_reservation") from exc
+        self.owner.pinned[rsv.id] = rsv
+        return rsv
 
     def __exit__(self, *exc: Any) -> None:
+        self.owner.pinned.pop(self.reservation_id, None)
         self._tx.__exit__(*exc)
 
 
