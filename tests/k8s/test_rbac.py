@@ -37,17 +37,33 @@ def pool_doc(prefix: str) -> dict[str, Any]:
         "name": name,
         "nodes": [{"name": f"{prefix}-n1", "gpus": 8}, {"name": f"{prefix}-n2", "gpus": 8}],
         "projects": {"team": {"gpu_quota": 16}},
-        "reservations": [{"id": "rsv-ts", "node": f"{prefix}-n1", "gpu_uuids": [ts], "namespace": "cmp-team",
-                          "mode": "time_sliced", "gpu_memory_mib": 10000, "headroom": "1"}],
+        "reservations": [
+            {
+                "id": "rsv-ts",
+                "node": f"{prefix}-n1",
+                "gpu_uuids": [ts],
+                "namespace": "cmp-team",
+                "mode": "time_sliced",
+                "gpu_memory_mib": 10000,
+                "headroom": "1",
+            }
+        ],
         "deploys": [
             {"id": "a", "gpus_per_replica": 2, "state": "running", "aliases": ["chat-prod"]},
             {"id": "t", "project": "team", "gpus_per_replica": 1},
             {"id": "wide", "gpus_per_replica": 2, "nodes_per_replica": 2},
             {"id": "auto", "kind": "deployment", "hpa": True, "gpus_per_replica": 1},
-            {"id": "m1", "gpus_per_replica": 1, "state": "running",
-             "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 4000}},
-            {"id": "m2", "gpus_per_replica": 1,
-             "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 4000}},
+            {
+                "id": "m1",
+                "gpus_per_replica": 1,
+                "state": "running",
+                "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 4000},
+            },
+            {
+                "id": "m2",
+                "gpus_per_replica": 1,
+                "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 4000},
+            },
         ],
         "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
     }
@@ -62,7 +78,12 @@ def grant_of(method: str, url: str) -> Grant | None:
     if rest[0] == "namespaces" and len(rest) > 2:
         rest = rest[2:]
     resource, named = rest[0], len(rest) > 1
-    verb = {"GET": "get" if named else "list", "PATCH": "patch", "POST": "create", "DELETE": "delete"}[method]
+    verb = {
+        "GET": "get" if named else "list",
+        "PATCH": "patch",
+        "POST": "create",
+        "DELETE": "delete",
+    }[method]
     return group, resource, verb
 
 
@@ -70,7 +91,12 @@ def granted() -> set[Grant]:
     out = set()
     for rules in rbac.rules().values():
         for rule in rules:
-            out |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+            out |= {
+                (g, r, v)
+                for g in rule["apiGroups"]
+                for r in rule["resources"]
+                for v in rule["verbs"]
+            }
     return out
 
 
@@ -89,7 +115,9 @@ class Recorder:
 
 
 @pytest.fixture
-def scoped(k8s_cluster: str, sqlite_url: str) -> Iterator[tuple[K8sCore, Recorder, ClusterPool, Kube]]:
+def scoped(
+    k8s_cluster: str, sqlite_url: str
+) -> Iterator[tuple[K8sCore, Recorder, ClusterPool, Kube]]:
     prefix = unique("r")
     spec = load_pool(pool_doc(prefix))
     clock = VirtualClock(T0_K8S)
@@ -104,16 +132,27 @@ def scoped(k8s_cluster: str, sqlite_url: str) -> Iterator[tuple[K8sCore, Recorde
     rbac.apply(admin, rbac.manifests(system=system, scope=pool.namespaces))
     config = yaml.safe_load(Path(k8s_cluster).read_text())
     cluster = config["clusters"][0]["cluster"]
-    identity = rbac.as_identity(cluster["server"], cluster["certificate-authority"],
-                                rbac.service_account_token(admin, system))
+    identity = rbac.as_identity(
+        cluster["server"],
+        cluster["certificate-authority"],
+        rbac.service_account_token(admin, system),
+    )
     recorder = Recorder(identity)
-    core = K8sCore(identity, clock=clock, namespaces=pool.namespaces, store_engine=engine, policy_namespace=system)
+    core = K8sCore(
+        identity,
+        clock=clock,
+        namespaces=pool.namespaces,
+        store_engine=engine,
+        policy_namespace=system,
+    )
     yield core, recorder, pool, identity
     pool.close()
     engine.dispose()
 
 
-def test_the_adapter_works_as_its_service_account_with_exactly_the_granted_verbs(scoped: Any) -> None:
+def test_the_adapter_works_as_its_service_account_with_exactly_the_granted_verbs(
+    scoped: Any,
+) -> None:
     core, recorder, pool, _ = scoped
     views = core.get_deploys(["a", "t", "wide", "auto", "m1", "m2"])
     assert set(views) == {"a", "t", "wide", "auto", "m1", "m2"}
@@ -133,13 +172,21 @@ def test_the_adapter_works_as_its_service_account_with_exactly_the_granted_verbs
     with pytest.raises(Permanent):
         core.set_replica_intent("auto", 2, etag=auto.etag, idempotency_key="rbac/auto/scale")
     m1 = core.get_deploy("m1")
-    core.stop("m1", etag=m1.etag, allow_aliased_downtime=False, idempotency_key="rbac/m1/stop")  # holder pod
+    core.stop(
+        "m1", etag=m1.etag, allow_aliased_downtime=False, idempotency_key="rbac/m1/stop"
+    )  # holder pod
     m2 = core.get_deploy("m2")
-    core.start("m2", etag=m2.etag, idempotency_key="rbac/m2/start")  # renders with the policy ConfigMap
+    core.start(
+        "m2", etag=m2.etag, idempotency_key="rbac/m2/start"
+    )  # renders with the policy ConfigMap
     pool.settle()
     assert core.get_deploy("m2").state.value == "READY"  # a member runs: the holder is deleted
     assert core.admission_preview("m1", delta_replicas=1).admitted
-    assert core.witness("m2").uuids and [d.id for d in core.reservation_deploys("rsv-ts")] == ["m1", "m2"]
+    assert core.describe("a")["workload"].startswith("Deployment/")  # reads the events too
+    assert core.witness("m2").uuids and [d.id for d in core.reservation_deploys("rsv-ts")] == [
+        "m1",
+        "m2",
+    ]
     assert recorder.seen == granted(), f"unused grants: {granted() - recorder.seen}"
 
 
@@ -156,16 +203,34 @@ def test_the_service_account_is_refused_outside_its_roles(scoped: Any) -> None:
             identity.call(call, *args, what="outside the roles")
         assert err.value.http_status == 403 and err.value.reason == "forbidden"
     outside = unique("x")
-    admin.call(admin.core.create_namespace, {"metadata": {"name": outside}}, what="ns", mutating=True)
+    admin.call(
+        admin.core.create_namespace, {"metadata": {"name": outside}}, what="ns", mutating=True
+    )
     try:
-        body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
-            "name": "other", "labels": {names.DEPLOY_ID: "other"}}, "spec": {
-            "replicas": 0, "selector": {"matchLabels": {"app": "other"}}, "template": {
-                "metadata": {"labels": {"app": "other"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
-        admin.call(admin.apps.create_namespaced_deployment, outside, body, what="deploy", mutating=True)
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "other", "labels": {names.DEPLOY_ID: "other"}},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "other"}},
+                "template": {
+                    "metadata": {"labels": {"app": "other"}},
+                    "spec": {"containers": [{"name": "c", "image": "x"}]},
+                },
+            },
+        }
+        admin.call(
+            admin.apps.create_namespaced_deployment, outside, body, what="deploy", mutating=True
+        )
         with pytest.raises(Permanent) as err:
-            identity.merge_patch(identity.apps.patch_namespaced_deployment, "other", outside,
-                                 body={"spec": {"replicas": 1}}, what="out of scope")
+            identity.merge_patch(
+                identity.apps.patch_namespaced_deployment,
+                "other",
+                outside,
+                body={"spec": {"replicas": 1}},
+                what="out of scope",
+            )
         assert err.value.http_status == 403
         with pytest.raises(NotFound):
             core.get_deploy("other")  # not in the adapter's namespaces: it does not even see it
@@ -175,13 +240,20 @@ def test_the_service_account_is_refused_outside_its_roles(scoped: Any) -> None:
 
 def test_the_manifest_binds_the_deploy_role_per_namespace_only_when_scoped() -> None:
     scoped = rbac.manifests(system="sys", scope=["ns-a", "ns-b"])
-    bindings = [(d["kind"], d["metadata"].get("namespace"), d["roleRef"]["name"]) for d in scoped
-                if d["kind"].endswith("Binding")]
+    bindings = [
+        (d["kind"], d["metadata"].get("namespace"), d["roleRef"]["name"])
+        for d in scoped
+        if d["kind"].endswith("Binding")
+    ]
     assert ("RoleBinding", "ns-a", "gps-dagster-deploys") in bindings
     assert ("RoleBinding", "ns-b", "gps-dagster-deploys") in bindings
-    assert not [b for b in bindings if b[0] == "ClusterRoleBinding" and b[2] == "gps-dagster-deploys"]
+    assert not [
+        b for b in bindings if b[0] == "ClusterRoleBinding" and b[2] == "gps-dagster-deploys"
+    ]
     everywhere = rbac.manifests(system="sys")
     assert [d["roleRef"]["name"] for d in everywhere if d["kind"] == "ClusterRoleBinding"] == [
-        "gps-dagster-capacity", "gps-dagster-deploys"]
+        "gps-dagster-capacity",
+        "gps-dagster-deploys",
+    ]
     assert all(s["namespace"] == "sys" for d in scoped if "subjects" in d for s in d["subjects"])
     assert json.dumps(rbac.rules()["gps-dagster-capacity"])  # the file parses; the chart reuses it

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -40,7 +41,7 @@ def connect(kubeconfig: str | None, context: str | None) -> client.ApiClient:
             config.load_incluster_config(client_configuration=cfg)
             return client.ApiClient(cfg)
         return config.new_client_from_config(config_file=kubeconfig, context=context)
-    except (ConfigException, OSError, TypeError, ValueError) as exc:
+    except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
         where = kubeconfig or "the in-cluster service account"
         raise Permanent(
             f"cannot load Kubernetes credentials from {where}: {exc}; set GPS_KUBECONFIG (or "

@@ -21,7 +21,16 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from gps_dagster.backends.k8s import accounts, capacity, ledger, mutations, names, pods, views
+from gps_dagster.backends.k8s import (
+    accounts,
+    capacity,
+    inventory,
+    ledger,
+    mutations,
+    names,
+    pods,
+    views,
+)
 from gps_dagster.backends.k8s import gps as gps_mod
 from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
@@ -253,6 +262,16 @@ class K8sCore:
             return ledger.to_operation(w, e, OperationState.SUPERSEDED)
         done = self._done(e.kind, self._view_one(w))
         return ledger.to_operation(w, e, OperationState.DONE if done else OperationState.ACCEPTED)
+
+    # -- read-back for operators ------------------------------------------------------------------
+
+    def describe(self, deploy_id: str) -> dict[str, Any]:
+        """Conditions, Warning events (the API's own words) and pods of one deploy."""
+        return inventory.describe(self.kube, self.finder.find(deploy_id))
+
+    def inventory(self) -> inventory.Inventory:
+        """GPU nodes, what each holds, and the GPU pods still waiting (``pool show``)."""
+        return inventory.cluster_inventory(self.kube, self.namespaces)
 
     # -- reservations (SPEC §8) ----------------------------------------------------------------------
 
