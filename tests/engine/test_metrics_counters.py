@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from gps_dagster.engine.metrics import render
@@ -33,7 +35,7 @@ def test_deployschedule_actions_counter_never_decreases_across_a_swap(sqlite_url
         w.tick(15)
         scrapes.append(_scrape(render(w.store)))
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
-    for (before, _), (after, _) in zip(scrapes, scrapes[1:], strict=False):
+    for (before, _), (after, _) in pairwise(scrapes):
         went_down = {k: (v, after.get(k, 0.0)) for k, v in before.items() if after.get(k, 0.0) < v}
         assert not went_down, f"counter samples went down: {went_down}"
     final, _ = scrapes[-1]
