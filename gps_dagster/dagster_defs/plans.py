@@ -3,22 +3,31 @@
 The job is static; the plan travels in its run config. Tags name the
 schedule, targets, interval and trigger so that operators filter runs in the
 UI and through GraphQL. Run keys are deterministic: the daemon drops a second
-request with the same key, which makes a repeated sensor tick harmless.
+request with the same key *from the same origin*, which makes a repeated
+sensor tick harmless. Across origins (a boundary schedule and the reconcile
+sensor both asking for one plan) the daemon launches twice, so every plan
+request first goes through ``claim_launches``: a durable claim in the product
+store names the one origin allowed to request that plan's run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.store.launches import Claim, LaunchClaims
 
 PLAN_OP = "plan"
 RELEASE_FIRST = "release_first"
 ACQUIRE_FIRST = "acquire_first"
+CLAIM_TAKEOVER_S = 120.0
+"""A plan claimed this long ago whose run Dagster still does not know was lost by its
+claimer (a tick that crashed after claiming): another origin may take the launch over.
+The daemon creates a requested run within seconds of the tick, so this is generous."""
 
 
 def step_config(step: Any) -> dict[str, str]:
@@ -131,3 +140,60 @@ def resume_request(request: dg.RunRequest, attempt: int) -> dg.RunRequest:
     tid = request.tags[names.TAG_TRANSITION]
     tags = dict(request.tags, **{names.TAG_PHASE: "resume", names.TAG_TRIGGER: "resume"})
     return request.with_replaced_attrs(run_key=names.resume_run_key(tid, attempt), tags=tags)
+
+
+def sensor_origin(name: str) -> str:
+    return f"sensor:{name}"
+
+
+def schedule_origin(name: str) -> str:
+    return f"schedule:{name}"
+
+
+def claim_launches(
+    runtime: Any,
+    requests: Iterable[dg.RunRequest],
+    *,
+    origin: str,
+    instance: dg.DagsterInstance | None = None,
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """The requests ``origin`` may emit, and a line per plan request it must skip.
+
+    Plan requests (``<transition>:plan``) are claimed: the first origin owns the launch
+    and may repeat the request (the daemon drops its repeats); another origin skips it,
+    unless the claim is older than ``CLAIM_TAKEOVER_S`` and ``instance`` has no run of
+    that transition (the owner's tick was lost). Other keys (resume, acquire) have a
+    single origin and pass through.
+    """
+    claims = LaunchClaims(runtime.store.engine)
+    now = runtime.clock.now()
+    out: list[dg.RunRequest] = []
+    skipped: list[str] = []
+    for request in requests:
+        tid = request.tags.get(names.TAG_TRANSITION, "")
+        if request.run_key != names.plan_run_key(tid):
+            out.append(request)
+            continue
+        claim = claims.claim(request.run_key, transition_id=tid, origin=origin, now=now)
+        if claim.won or _took_over(claims, claim, tid, origin=origin, now=now, instance=instance):
+            out.append(request)
+        else:
+            since = claim.claimed_at.isoformat()
+            skipped.append(f"{request.run_key}: launched by {claim.origin} (claimed {since})")
+    return out, skipped
+
+
+def _took_over(
+    claims: LaunchClaims,
+    held: Claim,
+    tid: str,
+    *,
+    origin: str,
+    now: datetime,
+    instance: dg.DagsterInstance | None,
+) -> bool:
+    if instance is None or now - held.claimed_at < timedelta(seconds=CLAIM_TAKEOVER_S):
+        return False
+    if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
+        return False  # its run exists: the owner launched it
+    return claims.take_over(held, origin=origin, now=now)

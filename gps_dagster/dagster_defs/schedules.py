@@ -17,12 +17,12 @@ import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.crons import end_crons, start_crons
-from gps_dagster.dagster_defs.plans import job_for, plan_requests
+from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_requests, schedule_origin
 from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
 from gps_dagster.engine.errors import Busy
 
 
-def _tick(schedule_name: str, edge: str) -> Any:
+def _tick(schedule_name: str, edge: str, origin: str) -> Any:
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         runtime = context.resources.gps.get_runtime()
         try:
@@ -30,9 +30,14 @@ def _tick(schedule_name: str, edge: str) -> Any:
         except Busy:
             yield dg.SkipReason("another pass holds the lock; the reconcile sensor follows up")
             return
-        requests = plan_requests(report.plans)
+        requests, skipped = claim_launches(
+            runtime, plan_requests(report.plans), origin=origin, instance=context.instance
+        )
+        for line in skipped:
+            context.log.info(f"skipped {line}")
         if not requests:
-            yield dg.SkipReason("no transition to run (intent unchanged or already processed)")
+            why = "; ".join(skipped) or "intent unchanged or already processed"
+            yield dg.SkipReason(f"no transition to run ({why})")
         yield from requests
 
     return evaluate
@@ -54,12 +59,13 @@ def boundary_schedules(
         for edge, crons in edges:
             if crons is None:
                 continue  # not expressible as crons: gps_boundaries serves it
+            name = names.boundary_schedule_name(schedule.name, window.name, edge)
             out.append(
                 dg.ScheduleDefinition(
-                    name=names.boundary_schedule_name(schedule.name, window.name, edge),
+                    name=name,
                     cron_schedule=list(crons) if len(crons) > 1 else crons[0],
                     job=job,
-                    execution_fn=_tick(schedule.name, edge),
+                    execution_fn=_tick(schedule.name, edge, schedule_origin(name)),
                     execution_timezone=schedule.timezone,
                     required_resource_keys={"gps"},
                     default_status=default_status,

@@ -17,7 +17,13 @@ from typing import Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.plans import acquire_request, plan_requests, resume_request
+from gps_dagster.dagster_defs.plans import (
+    acquire_request,
+    claim_launches,
+    plan_requests,
+    resume_request,
+    sensor_origin,
+)
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound
 
@@ -78,31 +84,52 @@ def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str
     Never launched (a tick's request lost in a daemon crash) or gate not
     enforcing: the plan run is requested again under its own run key, which
     the daemon drops once that run exists. Gate enforcing and the plan run
-    finished with steps left pending (the gate was off while it ran): a resume
-    run, at most one in flight per transition.
+    finished with steps left pending: a resume run, at most one in flight per
+    transition, and only when a pending step can move now. A step waiting for
+    another one (``acquire_first``: the releases wait while the acquire loads)
+    gets no run until the step it waits for is done.
     """
     gate = runtime.store.get_gate()
     out: list[dg.RunRequest] = []
     for tr in runtime.store.list_transitions(states=("open",)):
         if tr.id in skip:
             continue
-        if not runtime.store.list_actions(transition_id=tr.id, states=("pending",)):
+        pending = runtime.store.list_actions(transition_id=tr.id, states=("pending",))
+        if not pending:
             continue
-        plan = runtime.engine.pending_steps(tr.id)
         tags = {names.TAG_TRANSITION: tr.id}
         runs = instance.get_runs_count(dg.RunsFilter(tags=tags))
         if runs == 0 or gate != "enforce":
-            out.extend(plan_requests([plan]))
-        elif not instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT)):
+            out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
+        elif not _in_flight(instance, tags) and can_move(runtime, pending):
+            plan = runtime.engine.pending_steps(tr.id)
             out.extend(resume_request(r, runs) for r in plan_requests([plan]))
     return out
+
+
+def _in_flight(instance: dg.DagsterInstance, tags: dict[str, str]) -> int:
+    return instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT))
+
+
+def can_move(runtime: Any, pending: Sequence[Any]) -> bool:
+    """Whether a run would advance any of these steps now (the engine's own preview).
+
+    The preview applies the step's prerequisites, capacity and staleness rules
+    without submitting; a step it ends (cancelled behind a failed step,
+    superseded by an edit) needs no run either.
+    """
+    return any(runtime.engine.runner.execute(a.id, submit=False).state == "ready" for a in pending)
 
 
 def reconcile_tick(
     runtime: Any, cursor: ReconcileCursor, instance: dg.DagsterInstance
 ) -> tuple[list[dg.RunRequest], ReconcileCursor, list[dg.AssetObservation]]:
     """One engine pass over the next page of schedules (the engine keeps the durable
-    cursor, R-PASS-3); launch the plans it opened and any open plan left pending."""
+    cursor, R-PASS-3); launch the plans it opened and any open plan left pending.
+
+    Plan requests go through the launch claims: a plan another origin launched
+    is left to it (see ``claim_launches``).
+    """
     report = runtime.engine.reconcile(trigger="sensor")
     new = ReconcileCursor(after=cursor.after, seen=dict(cursor.seen))
     requests: list[dg.RunRequest] = []
@@ -111,6 +138,8 @@ def reconcile_tick(
         requests = plan_requests(report.plans)
     opened = {p.transition_id for p in report.plans}
     requests += open_plan_requests(runtime, instance, opened)
+    origin = sensor_origin(names.RECONCILE_SENSOR)
+    requests, _ = claim_launches(runtime, requests, origin=origin, instance=instance)
     observations = status_observations(runtime.store, new.seen)
     return requests, new, observations
 
@@ -132,7 +161,9 @@ def build_reconcile_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
     return reconcile
 
 
-def boundary_tick(runtime: Any, last: datetime | None) -> tuple[list[dg.RunRequest], datetime]:
+def boundary_tick(
+    runtime: Any, last: datetime | None, instance: dg.DagsterInstance | None = None
+) -> tuple[list[dg.RunRequest], datetime]:
     """Passes for the schedules whose intent changed in ``[last, now)``."""
     from gps_dagster.domain.evaluator import boundaries
 
@@ -146,9 +177,17 @@ def boundary_tick(runtime: Any, last: datetime | None) -> tuple[list[dg.RunReque
         try:
             report = runtime.engine.reconcile(schedule=record.name, trigger="boundary")
         except Busy:
-            return requests, last  # another pass holds the lock: retry the same range next tick
+            # another pass holds the lock: retry the same range next tick
+            return _claimed(runtime, requests, instance), last
         requests.extend(plan_requests(report.plans))
-    return requests, now
+    return _claimed(runtime, requests, instance), now
+
+
+def _claimed(
+    runtime: Any, requests: list[dg.RunRequest], instance: dg.DagsterInstance | None
+) -> list[dg.RunRequest]:
+    origin = sensor_origin(names.BOUNDARY_SENSOR)
+    return claim_launches(runtime, requests, origin=origin, instance=instance)[0]
 
 
 def build_boundary_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
@@ -163,7 +202,7 @@ def build_boundary_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, 
     def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
         last = datetime.fromisoformat(context.cursor) if context.cursor else None
-        requests, now = boundary_tick(runtime, last)
+        requests, now = boundary_tick(runtime, last, context.instance)
         return dg.SensorResult(run_requests=requests, cursor=now.isoformat())
 
     return boundary
@@ -211,7 +250,9 @@ def build_capacity_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, 
     return capacity_wait
 
 
-def apply_now_tick(runtime: Any) -> tuple[list[dg.RunRequest], list[str]]:
+def apply_now_tick(
+    runtime: Any, instance: dg.DagsterInstance | None = None
+) -> tuple[list[dg.RunRequest], list[str]]:
     """Serve pending apply-now requests: a pass for each schedule; busy answers 409."""
     requests: list[dg.RunRequest] = []
     log: list[str] = []
@@ -227,7 +268,11 @@ def apply_now_tick(runtime: Any) -> tuple[list[dg.RunRequest], list[str]]:
             log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} {exc.reason}")
             continue
         now = runtime.clock.now()
-        plans = plan_requests(report.plans)
+        origin = sensor_origin(names.APPLY_NOW_SENSOR)
+        plans, skipped = claim_launches(
+            runtime, plan_requests(report.plans), origin=origin, instance=instance
+        )
+        log.extend(f"apply-now #{req.id} {req.schedule}: skipped {line}" for line in skipped)
         requests.extend(plans)
         runtime.store.finish_apply_now(req.id, result=f"200 ok: {len(plans)} run(s)", now=now)
         log.append(f"apply-now #{req.id} {req.schedule}: {len(plans)} run(s)")
@@ -244,7 +289,7 @@ def build_apply_now_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
         description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that schedule (409 when busy).",
     )
     def apply_now(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        requests, log = apply_now_tick(context.resources.gps.get_runtime())
+        requests, log = apply_now_tick(context.resources.gps.get_runtime(), context.instance)
         for line in log:
             context.log.info(line)
         if not log:

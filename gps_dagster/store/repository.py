@@ -173,10 +173,11 @@ class Store(StatusMixin):
         return value if value in GATES else "off"
 
     def set_gate(self, value: str, *, now: datetime) -> None:
+        """Set the gate and record ``gate_changed`` in one transaction: both or neither."""
         if value not in GATES:
             raise InvalidGate(value)
-        self._set_control(GATE_KEY, value, now)
         with self.begin() as conn:
+            self._upsert_control(conn, GATE_KEY, value, now)
             self._event(conn, now, None, None, "gate_changed", detail={"gate": value})
 
     def get_cursor(self) -> str | None:
@@ -191,15 +192,19 @@ class Store(StatusMixin):
 
     def _set_control(self, key: str, value: str, now: datetime) -> None:
         with self.begin() as conn:
-            done = conn.execute(
-                t.control.update().where(t.control.c.key == key).values(value=value, updated_at=now)
-            ).rowcount
-            if not done:
-                try:
-                    with conn.begin_nested():
-                        conn.execute(t.control.insert().values(key=key, value=value, updated_at=now))
-                except IntegrityError:
-                    conn.execute(t.control.update().where(t.control.c.key == key).values(value=value, updated_at=now))
+            self._upsert_control(conn, key, value, now)
+
+    @staticmethod
+    def _upsert_control(conn: Connection, key: str, value: str, now: datetime) -> None:
+        done = conn.execute(
+            t.control.update().where(t.control.c.key == key).values(value=value, updated_at=now)
+        ).rowcount
+        if not done:
+            try:
+                with conn.begin_nested():
+                    conn.execute(t.control.insert().values(key=key, value=value, updated_at=now))
+            except IntegrityError:
+                conn.execute(t.control.update().where(t.control.c.key == key).values(value=value, updated_at=now))
 
     # -- events --------------------------------------------------------------
 

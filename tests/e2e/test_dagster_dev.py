@@ -54,6 +54,7 @@ def test_daemon_drops_repeated_run_keys_then_the_gate_resumes_the_plan(server: S
     """One sequence on purpose: only this test touches the gate, so the tests of this
     module stay independent (pytest-xdist may hand them to different workers)."""
     from gps_dagster.store import Store
+    from gps_dagster.store.launches import LaunchClaims
 
     key = names.plan_run_key(server.transition_id)
 
@@ -72,6 +73,8 @@ def test_daemon_drops_repeated_run_keys_then_the_gate_resumes_the_plan(server: S
     assert _tag(run, names.TAG_TRIGGER) == "sensor"
 
     store = Store.open(server.db_url)
+    claim = LaunchClaims(store.engine).get(key)  # the one origin allowed to launch the plan
+    assert claim is not None and claim.origin == f"sensor:{names.RECONCILE_SENSOR}"
     store.set_gate("enforce", now=datetime.now(UTC))
     resume_key = names.resume_run_key(server.transition_id, 1)
 

@@ -81,22 +81,30 @@ def clear(conn: Connection, pool: str, restart_at: float) -> None:
 
 
 def take(conn: Connection, pool: str, op: str, deploy: str | None) -> list[FaultSpec]:
-    """Consume one hit of every one-shot fault matching this call."""
+    """Consume one hit of every one-shot fault matching this call.
+
+    The decrement is conditional in the database (``remaining > 0``), never a
+    write of a value read earlier: two processes that both read ``remaining = 1``
+    serialise on the row, and the second one's update matches nothing, so a
+    ``times: 1`` fault fires once across every process sharing the pool.
+    """
     f = t.faults
     rows = conn.execute(
-        sa.select(f.c.id, f.c.spec, f.c.remaining)
+        sa.select(f.c.id, f.c.spec)
         .where(f.c.pool == pool, f.c.op == op, f.c.remaining.is_not(None))
         .order_by(f.c.id)
     ).all()
     hits: list[FaultSpec] = []
-    for fid, spec, remaining in rows:
+    for fid, spec in rows:
         fault = FaultSpec.model_validate_json(spec)
         if fault.deploy is not None and fault.deploy != deploy:
             continue
-        if remaining <= 1:
-            conn.execute(f.delete().where(f.c.id == fid))
-        else:
-            conn.execute(f.update().where(f.c.id == fid).values(remaining=remaining - 1))
+        taken = conn.execute(
+            f.update().where(f.c.id == fid, f.c.remaining > 0).values(remaining=f.c.remaining - 1)
+        ).rowcount
+        if not taken:
+            continue  # another caller consumed the last hit since our read
+        conn.execute(f.delete().where(f.c.id == fid, f.c.remaining <= 0))
         hits.append(fault)
     return hits
 
