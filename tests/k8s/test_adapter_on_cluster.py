@@ -240,6 +240,11 @@ def shared() -> dict[str, Any]:
                     "memory_mib": 30000,
                 },
             },
+            {
+                "id": "unrelated",
+                "gpus_per_replica": 1,
+                "state": "running",
+            },  # not a member: no excuse
         ],
         "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 60}},
     }

@@ -308,11 +308,16 @@ class K8sCore:
         def plan(w: Workload) -> Plan:
             aliases = () if allow_aliased_downtime else accounts.guarded_aliases(self.kube, w)
             out = mutations.stop(w, aliases=aliases, allow_aliased_downtime=allow_aliased_downtime)
-            if out.mutating:
+            b = self._binding(w)
+            if out.mutating and isinstance(
+                b, TimeSlicedBinding
+            ):  # R-GPS-6: holder before the last goes
                 running = [
-                    m.deploy_id for m, _b, ready in self._members() if ready > 0 and m.replicas > 0
+                    m.deploy_id
+                    for m, mb, ready in self._members()
+                    if ready > 0 and m.replicas > 0 and gps_mod.bound_to(mb, b.reservation)
                 ]
-                self.gps.ensure_holder(w, self._binding(w), running)
+                self.gps.ensure_holder(w, b, running)
             return out
 
         return self._mutate(OperationKind.STOP, deploy_id, etag, idempotency_key, plan)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -145,6 +146,10 @@ class ClusterPool:
 
     def settle(self, *, timeout_s: float = 60.0) -> int:
         return settle(self.kube, self.namespaces, self.steps(), timeout_s=timeout_s)
+
+    def drive(self, *, every_s: float = 0.2) -> Driver:
+        """Run the fakes on a background thread (wall-clock demo and benchmark)."""
+        return Driver(self.steps(), every_s).start()
 
     # -- creation ---------------------------------------------------------------------------------------
 
@@ -446,6 +451,33 @@ class ClusterPool:
                     )
             time.sleep(0.1)
         self.sim.close(delete_nodes=True)
+
+
+class Driver:
+    """Calls the fakes' steps every ``every_s`` seconds until stopped; keeps the last errors."""
+
+    def __init__(self, steps: Sequence[Any], every_s: float) -> None:
+        self.steps, self.every_s = list(steps), every_s
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gps-fake-cluster", daemon=True)
+
+    def start(self) -> Driver:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            for step in self.steps:
+                try:
+                    step()
+                except CoreError as exc:  # the API server may be busy or stopping: next round
+                    self.errors = [*self.errors[-20:], str(exc)]
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
 
 
 def container(gpus: int) -> Obj:
