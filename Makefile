@@ -27,7 +27,8 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	sh tools/ensure_chromium.sh
-	$(PY) tools/with_postgres.py -- $(PY) -m pytest -n 2 --dist loadfile tests
+	bash tools/k8s/build_control_plane.sh
+	$(PY) tools/with_postgres.py -- $(PY) tools/with_k8s.py -- $(PY) -m pytest -n 2 --dist loadfile tests
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -116,7 +116,7 @@ def plain_lists(kube: Kube, namespace: str, n: int) -> float:
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def run(kubeconfig: str, db_url: str) -> None:
