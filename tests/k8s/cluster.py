@@ -41,7 +41,9 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from gps_dagster.backends.k8s import K8sCore, Kube, connect, ledger
-from gps_dagster.backends.k8s.fake.pools import ClusterPool, layout, remap
+from gps_dagster.backends.k8s.fake import nodes as fnodes
+from gps_dagster.backends.k8s.fake.layout import layout, remap
+from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.backends.sim import SimulatedCrash
 from gps_dagster.clocks import VirtualClock
@@ -216,9 +218,12 @@ class K8sHarness:
         repo = ReservationRepository(self.engine)
         for r in reservations:
             repo.create(r.spec(), at=self.clock.now(), actor="contract")
+        stale = [n.name for n in spec.nodes]  # left by a run that died holding the lock
+        fnodes.unregister(self.admin, stale)
         self.pool = ClusterPool(
             self.admin, self.clock, spec, prefix=prefix, reservations=reservations
-        ).create()
+        )
+        self.pool.create()
         self.core = K8sCore(
             self.adapter_kube,
             clock=self.clock,

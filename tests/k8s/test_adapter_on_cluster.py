@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import K8sCore, Kube, ledger, names, pods
-from gps_dagster.backends.k8s.fake.pools import ClusterPool, layout, remap
+from gps_dagster.backends.k8s.fake.layout import layout, remap
+from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.pool import gpu_uuid, load_pool

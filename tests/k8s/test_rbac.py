@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from gps_dagster.backends.k8s import K8sCore, Kube, names, rbac
-from gps_dagster.backends.k8s.fake.pools import ClusterPool, layout, remap
+from gps_dagster.backends.k8s.fake.layout import layout, remap
+from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import gpu_uuid, load_pool
 from gps_dagster.ports import NotFound, Permanent

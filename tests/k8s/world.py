@@ -16,7 +16,8 @@ from typing import Any
 
 from gps_dagster.backends.k8s import K8sCore, ledger, names, pods
 from gps_dagster.backends.k8s.capacity import allocatable_gpus, node_name
-from gps_dagster.backends.k8s.fake.pools import ClusterPool, layout, remap
+from gps_dagster.backends.k8s.fake.layout import layout, remap
+from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.evaluator import next_boundary

@@ -1,21 +1,15 @@
 """``K8sCore``: the ``Core`` port on a real Kubernetes cluster, through the official client.
 
 Reads find the workload by its deploy-id label and derive the view from it and its pods
-(``views``). A mutation is one merge patch of the workload, built from a fresh read:
-
-1. the key is looked up in the workload's ledger — found: the earlier operation is returned and
-   nothing is written (a resubmit after a lost answer mutates at most once);
-2. the caller's ETag is compared with the one just read (``EtagMismatch`` if stale);
-3. the core's own admission decides (``mutations``, quota, billing, reservation budget);
-4. the change and the new ledger entry are written together, preconditioned on the
-   resourceVersion of step 1's read; a 409 (someone wrote in between) re-reads and retries only
-   if the deploy's intent is unchanged, else it is the caller's ``EtagMismatch``.
+(``views``), in as few list calls as a pass needs (one per kind and namespace). The mutations are
+``writes.MutationsMixin``: one merge patch each, preconditioned on the resourceVersion just read,
+idempotent by the key recorded on the workload.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +20,6 @@ from gps_dagster.backends.k8s import (
     capacity,
     inventory,
     ledger,
-    mutations,
     names,
     pods,
     views,
@@ -35,42 +28,30 @@ from gps_dagster.backends.k8s import gps as gps_mod
 from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.gps import Binding, Reservations
-from gps_dagster.backends.k8s.mutations import Plan
 from gps_dagster.backends.k8s.workloads import (
     Finder,
     Workload,
-    patch,
     read,
     selector_matches,
     selector_string,
 )
-from gps_dagster.domain.gps.admission import Admitted
+from gps_dagster.backends.k8s.writes import MutationsMixin
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import (
     AdmissionPreview,
-    AdmissionRefused,
     AliasInfo,
     CapacityPreview,
     Clock,
     DeployState,
     DeployView,
-    EtagMismatch,
     NotFound,
     Operation,
     OperationKind,
     OperationState,
-    Permanent,
     QuotaStatus,
     WitnessResult,
 )
 
-CONFLICT_RETRIES = 3
-REFUSED = {
-    OperationKind.STOP: "stop_failed",
-    OperationKind.START: "start_failed",
-    OperationKind.SET_REPLICA_INTENT: "scale_failed",
-}
-"""Reason of a mutation the API server refused (its own message follows)."""
 LWS_RECHECK_S = 300.0
 
 
@@ -83,7 +64,7 @@ class Snapshot:
     hpa: set[tuple[str, str, str]] = field(default_factory=set)
 
 
-class K8sCore:
+class K8sCore(MutationsMixin):
     """The deployment control plane on Kubernetes (SPEC §11)."""
 
     def __init__(
@@ -299,173 +280,3 @@ class K8sCore:
         return gps_mod.witness(
             w, [p for p in snap.pods if selector_matches(w.selector, pods.labels(p))]
         )
-
-    # -- mutations -----------------------------------------------------------------------------------
-
-    def stop(
-        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
-    ) -> Operation:
-        def plan(w: Workload) -> Plan:
-            aliases = () if allow_aliased_downtime else accounts.guarded_aliases(self.kube, w)
-            out = mutations.stop(w, aliases=aliases, allow_aliased_downtime=allow_aliased_downtime)
-            b = self._binding(w)
-            if out.mutating and isinstance(
-                b, TimeSlicedBinding
-            ):  # R-GPS-6: holder before the last goes
-                running = [
-                    m.deploy_id
-                    for m, mb, ready in self._members()
-                    if ready > 0 and m.replicas > 0 and gps_mod.bound_to(mb, b.reservation)
-                ]
-                self.gps.ensure_holder(w, b, running)
-            return out
-
-        return self._mutate(OperationKind.STOP, deploy_id, etag, idempotency_key, plan)
-
-    def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
-        def plan(w: Workload) -> Plan:
-            mutations.refuse_broken(w)
-            self.billing(self.kube, w)
-            if w.replicas > 0:
-                return mutations.NOTHING
-            b = self._binding(w)
-            self._quota(w, b, views.desired_replicas(w))
-            template = self.gps.rendered_template(w, b) if b is not None else None
-            return mutations.start(w, template=template)
-
-        return self._mutate(OperationKind.START, deploy_id, etag, idempotency_key, plan)
-
-    def set_replica_intent(
-        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
-    ) -> Operation:
-        def plan(w: Workload) -> Plan:
-            hpa = (w.namespace, w.kind, w.name) in views.hpa_targets(
-                accounts.hpa_list(self.kube, w.namespace)
-            )
-            b = self._binding(w)
-            mutations.check_scalable(
-                w, replicas, hpa=hpa, time_sliced=isinstance(b, TimeSlicedBinding)
-            )
-            if 0 < w.replicas < replicas:
-                self.billing(self.kube, w)
-                self._quota(w, b, replicas - w.replicas)
-            return mutations.set_replica_intent(w, replicas)
-
-        return self._mutate(
-            OperationKind.SET_REPLICA_INTENT,
-            deploy_id,
-            etag,
-            idempotency_key,
-            plan,
-            replicas=replicas,
-        )
-
-    def _key_elsewhere(self, key: str, w: Workload) -> Workload | None:
-        for other in self.finder.all_labelled():
-            if other.uid != w.uid and ledger.read(other).by_key(key) is not None:
-                return other
-        return None
-
-    def _mutate(
-        self,
-        kind: OperationKind,
-        deploy_id: str,
-        etag: str,
-        key: str,
-        plan_fn: Callable[[Workload], Plan],
-        *,
-        replicas: int | None = None,
-    ) -> Operation:
-        w = self.finder.find(deploy_id)
-        for _ in range(CONFLICT_RETRIES):
-            led = ledger.read(w)
-            seen = led.by_key(key)
-            if seen is not None:
-                return self._replay(w, seen, kind, key)
-            other = self._key_elsewhere(key, w)
-            if other is not None:
-                raise Permanent(
-                    f"idempotency key {key!r} was used for {other.deploy_id}",
-                    reason="idempotency_key_reused",
-                )
-            current = ledger.etag(w, led)
-            if etag != current:
-                raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {current})")
-            try:
-                return self._apply(kind, w, led, key, plan_fn, replicas)
-            except EtagMismatch:
-                w = self.finder.find(deploy_id)  # a write landed between our read and our patch
-        raise EtagMismatch(
-            f"{deploy_id} kept changing under {kind.value} ({CONFLICT_RETRIES} conflicts)"
-        )
-
-    def _replay(self, w: Workload, seen: ledger.Entry, kind: OperationKind, key: str) -> Operation:
-        if seen.kind != kind.value:
-            raise Permanent(
-                f"idempotency key {key!r} was used for {seen.kind} {w.deploy_id}",
-                reason="idempotency_key_reused",
-            )
-        return self._live(w, seen)
-
-    def _apply(
-        self,
-        kind: OperationKind,
-        w: Workload,
-        led: ledger.Ledger,
-        key: str,
-        plan_fn: Callable[[Workload], Plan],
-        replicas: int | None,
-    ) -> Operation:
-        """Plan and write; a time-sliced member's start both under its reservation's row lock."""
-        b = self._binding(w)
-        if (
-            kind is not OperationKind.START
-            or not isinstance(b, TimeSlicedBinding)
-            or w.replicas > 0
-        ):
-            return self._write(kind, w, led, key, plan_fn(w), replicas)
-        with self.gps.locked(b.reservation) as rsv:
-            decision = self.gps.decide(w, b, self._members(), rsv=rsv)
-            if decision is not None and not isinstance(decision, Admitted):
-                raise AdmissionRefused(
-                    decision.reason, f"{w.deploy_id} on reservation '{rsv.id}': {decision.fix}"
-                )
-            return self._write(kind, w, led, key, plan_fn(w), replicas)
-
-    def _write(
-        self,
-        kind: OperationKind,
-        w: Workload,
-        led: ledger.Ledger,
-        key: str,
-        plan: Plan,
-        replicas: int | None,
-    ) -> Operation:
-        if not plan.mutating:
-            return self._live_noop(w, kind, key)
-        new, entry = ledger.append(
-            w,
-            led,
-            key=key,
-            kind=kind,
-            at=self.clock.now(),
-            spec_changes=plan.spec_changes,
-            replicas=replicas,
-            persist_only=plan.persist_only,
-        )
-        annotations = {**plan.annotations, names.OPERATIONS: ledger.dump(new)}
-        body: Obj = {
-            "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
-        }
-        if plan.spec:
-            body["spec"] = plan.spec
-        try:
-            patched = patch(self.kube, w, body)
-        except (EtagMismatch, NotFound):
-            raise
-        except Permanent as exc:
-            raise Permanent(
-                f"{kind.value} of {w.deploy_id} refused by the API server: {exc}",
-                reason=REFUSED[kind],
-            ) from exc
-        return self._live(patched, entry)

@@ -15,17 +15,15 @@ The same ``PoolSpec`` the simulator loads becomes, on the cluster:
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.fake.kai import KaiBinder
+from gps_dagster.backends.k8s.fake.layout import k8s_name, layout
 from gps_dagster.backends.k8s.fake.lws import LwsController
 from gps_dagster.backends.k8s.fake.nodes import GpuNode
 from gps_dagster.backends.k8s.fake.nodesim import NodeSimulator
@@ -41,61 +39,6 @@ POOL_LABEL = names.PREFIX + "pool"
 FOREIGN_LABEL = names.PREFIX + "foreign"
 KAI_SCHEDULER = "kai-scheduler"
 IMAGE = "registry.k8s.io/pause:3.10"
-
-
-def k8s_name(value: str) -> str:
-    """A DNS-1123 name for an id (lowercase, ``-`` for anything else, at most 63)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")
-    return (name or "x")[:63].rstrip("-")
-
-
-@dataclass
-class Layout:
-    """Where a pool's objects live on the cluster."""
-
-    prefix: str
-    projects: dict[str, str] = field(default_factory=dict)
-    reservation_namespaces: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def admin(self) -> str:
-        return self.prefix
-
-    @property
-    def system(self) -> str:
-        return f"{self.prefix}-system"
-
-    def namespaces(self) -> tuple[str, ...]:
-        """Namespaces deploys live in (the adapter's scope)."""
-        return tuple(
-            dict.fromkeys(
-                [self.admin, *self.projects.values(), *self.reservation_namespaces.values()]
-            )
-        )
-
-    def namespace_of(self, d: DeploySpec, reservations: dict[str, Reservation]) -> str:
-        ref = d.reservation
-        if ref is not None and ref.mode == "time_sliced" and ref.reservation in reservations:
-            return reservations[ref.reservation].namespace
-        return self.projects[d.project] if d.project else self.admin
-
-
-def layout(spec: PoolSpec, prefix: str) -> Layout:
-    out = Layout(prefix)
-    out.projects = {p: k8s_name(f"{prefix}-{p}") for p in spec.projects}
-    out.reservation_namespaces = {
-        r.namespace: k8s_name(f"{prefix}-{r.namespace}") for r in spec.reservations
-    }
-    return out
-
-
-def remap(spec: PoolSpec, lay: Layout, at: datetime) -> list[Reservation]:
-    """The pool's reservations with their namespaces moved into the layout."""
-    out = []
-    for r in spec.reservations:
-        moved = r.model_copy(update={"namespace": lay.reservation_namespaces[r.namespace]})
-        out.append(Reservation.from_spec(moved, at=at))
-    return out
 
 
 class ClusterPool:
@@ -154,15 +97,22 @@ class ClusterPool:
     # -- creation ---------------------------------------------------------------------------------------
 
     def create(self, *, heartbeat: bool = True) -> ClusterPool:
-        """Create everything; running deploys are Ready at once (the pool's state at load)."""
-        self._namespaces()
-        self._policy()
-        self.sim.register(heartbeat=heartbeat)
-        for d in self.spec.deploys:
-            self._deploy(d)
-        for f in self.spec.sim.foreign:
-            self.add_foreign(f.id, f.gpus, f.kind, node=f.node, flavor=f.flavor)
-        self.settle()
+        """Create everything; running deploys are Ready at once (the pool's state at load).
+
+        A failure half-way removes what was created (nodes too), then raises.
+        """
+        try:
+            self._namespaces()
+            self._policy()
+            self.sim.register(heartbeat=heartbeat)
+            for d in self.spec.deploys:
+                self._deploy(d)
+            for f in self.spec.sim.foreign:
+                self.add_foreign(f.id, f.gpus, f.kind, node=f.node, flavor=f.flavor)
+            self.settle()
+        except BaseException:
+            self.close()
+            raise
         self.sim.start_delay_s = self.start_delay_s
         return self
 
@@ -200,6 +150,7 @@ class ClusterPool:
                     mutating=True,
                 )
         wait_default_tokens(self.kube, self.namespaces)
+        wait_quotas_counted(self.kube, list(self.layout.projects.values()))
 
     def _policy(self) -> None:
         body = {
@@ -486,6 +437,20 @@ def container(gpus: int) -> Obj:
     if gpus:
         requests[names.GPU] = limits[names.GPU] = str(gpus)
     return {"name": "serve", "image": IMAGE, "resources": {"requests": requests, "limits": limits}}
+
+
+def wait_quotas_counted(kube: Kube, namespaces: Sequence[str], *, timeout_s: float = 30) -> None:
+    """Until the quota controller has computed a new ResourceQuota's status, pods created in its
+    namespace may never be counted (its first sync can miss them); wait for ``status.hard``."""
+    deadline = time.monotonic() + timeout_s
+    for ns in namespaces:
+        while True:
+            quotas = kube.items(kube.core.list_namespaced_resource_quota, ns, what="list quotas")
+            if all((q.get("status") or {}).get("hard") for q in quotas):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ResourceQuota status in {ns} not computed after {timeout_s} s")
+            time.sleep(0.05)
 
 
 def wait_default_tokens(kube: Kube, namespaces: Sequence[str], *, timeout_s: float = 30) -> None:
