@@ -23,7 +23,8 @@ from gps_dagster.cli.reservations_cmd import reservations_group
 from gps_dagster.cli.simulate_cmd import simulate_cmd
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import intervals
-from gps_dagster.domain.timeline import GpuSegment, gpu_timeline
+from gps_dagster.domain.timeline import GpuSegment
+from gps_dagster.domain.timeline_doc import build_timeline
 
 MAX_RANGE = timedelta(days=3660)
 """Longest timeline the CLI computes in one call (ten years)."""
@@ -84,11 +85,9 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
     try:
         schedule = load_schedule_file(file)
         pool_spec = load_pool_file(pool) if pool else None
-        rows = intervals(schedule, start, end)
-        gpu = gpu_timeline(schedule, pool_spec, start, end) if pool_spec is not None else None
+        doc, gpu = build_timeline(schedule, pool_spec, start, end)
     except SpecInvalid as exc:
         fail(exc)
-    doc = render.timeline_json(schedule, start, end, rows, gpu)
     click.echo(json.dumps(doc, indent=2) if fmt == "json" else render.timeline_table(doc))
     if gpu is not None:
         _warn_overcommit(gpu)
@@ -97,7 +96,7 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
             draw,  # matplotlib is slow to import: only when asked
         )
 
-        draw(png, schedule, start, end, rows, gpu)
+        draw(png, schedule, start, end, intervals(schedule, start, end), gpu)
         click.echo(f"wrote {png}", err=True)
 
 

@@ -22,8 +22,8 @@ def _tables(url: str) -> set[str]:
 
 def test_store_open_creates_the_ledger_at_head_0002(db_url: str) -> None:
     store = Store.open(db_url)
-    assert migrate.head_revision() == "0002"
-    assert migrate.current_revision(store.engine) == "0002"
+    assert migrate.head_revision() not in (None, "0001")  # 0002 and the revisions after it
+    assert migrate.current_revision(store.engine) == migrate.head_revision()
     assert {t.name for t in TABLES} <= _tables(db_url)
     store.engine.dispose()
 
@@ -32,5 +32,5 @@ def test_a_database_whose_ledger_predates_the_migration_is_adopted(sqlite_url: s
     engine = create_db_engine(sqlite_url)
     migrate.upgrade(engine, "0001")
     metadata.create_all(engine, tables=list(TABLES))  # what the reservations CLI used to do
-    assert migrate.upgrade(engine) == "0002"
+    assert migrate.upgrade(engine) == migrate.head_revision()
     engine.dispose()
