@@ -20,7 +20,9 @@ from gps_dagster.cli.dagster_cmd import dagster_group
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.cli.pool_cmd import pool_group
 from gps_dagster.cli.reservations_cmd import reservations_group
+from gps_dagster.cli.serve_cmd import serve
 from gps_dagster.cli.simulate_cmd import simulate_cmd
+from gps_dagster.cli.tokens_cmd import tokens_group
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import intervals
 from gps_dagster.domain.timeline import GpuSegment
@@ -103,6 +105,7 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
 for _command in (
     engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
     engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group, dagster_group,
+    serve, tokens_group,
 ):
     cli.add_command(_command)
 
