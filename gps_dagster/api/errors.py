@@ -109,6 +109,8 @@ def _validation(exc: RequestValidationError) -> ApiError:
                                    str(err.get("type", "invalid")), str(err.get("msg", "fix the value"))))
     status = 422 if in_body else 400
     first = problems[0] if problems else FieldError("", "invalid", "fix the request")
+    if any(p.reason == "json_invalid" for p in problems):
+        return ApiError(400, "invalid_json", "the body is not valid JSON", "send a JSON object", errors=problems)
     return ApiError(status, "invalid_request", f"{len(problems)} problem(s) in the request", first.fix,
                     path=first.path or None, errors=problems)
 

@@ -108,6 +108,10 @@ def _tag(response: Response, record: ScheduleRecord) -> None:
 
 def _dry_run(caller: Caller, spec: Schedule, body: DryRunIn, version: int | None) -> DryRunOut:
     svc = caller.services
+    if caller.scope != "admin":  # a tenant may not read other projects' deploys through a dry-run
+        problems = [p for p in operations.target_problems(svc.core, spec) if p.reason == "unknown_deploy"]
+        if problems:
+            raise SpecInvalid(problems, source=documents.SOURCE)
     if body.at is not None and (body.from_ is not None or body.to is not None):
         raise ApiError(422, "ambiguous_request", "give either 'at' or 'from' and 'to'", "drop one of them", path="at")
     if (body.from_ is None) != (body.to is None):
