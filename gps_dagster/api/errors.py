@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from gps_dagster.domain.documents import format_path
 from gps_dagster.domain.errors import FieldError, GpsError, SpecInvalid, TemporaryError
@@ -137,14 +138,23 @@ def install(app: FastAPI) -> None:
         return respond(_validation(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         reason = _HTTP_REASONS.get(exc.status_code, "http_error")
         fix = "see /docs for the operations of this API" if exc.status_code in (404, 405) else "fix the request"
-        return respond(ApiError(exc.status_code, reason, str(exc.detail), fix))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed(request))
+        return respond(ApiError(exc.status_code, reason, str(exc.detail), fix, headers=headers))
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
         return _unexpected(request, exc)
+
+
+def _allowed(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette's own Allow names only the first route)."""
+    return [m for m in ("DELETE", "GET", "POST", "PUT")
+            if any(route.matches({**request.scope, "method": m})[0] is Match.FULL for route in request.app.routes)]
 
 
 def _unexpected(request: Request, exc: BaseException) -> JSONResponse:

@@ -25,7 +25,7 @@ from gps_dagster.api.models import (
     ReservationList,
     ReservationOut,
 )
-from gps_dagster.api.schedules import Caller
+from gps_dagster.api.schedules import NAME_CONVERTOR, Caller
 from gps_dagster.domain.evaluator import effective_intent
 from gps_dagster.domain.gps.admission import Admitted, admit
 from gps_dagster.domain.gps.errors import ReservationNotFound
@@ -92,7 +92,7 @@ def admission_check(c: Caller, rsv: Reservation, ask: AdmissionIn) -> AdmissionO
 def reservation_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., Caller]) -> None:
     """Read operations (every surface) and the what-if admission check."""
     who = Annotated[Caller, Depends(caller)]
-    named = f"{base}/{{reservation_id}}"
+    named = f"{base}/{{reservation_id:{NAME_CONVERTOR}}}"
 
     @app.get(base, response_model=ReservationList, tags=[tag], operation_id=f"{tag}_list_reservations",
              responses=error_responses(400, 401, 403, 404), summary="List reservations")
@@ -117,7 +117,7 @@ def reservation_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..
 def admin_reservation_routes(app: FastAPI, *, base: str, caller: Callable[..., Caller]) -> None:
     """Create, release and re-pin: admins only, audited in the ledger's own audit log."""
     who = Annotated[Caller, Depends(caller)]
-    named = f"{base}/{{reservation_id}}"
+    named = f"{base}/{{reservation_id:{NAME_CONVERTOR}}}"
     tag = "admin"
 
     @app.post(base, status_code=201, response_model=ReservationOut, tags=[tag],

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request, Response
+from starlette.convertors import Convertor, register_url_convertor
 
 from gps_dagster.api import documents
 from gps_dagster.api.errors import ApiError, FieldProblem, error_responses
@@ -38,6 +39,22 @@ from gps_dagster.engine.dry_run_range import dry_run_range
 from gps_dagster.store.errors import ScheduleNotFound, TargetOwned
 from gps_dagster.store.records import ScheduleRecord
 from gps_dagster.store.tokens import TokenRecord
+
+
+class ScheduleName(Convertor[str]):
+    """A path segment that can be a schedule name: ``…/{name}:apply-now`` never matches ``…/{name}``."""
+
+    regex = r"[a-z0-9][a-z0-9._-]{0,127}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+NAME_CONVERTOR = "schedule_name"
+register_url_convertor(NAME_CONVERTOR, ScheduleName())
 
 EXAMPLE = {
     "name": "gpu-pool-h100-shared", "timezone": "Asia/Ho_Chi_Minh",
@@ -157,7 +174,7 @@ def schedule_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., 
     """Add the schedule operations of one surface under ``base``."""
     svc: ApiServices = app.state.services
     limits = svc.limits
-    named = f"{base}/{{name}}"
+    named = f"{base}/{{name:{NAME_CONVERTOR}}}"
     who = Annotated[Caller, Depends(caller)]
     common = (400, 401, 403, 404)
 

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from api_support import Api, make_api  # noqa: E402
+from api_support import Api, make_api
 
 
 @pytest.fixture
