@@ -5,7 +5,7 @@
 (function () {
   const cfg = JSON.parse(document.getElementById("config").textContent);
   const offset = cfg.now.slice(19);
-  const DAY = 86400000;
+  const DAY = 86400000, SNAP = 15 * 60000;
   let data = null, instantMs = null, weekStart = null, seq = 0;
 
   const wall = (iso) => iso.slice(0, 19).replace("T", " ");
@@ -38,6 +38,10 @@
     const wins = doc.windows.slice().sort((a, b) => b.priority - a.priority);
     for (const w of wins) {
       const label = `${w.name} · ${w.kind} · p${w.priority}`;
+      out.push({  // a zero-width bar keeps the window's row when it has no occurrence this week
+        type: "bar", orientation: "h", yaxis: "y3", showlegend: false, hoverinfo: "skip",
+        y: [label], base: [msWall(weekStart)], x: [0], marker: { color: "rgba(0,0,0,0)" },
+      });
       out.push({
         type: "bar", orientation: "h", yaxis: "y3", name: label, showlegend: false,
         y: w.occurrences.map(() => label), base: w.occurrences.map((o) => wall(o.start)),
@@ -154,7 +158,7 @@
     const res = await api(`${cfg.schedules}/${enc(cfg.name)}/timeline?from=${enc(from)}&to=${enc(to)}`);
     if (!res.ok) { document.getElementById("warnings").textContent = res.body.message + " — " + res.body.fix; return; }
     data = res.body;
-    await Plotly.react("chart", traces(data), layout(data), { displayModeBar: false, responsive: true });
+    await Plotly.react("chart", traces(data), layout(data), { displayModeBar: false, responsive: true, doubleClick: false });
     warnings(data);
     const start = weekStart, end = weekStart + 7 * DAY;
     showInstant(instantMs !== null && instantMs >= start && instantMs < end ? instantMs : start);
@@ -164,7 +168,7 @@
   function clientX(wallText) {
     const gd = document.getElementById("chart"), xa = gd._fullLayout.xaxis;
     const ms = wallMs(wallText.replace(" ", "T"));
-    return gd.getBoundingClientRect().left + xa._offset + xa.c2p(ms);
+    return Math.round(gd.getBoundingClientRect().left + xa._offset + xa.c2p(ms));  // events carry whole pixels
   }
 
   document.getElementById("chart").addEventListener("click", (ev) => {
@@ -172,7 +176,7 @@
     if (!xa || !data) return;
     const px = ev.clientX - gd.getBoundingClientRect().left - xa._offset;
     if (px < 0 || px > xa._length) return;
-    showInstant(Math.round(xa.p2c(px) / 60000) * 60000);
+    showInstant(Math.round(xa.p2c(px) / SNAP) * SNAP);  // a pixel is ~8 min of a week: snap to 15 min
   });
   document.getElementById("prev-week").onclick = () => { weekStart -= 7 * DAY; load(); };
   document.getElementById("next-week").onclick = () => { weekStart += 7 * DAY; load(); };
