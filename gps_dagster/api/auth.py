@@ -56,7 +56,7 @@ def principal(request: Request) -> TokenRecord:
     token = presented_token(request)
     if token is None:
         raise unauthenticated("no credentials")
-    record = request.app.state.services.tokens.verify(token)
+    record: TokenRecord | None = request.app.state.services.tokens.verify(token)
     if record is None:
         raise unauthenticated("the token is unknown, malformed or revoked")
     return record
