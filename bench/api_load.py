@@ -66,10 +66,10 @@ async def load(base: str, token: str, *, names: list[str], clients: int, seconds
                     t0 = time.perf_counter()
                     try:
                         r = await client.request(method, path, json=body)
-                        ok = r.status_code == 200
-                    except httpx.HTTPError:
-                        ok = False
-                    out[kind if ok else "error"].append(time.perf_counter() - t0)
+                        outcome = kind if r.status_code == 200 else f"error {kind} {r.status_code}"
+                    except httpx.HTTPError as exc:
+                        outcome = f"error {kind} {type(exc).__name__}"
+                    out[outcome].append(time.perf_counter() - t0)
 
         await asyncio.gather(*(one(i) for i in range(clients)))
     return out
@@ -92,9 +92,14 @@ def pct(values: list[float], q: float) -> float:
 
 def report(title: str, lat: dict[str, list[float]], seconds: float) -> None:
     total = sum(len(v) for v in lat.values())
-    print(f"{title}: {total / seconds:,.0f} requests/s, {len(lat.get('error', []))} error(s)")
+    errors = sum(len(v) for k, v in lat.items() if k.startswith("error"))
+    print(f"{title}: {total / seconds:,.0f} requests/s, {errors} error(s)")
     for kind, values in sorted(lat.items()):
         print(f"  {kind:8} n={len(values):7,}  p50 {pct(values, 50):7.1f} ms  p99 {pct(values, 99):7.1f} ms")
+
+
+def errors_of(lat: dict[str, list[float]]) -> int:
+    return sum(len(v) for k, v in lat.items() if k.startswith("error"))
 
 
 def free_port() -> int:
@@ -157,7 +162,11 @@ def main() -> int:
             print(f"reads p99 {pct(reads, 99):.1f} ms = {ratio:.1f}x the /healthz p99 (goal ≤ 100 ms)")
             codes = asyncio.run(contention(base, token, "bench"))
             print(f"apply-now burst of 40 under contention: {codes}")
-            bad = sum(n for c, n in codes.items() if c >= 500) + len(lat.get("error", []))
+            bad = sum(n for c, n in codes.items() if c >= 500) + errors_of(lat) + errors_of(baseline)
+            if bad:
+                log = (Path(tmp) / "serve.log").read_text(errors="replace").splitlines()
+                print("server log, errors:", *[line for line in log if "ERROR" in line or "Error" in line][-20:],
+                      sep="\n  ")
             return 1 if bad else 0
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
