@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Header, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, Header, Query, Response
 from starlette.convertors import Convertor, register_url_convertor
 
 from gps_dagster.api import documents
@@ -260,7 +260,7 @@ def schedule_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., 
     @app.get(f"{named}/timeline", response_model=TimelineOut, response_model_by_alias=True, tags=[tag],
              operation_id=f"{tag}_timeline", responses=error_responses(*common),
              summary="Intent per target, windows, desired GPUs vs capacity")
-    def timeline(name: str, c: who, request: Request,
+    def timeline(name: str, c: who,
                  from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
                  to: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
         return _timeline(c, c.visible(name), from_, to)
