@@ -20,15 +20,14 @@ from typing import Any, NoReturn
 import click
 
 from gps_dagster.cli import render
-from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
-from gps_dagster.domain.errors import FieldError, SpecInvalid
+from gps_dagster.cli.inputs import IsoDateTime, cli_actor, fail, load_pool_file, load_schedule_file
+from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import next_boundary
+from gps_dagster.engine import operations
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.dry_run import dry_run
-from gps_dagster.engine.eligibility import declares_replicas, ineligible_reason
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.reports import StepOutcome
-from gps_dagster.ports import NotFound
 from gps_dagster.runtime import Runtime, build_runtime
 from gps_dagster.store import Store
 from gps_dagster.store.errors import StoreError, TargetOwned
@@ -75,11 +74,10 @@ def schedules_apply(file: str, db_url: str | None, pool: str | None) -> None:
     except SpecInvalid as exc:
         fail(exc)
     rt = _runtime(db_url, pool)
-    problems = _scale_problems(rt, spec)
-    if problems:
-        fail(SpecInvalid(problems, source=file))
     try:
-        record = rt.store.apply_schedule(spec, now=_now())
+        record = operations.apply(rt.store, rt.core, spec, now=_now(), actor=cli_actor(), source=file)
+    except SpecInvalid as exc:
+        fail(exc)
     except TargetOwned as exc:
         refuse(exc)
     click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
@@ -101,22 +99,6 @@ def _request_reload() -> None:
         click.echo(f"dagster code location {location}: {reload_code_location(url, location)}")
     except (OSError, RuntimeError) as exc:
         click.echo(f"warning: could not reload the dagster code location ({exc}); the reconcile sensor still serves the schedule", err=True)
-
-
-def _scale_problems(rt: Runtime, spec: Any) -> list[FieldError]:
-    """R-MODEL-7: replicas on a deploy kind that cannot scale fail at create/update too."""
-    out = []
-    for i, target in enumerate(spec.targets):
-        if not declares_replicas(spec, target.model_deploy_id):
-            continue
-        try:
-            deploy = rt.core.get_deploy(target.model_deploy_id)
-        except NotFound:
-            continue
-        if ineligible_reason(spec, deploy) == "unsupported_scale_for_mode":
-            out.append(FieldError(f"targets[{i}].model_deploy_id", "unsupported_scale_for_mode",
-                                  f"{deploy.id} is a {deploy.kind.value} deploy that a schedule cannot scale: drop \"replicas\" for it"))
-    return out
 
 
 @schedules.command("list")
@@ -151,7 +133,7 @@ def schedules_show(name: str, db_url: str | None) -> None:
 def schedules_delete(name: str, db_url: str | None) -> None:
     """Delete schedule NAME and release its claims (running deploys are left as they are)."""
     try:
-        Store.open(db_url).delete_schedule(name, now=_now())
+        operations.delete(Store.open(db_url), name, now=_now(), actor=cli_actor())
     except StoreError as exc:
         refuse(exc)
     click.echo(f"deleted schedule '{name}'")
@@ -166,16 +148,7 @@ def schedules_delete(name: str, db_url: str | None) -> None:
 def status(name: str | None, db_url: str | None, fmt: str) -> None:
     """Per target: phase, reason, fix text, interval, last action."""
     store = Store.open(db_url)
-    rows: list[dict[str, Any]] = []
-    for s in store.list_status(name):
-        last = store.get_action(s.last_action) if s.last_action else None
-        rows.append({
-            "schedule": s.schedule, "target": s.deploy_id, "phase": s.phase, "reason": s.reason, "fix": s.fix,
-            "interval_start": s.interval_start.isoformat() if s.interval_start else None,
-            "interval_end": s.interval_end.isoformat() if s.interval_end else None,
-            "intent": s.intent, "last_action": None if last is None else {"step": last.step, "state": last.state, "reason": last.reason},
-            "since": s.phase_since.isoformat(),
-        })
+    rows = operations.status_rows(store, name)
     if fmt == "json":
         click.echo(json.dumps({"gate": store.get_gate(), "targets": rows}, indent=2))
         return
@@ -240,7 +213,7 @@ def apply_now(name: str, db_url: str | None, pool: str | None, queue: bool) -> N
             request = rt.store.request_apply_now(name, now=_now())
             click.echo(f"apply-now request {request} recorded for '{name}'")
             return
-        report = rt.engine.run_pass(schedule=name, trigger="apply_now")
+        report = operations.apply_now(rt.engine, rt.store, name, actor=cli_actor())
     except Busy as exc:
         click.echo(f"409 busy: {exc}", err=True)
         sys.exit(EXIT_BUSY)

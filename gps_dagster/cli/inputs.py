@@ -6,6 +6,7 @@ field path) or a click usage error (exit 2) — never a traceback.
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 from datetime import UTC, datetime
@@ -37,6 +38,14 @@ class IsoDateTime(click.ParamType):  # type: ignore[type-arg]  # generic only in
         if parsed.tzinfo is None or parsed.utcoffset() is None:
             self.fail(f"'{value}' has no UTC offset; add one, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
         return parsed
+
+
+def cli_actor() -> str:
+    """Who acts through the CLI, for the audit log: ``cli:<OS user>``."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
 
 
 def read_text(path: str) -> str:

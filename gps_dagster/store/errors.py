@@ -42,3 +42,31 @@ class InvalidGate(StoreError):
 
     def __init__(self, value: str) -> None:
         super().__init__(f"'{value}' is not an execution gate", fix="use off, observe or enforce")
+
+
+class ScheduleExists(StoreError):
+    """A create (not a replace) named a schedule that already exists."""
+
+    http_status = 409
+    reason = "schedule_exists"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"a schedule named '{name}' already exists",
+            fix="choose another name, or replace it (PUT with If-Match on its version)",
+        )
+
+
+class VersionMismatch(StoreError):
+    """A conditional write (If-Match) named a version that is no longer current (R-MODEL-8)."""
+
+    http_status = 412
+    reason = "version_mismatch"
+
+    def __init__(self, name: str, *, expected: int, actual: int) -> None:
+        self.name, self.expected, self.actual = name, expected, actual
+        super().__init__(
+            f"schedule '{name}' is at version {actual}, not {expected}",
+            fix=f"re-read the schedule and retry with If-Match: \"{actual}\" if the change still applies",
+        )

@@ -19,10 +19,16 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.store import migrate
+from gps_dagster.store import audit, migrate
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
-from gps_dagster.store.errors import InvalidGate, ScheduleNotFound, TargetOwned
+from gps_dagster.store.errors import (
+    InvalidGate,
+    ScheduleExists,
+    ScheduleNotFound,
+    TargetOwned,
+    VersionMismatch,
+)
 from gps_dagster.store.locks import PassLock
 from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.status import StatusMixin
@@ -30,6 +36,8 @@ from gps_dagster.store.status import StatusMixin
 GATES = ("off", "observe", "enforce")
 GATE_KEY = "execution"
 CURSOR_KEY = "cursor"
+MUST_NOT_EXIST = 0
+"""``expected_version`` of a create: the schedule must not exist yet."""
 
 
 class Store(StatusMixin):
@@ -57,8 +65,16 @@ class Store(StatusMixin):
 
     # -- schedules ---------------------------------------------------------
 
-    def apply_schedule(self, spec: Schedule, *, now: datetime) -> ScheduleRecord:
-        """Create or update ``spec``; claims its targets; bumps the version (R-MODEL-8)."""
+    def apply_schedule(
+        self, spec: Schedule, *, now: datetime, actor: str = audit.SYSTEM_ACTOR,
+        expected_version: int | None = None,
+    ) -> ScheduleRecord:
+        """Create or update ``spec``; claims its targets; bumps the version (R-MODEL-8).
+
+        ``expected_version`` makes the write conditional: ``MUST_NOT_EXIST`` (0) for a
+        create, the version the caller read for a replace (HTTP ``If-Match``), None for
+        an unconditional upsert (the CLI). The audit row is part of the transaction.
+        """
         doc = spec.to_document()
         with self.begin() as conn:
             row = conn.execute(
@@ -66,14 +82,19 @@ class Store(StatusMixin):
                 .where(t.schedules.c.name == spec.name)
                 .with_for_update()
             ).first()
+            _check_expected(spec.name, row.version if row is not None else None, expected_version)
             if row is None:
                 version, created = 1, now
-                conn.execute(
-                    t.schedules.insert().values(
-                        name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
-                        document=doc, created_at=now, updated_at=now,
-                    )
-                )
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            t.schedules.insert().values(
+                                name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
+                                document=doc, created_at=now, updated_at=now,
+                            )
+                        )
+                except IntegrityError:  # a concurrent create won the name
+                    raise ScheduleExists(spec.name) from None
             else:
                 version, created = row.version + 1, row.created_at
                 conn.execute(
@@ -83,6 +104,8 @@ class Store(StatusMixin):
                 )
             self._claim(conn, spec, now)
             self._event(conn, now, spec.name, None, "schedule_applied", detail={"version": version})
+            audit.record(conn, at=now, actor=actor, action="schedule_created" if version == 1 else "schedule_replaced",
+                         kind="schedule", name=spec.name, scope=spec.scope, version=version)
         return ScheduleRecord(spec.name, version, spec, spec.enabled, created, now)
 
     def _claim(self, conn: Connection, spec: Schedule, now: datetime) -> None:
@@ -140,24 +163,42 @@ class Store(StatusMixin):
             rows = conn.execute(sa.select(t.schedules).order_by(t.schedules.c.name)).all()
         return [_schedule(r) for r in rows]
 
-    def page_schedules(self, after: str | None, limit: int) -> list[ScheduleRecord]:
-        """Schedules named after ``after`` in name order: the durable-cursor page (R-PASS-3)."""
+    def page_schedules(self, after: str | None, limit: int, *, scope: str | None = None) -> list[ScheduleRecord]:
+        """Schedules named after ``after`` in name order: the durable-cursor page (R-PASS-3).
+
+        ``scope`` keeps only the schedules of one scope (an API surface's page).
+        """
         query = sa.select(t.schedules).order_by(t.schedules.c.name).limit(limit)
         if after:
             query = query.where(t.schedules.c.name > after)
+        if scope is not None:
+            query = query.where(t.schedules.c.scope == scope)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         return [_schedule(r) for r in rows]
 
-    def delete_schedule(self, name: str, *, now: datetime) -> None:
-        """Delete a schedule and release its claims; deploys are left as they are."""
+    def delete_schedule(
+        self, name: str, *, now: datetime, actor: str = audit.SYSTEM_ACTOR, expected_version: int | None = None,
+    ) -> int:
+        """Delete a schedule and release its claims; deploys are left as they are.
+
+        Returns the version deleted; ``expected_version`` makes it conditional (If-Match).
+        """
         with self.begin() as conn:
-            gone = conn.execute(t.schedules.delete().where(t.schedules.c.name == name)).rowcount
-            if not gone:
+            row = conn.execute(
+                sa.select(t.schedules.c.version, t.schedules.c.scope)
+                .where(t.schedules.c.name == name).with_for_update()
+            ).first()
+            if row is None:
                 raise ScheduleNotFound(name)
+            _check_expected(name, row.version, expected_version)
+            conn.execute(t.schedules.delete().where(t.schedules.c.name == name))
             conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
             conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
             self._event(conn, now, name, None, "schedule_deleted")
+            audit.record(conn, at=now, actor=actor, action="schedule_deleted", kind="schedule",
+                         name=name, scope=row.scope, version=row.version)
+        return int(row.version)
 
     def owner_of(self, deploy_id: str) -> str | None:
         with self.engine.connect() as conn:
@@ -231,6 +272,20 @@ class Store(StatusMixin):
             rows = conn.execute(query).all()
         return [EventRow(r.id, r.at, r.schedule_name, r.deploy_id, r.kind, r.phase, r.reason, r.detail) for r in rows]
 
+    # -- audit log ---------------------------------------------------------------
+
+    def add_audit(
+        self, *, at: datetime, actor: str, action: str, kind: str, name: str,
+        scope: str | None = None, version: int | None = None, detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a write that is not one store transaction (an apply-now pass)."""
+        with self.begin() as conn:
+            audit.record(conn, at=at, actor=actor, action=action, kind=kind, name=name,
+                         scope=scope, version=version, detail=detail)
+
+    def list_audit(self, *, after_id: int = 0, limit: int = 100, name: str | None = None) -> list[audit.AuditRow]:
+        return audit.page(self.engine, after_id=after_id, limit=limit, name=name)
+
     # -- apply-now requests ------------------------------------------------------
 
     def request_apply_now(self, name: str, *, now: datetime, actor: str = "cli") -> int:
@@ -266,6 +321,20 @@ class Store(StatusMixin):
             )
 
 
+def _check_expected(name: str, current: int | None, expected: int | None) -> None:
+    """Refuse a conditional write whose expected version is not the stored one."""
+    if expected is None:
+        return
+    if expected == MUST_NOT_EXIST:
+        if current is not None:
+            raise ScheduleExists(name)
+        return
+    if current is None:
+        raise ScheduleNotFound(name)
+    if current != expected:
+        raise VersionMismatch(name, expected=expected, actual=current)
+
+
 def _schedule(row: Any) -> ScheduleRecord:
     spec = Schedule.model_validate(row.document)
     return ScheduleRecord(row.name, row.version, spec, row.enabled, row.created_at, row.updated_at)
@@ -275,4 +344,4 @@ def _request(row: Any) -> ApplyNowRequest:
     return ApplyNowRequest(row.id, row.schedule_name, row.actor, row.requested_at, row.state, row.result, row.handled_at)
 
 
-__all__ = ["GATES", "Store", "TargetStatusRow"]
+__all__ = ["GATES", "MUST_NOT_EXIST", "Store", "TargetStatusRow"]
