@@ -20,7 +20,7 @@ import shutil
 import signal
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
@@ -32,6 +32,8 @@ from gps_dagster.cli.devserver import (
     prepare_home,
     seed_database,
 )
+from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.runtime import clock_from_env
 
 BANNER = """
   gps_dagster demo is running: {url}
@@ -79,8 +81,12 @@ def prepare(args: argparse.Namespace) -> tuple[Path, dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    home, env = prepare(args)
-    now = datetime.now(UTC)
+    try:
+        home, env = prepare(args)
+        now = clock_from_env().now()  # the runtime's clock: GPS_CLOCK, else the wall clock
+    except SpecInvalid as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     print("demo: materialising the last 24 hours of schedule_timeline (one run) ...", flush=True)
     done = materialize_timeline(env, hourly_key(now - timedelta(hours=24)), hourly_key(now - timedelta(hours=1)))
     if done.returncode != 0:
