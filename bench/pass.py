@@ -137,7 +137,8 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
         store.apply_schedule(load_schedule(doc, horizon_start=clock.now()), now=clock.now())
         store.set_gate("enforce", now=clock.now())
         engine = Engine(store, pool, clock, EngineConfig(pass_interval_s=30))
-        rt = Runtime(settings=Settings(db_url=url), store=store, core=pool, engine=engine, clock=clock)
+        rt = Runtime(settings=Settings(db_url=url), store=store, core=pool, engine=engine,
+                     clock=clock)
         until = first + timedelta(seconds=2 * boundaries * gap_s)
         while clock.now() < until:
             rt.engine.run_pass()

@@ -48,8 +48,18 @@ from gps_dagster.ports import Clock, Core
 from gps_dagster.store.repository import Store
 
 __all__ = [
-    "BACKENDS", "DEFAULT_POOL", "Runtime", "Settings", "SettingsInvalid", "build_clock",
-    "build_runtime", "clock_from_env", "db_url", "load_pool_spec", "open_store", "settings_from_env",
+    "BACKENDS",
+    "DEFAULT_POOL",
+    "Runtime",
+    "Settings",
+    "SettingsInvalid",
+    "build_clock",
+    "build_runtime",
+    "clock_from_env",
+    "db_url",
+    "load_pool_spec",
+    "open_store",
+    "settings_from_env",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -57,9 +67,13 @@ DEFAULT_POOL = REPO_ROOT / "examples" / "seed-pool-10.yaml"
 BACKENDS = ("sim", "kubernetes")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ENV = {
-    "backend": "GPS_BACKEND", "db_url": "GPS_DB_URL", "pool_file": "GPS_POOL_FILE",
-    "kubeconfig": "GPS_KUBECONFIG", "kube_context": "GPS_KUBE_CONTEXT",
-    "namespaces": "GPS_NAMESPACES", "clock": "GPS_CLOCK",
+    "backend": "GPS_BACKEND",
+    "db_url": "GPS_DB_URL",
+    "pool_file": "GPS_POOL_FILE",
+    "kubeconfig": "GPS_KUBECONFIG",
+    "kube_context": "GPS_KUBE_CONTEXT",
+    "namespaces": "GPS_NAMESPACES",
+    "clock": "GPS_CLOCK",
 }
 
 
@@ -142,8 +156,11 @@ class _Reader:
         if value is None:
             return "sim"
         if value not in BACKENDS:
-            self.fail(where, "invalid_backend",
-                      f"{_show(value)} is not a backend: use one of {', '.join(BACKENDS)}")
+            self.fail(
+                where,
+                "invalid_backend",
+                f"{_show(value)} is not a backend: use one of {', '.join(BACKENDS)}",
+            )
             return "sim"
         return str(value)
 
@@ -154,21 +171,31 @@ class _Reader:
         try:
             sa.engine.make_url(str(value))
         except sa.exc.ArgumentError:
-            self.fail(where, "invalid_db_url", f"{_show(value)} is not a database URL: use e.g. "
-                      "sqlite:///var/gps.sqlite or postgresql+psycopg2://user@host/db")
+            self.fail(
+                where,
+                "invalid_db_url",
+                f"{_show(value)} is not a database URL: use e.g. "
+                "sqlite:///var/gps.sqlite or postgresql+psycopg2://user@host/db",
+            )
         return str(value)
 
     def pool_file(self, backend: str) -> Path | None:
         where, value = self.raw("pool_file")
         if backend != "sim":
             if where == "pool_file":  # given explicitly: a mistake, not a leftover variable
-                self.fail(where, "pool_file_not_for_backend",
-                          f"a pool file describes the simulated pool only: drop it for {backend}")
+                self.fail(
+                    where,
+                    "pool_file_not_for_backend",
+                    f"a pool file describes the simulated pool only: drop it for {backend}",
+                )
             return None
         path = Path(str(value)) if value is not None else DEFAULT_POOL
         if not path.is_file():
-            self.fail(where, "pool_file_not_found",
-                      f"no pool file at {_show(str(path))}: give an existing file")
+            self.fail(
+                where,
+                "pool_file_not_found",
+                f"no pool file at {_show(str(path))}: give an existing file",
+            )
         return path
 
     def kubeconfig(self, backend: str) -> str | None:
@@ -180,14 +207,20 @@ class _Reader:
             return _opt_str(value)
         if value is None:
             if not self.env.get("KUBERNETES_SERVICE_HOST"):
-                self.fail(where, "kubeconfig_missing",
-                          "no kubeconfig and not in a cluster: set GPS_KUBECONFIG (or --kubeconfig) "
-                          "to a kubeconfig file")
+                self.fail(
+                    where,
+                    "kubeconfig_missing",
+                    "no kubeconfig and not in a cluster: set GPS_KUBECONFIG "
+                    "(or --kubeconfig) to a kubeconfig file",
+                )
             return None
         missing = [p for p in str(value).split(os.pathsep) if p and not Path(p).is_file()]
         if missing:
-            self.fail(where, "kubeconfig_not_found",
-                      f"no kubeconfig file at {_show(missing[0])}: give an existing file")
+            self.fail(
+                where,
+                "kubeconfig_not_found",
+                f"no kubeconfig file at {_show(missing[0])}: give an existing file",
+            )
         return str(value)
 
     def namespaces(self) -> tuple[str, ...]:
@@ -198,9 +231,12 @@ class _Reader:
         out: list[str] = []
         for item in (i.strip() for i in items):
             if item and not _NAMESPACE.match(item):
-                self.fail(where, "invalid_namespace",
-                          f"{_show(item)} is not a namespace name: lower-case letters, digits "
-                          "and '-', at most 63 characters")
+                self.fail(
+                    where,
+                    "invalid_namespace",
+                    f"{_show(item)} is not a namespace name: lower-case letters, digits "
+                    "and '-', at most 63 characters",
+                )
             elif item and item not in out:
                 out.append(item)
         return tuple(out)
@@ -215,12 +251,19 @@ class _Reader:
             try:
                 instant = datetime.fromisoformat(str(value))
             except ValueError:
-                self.fail(where, "invalid_clock", f"{_show(value)} is neither 'wall' nor an "
-                          "RFC 3339 instant: use e.g. 2026-10-19T08:00:00+07:00")
+                self.fail(
+                    where,
+                    "invalid_clock",
+                    f"{_show(value)} is neither 'wall' nor an "
+                    "RFC 3339 instant: use e.g. 2026-10-19T08:00:00+07:00",
+                )
                 return None
         if instant.tzinfo is None or instant.utcoffset() is None:
-            self.fail(where, "naive_datetime",
-                      f"{_show(str(value))} has no UTC offset: add one, e.g. +07:00 or Z")
+            self.fail(
+                where,
+                "naive_datetime",
+                f"{_show(str(value))} has no UTC offset: add one, e.g. +07:00 or Z",
+            )
             return None
         return instant
 
@@ -229,7 +272,8 @@ def clock_from_env(env: Mapping[str, str] | None = None, clock: Any = None) -> C
     """Only the clock of the settings (``GPS_CLOCK``, or the ``clock`` override): for the
     commands that need "now" but no store or backend, so that an unrelated bad setting does
     not stop them."""
-    reader = _Reader(os.environ if env is None else env, {} if clock in (None, "") else {"clock": clock})
+    given = {} if clock in (None, "") else {"clock": clock}
+    reader = _Reader(os.environ if env is None else env, given)
     instant = reader.clock()
     if reader.problems:
         raise SettingsInvalid(reader.problems)
@@ -321,9 +365,8 @@ def load_pool_spec(settings: Settings) -> PoolSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsInvalid([FieldError("GPS_POOL_FILE", "unreadable_file",
-                                          f"cannot read {_show(str(path))} ({exc.__class__.__name__}): "
-                                          "give a readable pool file")]) from exc
+        fix = f"cannot read {_show(str(path))} ({type(exc).__name__}): give a readable pool file"
+        raise _invalid("GPS_POOL_FILE", "unreadable_file", fix) from exc
     return parse_pool(text, source=str(path))
 
 
@@ -332,22 +375,29 @@ def _kubernetes_core(settings: Settings, store: Store, clock: Clock) -> Core:
     try:
         from gps_dagster.backends.k8s import build_core
     except ImportError as exc:
-        raise SettingsInvalid([FieldError(
-            "GPS_BACKEND", "backend_unavailable",
+        fix = (
             f"the kubernetes backend cannot be loaded ({_show(exc)}): install gps_dagster with "
-            "its kubernetes backend and the kubernetes client, or set GPS_BACKEND=sim",
-        )]) from exc
+            "its kubernetes backend and the kubernetes client, or set GPS_BACKEND=sim"
+        )
+        raise _invalid("GPS_BACKEND", "backend_unavailable", fix) from exc
     try:
         core: Core = build_core(
-            store=store, clock=clock, kubeconfig=settings.kubeconfig,
-            context=settings.kube_context, namespaces=settings.namespaces,
+            store=store,
+            clock=clock,
+            kubeconfig=settings.kubeconfig,
+            context=settings.kube_context,
+            namespaces=settings.namespaces,
         )
     except GpsError:
         raise  # already carries its reason and fix
     except Exception as exc:  # the composition root owns backend start-up failures
-        raise SettingsInvalid([FieldError(
-            "GPS_KUBECONFIG", "backend_start_failed",
-            f"the kubernetes backend did not start ({exc.__class__.__name__}: {_show(exc)}): check "
-            "the kubeconfig (--kubeconfig), the context (--context) and that the API server is up",
-        )]) from exc
+        fix = (
+            f"the kubernetes backend did not start ({type(exc).__name__}: {_show(exc)}): check "
+            "the kubeconfig (--kubeconfig), the context (--context) and that the API server is up"
+        )
+        raise _invalid("GPS_KUBECONFIG", "backend_start_failed", fix) from exc
     return core
+
+
+def _invalid(where: str, reason: str, fix: str) -> SettingsInvalid:
+    return SettingsInvalid([FieldError(where, reason, fix)])

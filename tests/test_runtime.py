@@ -33,15 +33,27 @@ def problems(exc: pytest.ExceptionInfo[SettingsInvalid]) -> list[tuple[str, str]
 
 def test_defaults_are_the_sim_backend_on_the_wall_clock() -> None:
     s = settings_from_env({})
-    assert s == Settings(backend="sim", db_url=None, pool_file=DEFAULT_POOL, kubeconfig=None,
-                         kube_context=None, namespaces=(), clock=None)
+    assert s == Settings(
+        backend="sim",
+        db_url=None,
+        pool_file=DEFAULT_POOL,
+        kubeconfig=None,
+        kube_context=None,
+        namespaces=(),
+        clock=None,
+    )
     assert isinstance(build_clock(s), WallClock)
 
 
 def test_every_variable_is_read() -> None:
-    env = {"GPS_BACKEND": "sim", "GPS_DB_URL": "sqlite:///x.sqlite", "GPS_POOL_FILE": POOL16,
-           "GPS_KUBE_CONTEXT": "ctx", "GPS_NAMESPACES": " team-a, team-b,,team-a ",
-           "GPS_CLOCK": "2026-10-20T10:00:00+07:00"}
+    env = {
+        "GPS_BACKEND": "sim",
+        "GPS_DB_URL": "sqlite:///x.sqlite",
+        "GPS_POOL_FILE": POOL16,
+        "GPS_KUBE_CONTEXT": "ctx",
+        "GPS_NAMESPACES": " team-a, team-b,,team-a ",
+        "GPS_CLOCK": "2026-10-20T10:00:00+07:00",
+    }
     s = settings_from_env(env)
     assert (s.db_url, s.pool_file, s.kube_context) == ("sqlite:///x.sqlite", Path(POOL16), "ctx")
     assert s.namespaces == ("team-a", "team-b")  # trimmed, empty items and repeats dropped
@@ -51,22 +63,43 @@ def test_every_variable_is_read() -> None:
 
 
 def test_overrides_win_over_the_environment_and_none_means_not_given() -> None:
-    env = {"GPS_DB_URL": "sqlite:///env.sqlite", "GPS_POOL_FILE": str(DEFAULT_POOL), "GPS_CLOCK": "wall"}
-    s = settings_from_env(env, db_url="sqlite:///cli.sqlite", pool_file=POOL16, backend=None,
-                          clock="2026-10-20T03:00:00Z")
-    assert (s.db_url, s.pool_file, s.backend, s.clock) == ("sqlite:///cli.sqlite", Path(POOL16), "sim", AT)
+    env = {
+        "GPS_DB_URL": "sqlite:///env.sqlite",
+        "GPS_POOL_FILE": str(DEFAULT_POOL),
+        "GPS_CLOCK": "wall",
+    }
+    s = settings_from_env(
+        env,
+        db_url="sqlite:///cli.sqlite",
+        pool_file=POOL16,
+        backend=None,
+        clock="2026-10-20T03:00:00Z",
+    )
+    assert (s.db_url, s.pool_file, s.backend, s.clock) == (
+        "sqlite:///cli.sqlite",
+        Path(POOL16),
+        "sim",
+        AT,
+    )
     with pytest.raises(TypeError, match="unknown settings"):
         settings_from_env({}, database="x")
 
 
 def test_every_bad_value_is_reported_at_once_with_its_setting() -> None:
-    env = {"GPS_BACKEND": "k8s", "GPS_DB_URL": "not a url", "GPS_POOL_FILE": "/nonexistent/pool.yaml",
-           "GPS_NAMESPACES": "team-a,Team_B", "GPS_CLOCK": "tomorrow"}
+    env = {
+        "GPS_BACKEND": "k8s",
+        "GPS_DB_URL": "not a url",
+        "GPS_POOL_FILE": "/nonexistent/pool.yaml",
+        "GPS_NAMESPACES": "team-a,Team_B",
+        "GPS_CLOCK": "tomorrow",
+    }
     with pytest.raises(SettingsInvalid) as exc:
         settings_from_env(env)
     assert problems(exc) == [
-        ("GPS_BACKEND", "invalid_backend"), ("GPS_DB_URL", "invalid_db_url"),
-        ("GPS_POOL_FILE", "pool_file_not_found"), ("GPS_NAMESPACES", "invalid_namespace"),
+        ("GPS_BACKEND", "invalid_backend"),
+        ("GPS_DB_URL", "invalid_db_url"),
+        ("GPS_POOL_FILE", "pool_file_not_found"),
+        ("GPS_NAMESPACES", "invalid_namespace"),
         ("GPS_CLOCK", "invalid_clock"),
     ]
     assert exc.value.source == "settings"
@@ -77,8 +110,12 @@ def test_every_bad_value_is_reported_at_once_with_its_setting() -> None:
 
 @pytest.mark.parametrize(
     ("clock", "reason"),
-    [("2026-10-20T10:00:00", "naive_datetime"), ("10:00", "invalid_clock"), ("now", "invalid_clock"),
-     ("2026-10-20T10:00:00+07:00\nrm -rf /", "invalid_clock")],
+    [
+        ("2026-10-20T10:00:00", "naive_datetime"),
+        ("10:00", "invalid_clock"),
+        ("now", "invalid_clock"),
+        ("2026-10-20T10:00:00+07:00\nrm -rf /", "invalid_clock"),
+    ],
 )
 def test_a_clock_is_wall_or_an_instant_with_its_offset(clock: str, reason: str) -> None:
     with pytest.raises(SettingsInvalid) as exc:
@@ -99,10 +136,13 @@ def test_kubernetes_needs_a_kubeconfig_or_a_cluster(kubeconfig: str) -> None:
     with pytest.raises(SettingsInvalid) as missing:
         settings_from_env({"GPS_BACKEND": "kubernetes", "KUBECONFIG": "/nonexistent/config"})
     assert problems(missing) == [("KUBECONFIG", "kubeconfig_not_found")]
-    in_cluster = settings_from_env({"GPS_BACKEND": "kubernetes", "KUBERNETES_SERVICE_HOST": "10.96.0.1"})
+    in_cluster = settings_from_env(
+        {"GPS_BACKEND": "kubernetes", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    )
     assert (in_cluster.kubeconfig, in_cluster.pool_file) == (None, None)
-    chosen = settings_from_env({"GPS_BACKEND": "kubernetes", "KUBECONFIG": "/ignored",
-                                "GPS_KUBECONFIG": kubeconfig})
+    chosen = settings_from_env(
+        {"GPS_BACKEND": "kubernetes", "KUBECONFIG": "/ignored", "GPS_KUBECONFIG": kubeconfig}
+    )
     assert chosen.kubeconfig == kubeconfig  # GPS_KUBECONFIG before KUBECONFIG
 
 
@@ -115,8 +155,11 @@ def test_a_pool_file_is_for_the_sim_only(kubeconfig: str) -> None:
 
 
 def test_the_sim_runtime_shares_one_clock_and_exposes_its_pool(sqlite_url: str) -> None:
-    rt = build_runtime(settings_from_env({"GPS_CLOCK": "2026-10-20T03:00:00Z"}, db_url=sqlite_url,
-                                         pool_file=POOL16))
+    rt = build_runtime(
+        settings_from_env(
+            {"GPS_CLOCK": "2026-10-20T03:00:00Z"}, db_url=sqlite_url, pool_file=POOL16
+        )
+    )
     try:
         assert rt.clock.now() == AT
         assert rt.engine.clock is rt.clock and rt.engine.core is rt.core
@@ -138,13 +181,23 @@ def test_an_unreadable_pool_file_is_a_settings_problem(sqlite_url: str, tmp_path
 def test_kubernetes_builds_its_core_through_the_backend_module(
     sqlite_url: str, kubeconfig: str, fake_k8s: FakeK8sBackend
 ) -> None:
-    env = {"GPS_BACKEND": "kubernetes", "GPS_KUBECONFIG": kubeconfig, "GPS_KUBE_CONTEXT": "kind-gpu",
-           "GPS_NAMESPACES": "team-a,team-b", "GPS_CLOCK": "2026-10-20T03:00:00Z"}
+    env = {
+        "GPS_BACKEND": "kubernetes",
+        "GPS_KUBECONFIG": kubeconfig,
+        "GPS_KUBE_CONTEXT": "kind-gpu",
+        "GPS_NAMESPACES": "team-a,team-b",
+        "GPS_CLOCK": "2026-10-20T03:00:00Z",
+    }
     rt = build_runtime(settings_from_env(env, db_url=sqlite_url))
     try:
         (call,) = fake_k8s.calls
-        assert call == {"store": rt.store, "clock": rt.clock, "kubeconfig": kubeconfig,
-                        "context": "kind-gpu", "namespaces": ("team-a", "team-b")}
+        assert call == {
+            "store": rt.store,
+            "clock": rt.clock,
+            "kubeconfig": kubeconfig,
+            "context": "kind-gpu",
+            "namespaces": ("team-a", "team-b"),
+        }
         assert rt.core is fake_k8s.cores[0] and rt.engine.core is rt.core
         assert rt.pool is None  # no pool file on kubernetes
         assert rt.clock.now() == AT
@@ -156,7 +209,9 @@ def test_a_missing_kubernetes_backend_is_a_clear_error(
     sqlite_url: str, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, MODULE, None)  # what an install without the package sees
-    settings = settings_from_env({"GPS_BACKEND": "kubernetes", "GPS_KUBECONFIG": kubeconfig}, db_url=sqlite_url)
+    settings = settings_from_env(
+        {"GPS_BACKEND": "kubernetes", "GPS_KUBECONFIG": kubeconfig}, db_url=sqlite_url
+    )
     with pytest.raises(SettingsInvalid) as exc:
         build_runtime(settings)
     assert problems(exc) == [("GPS_BACKEND", "backend_unavailable")]
@@ -169,8 +224,13 @@ def test_a_kubernetes_backend_that_fails_to_start_is_a_clear_error(
 ) -> None:
     broken = FakeK8sBackend(fail_with=ConnectionRefusedError("127.0.0.1:6443 refused"))
     monkeypatch.setitem(sys.modules, MODULE, broken)
-    settings = settings_from_env({"GPS_BACKEND": "kubernetes", "GPS_KUBECONFIG": kubeconfig}, db_url=sqlite_url)
+    settings = settings_from_env(
+        {"GPS_BACKEND": "kubernetes", "GPS_KUBECONFIG": kubeconfig}, db_url=sqlite_url
+    )
     with pytest.raises(SettingsInvalid) as exc:
         build_runtime(settings)
     assert problems(exc) == [("GPS_KUBECONFIG", "backend_start_failed")]
-    assert "ConnectionRefusedError" in exc.value.errors[0].fix and "127.0.0.1:6443" in exc.value.errors[0].fix
+    assert (
+        "ConnectionRefusedError" in exc.value.errors[0].fix
+        and "127.0.0.1:6443" in exc.value.errors[0].fix
+    )

@@ -24,10 +24,12 @@ if ! command -v faketime >/dev/null 2>&1; then
   fi
   echo "faketime_tests: installing Debian faketime" >&2
   $SUDO apt-get update -qq || true
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends faketime >/dev/null || true
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    faketime >/dev/null || true
 fi
 if ! command -v faketime >/dev/null 2>&1; then
-  echo "faketime_tests: FAILED: faketime is not installed and could not be (apt-get install faketime)" >&2
+  echo "faketime_tests: FAILED: faketime is missing and could not be installed" \
+    "(apt-get install faketime)" >&2
   exit 1
 fi
 

@@ -232,7 +232,8 @@ def seed_database(
     from gps_dagster.domain.schedules import parse_schedule
     from gps_dagster.runtime import build_runtime, settings_from_env
 
-    rt = build_runtime(settings_from_env(backend="sim", db_url=db_url, pool_file=str(pool_file)), reload_pool=True)
+    settings = settings_from_env(backend="sim", db_url=db_url, pool_file=str(pool_file))
+    rt = build_runtime(settings, reload_pool=True)
     try:
         now = rt.clock.now()
         for path in schedule_files:

@@ -108,8 +108,9 @@ def _scale_problems(rt: Runtime, spec: Any) -> list[FieldError]:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def schedules_list(settings: Settings, fmt: str) -> None:
     """List schedules with their version, scope and targets."""
+    records = wiring.store(settings).list_schedules()
     rows: list[dict[str, Any]] = [{"name": r.name, "version": r.version, "scope": r.spec.scope, "enabled": r.enabled,
-             "mode": r.spec.mode.value, "targets": list(r.spec.target_ids)} for r in wiring.store(settings).list_schedules()]
+             "mode": r.spec.mode.value, "targets": list(r.spec.target_ids)} for r in records]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return

@@ -31,7 +31,8 @@ def pool_group() -> None:
 
 @pool_group.command("show")
 @click.option("--pool", "pool_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A pool file (YAML/JSON).")
-@click.option("--db", "db", default=None, help="Database URL of the store (default: GPS_DB_URL or var/gps.sqlite).")
+@click.option("--db", "db", default=None,
+              help="Database URL of the store (default: GPS_DB_URL or var/gps.sqlite).")
 @wiring.BACKEND_OPTIONS[0]
 @wiring.BACKEND_OPTIONS[1]
 @wiring.BACKEND_OPTIONS[2]
@@ -50,7 +51,10 @@ def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig
         )]))
     clock = build_clock(settings)
     try:
-        snaps = _from_file(pool_file, clock) if pool_file else _from_store(db_url(settings), name, clock)
+        if pool_file:
+            snaps = _from_file(pool_file, clock)
+        else:
+            snaps = _from_store(db_url(settings), name, clock)
     except SpecInvalid as exc:
         raise click.ClickException(str(exc)) from None
     except NotFound as exc:

@@ -2,8 +2,9 @@
 
 An edge of the system: it opens the store of the settings (``GPS_DB_URL``,
 default SQLite under ``var/``) and stamps writes with the runtime's clock
-(``GPS_CLOCK``, else the wall clock) unless ``--at`` is given. Exit codes follow the main CLI: 0 ok, 1 refused or invalid input
-(field path, reason and fix printed, never a traceback), 2 usage error.
+(``GPS_CLOCK``, else the wall clock) unless ``--at`` is given. Exit codes
+follow the main CLI: 0 ok, 1 refused or invalid input (field path, reason and
+fix printed, never a traceback), 2 usage error.
 The main CLI mounts ``reservations_group``; this module does not import it.
 """
 

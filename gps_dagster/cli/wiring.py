@@ -33,20 +33,33 @@ from gps_dagster.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DB_OPTION = click.option("--db", "db_url", default=None,
-                         help="Store URL (default: GPS_DB_URL or sqlite var/gps.sqlite).")
-POOL_OPTION = click.option("--pool", "pool", default=None,
-                           help="Simulated pool file (sim backend; default: GPS_POOL_FILE or "
-                                "examples/seed-pool-10.yaml).")
+DB_OPTION = click.option(
+    "--db", "db_url", default=None, help="Store URL (default: GPS_DB_URL or sqlite var/gps.sqlite)."
+)
+POOL_OPTION = click.option(
+    "--pool",
+    "pool",
+    default=None,
+    help="Simulated pool file (sim backend; default: GPS_POOL_FILE or examples/seed-pool-10.yaml).",
+)
 BACKEND_OPTIONS = (
-    click.option("--backend", type=click.Choice(BACKENDS), default=None,
-                 help="Where the deploys live (default: GPS_BACKEND or sim)."),
-    click.option("--kubeconfig", default=None,
-                 help="Kubeconfig file (kubernetes; default: GPS_KUBECONFIG, KUBECONFIG or "
-                      "in-cluster)."),
-    click.option("--context", "kube_context", default=None,
-                 help="Kubeconfig context (kubernetes; default: GPS_KUBE_CONTEXT or the "
-                      "current one)."),
+    click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default=None,
+        help="Where the deploys live (default: GPS_BACKEND or sim).",
+    ),
+    click.option(
+        "--kubeconfig",
+        default=None,
+        help="Kubeconfig file (kubernetes; default: GPS_KUBECONFIG, KUBECONFIG or in-cluster).",
+    ),
+    click.option(
+        "--context",
+        "kube_context",
+        default=None,
+        help="Kubeconfig context (kubernetes; default: GPS_KUBE_CONTEXT or the current one).",
+    ),
 )
 
 
@@ -64,10 +77,22 @@ def core_options(fn: F) -> F:
     """``--db --pool --backend --kubeconfig --context``; the command receives ``settings``."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, db_url: str | None, pool: str | None, backend: str | None,
-                kubeconfig: str | None, kube_context: str | None, **kwargs: Any) -> Any:
-        chosen = settings(db_url=db_url, pool_file=pool, backend=backend, kubeconfig=kubeconfig,
-                          kube_context=kube_context)
+    def wrapper(
+        *args: Any,
+        db_url: str | None,
+        pool: str | None,
+        backend: str | None,
+        kubeconfig: str | None,
+        kube_context: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        chosen = settings(
+            db_url=db_url,
+            pool_file=pool,
+            backend=backend,
+            kubeconfig=kubeconfig,
+            kube_context=kube_context,
+        )
         return fn(*args, settings=chosen, **kwargs)
 
     decorated: Any = wrapper

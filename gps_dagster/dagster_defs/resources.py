@@ -56,7 +56,8 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                     "in-cluster.",
     )
     kube_context: str | None = Field(
-        default=None, description="Kubeconfig context; None = $GPS_KUBE_CONTEXT or the current one.",
+        default=None,
+        description="Kubeconfig context; None = $GPS_KUBE_CONTEXT or the current one.",
     )
 
     def get_runtime(self) -> Any:

@@ -14,8 +14,15 @@ from tests.cli.cli_support import MONDAY_1900
 
 @pytest.fixture(autouse=True)
 def cli_clock(monkeypatch: pytest.MonkeyPatch) -> str:
-    for name in ("GPS_BACKEND", "GPS_KUBECONFIG", "KUBECONFIG", "GPS_KUBE_CONTEXT", "GPS_NAMESPACES",
-                 "KUBERNETES_SERVICE_HOST", "GPS_DAGSTER_URL"):
+    for name in (
+        "GPS_BACKEND",
+        "GPS_KUBECONFIG",
+        "KUBECONFIG",
+        "GPS_KUBE_CONTEXT",
+        "GPS_NAMESPACES",
+        "KUBERNETES_SERVICE_HOST",
+        "GPS_DAGSTER_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GPS_CLOCK", MONDAY_1900)
     return MONDAY_1900

@@ -1,4 +1,5 @@
-"""The engine commands of ``gps-dagster``: schedules, status, gate, apply-now, dry-run, simulate, metrics.
+"""The engine commands of ``gps-dagster``: schedules, status, gate, apply-now, dry-run, simulate,
+metrics.
 
 Each runs at the instant of ``GPS_CLOCK`` (the conftest pins Monday 19:00 +07; a test that needs
 business hours says ``at=TUESDAY_1000``), so the expected phases are exact at any wall-clock time.
@@ -86,7 +87,9 @@ def test_gate_defaults_to_off_and_status_reports_it(env: dict[str, str]) -> None
     assert run("gate", "sideways").exit_code == 2
 
 
-def test_apply_now_runs_a_pass_at_the_runtime_clock_and_status_shows_each_target(env: dict[str, str]) -> None:
+def test_apply_now_runs_a_pass_at_the_runtime_clock_and_status_shows_each_target(
+    env: dict[str, str],
+) -> None:
     run("schedules", "apply", "-f", SEED, at=TUESDAY_1000)
     run("gate", "enforce", at=TUESDAY_1000)
     result = run("apply-now", "gpu-pool-h100-shared", at=TUESDAY_1000)
@@ -97,11 +100,15 @@ def test_apply_now_runs_a_pass_at_the_runtime_clock_and_status_shows_each_target
     targets = {t["target"]: t for t in doc["targets"]}
     # Tuesday 10:00 +07 is business hours (08:00-18:00): B is released first, A waits for its GPUs
     assert {t: (s["phase"], s["intent"]["source"]) for t, s in targets.items()} == {
-        "md-llama70b": ("capacity_wait", "business-hours"), "md-qwen32b": ("releasing", "business-hours")}
+        "md-llama70b": ("capacity_wait", "business-hours"),
+        "md-qwen32b": ("releasing", "business-hours"),
+    }
     assert {(s["interval_start"], s["interval_end"]) for s in targets.values()} == {
         ("2026-10-20T01:00:00+00:00", "2026-10-20T11:00:00+00:00")}
-    assert {s["since"] for s in targets.values()} == {"2026-10-20T03:00:00+00:00"}  # the pass ran at GPS_CLOCK
-    assert targets["md-qwen32b"]["last_action"] == {"step": "stop", "state": "accepted", "reason": None}
+    # the pass ran at GPS_CLOCK
+    assert {s["since"] for s in targets.values()} == {"2026-10-20T03:00:00+00:00"}
+    last = targets["md-qwen32b"]["last_action"]
+    assert last == {"step": "stop", "state": "accepted", "reason": None}
 
 
 def test_apply_now_outside_business_hours_finds_the_pool_converged(env: dict[str, str]) -> None:
@@ -109,17 +116,22 @@ def test_apply_now_outside_business_hours_finds_the_pool_converged(env: dict[str
     run("gate", "enforce")
     assert run("apply-now", "gpu-pool-h100-shared").exit_code == 0
     doc = json.loads(run("status", "gpu-pool-h100-shared", "--format", "json").output)
-    assert {t["target"]: (t["phase"], t["intent"]["desired_state"], t["interval_start"]) for t in doc["targets"]} == {
+    seen = {t["target"]: (t["phase"], t["intent"]["desired_state"], t["interval_start"])
+            for t in doc["targets"]}
+    assert seen == {
         "md-llama70b": ("converged", "stopped", "2026-10-19T11:00:00+00:00"),
         "md-qwen32b": ("converged", "running", "2026-10-19T11:00:00+00:00"),
     }
     assert Store.open(env["url"]).list_actions() == []  # nothing to do: A is stopped and B runs
 
 
-def test_apply_now_answers_busy_with_exit_3_while_another_pass_holds_the_lock(env: dict[str, str]) -> None:
+def test_apply_now_answers_busy_with_exit_3_while_another_pass_holds_the_lock(
+    env: dict[str, str],
+) -> None:
     run("schedules", "apply", "-f", SEED)
     store = Store.open(env["url"])
-    with store.lock(LOCK_NAME, holder="another-engine", now=instant(MONDAY_1900), ttl_s=600) as held:
+    lease = store.lock(LOCK_NAME, holder="another-engine", now=instant(MONDAY_1900), ttl_s=600)
+    with lease as held:
         assert held.acquired
         result = run("apply-now", "gpu-pool-h100-shared")
         assert result.exit_code == 3
@@ -197,19 +209,23 @@ def test_simulate_draws_a_png(env: dict[str, str]) -> None:
     ("at", "serving"),
     [
         (MONDAY_1900, {"md-llama70b": ("converged", "0.0"), "md-qwen32b": ("converged", "1.0")}),
-        (TUESDAY_1000, {"md-llama70b": ("capacity_wait", "0.0"), "md-qwen32b": ("releasing", "1.0")}),
+        (TUESDAY_1000,
+         {"md-llama70b": ("capacity_wait", "0.0"), "md-qwen32b": ("releasing", "1.0")}),
     ],
     ids=["outside-business-hours", "inside-business-hours"],
 )
-def test_metrics_are_prometheus_text(env: dict[str, str], at: str, serving: dict[str, tuple[str, str]]) -> None:
+def test_metrics_are_prometheus_text(
+    env: dict[str, str], at: str, serving: dict[str, tuple[str, str]]
+) -> None:
     run("schedules", "apply", "-f", SEED, at=at)
     run("gate", "enforce", at=at)
     run("apply-now", "gpu-pool-h100-shared", at=at)
     text = run("metrics").output
     assert "# TYPE deployschedule_target_serving gauge" in text
-    lines = [line for line in text.splitlines() if line.startswith("deployschedule_target_serving{")]
+    gauge = "deployschedule_target_serving"
+    lines = [line for line in text.splitlines() if line.startswith(gauge + "{")]
     assert lines == [
-        f'deployschedule_target_serving{{phase="{phase}",schedule="gpu-pool-h100-shared",target="{target}"}} {value}'
+        f'{gauge}{{phase="{phase}",schedule="gpu-pool-h100-shared",target="{target}"}} {value}'
         for target, (phase, value) in sorted(serving.items())
     ]
     assert "deployschedule_boundary_lag_seconds_count 1.0" in text
@@ -223,14 +239,18 @@ def test_db_upgrade_reports_the_head_revision(env: dict[str, str]) -> None:
     assert f"revision {migrate.head_revision()}" in result.output
 
 
-def test_engine_run_once_performs_one_pass_at_the_runtime_clock_and_records_status(env: dict[str, str]) -> None:
+def test_engine_run_once_performs_one_pass_at_the_runtime_clock_and_records_status(
+    env: dict[str, str],
+) -> None:
     run("schedules", "apply", "-f", SEED, at=TUESDAY_1000)
     run("gate", "enforce", at=TUESDAY_1000)
     result = run("engine", "run", "--once", at=TUESDAY_1000)
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("2026-10-20T03:00:00+00:00 gate=enforce busy=False plans=1 steps=")
+    head = "2026-10-20T03:00:00+00:00 gate=enforce busy=False plans=1 steps="
+    assert result.output.startswith(head)
     statuses = Store.open(env["url"]).list_status("gpu-pool-h100-shared")
-    assert {s.deploy_id: s.phase for s in statuses} == {"md-llama70b": "capacity_wait", "md-qwen32b": "releasing"}
+    phases = {s.deploy_id: s.phase for s in statuses}
+    assert phases == {"md-llama70b": "capacity_wait", "md-qwen32b": "releasing"}
     assert {s.interval_start for s in statuses} == {instant("2026-10-20T08:00:00+07:00")}
 
 

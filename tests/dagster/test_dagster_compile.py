@@ -102,7 +102,8 @@ def test_cli_backfills_a_week_of_timeline_in_one_run(tmp_path: Path) -> None:
     seed_schedule(make_runtime(env["GPS_DB_URL"]))
     # Dagster refuses partitions that have not ended by its own (wall-clock) now: give its CLI
     # a clock that starts after the week, so the test passes at any real instant.
-    done = materialize_timeline(env, "2026-10-19-00:00", "2026-10-25-23:00", command_prefix=faketime(AFTER_THE_WEEK))
+    done = materialize_timeline(env, "2026-10-19-00:00", "2026-10-25-23:00",
+                                command_prefix=faketime(AFTER_THE_WEEK))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         runs = instance.get_runs()

@@ -28,14 +28,22 @@ AFTER_THE_HOUR = datetime(2026, 10, 19, 3, tzinfo=UTC)
 @pytest.fixture(autouse=True)
 def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(resources, "_CACHE", {})
-    for name in ("GPS_BACKEND", "GPS_KUBECONFIG", "KUBECONFIG", "GPS_KUBE_CONTEXT", "GPS_NAMESPACES"):
+    for name in (
+        "GPS_BACKEND",
+        "GPS_KUBECONFIG",
+        "KUBECONFIG",
+        "GPS_KUBE_CONTEXT",
+        "GPS_NAMESPACES",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
 def bigger_pool(tmp_path: Path) -> Path:
     """The seed pool plus an 8-GPU node: capacity 18, where GPS_POOL_FILE says 10."""
     text = POOL10.read_text().replace(
-        "  - {name: hgx-02,", "  - {name: hgx-03, gpus: 8, flavor: H100-80GB, region: hcm-1}\n  - {name: hgx-02,")
+        "  - {name: hgx-02,",
+        "  - {name: hgx-03, gpus: 8, flavor: H100-80GB, region: hcm-1}\n  - {name: hgx-02,",
+    )
     path = tmp_path / "pool-18.yaml"
     path.write_text(text)
     return path
@@ -43,8 +51,13 @@ def bigger_pool(tmp_path: Path) -> Path:
 
 def materialise_timeline(rt: Runtime, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     with dg.partition_loading_context(effective_dt=AFTER_THE_HOUR):
-        return dg.materialize([schedule_timeline], partition_key=HOUR, instance=instance,
-                              resources={"gps": as_resource(rt)}, raise_on_error=False)
+        return dg.materialize(
+            [schedule_timeline],
+            partition_key=HOUR,
+            instance=instance,
+            resources={"gps": as_resource(rt)},
+            raise_on_error=False,
+        )
 
 
 def test_the_resource_builds_its_runtime_from_the_settings(
@@ -58,7 +71,9 @@ def test_the_resource_builds_its_runtime_from_the_settings(
     assert rt.clock.now() == datetime.fromisoformat(AT)  # GPS_CLOCK reaches every Dagster process
     assert rt.engine.clock is rt.clock and rt.core.clock is rt.clock
     assert GpsResource().get_runtime() is rt  # once per process and settings
-    other = GpsResource(pool_file=str(bigger_pool(tmp_path))).get_runtime()  # a field overrides its variable
+    other = GpsResource(
+        pool_file=str(bigger_pool(tmp_path))
+    ).get_runtime()  # a field overrides its variable
     assert other is not rt and other.pool.capacity == 18
 
 
@@ -66,9 +81,15 @@ def test_the_resource_serves_the_kubernetes_core(
     sqlite_url: str, kubeconfig: str, fake_k8s: FakeK8sBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GPS_DB_URL", sqlite_url)
-    rt = GpsResource(backend="kubernetes", kubeconfig=kubeconfig, kube_context="kind-gpu").get_runtime()
+    rt = GpsResource(
+        backend="kubernetes", kubeconfig=kubeconfig, kube_context="kind-gpu"
+    ).get_runtime()
     (call,) = fake_k8s.calls
-    assert (call["kubeconfig"], call["context"], call["store"]) == (kubeconfig, "kind-gpu", rt.store)
+    assert (call["kubeconfig"], call["context"], call["store"]) == (
+        kubeconfig,
+        "kind-gpu",
+        rt.store,
+    )
     assert rt.core is fake_k8s.cores[0] and rt.engine.core is rt.core and rt.pool is None
 
 
@@ -92,7 +113,9 @@ def test_the_timeline_asset_plans_against_the_runtime_pool_not_gps_pool_file(
 def test_the_timeline_asset_without_a_pool_fails_with_reason_and_fix(
     sqlite_url: str, kubeconfig: str, fake_k8s: FakeK8sBackend
 ) -> None:
-    settings = settings_from_env({"GPS_BACKEND": "kubernetes", "GPS_KUBECONFIG": kubeconfig}, db_url=sqlite_url)
+    settings = settings_from_env(
+        {"GPS_BACKEND": "kubernetes", "GPS_KUBECONFIG": kubeconfig}, db_url=sqlite_url
+    )
     rt = build_runtime(settings, clock=VirtualClock(MONDAY_0800))
     with dg.instance_for_test() as instance:
         result = materialise_timeline(rt, instance)

@@ -11,7 +11,8 @@ from gps_dagster.store.reservations import ReservationRepository
 
 
 def test_build_runtime_records_reservations_and_wires_both_hooks(sqlite_url: str) -> None:
-    settings = settings_from_env({}, db_url=sqlite_url, pool_file=str(ROOT / "examples" / "gpu42-pool.yaml"))
+    pool = str(ROOT / "examples" / "gpu42-pool.yaml")
+    settings = settings_from_env({}, db_url=sqlite_url, pool_file=pool)
     rt = build_runtime(settings, clock=VirtualClock(T0))
     assert [r.id for r in ReservationRepository(rt.store.engine).list()] == [RSV]
     assert rt.engine.planner.reservation_check is not None and rt.engine.observer.witness is not None
