@@ -28,6 +28,7 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	sh tools/ensure_chromium.sh
 	$(PY) tools/with_postgres.py -- $(PY) -m pytest -n 2 --dist loadfile tests
+	sh tools/faketime_tests.sh $(PY)
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -121,7 +121,7 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
     """The real ``engine run`` loop on the wall clock: boundaries a few seconds ahead."""
     from gps_dagster.cli.engine_cmds import sleep_for
     from gps_dagster.clocks import WallClock
-    from gps_dagster.runtime import Runtime
+    from gps_dagster.runtime import Runtime, Settings
 
     for wake in (False, True):
         clock = WallClock()
@@ -138,7 +138,9 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
             store.delete_schedule(name, now=clock.now())
         store.apply_schedule(load_schedule(doc, horizon_start=clock.now()), now=clock.now())
         store.set_gate("enforce", now=clock.now())
-        rt = Runtime(store, pool, Engine(store, pool, clock, EngineConfig(pass_interval_s=30)), clock)
+        engine = Engine(store, pool, clock, EngineConfig(pass_interval_s=30))
+        rt = Runtime(settings=Settings(db_url=url), store=store, core=pool, engine=engine,
+                     clock=clock)
         until = first + timedelta(seconds=2 * boundaries * gap_s)
         while clock.now() < until:
             rt.engine.run_pass()

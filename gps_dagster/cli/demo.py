@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
@@ -34,6 +34,8 @@ from gps_dagster.cli.devserver import (
     prepare_home,
     seed_database,
 )
+from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.runtime import clock_from_env
 
 BANNER = """
   gps_dagster demo is running: {url}
@@ -89,7 +91,7 @@ def start_api(env: dict[str, str], host: str, port: int) -> tuple[subprocess.Pop
     from gps_dagster.store.tokens import TokenRepository
 
     store = Store.open(env["GPS_DB_URL"])
-    token = TokenRepository(store.engine).create("demo-admin", "admin", now=datetime.now(UTC), actor="demo")[1]
+    token = TokenRepository(store.engine).create("demo-admin", "admin", now=clock_from_env().now(), actor="demo")[1]
     store.engine.dispose()
     (REPO / "var").mkdir(exist_ok=True)
     log = open(REPO / "var" / "demo-api.log", "wb")  # noqa: SIM115 - lives as long as the server
@@ -111,8 +113,12 @@ def stop_api(proc: subprocess.Popen[bytes]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    home, env = prepare(args)
-    now = datetime.now(UTC)
+    try:
+        home, env = prepare(args)
+        now = clock_from_env().now()  # the runtime's clock: GPS_CLOCK, else the wall clock
+    except SpecInvalid as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     print("demo: materialising the last 24 hours of schedule_timeline (one run) ...", flush=True)
     done = materialize_timeline(env, hourly_key(now - timedelta(hours=24)), hourly_key(now - timedelta(hours=1)))
     if done.returncode != 0:

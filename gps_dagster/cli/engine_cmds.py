@@ -2,8 +2,9 @@
 
 Exit codes: 0 ok, 1 invalid input or a refusal (field path / reason / fix, no
 traceback), 2 usage error, 3 busy (the 409 of R-PASS-2). These commands are
-an edge: they read files, the environment and the wall clock, and hand
-everything below them time as a parameter.
+an edge: they read files and take their settings and their clock from the
+composition root (``cli/wiring.py``: ``GPS_CLOCK`` runs them at a chosen
+instant), and hand everything below them time as a parameter.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 import click
 
-from gps_dagster.cli import render
-from gps_dagster.cli.inputs import IsoDateTime, cli_actor, fail, load_pool_file, load_schedule_file
+from gps_dagster.cli import render, wiring
+from gps_dagster.cli.inputs import IsoDateTime, cli_actor, fail, load_schedule_file
+from gps_dagster.cli.wiring import core_options, store_options
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.engine import operations
@@ -28,32 +30,16 @@ from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.reports import StepOutcome
-from gps_dagster.runtime import Runtime, build_runtime
-from gps_dagster.store import Store
+from gps_dagster.runtime import Runtime, Settings, build_clock
 from gps_dagster.store.errors import StoreError, TargetOwned
 
 EXIT_BUSY = 3
-DB_OPTION = click.option("--db", "db_url", default=None, envvar="GPS_DB_URL",
-                         help="Store URL (default: GPS_DB_URL or sqlite var/gps.sqlite).")
-POOL_OPTION = click.option("--pool", "pool", default=None, envvar="GPS_POOL_FILE",
-                           help="Simulated pool file (default: GPS_POOL_FILE or examples/seed-pool-10.yaml).")
 
 
 def refuse(exc: StoreError) -> NoReturn:
     path = getattr(exc, "path", "") or ""
     click.echo(f"error: {path + ': ' if path else ''}{exc.reason} — {exc} — fix: {exc.fix}", err=True)
     sys.exit(1)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _runtime(db_url: str | None, pool: str | None) -> Runtime:
-    try:
-        return build_runtime(db_url, pool)
-    except SpecInvalid as exc:
-        fail(exc)
 
 
 # -- schedules -------------------------------------------------------------------------------
@@ -65,17 +51,17 @@ def schedules() -> None:
 
 @schedules.command("apply")
 @click.option("-f", "--file", "file", required=True, type=click.Path(exists=True, dir_okay=False), help="Schedule file.")
-@DB_OPTION
-@POOL_OPTION
-def schedules_apply(file: str, db_url: str | None, pool: str | None) -> None:
+@core_options
+def schedules_apply(file: str, settings: Settings) -> None:
     """Create or update the schedule in FILE (validated whole; nothing persisted on any error)."""
+    clock = build_clock(settings)
     try:
-        spec = load_schedule_file(file)
+        spec = load_schedule_file(file, now=clock.now())
     except SpecInvalid as exc:
         fail(exc)
-    rt = _runtime(db_url, pool)
+    rt = wiring.runtime(settings, clock=clock)
     try:
-        record = operations.apply(rt.store, rt.core, spec, now=_now(), actor=cli_actor(), source=file)
+        record = operations.apply(rt.store, rt.core, spec, now=rt.clock.now(), actor=cli_actor(), source=file)
     except SpecInvalid as exc:
         fail(exc)
     except TargetOwned as exc:
@@ -102,12 +88,13 @@ def _request_reload() -> None:
 
 
 @schedules.command("list")
-@DB_OPTION
+@store_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def schedules_list(db_url: str | None, fmt: str) -> None:
+def schedules_list(settings: Settings, fmt: str) -> None:
     """List schedules with their version, scope and targets."""
+    records = wiring.store(settings).list_schedules()
     rows: list[dict[str, Any]] = [{"name": r.name, "version": r.version, "scope": r.spec.scope, "enabled": r.enabled,
-             "mode": r.spec.mode.value, "targets": list(r.spec.target_ids)} for r in Store.open(db_url).list_schedules()]
+             "mode": r.spec.mode.value, "targets": list(r.spec.target_ids)} for r in records]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -117,11 +104,11 @@ def schedules_list(db_url: str | None, fmt: str) -> None:
 
 @schedules.command("show")
 @click.argument("name")
-@DB_OPTION
-def schedules_show(name: str, db_url: str | None) -> None:
+@store_options
+def schedules_show(name: str, settings: Settings) -> None:
     """Print schedule NAME as stored (JSON)."""
     try:
-        record = Store.open(db_url).get_schedule(name)
+        record = wiring.store(settings).get_schedule(name)
     except StoreError as exc:
         refuse(exc)
     click.echo(json.dumps({"version": record.version, **record.spec.to_document()}, indent=2))
@@ -129,11 +116,11 @@ def schedules_show(name: str, db_url: str | None) -> None:
 
 @schedules.command("delete")
 @click.argument("name")
-@DB_OPTION
-def schedules_delete(name: str, db_url: str | None) -> None:
+@store_options
+def schedules_delete(name: str, settings: Settings) -> None:
     """Delete schedule NAME and release its claims (running deploys are left as they are)."""
     try:
-        operations.delete(Store.open(db_url), name, now=_now(), actor=cli_actor())
+        operations.delete(wiring.store(settings), name, now=build_clock(settings).now(), actor=cli_actor())
     except StoreError as exc:
         refuse(exc)
     click.echo(f"deleted schedule '{name}'")
@@ -143,11 +130,11 @@ def schedules_delete(name: str, db_url: str | None) -> None:
 
 @click.command("status")
 @click.argument("name", required=False)
-@DB_OPTION
+@store_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def status(name: str | None, db_url: str | None, fmt: str) -> None:
+def status(name: str | None, settings: Settings, fmt: str) -> None:
     """Per target: phase, reason, fix text, interval, last action."""
-    store = Store.open(db_url)
+    store = wiring.store(settings)
     rows = operations.status_rows(store, name)
     if fmt == "json":
         click.echo(json.dumps({"gate": store.get_gate(), "targets": rows}, indent=2))
@@ -165,22 +152,22 @@ def status(name: str | None, db_url: str | None, fmt: str) -> None:
 
 @click.command("gate")
 @click.argument("value", required=False, type=click.Choice(["off", "observe", "enforce"]))
-@DB_OPTION
-def gate(value: str | None, db_url: str | None) -> None:
+@store_options
+def gate(value: str | None, settings: Settings) -> None:
     """Show or set the execution gate (off | observe | enforce)."""
-    store = Store.open(db_url)
+    store = wiring.store(settings)
     if value is not None:
-        store.set_gate(value, now=_now())
+        store.set_gate(value, now=build_clock(settings).now())
     click.echo(f"execution gate: {store.get_gate()}")
 
 
 @click.command("metrics")
-@DB_OPTION
-def metrics(db_url: str | None) -> None:
+@store_options
+def metrics(settings: Settings) -> None:
     """Print the engine metrics in Prometheus text format."""
     from gps_dagster.engine.metrics import render as render_metrics
 
-    click.echo(render_metrics(Store.open(db_url)), nl=False)
+    click.echo(render_metrics(wiring.store(settings)), nl=False)
 
 
 @click.group("db")
@@ -189,12 +176,13 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@DB_OPTION
-def db_upgrade(db_url: str | None) -> None:
+@store_options
+def db_upgrade(settings: Settings) -> None:
     """Apply the Alembic migrations (also done automatically on first use)."""
+    from gps_dagster.runtime import open_store
     from gps_dagster.store import migrate
 
-    store = Store.open(db_url, upgrade=False)
+    store = open_store(settings, upgrade=False)
     click.echo(f"database at revision {migrate.upgrade(store.engine)}")
 
 
@@ -202,15 +190,14 @@ def db_upgrade(db_url: str | None) -> None:
 
 @click.command("apply-now")
 @click.argument("name")
-@DB_OPTION
-@POOL_OPTION
+@core_options
 @click.option("--queue", is_flag=True, help="Only record the request for the Dagster apply-now sensor.")
-def apply_now(name: str, db_url: str | None, pool: str | None, queue: bool) -> None:
+def apply_now(name: str, settings: Settings, queue: bool) -> None:
     """Run a pass for schedule NAME now (exit 3 when another pass holds the lock: 409 busy)."""
-    rt = _runtime(db_url, pool)
+    rt = wiring.runtime(settings)
     try:
         if queue:
-            request = rt.store.request_apply_now(name, now=_now())
+            request = rt.store.request_apply_now(name, now=rt.clock.now())
             click.echo(f"apply-now request {request} recorded for '{name}'")
             return
         report = operations.apply_now(rt.engine, rt.store, name, actor=cli_actor())
@@ -244,18 +231,17 @@ def _step_line(step: StepOutcome) -> str:
 @click.command("dry-run")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--at", "at", type=IsoDateTime(), default=None, help="Instant to evaluate (default: now).")
-@DB_OPTION
-@POOL_OPTION
+@core_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def dry_run_cmd(file: str, at: datetime | None, db_url: str | None, pool: str | None, fmt: str) -> None:
+def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) -> None:
     """The plan schedule FILE would execute at --at, and every warning; submits nothing."""
+    clock = build_clock(settings)
     try:
-        spec = load_schedule_file(file)
-        pool_spec = load_pool_file(pool) if pool else None
+        spec = load_schedule_file(file, now=clock.now())
     except SpecInvalid as exc:
         fail(exc)
-    rt = _runtime(db_url, pool)
-    rep = dry_run(spec, rt.core, at or _now(), pool=pool_spec or _default_pool_spec())
+    rt = wiring.runtime(settings, clock=clock)
+    rep = dry_run(spec, rt.core, at or rt.clock.now(), pool=rt.pool)
     if fmt == "json":
         click.echo(json.dumps(rep.as_dict(), indent=2))
         return
@@ -269,15 +255,6 @@ def dry_run_cmd(file: str, at: datetime | None, db_url: str | None, pool: str | 
         click.echo(f"  warning: {w['kind']}: " + ", ".join(f"{k}={v}" for k, v in w.items() if k != "kind"))
 
 
-def _default_pool_spec() -> Any:
-    from gps_dagster.runtime import pool_file
-
-    try:
-        return load_pool_file(str(pool_file()))
-    except SpecInvalid:
-        return None
-
-
 @click.group("engine")
 def engine_group() -> None:
     """The standalone reconcile engine."""
@@ -288,11 +265,13 @@ def engine_group() -> None:
 @click.option("--interval", default=30.0, show_default=True, type=click.FloatRange(min=0.5), help="Seconds between passes.")
 @click.option("--wake-at-boundaries/--fixed-interval", default=True, show_default=True,
               help="Also wake exactly at the next intent boundary instead of waiting for the next tick.")
-@DB_OPTION
-@POOL_OPTION
-def engine_run(once: bool, interval: float, wake_at_boundaries: bool, db_url: str | None, pool: str | None) -> None:
+@core_options
+def engine_run(once: bool, interval: float, wake_at_boundaries: bool, settings: Settings) -> None:
     """Run passes forever (every --interval seconds), or once."""
-    rt = build_runtime(db_url, pool, config=EngineConfig(pass_interval_s=interval))
+    if settings.clock is not None and not once:
+        raise click.UsageError("GPS_CLOCK is a frozen instant: no boundary would ever come; "
+                               "run `engine run --once`, or set GPS_CLOCK=wall")
+    rt = wiring.runtime(settings, config=EngineConfig(pass_interval_s=interval))
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:

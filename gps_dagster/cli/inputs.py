@@ -9,7 +9,7 @@ from __future__ import annotations
 import getpass
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -56,9 +56,10 @@ def read_text(path: str) -> str:
         raise SpecInvalid([FieldError("", "unreadable_file", f"cannot read the file: {exc}")], source=path) from None
 
 
-def load_schedule_file(path: str) -> Schedule:
-    """Parse and validate a schedule file; the one-year checks start now (the CLI's clock)."""
-    return parse_schedule(read_text(path), source=path, horizon_start=datetime.now(UTC))
+def load_schedule_file(path: str, *, now: datetime) -> Schedule:
+    """Parse and validate a schedule file; the one-year checks start at ``now`` (the runtime's
+    clock: ``GPS_CLOCK``, else the wall clock)."""
+    return parse_schedule(read_text(path), source=path, horizon_start=now)
 
 
 def load_pool_file(path: str) -> PoolSpec:
