@@ -241,7 +241,7 @@ def seed_database(
     SimPool.create(store.engine, pool, clock, replace=True)
     now = datetime.now(UTC)
     for path in schedule_files:
-        spec = parse_schedule(path.read_text(), source=str(path), horizon_start=now)
+        spec = parse_schedule(path.read_text(), source=str(path))
         store.apply_schedule(spec, now=now)
     store.set_gate(gate, now=now)
     store.engine.dispose()
