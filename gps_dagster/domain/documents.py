@@ -85,7 +85,11 @@ def _strip_tags(loc: tuple[int | str, ...], tags: frozenset[str]) -> tuple[int |
 def field_errors(exc: ValidationError, *, tags: frozenset[str] = frozenset()) -> list[FieldError]:
     """Convert a pydantic ``ValidationError`` into our ``FieldError`` list."""
     out: list[FieldError] = []
-    for err in exc.errors(include_url=False):
+    raw = exc.errors(include_url=False)
+    item_locs = {tuple(e["loc"][:k]) for e in raw for k, part in enumerate(e["loc"]) if isinstance(part, int)}
+    for err in raw:
+        if err["type"] == "too_short" and tuple(err["loc"]) in item_locs:
+            continue  # pydantic also calls a list "too short" when its only item is invalid
         loc = _strip_tags(tuple(err["loc"]), tags)
         kind = err["type"]
         ctx: dict[str, Any] = dict(err.get("ctx") or {})
