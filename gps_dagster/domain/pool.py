@@ -222,6 +222,10 @@ class PoolSpec(Frozen):
     def deploy(self, deploy_id: str) -> DeploySpec | None:
         return next((d for d in self.deploys if d.id == deploy_id), None)
 
+    def members(self, endpoint: str) -> tuple[DeploySpec, ...]:
+        """The deploys of a CMP endpoint (a schedule target may name the endpoint)."""
+        return tuple(d for d in self.deploys if d.endpoint == endpoint)
+
     def uuids(self, node: NodeSpec) -> tuple[str, ...]:
         if node.gpu_uuids is not None:
             return node.gpu_uuids

@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from gps_dagster.domain import patterns
 from gps_dagster.domain.crons import parse_cron
-from gps_dagster.domain.patterns import SPAN_END, SPAN_START, Recurrence, first_common, first_overlap, min_gap
+from gps_dagster.domain.patterns import (
+    SPAN_END,
+    SPAN_START,
+    Recurrence,
+    first_common,
+    first_overlap,
+    min_gap,
+)
 
 ZONES = ["America/New_York", "Europe/London", "Australia/Lord_Howe", "Asia/Ho_Chi_Minh", "UTC"]
 
