@@ -24,6 +24,7 @@ MAX_DEPTH = 32
 """Deepest nesting of objects/lists a document may have (ours need 6)."""
 MAX_NODES = 1_000_000
 """Most values (objects, lists, scalars) one document may hold."""
+_TOO_LONG = 10**yaml12.MAX_INT_DIGITS
 
 _WHOLE = "use a whole number, e.g. 10 (not \"10\" or 10.0)"
 
@@ -199,6 +200,8 @@ def document_shape_errors(data: Any) -> list[FieldError]:
         elif isinstance(node, (list, tuple)):
             children = node
         else:
+            if isinstance(node, int) and abs(node) >= _TOO_LONG:  # a caller's int, not from our text
+                return [FieldError("", "number_too_long", f"use integers of at most {yaml12.MAX_INT_DIGITS} digits")]
             continue
         if depth >= MAX_DEPTH:
             return [_too_deep()]
