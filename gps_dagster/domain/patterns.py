@@ -23,6 +23,7 @@ are computed exactly instead (``next_fire``, the evaluator's DST rules).
 from __future__ import annotations
 
 import bisect
+import calendar
 import itertools
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -46,23 +47,21 @@ _N = SPAN_END.toordinal() - _O0
 @lru_cache(maxsize=1)
 def _calendar() -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
     """Span days as bitsets by (month, day of month) and by (month, cron weekday)."""
-    by_dom: dict[tuple[int, int], list[int]] = {}
-    by_dow: dict[tuple[int, int], list[int]] = {}
-    for i in range(_N):
-        day = date.fromordinal(_O0 + i)
-        by_dom.setdefault((day.month, day.day), []).append(i)
-        by_dow.setdefault((day.month, (day.weekday() + 1) % 7), []).append(i)
-    return _bits(by_dom), _bits(by_dow)
-
-
-def _bits(index: dict[tuple[int, int], list[int]]) -> dict[tuple[int, int], int]:
-    out = {}
-    for key, days in index.items():
-        raw = bytearray(_N // 8 + 1)
-        for i in days:
-            raw[i >> 3] |= 1 << (i & 7)
-        out[key] = int.from_bytes(raw, "little")
-    return out
+    size = _N // 8 + 1
+    by_dom = {(m, d): bytearray(size) for m in range(1, 13) for d in range(1, 32)}
+    by_dow = {(m, w): bytearray(size) for m in range(1, 13) for w in range(7)}
+    first = 0
+    for year in range(SPAN_START.year, SPAN_END.year):
+        for month in range(1, 13):
+            weekday, length = calendar.monthrange(year, month)  # Monday = 0
+            for d in range(length):
+                i = first + d
+                bit = 1 << (i & 7)
+                by_dom[month, d + 1][i >> 3] |= bit
+                by_dow[month, (weekday + d + 1) % 7][i >> 3] |= bit
+            first += length
+    return ({k: int.from_bytes(v, "little") for k, v in by_dom.items()},
+            {k: int.from_bytes(v, "little") for k, v in by_dow.items()})
 
 
 @lru_cache(maxsize=4096)
@@ -112,13 +111,17 @@ def _zone(key: str) -> _Zone:
     lo = int(datetime(SPAN_START.year, 1, 1, tzinfo=tz).timestamp())
     offset = datetime.fromtimestamp(lo, tz).utcoffset()
     instants = []
-    for _step in range(1, _N + 2):
-        hi = lo + DAY
+    for _ in range(_N // _SCAN_DAYS + 2):  # a change and its reversal inside one step would be missed
+        hi = lo + _SCAN_DAYS * DAY
         after = datetime.fromtimestamp(hi, tz).utcoffset()
         if after != offset:
             instants.append(_change(tz, lo, hi, after))
         lo, offset = hi, after
     return _Zone(tuple(instants), tuple(_index(t, tz) for t in instants))
+
+
+_SCAN_DAYS = 7
+"""Step of the transition scan: an offset holds for weeks at least (Morocco's shortest: ~30 days)."""
 
 
 def _change(tz: ZoneInfo, lo: int, hi: int, after: object) -> int:
@@ -262,13 +265,20 @@ def _meets(r: Recurrence, tz: ZoneInfo, start: int, end: int) -> int | None:
     return None if fire is None else max(fire, start)
 
 
+def _meets_day(r: Recurrence, fires: tuple[int, ...], other: Recurrence, tz: ZoneInfo) -> int | None:
+    """First instant an occurrence of ``r`` starting at ``fires`` (one day's) meets ``other``, exact."""
+    xs = [(f, f + r.duration) for f in fires]
+    ys = [(f, f + other.duration) for f in other.expr.fire_epochs(tz, fires[0] - other.duration + 1, xs[-1][1])]
+    return first_common(xs, ys)
+
+
 def _by_shifts(a: Recurrence, b: Recurrence, tz: ZoneInfo, key: str) -> int | None:
     near_a, exact_a = _near(a, key)
     near_b, exact_b = _near(b, key)
     bits_a = day_bits(a.expr) & ~near_a
     bits_b = day_bits(b.expr) & ~near_b
-    found = [hit for s in exact_a if (hit := _meets(b, tz, s, s + a.duration)) is not None]
-    found += [hit for s in exact_b if (hit := _meets(a, tz, s, s + b.duration)) is not None]
+    found = [hit for day in exact_a if (hit := _meets_day(a, day, b, tz)) is not None]
+    found += [hit for day in exact_b if (hit := _meets_day(b, day, a, tz)) is not None]
     for k in range(-(b.duration // DAY) - 1, a.duration // DAY + 2):
         offset = _pattern_overlap(a, b, k)
         if offset is None:
@@ -280,13 +290,13 @@ def _by_shifts(a: Recurrence, b: Recurrence, tz: ZoneInfo, key: str) -> int | No
 
 
 @lru_cache(maxsize=4096)
-def _near(r: Recurrence, key: str) -> tuple[int, tuple[int, ...]]:
-    """Days with an occurrence containing a DST transition (bitset), and every fire on them."""
+def _near(r: Recurrence, key: str) -> tuple[int, tuple[tuple[int, ...], ...]]:
+    """Days with an occurrence containing a DST transition (bitset), and the fires of each."""
     tz = ZoneInfo(key)
     days: set[int] = set()
     for t in _zone(key).instants:
         days.update(_index(f, tz) for f in _fires_from(r.expr, tz, t - r.duration + 1, t + 1))
-    fires = tuple(f for d in sorted(days) for f in r.expr.fires_on(tz, _O0 + d))
+    fires = tuple(f for d in sorted(days) if (f := r.expr.fires_on(tz, _O0 + d)))
     bits = 0
     for d in days:
         if 0 <= d < _N:
