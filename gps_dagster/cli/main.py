@@ -2,8 +2,8 @@
 
 Exit codes: 0 ok, 1 invalid input (every problem printed with its field path,
 never a traceback), 2 usage error (click's own). This is an edge of the
-system, so it may read files and the wall clock (the horizon start of the
-one-year checks); everything below it takes time as a parameter.
+system, so it may read files and the wall clock; everything below it takes
+time as a parameter (validation needs none: its verdict never depends on today).
 """
 
 from __future__ import annotations
