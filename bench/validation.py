@@ -39,8 +39,14 @@ NY = "America/New_York"
 
 def cold() -> None:
     """Forget every cache a CLI process would start without."""
-    for fn in (patterns.day_bits, patterns.min_gap, patterns._near, patterns._zone, patterns._calendar,
-               crons._parse):
+    for fn in (
+        patterns.day_bits,
+        patterns.min_gap,
+        patterns._near,
+        patterns._zone,
+        patterns._calendar,
+        crons._parse,
+    ):
         fn.cache_clear()
     crons._DAY_CACHE.clear()
     crons._KEEP.clear()
@@ -56,8 +62,10 @@ def timed(fn: Any) -> float:
 
 def span(zone: str) -> tuple[int, int]:
     tz = ZoneInfo(zone)
-    return (int(datetime(patterns.SPAN_START.year, 1, 1, tzinfo=tz).timestamp()),
-            int(datetime(patterns.SPAN_END.year, 1, 1, tzinfo=tz).timestamp()))
+    return (
+        int(datetime(patterns.SPAN_START.year, 1, 1, tzinfo=tz).timestamp()),
+        int(datetime(patterns.SPAN_END.year, 1, 1, tzinfo=tz).timestamp()),
+    )
 
 
 def naive_window(cron: str, duration: int, zone: str) -> tuple[int | None, list[tuple[int, int]]]:
@@ -70,7 +78,10 @@ def naive_window(cron: str, duration: int, zone: str) -> tuple[int | None, list[
 def naive_check(doc: dict[str, Any], pairs: list[tuple[int, int]] | None = None) -> int:
     """The baseline: every recurring window enumerated, every equal-priority pair merged."""
     windows = [w for w in doc["windows"] if w["kind"] == "recurring"]
-    compiled = [(w, naive_window(w["cron"], int(load_duration(w["duration"])), doc["timezone"])) for w in windows]
+    compiled = [
+        (w, naive_window(w["cron"], int(load_duration(w["duration"])), doc["timezone"]))
+        for w in windows
+    ]
     todo = pairs if pairs is not None else list(itertools.combinations(range(len(compiled)), 2))
     clashes = 0
     for i, j in todo:
@@ -87,13 +98,23 @@ def load_duration(text: str) -> float:
 
 
 def window(name: str, cron: str, duration: str, state: str) -> dict[str, Any]:
-    return {"name": name, "kind": "recurring", "priority": 10, "cron": cron, "duration": duration,
-            "states": [{"model_deploy_id": "a", "desired_state": state}]}
+    return {
+        "name": name,
+        "kind": "recurring",
+        "priority": 10,
+        "cron": cron,
+        "duration": duration,
+        "states": [{"model_deploy_id": "a", "desired_state": state}],
+    }
 
 
 def schedule(windows: list[dict[str, Any]], zone: str = NY) -> dict[str, Any]:
-    return {"name": "bench", "timezone": zone, "targets": [{"model_deploy_id": "a", "default_state": "stopped"}],
-            "windows": windows}
+    return {
+        "name": "bench",
+        "timezone": zone,
+        "targets": [{"model_deploy_id": "a", "default_state": "stopped"}],
+        "windows": windows,
+    }
 
 
 def examples() -> None:
@@ -101,15 +122,25 @@ def examples() -> None:
         doc = json.loads(path.read_text())
         ours = timed(lambda doc=doc: load_schedule(doc))
         naive = timed(lambda doc=doc: naive_check(doc))
-        print(f"  {path.name:28} {ours * 1000:8.1f} ms   naive {naive * 1000:9.1f} ms   {naive / ours:6.1f}x")
+        print(
+            f"  {path.name:28} {ours * 1000:8.1f} ms   naive {naive * 1000:9.1f} ms   "
+            f"{naive / ours:6.1f}x"
+        )
 
 
 def dense() -> None:
-    doc = schedule([window("every-minute", "* * * * *", "1m", "running"),
-                    window("on-the-half", "30 * * * *", "1m", "stopped")])
+    doc = schedule(
+        [
+            window("every-minute", "* * * * *", "1m", "running"),
+            window("on-the-half", "30 * * * *", "1m", "stopped"),
+        ]
+    )
     ours = timed(lambda: _refused(doc))
     naive = timed(lambda: naive_check(doc))
-    print(f"  dense pair (17M fires)       {ours * 1000:8.1f} ms   naive {naive * 1000:9.1f} ms   {naive / ours:6.1f}x")
+    print(
+        f"  dense pair (17M fires)       {ours * 1000:8.1f} ms   naive {naive * 1000:9.1f} ms   "
+        f"{naive / ours:6.1f}x"
+    )
 
 
 def _refused(doc: dict[str, Any]) -> None:
@@ -124,22 +155,32 @@ def _refused(doc: dict[str, Any]) -> None:
 
 
 def largest(sample: int) -> None:
-    windows = [window(f"w{i}", f"{i % 60} {i // 60 * 3} * * *", "1m", "running" if i % 2 else "stopped")
-               for i in range(MAX_WINDOWS)]
+    windows = [
+        window(f"w{i}", f"{i % 60} {i // 60 * 3} * * *", "1m", "running" if i % 2 else "stopped")
+        for i in range(MAX_WINDOWS)
+    ]
     doc = schedule(windows)
     pairs = MAX_WINDOWS * (MAX_WINDOWS - 1) // 2
     ours = timed(lambda: load_schedule(doc))
-    chosen = list(itertools.combinations(range(MAX_WINDOWS), 2))[::max(1, pairs // sample)][:sample]
+    chosen = list(itertools.combinations(range(MAX_WINDOWS), 2))[:: max(1, pairs // sample)][
+        :sample
+    ]
     naive = timed(lambda: naive_check(doc, chosen)) / len(chosen) * pairs
-    print(f"  {MAX_WINDOWS} windows ({pairs:,} pairs)  {ours:8.2f} s    naive {naive:9.1f} s (extrapolated "
-          f"from {len(chosen)} pairs)   {naive / ours:6.1f}x")
+    print(
+        f"  {MAX_WINDOWS} windows ({pairs:,} pairs)  {ours:8.2f} s    naive {naive:9.1f} s "
+        f"(extrapolated "
+        f"from {len(chosen)} pairs)   {naive / ours:6.1f}x"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample-pairs", type=int, default=40)
     args = parser.parse_args()
-    print(f"validation over {patterns.SPAN_START}..{patterns.SPAN_END} (cold caches), ours vs naive enumeration")
+    print(
+        f"validation over {patterns.SPAN_START}..{patterns.SPAN_END} (cold caches), "
+        "ours vs naive enumeration"
+    )
     examples()
     dense()
     largest(args.sample_pairs)

@@ -30,7 +30,7 @@ from gps_dagster.domain.spec import DesiredState, Schedule
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.endpoints import aggregate
-from gps_dagster.engine.engine import Engine
+from gps_dagster.engine.engine import IN_FLIGHT, Engine
 from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import DeployState, DeployView
 from gps_dagster.store.repository import Store
@@ -113,8 +113,8 @@ def simulate(
         if setup is not None:
             setup(pool, store)
         restarts: list[dict[str, Any]] = []
-        samples, passes = _drive(_Engines(store, pool, clock, config, restarts), pool, schedule, clock, end,
-                                 config, wake_at_boundaries)
+        engines = _Engines(store, pool, clock, config, restarts)
+        samples, passes = _drive(engines, pool, schedule, clock, end, config, wake_at_boundaries)
         report = _report(store, pool, schedule, pool_spec, start, end, samples)
         report.passes, report.restarts = passes, restarts
         store.engine.dispose()
@@ -126,7 +126,8 @@ class _Engines:
 
     def __init__(self, store: Store, pool: SimPool, clock: VirtualClock, config: EngineConfig,
                  restarts: list[dict[str, Any]]) -> None:
-        self.store, self.pool, self.clock, self.config, self.restarts = store, pool, clock, config, restarts
+        self.store, self.pool, self.clock, self.config = store, pool, clock, config
+        self.restarts = restarts
         self.engine = self._start(config)
 
     def _start(self, config: EngineConfig) -> Engine:
@@ -154,7 +155,7 @@ def _drive(
         if now >= next_pass:
             engines.run_pass()
             passes += 1
-            in_flight = engines.store.list_actions(states=("pending", "capacity_wait", "submitting", "accepted"))
+            in_flight = engines.store.list_actions(states=IN_FLIGHT)
             next_pass = now + tick
             if wake_at_boundaries and not in_flight:
                 nb = next_boundary(schedule, now)
@@ -175,7 +176,7 @@ def _ready(pool: SimPool, schedule: Schedule) -> dict[str, int]:
 
 
 def _targets(deploys: dict[str, DeployView], schedule: Schedule) -> dict[str, DeployView]:
-    """The view of each target that exists: its deploy, or the aggregate of its endpoint's members."""
+    """Each target's view: its deploy, or the aggregate of its endpoint's members."""
     out = {}
     for target in schedule.target_ids:
         members = tuple(d for d in deploys.values() if d.endpoint == target)
@@ -231,8 +232,10 @@ def _downtime(schedule: Schedule, pool_spec: PoolSpec, samples: list[Sample], en
     """Seconds an aliased target's intent was running while it had no ready replica."""
     from gps_dagster.domain.evaluator import effective_intent
 
-    aliased = [t for t in schedule.target_ids
-               if any(d.aliases for d in (pool_spec.deploy(t), *pool_spec.members(t)) if d is not None)]
+    aliased = [
+        t for t in schedule.target_ids
+        if any(d.aliases for d in (pool_spec.deploy(t), *pool_spec.members(t)) if d is not None)
+    ]
     out = {t: 0.0 for t in aliased}
     for here, nxt in zip(samples, [*samples[1:], None], strict=True):
         stop = nxt.at if nxt is not None else end

@@ -82,7 +82,10 @@ def _disagree(a: CompiledWindow, b: CompiledWindow) -> list[str]:
 
 
 def both_active(a: CompiledWindow, b: CompiledWindow, key: str) -> int | None:
-    """The first instant ``a`` and ``b`` are both active (one-shots: their span; recurring: the fixed span)."""
+    """The first instant ``a`` and ``b`` are both active.
+
+    One-shots over their own span, recurring windows over the fixed span of ``patterns``.
+    """
     if a.cron is None and b.cron is None:
         lo = max(a.start, b.start)
         return lo if lo < min(a.end, b.end) else None
@@ -112,7 +115,9 @@ def priority_checks(c: CompiledSchedule, skip: frozenset[int] = frozenset()) -> 
     return [e for _, e in sorted(found, key=lambda item: item[0])]
 
 
-def _first_clash(c: CompiledSchedule, earlier: list[CompiledWindow], b: CompiledWindow) -> FieldError | None:
+def _first_clash(
+    c: CompiledSchedule, earlier: list[CompiledWindow], b: CompiledWindow
+) -> FieldError | None:
     for a in earlier:
         targets = _disagree(a, b)
         at = both_active(a, b, c.tz.key) if targets else None

@@ -226,16 +226,18 @@ def _never_fires(days: frozenset[int], months: frozenset[int]) -> bool:
 
 
 def _six_fields(parts: list[str]) -> FieldErrorCarrier:
-    """Six fields: a Quartz-style leading seconds field, or a trailing year (``0 8 * * 1-5 2026``)."""
+    """Six fields: a Quartz-style leading seconds field, or a trailing year (``... 1-5 2026``)."""
     if _YEARS.match(parts[5]):
         return FieldErrorCarrier(
             "cron_six_fields",
-            f"the sixth field '{parts[5][:40]}' looks like a year, and years are not supported; drop the "
-            "last (year) field and use 5 fields, e.g. '0 8 * * 1-5', or a one_shot window for dates",
+            f"the sixth field '{parts[5][:40]}' looks like a year, and years are not supported; "
+            "drop the last (year) field and use 5 fields, e.g. '0 8 * * 1-5', or a one_shot "
+            "window for dates",
         )
     return FieldErrorCarrier(
         "cron_six_fields",
-        "seconds are not supported; drop the first (seconds) field and use 5 fields, e.g. '0 8 * * 1-5'",
+        "seconds are not supported; drop the first (seconds) field and use 5 fields, "
+        "e.g. '0 8 * * 1-5'",
     )
 
 

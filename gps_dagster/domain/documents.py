@@ -87,7 +87,9 @@ def field_errors(exc: ValidationError, *, tags: frozenset[str] = frozenset()) ->
     """Convert a pydantic ``ValidationError`` into our ``FieldError`` list."""
     out: list[FieldError] = []
     raw = exc.errors(include_url=False)
-    item_locs = {tuple(e["loc"][:k]) for e in raw for k, part in enumerate(e["loc"]) if isinstance(part, int)}
+    item_locs = {
+        tuple(e["loc"][:k]) for e in raw for k, part in enumerate(e["loc"]) if isinstance(part, int)
+    }
     for err in raw:
         if err["type"] == "too_short" and tuple(err["loc"]) in item_locs:
             continue  # pydantic also calls a list "too short" when its only item is invalid
@@ -155,8 +157,9 @@ def _parse_yaml(text: str, source: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecInvalid([FieldError("", "invalid_yaml", f"{where}{problem}")], source=source) from None
-    except (ValueError, TypeError, OverflowError) as exc:  # a constructor refusing an explicit !!tag
+        error = FieldError("", "invalid_yaml", f"{where}{problem}")
+        raise SpecInvalid([error], source=source) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a constructor refusing a !!tag
         raise SpecInvalid([FieldError("", "invalid_yaml", f"{exc}")], source=source) from None
 
 
@@ -165,7 +168,7 @@ def _json_int(text: str) -> int:
 
 
 def _json_constant(name: str) -> Any:
-    raise DocumentProblem(FieldError("", "invalid_json", f"{name} is not JSON; use a finite number"))
+    raise DocumentProblem(FieldError("", "invalid_json", f"{name} is not JSON; use a number"))
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -194,14 +197,16 @@ def document_shape_errors(data: Any) -> list[FieldError]:
         node, depth = stack.pop()
         seen += 1
         if seen > MAX_NODES:
-            return [FieldError("", "document_too_large", f"use at most {MAX_NODES:,} values in one document")]
+            fix = f"use at most {MAX_NODES:,} values in one document"
+            return [FieldError("", "document_too_large", fix)]
         if isinstance(node, Mapping):
             children: Any = node.values()
         elif isinstance(node, (list, tuple)):
             children = node
         else:
-            if isinstance(node, int) and abs(node) >= _TOO_LONG:  # a caller's int, not from our text
-                return [FieldError("", "number_too_long", f"use integers of at most {yaml12.MAX_INT_DIGITS} digits")]
+            if isinstance(node, int) and abs(node) >= _TOO_LONG:  # a caller's int, not our text's
+                fix = f"use integers of at most {yaml12.MAX_INT_DIGITS} digits"
+                return [FieldError("", "number_too_long", fix)]
             continue
         if depth >= MAX_DEPTH:
             return [_too_deep()]

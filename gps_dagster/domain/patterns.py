@@ -26,13 +26,22 @@ import bisect
 import calendar
 import itertools
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from gps_dagster.domain.crons import CronExpr, resolve_wall
 
-__all__ = ["SPAN_END", "SPAN_START", "first_overlap", "min_gap", "next_fire"]
+__all__ = [
+    "SPAN_END",
+    "SPAN_START",
+    "Recurrence",
+    "first_common",
+    "first_overlap",
+    "min_gap",
+    "next_fire",
+    "one_shot_meets",
+]
 
 DAY = 86_400
 CYCLE_YEARS = 28
@@ -60,13 +69,15 @@ def _calendar() -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]
                 by_dom[month, d + 1][i >> 3] |= bit
                 by_dow[month, (weekday + d + 1) % 7][i >> 3] |= bit
             first += length
-    return ({k: int.from_bytes(v, "little") for k, v in by_dom.items()},
-            {k: int.from_bytes(v, "little") for k, v in by_dow.items()})
+    return (
+        {k: int.from_bytes(v, "little") for k, v in by_dom.items()},
+        {k: int.from_bytes(v, "little") for k, v in by_dow.items()},
+    )
 
 
 @lru_cache(maxsize=4096)
 def day_bits(expr: CronExpr) -> int:
-    """Bit ``i`` set iff ``expr`` matches local day ``SPAN_START + i`` (``CronExpr.matches_day``)."""
+    """Bit ``i`` set iff ``expr`` matches local day ``SPAN_START + i`` (as ``matches_day``)."""
     by_dom, by_dow = _calendar()
     dom = dow = 0
     for m in expr.months:
@@ -111,7 +122,9 @@ def _zone(key: str) -> _Zone:
     lo = int(datetime(SPAN_START.year, 1, 1, tzinfo=tz).timestamp())
     offset = datetime.fromtimestamp(lo, tz).utcoffset()
     instants = []
-    for _ in range(_N // _SCAN_DAYS + 2):  # a change and its reversal inside one step would be missed
+    for _ in range(
+        _N // _SCAN_DAYS + 2
+    ):  # a change and its reversal inside one step would be missed
         hi = lo + _SCAN_DAYS * DAY
         after = datetime.fromtimestamp(hi, tz).utcoffset()
         if after != offset:
@@ -121,7 +134,7 @@ def _zone(key: str) -> _Zone:
 
 
 _SCAN_DAYS = 7
-"""Step of the transition scan: an offset holds for weeks at least (Morocco's shortest: ~30 days)."""
+"""Step of the transition scan: an offset holds for weeks (Morocco's shortest: ~30 days)."""
 
 
 def _change(tz: ZoneInfo, lo: int, hi: int, after: object) -> int:
@@ -211,13 +224,13 @@ def _has(tdays: tuple[int, ...], a: int, b: int) -> bool:
 
 def _exact_gaps(expr: CronExpr, tz: ZoneInfo, days: list[int], t: int) -> list[tuple[int, int]]:
     k = bisect.bisect_left(days, t)
-    around = days[max(0, k - 1): k + 2]
+    around = days[max(0, k - 1) : k + 2]
     fires = sorted({f for d in around for f in expr.fires_on(tz, _O0 + d)})
     return [(b - a, a) for a, b in itertools.pairwise(fires)]
 
 
 def _wall(tz: ZoneInfo, i: int, second: int) -> int:
-    """Epoch seconds of wall second ``second`` (may exceed a day) counted from day ``i``'s midnight."""
+    """Epoch seconds of wall second ``second`` (may exceed a day) from day ``i``'s midnight."""
     day = _day(i + second // DAY)
     rest = second % DAY
     return resolve_wall(tz, day, rest // 3600, rest % 3600 // 60) + rest % 60
@@ -265,10 +278,15 @@ def _meets(r: Recurrence, tz: ZoneInfo, start: int, end: int) -> int | None:
     return None if fire is None else max(fire, start)
 
 
-def _meets_day(r: Recurrence, fires: tuple[int, ...], other: Recurrence, tz: ZoneInfo) -> int | None:
-    """First instant an occurrence of ``r`` starting at ``fires`` (one day's) meets ``other``, exact."""
+def _meets_day(
+    r: Recurrence, fires: tuple[int, ...], other: Recurrence, tz: ZoneInfo
+) -> int | None:
+    """First instant an occurrence of ``r`` at ``fires`` (one day's) meets ``other``, exact."""
     xs = [(f, f + r.duration) for f in fires]
-    ys = [(f, f + other.duration) for f in other.expr.fire_epochs(tz, fires[0] - other.duration + 1, xs[-1][1])]
+    ys = [
+        (f, f + other.duration)
+        for f in other.expr.fire_epochs(tz, fires[0] - other.duration + 1, xs[-1][1])
+    ]
     return first_common(xs, ys)
 
 
@@ -329,7 +347,3 @@ def first_common(xs: list[tuple[int, int]], ys: list[tuple[int, int]]) -> int | 
 def one_shot_meets(r: Recurrence, key: str, start: int, end: int) -> int | None:
     """First instant of the one-shot ``[start, end)`` inside an occurrence of ``r`` (whole span)."""
     return _meets(r, ZoneInfo(key), start, end)
-
-
-def to_datetime(ts: int) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)

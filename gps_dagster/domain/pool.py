@@ -47,11 +47,12 @@ def gpu_uuid(pool: str, node: str, index: int) -> str:
 
 class NodeSpec(Frozen):
     name: str = Field(min_length=1)
-    gpus: int = Field(ge=1, le=MAX_NODE_GPUS, strict=True, description="Number of GPUs on the node.")
+    gpus: int = Field(ge=1, le=MAX_NODE_GPUS, strict=True, description="GPUs on the node.")
     flavor: str = Field(default="H100-80GB", description="GPU flavor; a replica fits only its flavor.")
     region: str = "default"
     gpu_memory_mib: int = Field(
-        default=81559, ge=1, le=MAX_GPU_MEMORY_MIB, strict=True, description="Memory of one GPU in MiB."
+        default=81559, ge=1, le=MAX_GPU_MEMORY_MIB, strict=True,
+        description="Memory of one GPU in MiB.",
     )
     gpu_uuids: tuple[str, ...] | None = Field(
         default=None, description="Explicit GPU UUIDs; derived from pool/node/index when absent."
@@ -73,11 +74,13 @@ class DeploySpec(Frozen):
     kind: DeployKind = DeployKind.DGD
     project: str | None = Field(default=None, description="CMP project; None = admin (not CMP-managed).")
     gpus_per_replica: int = Field(
-        ge=1, le=MAX_NODE_GPUS * 64, strict=True, description="GPUs of one replica group (all its nodes)."
+        ge=1, le=MAX_NODE_GPUS * 64, strict=True,
+        description="GPUs of one replica group (all its nodes).",
     )
     nodes_per_replica: int = Field(default=1, ge=1, le=64, strict=True)
     replicas: int = Field(
-        default=1, ge=1, le=MAX_REPLICAS, strict=True, description="Replicas the deploy runs with when started."
+        default=1, ge=1, le=MAX_REPLICAS, strict=True,
+        description="Replicas the deploy runs with when started.",
     )
     state: Literal["running", "stopped"] = "stopped"
     aliases: tuple[str, ...] = ()
@@ -105,7 +108,8 @@ class DeploySpec(Frozen):
 
 class ProjectSpec(Frozen):
     gpu_quota: int | None = Field(
-        default=None, ge=0, le=10**9, strict=True, description="GPUs the project may hold; None = unlimited."
+        default=None, ge=0, le=10**9, strict=True,
+        description="GPUs the project may hold; None = unlimited.",
     )
     billing: Literal["ok", "unpaid"] = "ok"
 
@@ -188,7 +192,10 @@ class FaultSpec(Frozen):
     deploy: str | None = None
     point: CrashPoint = Field(default="before_commit", description="crash only: where to raise.")
     error: Literal["transient", "permanent"] = Field(default="transient", description="fail_next only.")
-    times: int = Field(default=1, ge=1, le=1_000_000, strict=True, description="One-shot effects: how many calls they hit.")
+    times: int = Field(
+        default=1, ge=1, le=1_000_000, strict=True,
+        description="One-shot effects: how many calls they hit.",
+    )
 
 
 class SimSettings(Frozen):

@@ -65,11 +65,12 @@ class TransitionOrder(StrEnum):
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse ``10h``, ``90m``, ``1d2h``, ``45s`` (elapsed time) into a timedelta (<= MAX_DURATION)."""
+    """Parse ``10h``, ``90m``, ``1d2h``, ``45s`` (elapsed, <= MAX_DURATION) into a timedelta."""
     match = _DURATION.match(text.strip()) if text and len(text) <= 40 else None
     if not text or match is None or not any(match.groups()):
         shown = text if len(text) <= 40 else text[:40] + "…"
-        raise FieldErrorCarrier("invalid_duration", f"'{shown}' is not a duration; use e.g. 10h, 90m, 1d2h")
+        fix = f"'{shown}' is not a duration; use e.g. 10h, 90m, 1d2h"
+        raise FieldErrorCarrier("invalid_duration", fix)
     d, h, m, s = (int(g) if g else 0 for g in match.groups())
     seconds = d * 86_400 + h * 3_600 + m * 60 + s  # whole ints first: timedelta() overflows
     return _bounded(timedelta(seconds=seconds) if seconds <= MAX_DURATION.total_seconds() else None)
@@ -78,8 +79,9 @@ def parse_duration(text: str) -> timedelta:
 def _bounded(value: timedelta | None) -> timedelta:
     if value is None or value > MAX_DURATION:
         raise FieldErrorCarrier(
-            "duration_too_long", f"use at most {MAX_DURATION.days}d; a window longer than every gap "
-            "between its fires overlaps itself anyway")
+            "duration_too_long",
+            f"use at most {MAX_DURATION.days}d; a window longer than every gap between its fires "
+            "overlaps itself anyway")
     if value <= timedelta(0):
         raise FieldErrorCarrier("duration_not_positive", "use a duration greater than zero, e.g. 10h")
     return value
@@ -104,7 +106,8 @@ def _aware(value: datetime) -> datetime:
     if not EARLIEST <= value < LATEST:
         raise FieldErrorCarrier(
             "instant_out_of_range",
-            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, e.g. 2026-10-21T13:00:00+07:00",
+            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, "
+            "e.g. 2026-10-21T13:00:00+07:00",
         )
     return value
 
@@ -142,7 +145,9 @@ class StateSpec(Frozen):
     allow_downtime: bool | None = Field(
         default=None, strict=True, description="None = inherit the target default."
     )
-    replicas: int | None = Field(default=None, strict=True, description="None = do not touch scale.")
+    replicas: int | None = Field(
+        default=None, strict=True, description="None = do not touch scale."
+    )
 
     @field_validator("replicas")
     @classmethod
@@ -159,7 +164,8 @@ class StateSpec(Frozen):
 class _WindowBase(Frozen):
     name: str = Field(min_length=1, max_length=128, description="Unique in the schedule.")
     priority: int = Field(
-        strict=True, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="Higher wins when windows overlap."
+        strict=True, ge=-MAX_PRIORITY, le=MAX_PRIORITY,
+        description="Higher wins when windows overlap.",
     )
     states: tuple[StateSpec, ...] = Field(min_length=1)
 
@@ -233,8 +239,8 @@ class Schedule(Frozen):
             raise FieldErrorCarrier(
                 "too_many_windows",
                 f"{len(value)} windows; a schedule holds at most {MAX_WINDOWS}: drop past one-shot "
-                "windows, merge windows with one cron list (e.g. '0 8,20 * * *'), or split the targets "
-                "into several schedules",
+                "windows, merge windows with one cron list (e.g. '0 8,20 * * *'), or split the "
+                "targets into several schedules",
             )
         return value
 
@@ -252,7 +258,7 @@ class Schedule(Frozen):
             if not _ZONE.match(value):
                 raise ValueError(value)
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory, a name too long
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory, a long name
             raise FieldErrorCarrier(
                 "unknown_timezone", f"'{value}' is not an IANA time zone; use e.g. Asia/Ho_Chi_Minh"
             ) from None

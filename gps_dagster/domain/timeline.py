@@ -66,7 +66,8 @@ def gpu_timeline(schedule: Schedule, pool: PoolSpec, start: datetime, end: datet
     owned = set(schedule.target_ids)
     always_on = sum(
         d.gpus_per_replica * d.replicas for d in pool.deploys
-        if d.id not in owned and d.endpoint not in owned and d.state == "running" and not _time_sliced(d)
+        if d.id not in owned and d.endpoint not in owned
+        and d.state == "running" and not _time_sliced(d)
     )
     # A time-sliced reservation holds its GPU whether members run or not (the holder, R-GPS-6).
     shared = {d.reservation.reservation for d in pool.deploys if isinstance(d.reservation, TimeSlicedBinding)}

@@ -45,13 +45,20 @@ def whole_number(text: str) -> int:
     """A decimal integer literal (JSON or YAML) as ``int``; too many digits is a document error."""
     digits = text.lstrip("+-")
     if len(digits) > MAX_INT_DIGITS:
-        raise DocumentProblem(FieldError(
-            "", "number_too_long", f"an integer has {len(digits)} digits; use at most {MAX_INT_DIGITS}"))
+        raise DocumentProblem(
+            FieldError(
+                "",
+                "number_too_long",
+                f"an integer has {len(digits)} digits; use at most {MAX_INT_DIGITS}",
+            )
+        )
     return int(text, 10)
 
 
 def duplicate_key(key: object) -> FieldError:
-    return FieldError("", "duplicate_key", f"key {str(key)[:80]!r} appears twice in one object; keep one")
+    return FieldError(
+        "", "duplicate_key", f"key {str(key)[:80]!r} appears twice in one object; keep one"
+    )
 
 
 class _Loader(yaml.SafeLoader):
@@ -60,7 +67,10 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[tuple[str, str]] = set()
         for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            if (
+                not isinstance(key_node, yaml.ScalarNode)
+                or key_node.tag == "tag:yaml.org,2002:merge"
+            ):
                 continue
             key = (key_node.tag, key_node.value)
             if key in seen:

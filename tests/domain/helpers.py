@@ -15,7 +15,9 @@ def at(tz: str, *parts: int, fold: int = 0) -> datetime:
     return datetime(*parts, tzinfo=ZoneInfo(tz), fold=fold)  # type: ignore[misc]
 
 
-def schedule(windows: list[dict[str, Any]], *, tz: str = "UTC", targets: list[dict[str, Any]] | None = None) -> Schedule:
+def schedule(
+    windows: list[dict[str, Any]], *, tz: str = "UTC", targets: list[dict[str, Any]] | None = None
+) -> Schedule:
     """A valid schedule (every check run) with targets a (default stopped) and b (default running)."""
     doc = {
         "name": "t",

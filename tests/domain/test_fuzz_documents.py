@@ -32,33 +32,81 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 LOADERS: dict[str, Callable[[Any], object]] = {
-    "schedule": load_schedule, "pool": load_pool, "reservation": load_reservation_spec, "binding": load_binding,
+    "schedule": load_schedule,
+    "pool": load_pool,
+    "reservation": load_reservation_spec,
+    "binding": load_binding,
 }
 PARSERS: dict[str, Callable[[str], object]] = {
-    "schedule": parse_schedule, "pool": parse_pool, "reservation": parse_reservation_spec,
+    "schedule": parse_schedule,
+    "pool": parse_pool,
+    "reservation": parse_reservation_spec,
 }
 BASES: dict[str, list[Any]] = {
-    "schedule": [json.loads((EXAMPLES / n).read_text()) for n in
-                 ("seed-schedule.json", "scenario2-schedule.json", "gpu42-schedule.json")],
-    "pool": [yaml.safe_load((EXAMPLES / n).read_text()) for n in
-             ("seed-pool-10.yaml", "gpu42-pool.yaml", "scenario2-reservations-pool.yaml")],
+    "schedule": [
+        json.loads((EXAMPLES / n).read_text())
+        for n in ("seed-schedule.json", "scenario2-schedule.json", "gpu42-schedule.json")
+    ],
+    "pool": [
+        yaml.safe_load((EXAMPLES / n).read_text())
+        for n in ("seed-pool-10.yaml", "gpu42-pool.yaml", "scenario2-reservations-pool.yaml")
+    ],
     "reservation": [yaml.safe_load((EXAMPLES / "gpu42-reservation.yaml").read_text())],
-    "binding": [{"mode": "exclusive", "gpus_per_replica": 8, "reservations": ["r1"]},
-                {"mode": "time_sliced", "reservation": "r1", "memory_mib": 1024}],
+    "binding": [
+        {"mode": "exclusive", "gpus_per_replica": 8, "reservations": ["r1"]},
+        {"mode": "time_sliced", "reservation": "r1", "memory_mib": 1024},
+    ],
 }
 
 odd_strings = st.one_of(
     st.text(max_size=30),
     st.sampled_from([4300, 5000]).map(lambda digits: "9" * digits),
-    st.sampled_from(["", " ", "\n", "yes", "no", "on", "0o17", "010", "1:30", "1e400", "NaN", "-0", "８", "²",
-                     "9999999999d", "0001-01-01T00:00:00+07:00", "9999-12-31T23:59:59Z",
-                     "2026-10-21T13:00:00", "America", "A" * 300, "../../etc/passwd", "Asia/Ho_Chi_Minh\n",
-                     "0 8 * * 1-5 2026", "* * * * *", "@yearly", "0 0 29 2 *", "*/0 * * * *", "\x00", "\u2028",
-                     "\x1b[31m", "running", "stopped", "recurring", "one_shot", "exclusive", "time_sliced"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\n",
+            "yes",
+            "no",
+            "on",
+            "0o17",
+            "010",
+            "1:30",
+            "1e400",
+            "NaN",
+            "-0",
+            "８",
+            "²",
+            "9999999999d",
+            "0001-01-01T00:00:00+07:00",
+            "9999-12-31T23:59:59Z",
+            "2026-10-21T13:00:00",
+            "America",
+            "A" * 300,
+            "../../etc/passwd",
+            "Asia/Ho_Chi_Minh\n",
+            "0 8 * * 1-5 2026",
+            "* * * * *",
+            "@yearly",
+            "0 0 29 2 *",
+            "*/0 * * * *",
+            "\x00",
+            "\u2028",
+            "\x1b[31m",
+            "running",
+            "stopped",
+            "recurring",
+            "one_shot",
+            "exclusive",
+            "time_sliced",
+        ]
+    ),
 )
 printable_numbers = st.one_of(
-    st.integers(), st.integers(min_value=-(10**40), max_value=10**40),
-    st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
 )
 huge_ints = st.sampled_from([4300, 5000]).map(lambda digits: -(10**digits))  # str() refuses them
 
@@ -66,7 +114,9 @@ huge_ints = st.sampled_from([4300, 5000]).map(lambda digits: -(10**digits))  # s
 def _trees(numbers: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.recursive(
         st.one_of(st.none(), numbers, odd_strings),
-        lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(odd_strings, children, max_size=4)),
+        lambda children: st.one_of(
+            st.lists(children, max_size=4), st.dictionaries(odd_strings, children, max_size=4)
+        ),
         max_leaves=12,
     )
 
@@ -117,15 +167,28 @@ texts = st.one_of(
     st.text(max_size=200),
     st.integers(min_value=1, max_value=3000).map(deep),
     st.integers(min_value=1, max_value=100_000).map(lambda n: "[" * n),
-    st.sampled_from([
-        "name: !!python/object/apply:os.system [echo]\n", "a: &a [*a]\n", "a: !!binary '@@'\n",
-        "a: !!timestamp 2026-13-45\n", "a: !!int 0xZZ\n", "a: !!float nan\n", "? [a, b]\n: c\n",
-        "---\na: 1\n---\nb: 2\n", "{\"a\": 1, \"a\": 2}", "{\"a\": Infinity}",
-        "name: [" + ", ".join(["*a"] * 50) + "]\n",
-    ]),
+    st.sampled_from(
+        [
+            "name: !!python/object/apply:os.system [echo]\n",
+            "a: &a [*a]\n",
+            "a: !!binary '@@'\n",
+            "a: !!timestamp 2026-13-45\n",
+            "a: !!int 0xZZ\n",
+            "a: !!float nan\n",
+            "? [a, b]\n: c\n",
+            "---\na: 1\n---\nb: 2\n",
+            '{"a": 1, "a": 2}',
+            '{"a": Infinity}',
+            "name: [" + ", ".join(["*a"] * 50) + "]\n",
+        ]
+    ),
 )
 
-ANCHORS = [datetime(1970, 1, 2, tzinfo=UTC), datetime(2026, 10, 19, tzinfo=UTC), datetime(8999, 6, 1, tzinfo=UTC)]
+ANCHORS = [
+    datetime(1970, 1, 2, tzinfo=UTC),
+    datetime(2026, 10, 19, tzinfo=UTC),
+    datetime(8999, 6, 1, tzinfo=UTC),
+]
 
 
 def only_spec_invalid(fn: Callable[[Any], object], value: Any) -> object | None:

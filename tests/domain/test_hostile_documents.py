@@ -22,7 +22,11 @@ from gps_dagster.domain.spec import MAX_WINDOWS
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SEED = json.loads((EXAMPLES / "seed-schedule.json").read_text())
-POOL = {"name": "p", "nodes": [{"name": "n1", "gpus": 8}], "deploys": [{"id": "d", "gpus_per_replica": 2}]}
+POOL = {
+    "name": "p",
+    "nodes": [{"name": "n1", "gpus": 8}],
+    "deploys": [{"id": "d", "gpus_per_replica": 2}],
+}
 RESERVATION = (EXAMPLES / "gpu42-reservation.yaml").read_text()
 
 Parser = Callable[[str], object]
@@ -56,10 +60,12 @@ def window0(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return lambda d: d["windows"][0].__setitem__(key, value)
 
 
-# -- tracebacks -------------------------------------------------------------------------------------
+# -- tracebacks -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("duration", ["9999999999d", "99999999999999999999h", "3661d", "1" * 5000 + "s"])
+@pytest.mark.parametrize(
+    "duration", ["9999999999d", "99999999999999999999h", "3661d", "1" * 5000 + "s"]
+)
 def test_huge_duration_is_a_field_error_not_an_overflow_error(duration: str) -> None:
     reason = "invalid_duration" if len(duration) > 40 else "duration_too_long"
     assert errors(seed(window0("duration", duration))) == [("windows[0].duration", reason)]
@@ -82,7 +88,9 @@ def test_deep_nesting_of_an_already_parsed_document_is_refused_before_validation
 
 @pytest.mark.parametrize("kind", sorted(PARSERS))
 @pytest.mark.parametrize("syntax", ["json", "yaml"])
-def test_an_integer_literal_of_5000_digits_is_a_document_error_not_a_value_error(kind: str, syntax: str) -> None:
+def test_an_integer_literal_of_5000_digits_is_a_document_error_not_a_value_error(
+    kind: str, syntax: str
+) -> None:
     number = "9" * 5000
     text = '{"name": ' + number + "}" if syntax == "json" else f"name: {number}\n"
     assert text_errors(PARSERS[kind], text) == [("", "number_too_long")]
@@ -103,8 +111,11 @@ def test_a_one_shot_in_year_one_is_refused_at_validation_not_a_timeline_crash() 
     def mutate(d: dict[str, Any]) -> None:
         d["windows"][1]["active_from"] = "0001-01-01T00:00:00+07:00"
         d["windows"][1]["active_until"] = "0001-01-02T00:00:00+07:00"
-    assert errors(seed(mutate)) == [("windows[1].active_from", "instant_out_of_range"),
-                                    ("windows[1].active_until", "instant_out_of_range")]
+
+    assert errors(seed(mutate)) == [
+        ("windows[1].active_from", "instant_out_of_range"),
+        ("windows[1].active_until", "instant_out_of_range"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -121,10 +132,10 @@ def test_one_shot_instants_lie_in_1970_to_9000(start: str, end: str, ok: bool) -
     if ok:
         assert load_schedule(doc).windows[1].name == "maint-wed"
     else:
-        assert ("instant_out_of_range" in {r for _, r in errors(doc)})
+        assert "instant_out_of_range" in {r for _, r in errors(doc)}
 
 
-# -- wrong verdicts ---------------------------------------------------------------------------------
+# -- wrong verdicts -------------------------------------------------------------------------------
 
 
 def test_verdict_does_not_depend_on_today_maint_wed_at_priority_10_is_ambiguous() -> None:
@@ -138,10 +149,16 @@ def test_verdict_does_not_depend_on_today_maint_wed_at_priority_10_is_ambiguous(
 
 def test_a_clash_eighteen_years_ahead_is_found() -> None:
     """29 February falls on a Monday in 2044 only: a one-year horizon never saw it."""
+
     def mutate(d: dict[str, Any]) -> None:
         d["windows"][0]["cron"] = "0 8 * * 1"
-        d["windows"][1] = {**d["windows"][0], "name": "leap-day", "cron": "0 8 29 2 *", "states": [
-            {"model_deploy_id": "md-llama70b", "desired_state": "stopped"}]}
+        d["windows"][1] = {
+            **d["windows"][0],
+            "name": "leap-day",
+            "cron": "0 8 29 2 *",
+            "states": [{"model_deploy_id": "md-llama70b", "desired_state": "stopped"}],
+        }
+
     with pytest.raises(SpecInvalid) as info:
         load_schedule(seed(mutate))
     assert info.value.reasons == ("ambiguous_priority",)
@@ -150,10 +167,17 @@ def test_a_clash_eighteen_years_ahead_is_found() -> None:
 
 @pytest.mark.parametrize(
     ("cron", "duration", "ok"),
-    [("@yearly", "400d", False), ("@yearly", "365d", True),
-     ("0 0 29 2 *", "1500d", False), ("0 0 29 2 *", "1461d", True), ("0 0 1 * *", "29d", False)],
+    [
+        ("@yearly", "400d", False),
+        ("@yearly", "365d", True),
+        ("0 0 29 2 *", "1500d", False),
+        ("0 0 29 2 *", "1461d", True),
+        ("0 0 1 * *", "29d", False),
+    ],
 )
-def test_sparse_crons_overlapping_themselves_are_refused(cron: str, duration: str, ok: bool) -> None:
+def test_sparse_crons_overlapping_themselves_are_refused(
+    cron: str, duration: str, ok: bool
+) -> None:
     doc = seed(lambda d: d["windows"][0].update(cron=cron, duration=duration))
     if ok:
         assert load_schedule(doc).windows[0].name == "business-hours"
@@ -163,7 +187,12 @@ def test_sparse_crons_overlapping_themselves_are_refused(cron: str, duration: st
 
 @pytest.mark.parametrize(
     ("value", "reason"),
-    [("10", "not_an_integer"), (10.0, "not_an_integer"), (True, "not_an_integer"), (10**12, "too_large")],
+    [
+        ("10", "not_an_integer"),
+        (10.0, "not_an_integer"),
+        (True, "not_an_integer"),
+        (10**12, "too_large"),
+    ],
 )
 def test_priorities_are_not_coerced(value: Any, reason: str) -> None:
     assert errors(seed(window0("priority", value))) == [("windows[0].priority", reason)]
@@ -178,8 +207,12 @@ def test_booleans_are_not_coerced(value: Any) -> None:
 def test_yaml_1_1_scalars_are_not_booleans_octals_or_sexagesimals() -> None:
     import yaml
 
-    text = yaml.safe_dump(SEED).replace("default_allow_downtime: true", "default_allow_downtime: yes")
-    assert text_errors(PARSERS["schedule"], text) == [("targets[0].default_allow_downtime", "not_a_boolean")]
+    text = yaml.safe_dump(SEED).replace(
+        "default_allow_downtime: true", "default_allow_downtime: yes"
+    )
+    assert text_errors(PARSERS["schedule"], text) == [
+        ("targets[0].default_allow_downtime", "not_a_boolean")
+    ]
     text = yaml.safe_dump(SEED).replace("priority: 100", "priority: 0100")
     assert parse_schedule(text).windows[1].priority == 100  # not 64 (octal)
 
@@ -191,10 +224,12 @@ def test_an_epoch_number_is_not_an_instant() -> None:
 
 @pytest.mark.parametrize(
     ("path", "value", "reason"),
-    [(["windows", 0, "states", 0, "replicas"], 10**12, "too_large"),
-     (["targets", 1, "default_replicas"], 2.0, "not_an_integer"),
-     (["targets", 0, "model_deploy_id"], "d" * 201, "too_long"),
-     (["enabled"], "false", "not_a_boolean")],
+    [
+        (["windows", 0, "states", 0, "replicas"], 10**12, "too_large"),
+        (["targets", 1, "default_replicas"], 2.0, "not_an_integer"),
+        (["targets", 0, "model_deploy_id"], "d" * 201, "too_long"),
+        (["enabled"], "false", "not_a_boolean"),
+    ],
 )
 def test_numbers_and_ids_are_bounded(path: list[Any], value: Any, reason: str) -> None:
     def mutate(d: dict[str, Any]) -> None:
@@ -202,6 +237,7 @@ def test_numbers_and_ids_are_bounded(path: list[Any], value: Any, reason: str) -
         for part in path[:-1]:
             node = node[part]
         node[path[-1]] = value
+
     assert errors(seed(mutate))[0][1] == reason
 
 
@@ -215,7 +251,7 @@ def test_nan_is_not_json() -> None:
     assert text_errors(PARSERS["pool"], '{"name": NaN}') == [("", "invalid_json")]
 
 
-# -- messages ---------------------------------------------------------------------------------------
+# -- messages -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("digit", ["８", "²", "٣"])
@@ -245,14 +281,16 @@ def test_fix_texts_echoing_user_values_stay_on_one_line() -> None:
     assert any(e.path == "colour\\nred" for e in info.value.errors)
 
 
-# -- bounded work -----------------------------------------------------------------------------------
+# -- bounded work ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("count", [MAX_WINDOWS + 1, 24_000])
 def test_thousands_of_equal_priority_windows_are_refused_with_a_clear_error(count: int) -> None:
     """Pairwise checks were quadratic (24k windows: over 2 min); now the count is bounded first."""
-    windows = [{**SEED["windows"][0], "name": f"w{i}", "cron": f"{i % 60} 8 * * 1-5", "duration": "1m"}
-               for i in range(count)]
+    windows = [
+        {**SEED["windows"][0], "name": f"w{i}", "cron": f"{i % 60} 8 * * 1-5", "duration": "1m"}
+        for i in range(count)
+    ]
     with pytest.raises(SpecInvalid) as info:
         load_schedule({**SEED, "windows": windows})
     assert [(e.path, e.reason) for e in info.value.errors] == [("windows", "too_many_windows")]
@@ -261,13 +299,25 @@ def test_thousands_of_equal_priority_windows_are_refused_with_a_clear_error(coun
 
 def test_the_largest_schedule_allowed_validates() -> None:
     """MAX_WINDOWS equal-priority windows that disagree and never meet: every pair is compared."""
-    windows = [{**SEED["windows"][0], "name": f"w{i}", "cron": f"{i % 60} {i // 60} * * *", "duration": "1m",
-                "states": [{"model_deploy_id": "md-llama70b", "desired_state": "running" if i % 2 else "stopped"}]}
-               for i in range(MAX_WINDOWS)]
+    windows = [
+        {
+            **SEED["windows"][0],
+            "name": f"w{i}",
+            "cron": f"{i % 60} {i // 60} * * *",
+            "duration": "1m",
+            "states": [
+                {
+                    "model_deploy_id": "md-llama70b",
+                    "desired_state": "running" if i % 2 else "stopped",
+                }
+            ],
+        }
+        for i in range(MAX_WINDOWS)
+    ]
     assert len(load_schedule({**SEED, "windows": windows}).windows) == MAX_WINDOWS
 
 
-# -- pools and reservations -------------------------------------------------------------------------
+# -- pools and reservations -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -276,15 +326,26 @@ def test_the_largest_schedule_allowed_validates() -> None:
         (lambda d: d["nodes"][0].__setitem__("gpus", "8"), "nodes[0].gpus", "not_an_integer"),
         (lambda d: d["nodes"][0].__setitem__("gpus", 10**9), "nodes[0].gpus", "too_large"),
         (lambda d: d["deploys"][0].__setitem__("hpa", "yes"), "deploys[0].hpa", "not_a_boolean"),
-        (lambda d: d["deploys"][0].__setitem__("replicas", 2.0), "deploys[0].replicas", "not_an_integer"),
-        (lambda d: d.__setitem__("sim", {"timings": {"stop_grace_s": float("inf")}}),
-         "sim.timings.stop_grace_s", "not_finite"),
-        (lambda d: d.__setitem__("sim", {"timings": {"start_delay_s": 10**9}}),
-         "sim.timings.start_delay_s", "too_large"),
+        (
+            lambda d: d["deploys"][0].__setitem__("replicas", 2.0),
+            "deploys[0].replicas",
+            "not_an_integer",
+        ),
+        (
+            lambda d: d.__setitem__("sim", {"timings": {"stop_grace_s": float("inf")}}),
+            "sim.timings.stop_grace_s",
+            "not_finite",
+        ),
+        (
+            lambda d: d.__setitem__("sim", {"timings": {"start_delay_s": 10**9}}),
+            "sim.timings.start_delay_s",
+            "too_large",
+        ),
     ],
 )
-def test_pool_documents_are_strict_and_bounded(mutate: Callable[[dict[str, Any]], None], path: str,
-                                               reason: str) -> None:
+def test_pool_documents_are_strict_and_bounded(
+    mutate: Callable[[dict[str, Any]], None], path: str, reason: str
+) -> None:
     doc = copy.deepcopy(POOL)
     mutate(doc)
     with pytest.raises(SpecInvalid) as info:

@@ -89,7 +89,9 @@ fractions = st.sampled_from([0.1, 0.5, 0.9, 1.0])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sparse_crons, sparse_crons, st.sampled_from(ZONES), durations, durations, fractions, fractions)
+@given(
+    sparse_crons, sparse_crons, st.sampled_from(ZONES), durations, durations, fractions, fractions
+)
 def test_first_overlap_agrees_with_enumerated_occurrences(
     cron_a: str, cron_b: str, zone: str, da: int, db: int, fa: float, fb: float
 ) -> None:
@@ -106,7 +108,9 @@ def test_first_overlap_agrees_with_enumerated_occurrences(
 
 @pytest.mark.parametrize("strategy", ["shifts", "occurrences"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sparse_crons, sparse_crons, st.sampled_from(ZONES), durations, durations, fractions, fractions)
+@given(
+    sparse_crons, sparse_crons, st.sampled_from(ZONES), durations, durations, fractions, fractions
+)
 def test_both_strategies_agree_with_enumeration(
     strategy: str, cron_a: str, cron_b: str, zone: str, da: int, db: int, fa: float, fb: float
 ) -> None:
@@ -134,7 +138,8 @@ def test_a_dense_cron_costs_shifts_not_fires() -> None:
     gap = min_gap(every_minute.expr, "America/New_York")
     assert gap is not None and gap[0] == 60
     assert first_overlap(every_minute, on_the_half, "America/New_York") == int(
-        datetime(2026, 1, 1, 0, 30, tzinfo=ZoneInfo("America/New_York")).timestamp())
+        datetime(2026, 1, 1, 0, 30, tzinfo=ZoneInfo("America/New_York")).timestamp()
+    )
 
 
 NY = "America/New_York"
@@ -160,4 +165,6 @@ def test_fall_back_hides_an_overlap_wall_clocks_show() -> None:
     nov1 = Recurrence(parse_cron("30 1 1 11 *"), 3600)
     daily = Recurrence(parse_cron("15 2 * * *"), 600)
     assert first_overlap(nov1, daily, NY) == _ny(2027, 11, 1, 2, 15)
-    assert first_overlap(nov1, daily, "UTC") == int(datetime(2026, 11, 1, 2, 15, tzinfo=ZoneInfo("UTC")).timestamp())
+    assert first_overlap(nov1, daily, "UTC") == int(
+        datetime(2026, 11, 1, 2, 15, tzinfo=ZoneInfo("UTC")).timestamp()
+    )

@@ -20,7 +20,9 @@ from gps_dagster.domain.spec import DesiredState
 from .helpers import at
 
 HCM = "Asia/Ho_Chi_Minh"
-SEED = load_schedule(json.loads((Path(__file__).parents[2] / "examples" / "seed-schedule.json").read_text()))
+SEED = load_schedule(
+    json.loads((Path(__file__).parents[2] / "examples" / "seed-schedule.json").read_text())
+)
 A, B = "md-llama70b", "md-qwen32b"
 R, S = DesiredState.RUNNING, DesiredState.STOPPED
 

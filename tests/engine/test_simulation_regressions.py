@@ -30,7 +30,11 @@ def test_simulate_replays_a_cmp_endpoint_target() -> None:
     rep = simulate(load_schedule(endpoint_schedule()), load_pool(endpoint_pool()), MORNING, EVENING)
     assert rep.final_status["ep-chat"]["phase"] == "converged"
     assert [(o["deploy"], o["kind"]) for o in rep.operations] == [
-        ("ep-chat-a", "start"), ("ep-chat-b", "start"), ("ep-chat-a", "stop"), ("ep-chat-b", "stop")]
+        ("ep-chat-a", "start"),
+        ("ep-chat-b", "start"),
+        ("ep-chat-a", "stop"),
+        ("ep-chat-b", "stop"),
+    ]
     assert rep.max_gpus_desired == 4  # both members, 2 GPUs each
     assert rep.max_gpus_in_use == 4
 
@@ -40,7 +44,9 @@ def test_a_pool_crash_fault_replays_as_an_engine_restart() -> None:
     rep = simulate(load_schedule(seed_schedule()), load_pool(pool), MORNING, EVENING)
     assert [(r["op"], r["point"]) for r in rep.restarts] == [("start", "before_commit")]
     eight = SEED_MONDAY + timedelta(hours=8)
-    assert eight < rep.restarts[0]["at"] < eight + timedelta(minutes=5)  # B stopped, A's start crashed
+    assert (
+        eight < rep.restarts[0]["at"] < eight + timedelta(minutes=5)
+    )  # B stopped, A's start crashed
     assert rep.as_dict()["engine_restarts"][0]["op"] == "start"
     starts = [o for o in rep.operations if o["deploy"] == A and o["kind"] == "start"]
     assert len(starts) == 1  # the crashed start rolled back; the new engine started A once
@@ -51,6 +57,10 @@ def test_a_pool_crash_fault_replays_as_an_engine_restart() -> None:
 def test_faults_meant_for_the_engine_are_not_taken_by_the_sampler() -> None:
     """The engine never reads B alone before noon; the sampler did, and died on B's fault."""
     pool = with_faults({"effect": "fail_next", "op": "get_deploy", "deploy": B})
-    rep = simulate(load_schedule(seed_schedule()), load_pool(pool), MORNING, SEED_MONDAY + timedelta(hours=12))
+    rep = simulate(
+        load_schedule(seed_schedule()), load_pool(pool), MORNING, SEED_MONDAY + timedelta(hours=12)
+    )
     assert {t: s["phase"] for t, s in rep.final_status.items()} == {A: "converged", B: "converged"}
-    assert rep.downtime_seconds[A] > 0  # samples still see A start (it is ready after its start delay)
+    assert (
+        rep.downtime_seconds[A] > 0
+    )  # samples still see A start (it is ready after its start delay)

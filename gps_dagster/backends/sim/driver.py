@@ -104,7 +104,8 @@ class DriverMixin:
         """
         with self._tx() as (ctx, _b):
             d = t.deploys
-            rows = list(ctx.conn.execute(sa.select(d).where(d.c.pool == self.name).order_by(d.c.ordinal)))
+            query = sa.select(d).where(d.c.pool == self.name).order_by(d.c.ordinal)
+            rows = list(ctx.conn.execute(query))
             return views.deploy_views(ctx, rows)
 
     def deploy_ids(self) -> list[str]:
