@@ -66,7 +66,7 @@ def schedule_from_body(
     doc["scope"] = scope
     if name is not None:
         doc["name"] = name
-    return load_schedule(doc, source=SOURCE, horizon_start=now), warnings
+    return load_schedule(doc, source=SOURCE), warnings
 
 
 def expected_version(if_match: str | None, *, create: bool = False) -> int | None:

@@ -237,7 +237,7 @@ def seed_database(
     try:
         now = rt.clock.now()
         for path in schedule_files:
-            spec = parse_schedule(path.read_text(), source=str(path), horizon_start=now)
+            spec = parse_schedule(path.read_text(), source=str(path))
             rt.store.apply_schedule(spec, now=now)
         rt.store.set_gate(gate, now=now)
     finally:

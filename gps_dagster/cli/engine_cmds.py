@@ -56,7 +56,7 @@ def schedules_apply(file: str, settings: Settings) -> None:
     """Create or update the schedule in FILE (validated whole; nothing persisted on any error)."""
     clock = build_clock(settings)
     try:
-        spec = load_schedule_file(file, now=clock.now())
+        spec = load_schedule_file(file)
     except SpecInvalid as exc:
         fail(exc)
     rt = wiring.runtime(settings, clock=clock)
@@ -237,7 +237,7 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
     """The plan schedule FILE would execute at --at, and every warning; submits nothing."""
     clock = build_clock(settings)
     try:
-        spec = load_schedule_file(file, now=clock.now())
+        spec = load_schedule_file(file)
     except SpecInvalid as exc:
         fail(exc)
     rt = wiring.runtime(settings, clock=clock)

@@ -19,7 +19,7 @@ from gps_dagster.cli import render
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.pool import PoolSpec, parse_pool
 from gps_dagster.domain.schedules import parse_schedule
-from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.spec import EARLIEST, LATEST, Schedule
 
 
 class IsoDateTime(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click stubs
@@ -37,6 +37,8 @@ class IsoDateTime(click.ParamType):  # type: ignore[type-arg]  # generic only in
                 self.fail(f"'{value}' is not an ISO 8601 instant, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
         if parsed.tzinfo is None or parsed.utcoffset() is None:
             self.fail(f"'{value}' has no UTC offset; add one, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
+        if not EARLIEST <= parsed < LATEST:
+            self.fail(f"'{value}' is outside {EARLIEST.date()} .. {LATEST.date()}", param, ctx)
         return parsed
 
 
@@ -56,10 +58,9 @@ def read_text(path: str) -> str:
         raise SpecInvalid([FieldError("", "unreadable_file", f"cannot read the file: {exc}")], source=path) from None
 
 
-def load_schedule_file(path: str, *, now: datetime) -> Schedule:
-    """Parse and validate a schedule file; the one-year checks start at ``now`` (the runtime's
-    clock: ``GPS_CLOCK``, else the wall clock)."""
-    return parse_schedule(read_text(path), source=path, horizon_start=now)
+def load_schedule_file(path: str) -> Schedule:
+    """Parse and validate a schedule file (the verdict does not depend on today)."""
+    return parse_schedule(read_text(path), source=path)
 
 
 def load_pool_file(path: str) -> PoolSpec:

@@ -2,9 +2,9 @@
 
 Exit codes: 0 ok, 1 invalid input (every problem printed with its field path,
 never a traceback), 2 usage error (click's own). This is an edge of the
-system, so it may read files and the clock (the horizon start of the one-year
-checks), which it takes from the composition root (``GPS_CLOCK``, else the wall
-clock); everything below it takes time as a parameter.
+system, so it may read files and the clock, which it takes from the composition root
+(``GPS_CLOCK``, else the wall clock); everything below it takes time as a parameter
+(validation needs none: its verdict never depends on today).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 import click
 
 from gps_dagster import __version__
-from gps_dagster.cli import engine_cmds, render, wiring
+from gps_dagster.cli import engine_cmds, render
 from gps_dagster.cli.dagster_cmd import dagster_group
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.cli.pool_cmd import pool_group
@@ -49,7 +49,7 @@ def validate(file: str, fmt: str) -> None:
     Exit code 0 when valid, 1 when not.
     """
     try:
-        schedule = load_schedule_file(file, now=wiring.clock().now())
+        schedule = load_schedule_file(file)
     except SpecInvalid as exc:
         fail(exc, fmt)
     if fmt == "json":
@@ -86,7 +86,7 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
     if end - start > MAX_RANGE:
         raise click.BadParameter(f"the range is longer than {MAX_RANGE.days} days", param_hint="--to")
     try:
-        schedule = load_schedule_file(file, now=wiring.clock().now())
+        schedule = load_schedule_file(file)
         pool_spec = load_pool_file(pool) if pool else None
         doc, gpu = build_timeline(schedule, pool_spec, start, end)
     except SpecInvalid as exc:

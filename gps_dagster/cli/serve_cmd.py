@@ -1,7 +1,7 @@
 """``gps-dagster serve``: the schedule API and the timeline page on uvicorn.
 
-An edge: it builds the runtime (store, core, engine, wall clock) the other
-commands use, wraps it in ``ApiServices`` and serves ``gps_dagster.api`` on
+An edge: it builds the runtime (store, core, engine, clock) the other
+commands use, through the composition root, wraps it in ``ApiServices`` and serves ``gps_dagster.api`` on
 uvicorn. With ``GPS_DAGSTER_URL`` set, a schedule change asks the Dagster
 webserver to reload its code location (R-DAG-1) in the background, as
 ``schedules apply`` does.
@@ -12,26 +12,23 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from pathlib import Path
 from typing import Any
 
 import click
 
-from gps_dagster.cli.engine_cmds import DB_OPTION, POOL_OPTION
-from gps_dagster.cli.inputs import fail, load_pool_file
-from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.cli import wiring
+from gps_dagster.cli.wiring import core_options
 from gps_dagster.engine.config import EngineConfig
+from gps_dagster.runtime import Settings
 
 
-def build_services(db_url: str | None, pool: str | None) -> Any:
-    """``ApiServices`` over the runtime of ``db_url`` / ``pool`` (wall clock)."""
+def build_services(settings: Settings) -> Any:
+    """``ApiServices`` over the runtime of ``settings`` (the composition root's clock)."""
     from gps_dagster.api import ApiServices
-    from gps_dagster.runtime import build_runtime, pool_file
 
     holder = f"api@{socket.gethostname()}:{os.getpid()}"
-    rt = build_runtime(db_url, pool, config=EngineConfig(holder=holder))
-    spec = load_pool_file(str(Path(pool) if pool else pool_file()))
-    return ApiServices(store=rt.store, core=rt.core, engine=rt.engine, clock=rt.clock, pool=spec,
+    rt = wiring.runtime(settings, config=EngineConfig(holder=holder))
+    return ApiServices(store=rt.store, core=rt.core, engine=rt.engine, clock=rt.clock, pool=rt.pool,
                        on_schedule_change=_reload_in_background)
 
 
@@ -54,17 +51,13 @@ def _reload_in_background(_name: str) -> None:
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-@DB_OPTION
-@POOL_OPTION
-def serve(host: str, port: int, db_url: str | None, pool: str | None) -> None:
+@core_options
+def serve(host: str, port: int, settings: Settings) -> None:
     """Serve the schedule API (/admin, /api/v1/cmp/projects/…), /docs and the timeline page /ui."""
     import uvicorn
 
     from gps_dagster.api import create_app
 
-    try:
-        services = build_services(db_url, pool)
-    except SpecInvalid as exc:
-        fail(exc)
+    services = build_services(settings)
     click.echo(f"gps-dagster serve: http://{host}:{port}  (API docs /docs, timeline /ui/)", err=True)
     uvicorn.run(create_app(services), host=host, port=port, log_level="info", timeout_graceful_shutdown=5)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import click
 
-from gps_dagster.cli import render, wiring
+from gps_dagster.cli import render
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.engine.config import EngineConfig
@@ -29,7 +29,7 @@ def simulate_cmd(schedule_file: str, pool_file: str, start: datetime, end: datet
     if end <= start:
         raise click.BadParameter("--to must be after --from", param_hint="--to")
     try:
-        schedule = load_schedule_file(schedule_file, now=wiring.clock().now())
+        schedule = load_schedule_file(schedule_file)
         pool = load_pool_file(pool_file)
         report = simulate(schedule, pool, start, end, config=EngineConfig(pass_interval_s=interval),
                           wake_at_boundaries=not fixed_interval)
@@ -70,6 +70,9 @@ def summary(report: SimulationReport) -> str:
         "boundary lag (boundary -> first release submitted): "
         + (f"max {max(lag):.1f} s, mean {sum(lag) / len(lag):.1f} s over {len(lag)}" if lag else "no release"),
     ]
+    for r in doc["engine_restarts"]:
+        lines.append(f"engine restarted at {r['at']}: the process crashed at {r['point']} "
+                     f"of {r['op']} (sim fault)")
     for target, uuids in report.witness.items():
         lines.append(f"witness {target}: " + (", ".join(uuids) if uuids else "no ready replica"))
     return "\n".join(lines)

@@ -8,19 +8,20 @@ is in the audit log, with the OS user as the actor.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import click
 
-from gps_dagster.cli.engine_cmds import DB_OPTION, refuse
+from gps_dagster.cli import wiring
+from gps_dagster.cli.engine_cmds import refuse
 from gps_dagster.cli.inputs import cli_actor
-from gps_dagster.store import Store
+from gps_dagster.cli.wiring import store_options
+from gps_dagster.runtime import Settings, build_clock
 from gps_dagster.store.errors import StoreError
 from gps_dagster.store.tokens import TokenRecord, TokenRepository
 
 
-def _repo(db_url: str | None) -> TokenRepository:
-    return TokenRepository(Store.open(db_url).engine)
+def _repo(settings: Settings) -> TokenRepository:
+    return TokenRepository(wiring.store(settings).engine)
 
 
 def _row(t: TokenRecord) -> dict[str, str | None]:
@@ -36,11 +37,13 @@ def tokens_group() -> None:
 @tokens_group.command("create")
 @click.option("--name", required=True, help="Who or what holds the token (shown in the audit log).")
 @click.option("--scope", required=True, help="admin, or cmp:<project> for a tenant.")
-@DB_OPTION
-def create(name: str, scope: str, db_url: str | None) -> None:
+@store_options
+def create(name: str, scope: str, settings: Settings) -> None:
     """Create a token and print it once (it cannot be shown again)."""
     try:
-        record, token = _repo(db_url).create(name, scope, now=datetime.now(UTC), actor=cli_actor())
+        record, token = _repo(settings).create(
+            name, scope, now=build_clock(settings).now(), actor=cli_actor()
+        )
     except StoreError as exc:
         refuse(exc)
     click.echo(f"created token {record.id} '{record.name}' scope {record.scope}; store it now, "
@@ -49,11 +52,11 @@ def create(name: str, scope: str, db_url: str | None) -> None:
 
 
 @tokens_group.command("list")
-@DB_OPTION
+@store_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def list_(db_url: str | None, fmt: str) -> None:
+def list_(settings: Settings, fmt: str) -> None:
     """List tokens (never their secrets)."""
-    rows = [_row(t) for t in _repo(db_url).list()]
+    rows = [_row(t) for t in _repo(settings).list()]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -66,11 +69,11 @@ def list_(db_url: str | None, fmt: str) -> None:
 
 @tokens_group.command("revoke")
 @click.argument("ref")
-@DB_OPTION
-def revoke(ref: str, db_url: str | None) -> None:
+@store_options
+def revoke(ref: str, settings: Settings) -> None:
     """Revoke the token with id (or unique name) REF; it stops working at once."""
     try:
-        record = _repo(db_url).revoke(ref, now=datetime.now(UTC), actor=cli_actor())
+        record = _repo(settings).revoke(ref, now=build_clock(settings).now(), actor=cli_actor())
     except StoreError as exc:
         refuse(exc)
     click.echo(f"revoked token {record.id} '{record.name}'")

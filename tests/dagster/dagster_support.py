@@ -42,7 +42,7 @@ def make_runtime(
 
 
 def seed_schedule(rt: Runtime, path: Path = EXAMPLES / "seed-schedule.json", **changes: Any) -> Schedule:
-    spec = parse_schedule(path.read_text(), source=str(path), horizon_start=rt.clock.now())
+    spec = parse_schedule(path.read_text(), source=str(path))
     if changes:
         spec = spec.model_copy(update=changes)
     rt.store.apply_schedule(spec, now=rt.clock.now())
