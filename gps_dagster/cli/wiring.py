@@ -25,7 +25,6 @@ from gps_dagster.runtime import (
     Runtime,
     Settings,
     build_runtime,
-    clock_from_env,
     open_store,
     settings_from_env,
 )
@@ -105,14 +104,6 @@ def settings(**overrides: Any) -> Settings:
     """The settings of this invocation (environment + the given options)."""
     try:
         return settings_from_env(**overrides)
-    except SpecInvalid as exc:
-        fail(exc)
-
-
-def clock() -> Clock:
-    """The invocation's clock (``GPS_CLOCK``) for commands that open no store."""
-    try:
-        return clock_from_env()
     except SpecInvalid as exc:
         fail(exc)
 

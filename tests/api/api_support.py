@@ -18,9 +18,8 @@ from fastapi.testclient import TestClient
 
 from gps_dagster.api import ApiServices, Limits, create_app
 from gps_dagster.clocks import VirtualClock
-from gps_dagster.domain.pool import parse_pool
 from gps_dagster.engine.config import EngineConfig
-from gps_dagster.runtime import build_runtime
+from gps_dagster.runtime import build_runtime, settings_from_env
 from gps_dagster.store.tokens import TokenRepository
 
 HERE = Path(__file__).parent
@@ -77,9 +76,10 @@ class Api:
 
 def make_api(db_url: str, *, pool: Path = POOL, start: datetime = WED_10, limits: Limits | None = None) -> Api:
     clock = VirtualClock(start)
-    rt = build_runtime(db_url, pool, clock=clock, config=EngineConfig(holder="api-test"))
+    settings = settings_from_env({}, backend="sim", db_url=db_url, pool_file=str(pool))
+    rt = build_runtime(settings, clock=clock, config=EngineConfig(holder="api-test"))
     services = ApiServices(store=rt.store, core=rt.core, engine=rt.engine, clock=clock,
-                           pool=parse_pool(pool.read_text(), source=str(pool)), limits=limits or Limits())
+                           pool=rt.pool, limits=limits or Limits())
     api = Api(TestClient(create_app(services), raise_server_exceptions=False), services, clock)
     repo = TokenRepository(rt.store.engine)
     for name, scope in (("admin", "admin"), ("alpha", "cmp:alpha"), ("beta", "cmp:beta"), ("revoked", "admin")):

@@ -137,14 +137,22 @@ def test_a_bad_setting_exits_1_with_the_setting_reason_and_fix(
     assert "Traceback" not in result.output
 
 
-def test_a_bad_clock_stops_validate_too_but_an_unrelated_setting_does_not(
+def test_validate_reads_no_setting_its_verdict_needs_no_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("GPS_BACKEND", "k8s")
     assert run("validate", SEED).exit_code == 0  # validate opens no store and no backend
+    monkeypatch.setenv("GPS_CLOCK", "soon")  # nor a clock: its verdict never depends on today
+    assert run("validate", SEED).exit_code == 0
+
+
+def test_a_bad_clock_stops_a_command_that_reads_the_clock(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GPS_CLOCK", "soon")
-    bad = run("validate", SEED)
+    bad = run("gate", "enforce")
     assert bad.exit_code == 1 and "GPS_CLOCK: invalid_clock" in bad.output
+    assert Store.open(db).get_gate() == "off"  # nothing written
 
 
 def test_kubernetes_without_a_kubeconfig_or_the_backend_is_refused_clearly(
