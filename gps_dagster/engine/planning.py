@@ -7,6 +7,13 @@ had converged and the deploy no longer matches, that is ``drift_detected`` and
 is *not* reverted (SPEC R-PASS-5, U1). Targets with a new interval — missed
 ones included — join one transition plan, which is preflighted as a whole
 before anything is executed (R-PASS-6).
+
+Time only moves forward (R-PASS-14): a pass whose clock is behind the
+interval already stored for a target (another replica's clock is ahead, or
+this read is stale) plans nothing for it — "different interval" is not "new
+interval". Skew up to ``EngineConfig.max_clock_skew_s`` is expected between
+replicas and stays silent; beyond it a ``clock_skew`` event names the replica.
+The status CAS enforces the same rule in the store.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
-from gps_dagster.ports import Core, CoreError, DeployState, DeployView, NotFound, Transient
+from gps_dagster.ports import Core, DeployState, DeployView, NotFound, Transient
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
 
@@ -84,14 +91,20 @@ class ScheduleOutcome:
     blocking: dict[str, str] = field(default_factory=dict)
     """Ineligible targets whose new interval wants them running: they refuse the plan."""
     observing: list[str] = field(default_factory=list)
+    behind: list[str] = field(default_factory=list)
+    """Targets whose stored interval is ahead of this pass's clock: nothing planned (R-PASS-14)."""
     errors: list[str] = field(default_factory=list)
 
 
 class Planner:
     """Opens transition plans for one schedule snapshot."""
 
-    def __init__(self, store: Store, core: Core, reservation_check: ReservationCheck | None = None) -> None:
+    def __init__(
+        self, store: Store, core: Core, reservation_check: ReservationCheck | None = None, *,
+        max_clock_skew_s: float = 5.0, holder: str = "",
+    ) -> None:
         self.store, self.core, self.reservation_check = store, core, reservation_check
+        self.max_clock_skew_s, self.holder = max_clock_skew_s, holder
 
     def visit(
         self, record: ScheduleRecord, *, now: datetime, gate: str, trigger: str, force: bool = False,
@@ -128,6 +141,9 @@ class Planner:
         status = prefetch.statuses.get((spec.name, target)) if prefetch and not prefetch.dirty(spec.name) else None
         if status is None:
             status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
+        interval = current_interval(spec, target, now)
+        if self._behind(status, version, interval, now, out):
+            return None
         members: tuple[DeployView, ...] | None = None
         try:
             deploy: DeployView | None
@@ -137,15 +153,14 @@ class Planner:
                 deploy, members = read_target(self.core, target)
         except NotFound:
             deploy = None
-        except (Transient, CoreError) as exc:
-            out.errors.append(f"{target}: {exc}")
+        except Exception as exc:  # unreadable: this target plans nothing this pass, the others go on
+            out.errors.append(f"{target}: {type(exc).__name__}: {exc}")
             return None
         reason = ineligible_reason(spec, deploy)
         if reason is None and members is not None and status.transition_id is None and partially_running(members):
             reason = "endpoint_partially_running"
         if reason is not None:
             out.ineligible[target] = reason
-            interval = current_interval(spec, target, now)
             new = status.interval_start != interval.start or status.schedule_version != version
             if new and interval.intent.desired_state is DesiredState.RUNNING:
                 out.blocking[target] = reason  # it should acquire and cannot: nothing may be released for it
@@ -157,7 +172,6 @@ class Planner:
                 )
             return None
         assert deploy is not None
-        interval = current_interval(spec, target, now)
         new = status.interval_start != interval.start or status.schedule_version != version
         # Re-examined every pass: eligibility's own verdict (its cause may be repaired), an
         # observe-only record, a plan never opened. Every other terminal phase waits for a new
@@ -178,6 +192,26 @@ class Planner:
                 events=[{"kind": "drift_detected", "detail": {"state": deploy.state.value}}],
             )
         return None
+
+    def _behind(
+        self, status: TargetStatusRow, version: int, interval: IntentInterval, now: datetime, out: ScheduleOutcome
+    ) -> bool:
+        """R-PASS-14: True when this pass is behind what is stored (it must plan nothing)."""
+        stored = status.interval_start
+        same = status.schedule_version == version
+        if status.schedule_version < version and (stored is None or stored <= now):
+            return False
+        if same and (stored is None or (stored <= now and interval.start >= stored)):
+            return False
+        out.behind.append(status.deploy_id)
+        skew = (stored - now).total_seconds() if stored is not None else 0.0
+        if skew > self.max_clock_skew_s:
+            self.store.add_event(
+                now, status.schedule, status.deploy_id, "clock_skew", reason="clock_behind",
+                detail={"stored_interval_start": stored.isoformat() if stored else None, "replica_now": now.isoformat(),
+                        "behind_s": skew, "bound_s": self.max_clock_skew_s, "holder": self.holder},
+            )
+        return True
 
     # -- observe mode ---------------------------------------------------------
 
@@ -225,9 +259,9 @@ class Planner:
         }
         steps = [] if refusals else self._step_rows(spec, version, tid, cands, now)
         updates = [(c.status, self._status_change(c, version, tid, refusals, now)) for c in cands]
-        if not quiet:
-            self._supersede(spec.name, [c.status.deploy_id for c in cands], tid, now)
-        if self.store.open_transition(transition, steps, updates, now=now):
+        # Older plans' unsubmitted steps are dropped in the same transaction (none when quiet).
+        supersede = [] if quiet else [c.status.deploy_id for c in cands]
+        if self.store.open_transition(transition, steps, updates, now=now, supersede=supersede):
             (out.refused if refusals else out.opened).append(tid)
 
     def _step_rows(
@@ -279,17 +313,6 @@ class Planner:
         if not c.steps:
             return {**base, "phase": Phase.CONVERGED.value, "reason": None, "fix": None, "converged_at": now}
         return {**base, "phase": Phase.PENDING.value, "reason": None, "fix": None}
-
-    def _supersede(self, schedule: str, deploy_ids: list[str], tid: str, now: datetime) -> None:
-        """Steps of an older plan that never reached the core are dropped."""
-        for deploy_id in deploy_ids:
-            for a in self.store.list_actions(schedule=schedule, deploy_id=deploy_id, states=("pending", "capacity_wait")):
-                if a.transition_id == tid:
-                    continue
-                self.store.update_action(
-                    a.id, expect=("pending", "capacity_wait"), now=now, state="superseded", finished_at=now,
-                    reason="superseded",
-                )
 
 
 def capacity_deadline(interval_start: datetime, opened_at: datetime, interval_end: datetime | None, wait_s: float) -> datetime:

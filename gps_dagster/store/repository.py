@@ -5,6 +5,11 @@ Every write is one transaction. ``apply_schedule`` validates nothing itself
 but claims every target in the same transaction as the spec write, so a
 ``target_owned`` refusal leaves nothing behind (R-MODEL-6, R-MODEL-7). The
 HTTP API of R-API will be a thin layer over these methods.
+
+Database errors are translated at this edge: a connection-level error is
+``StoreUnavailable`` (see ``store/db.py``), a create race is
+``ScheduleConflict`` and a claim race ``TargetOwned`` (409s, never a raw
+``IntegrityError``).
 """
 
 from __future__ import annotations
@@ -22,8 +27,15 @@ from gps_dagster.domain.spec import Schedule
 from gps_dagster.store import migrate
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
-from gps_dagster.store.errors import InvalidGate, ScheduleNotFound, TargetOwned
+from gps_dagster.store.errors import (
+    InvalidGate,
+    ScheduleConflict,
+    ScheduleInFlight,
+    ScheduleNotFound,
+    TargetOwned,
+)
 from gps_dagster.store.locks import PassLock
+from gps_dagster.store.plans import UNSUBMITTED, PlansMixin
 from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.status import StatusMixin
 
@@ -32,7 +44,11 @@ GATE_KEY = "execution"
 CURSOR_KEY = "cursor"
 
 
-class Store(StatusMixin):
+IN_FLIGHT = ("submitting", "accepted")
+"""Step states that reached (or may have reached) the core."""
+
+
+class Store(PlansMixin, StatusMixin):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:
@@ -68,12 +84,16 @@ class Store(StatusMixin):
             ).first()
             if row is None:
                 version, created = 1, now
-                conn.execute(
-                    t.schedules.insert().values(
-                        name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
-                        document=doc, created_at=now, updated_at=now,
-                    )
-                )
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            t.schedules.insert().values(
+                                name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
+                                document=doc, created_at=now, updated_at=now,
+                            )
+                        )
+                except IntegrityError:  # a concurrent create committed first (PostgreSQL)
+                    raise ScheduleConflict(spec.name) from None
             else:
                 version, created = row.version + 1, row.created_at
                 conn.execute(
@@ -149,15 +169,46 @@ class Store(StatusMixin):
             rows = conn.execute(query).all()
         return [_schedule(r) for r in rows]
 
-    def delete_schedule(self, name: str, *, now: datetime) -> None:
-        """Delete a schedule and release its claims; deploys are left as they are."""
+    def delete_schedule(self, name: str, *, now: datetime, force: bool = False) -> list[str]:
+        """Delete a schedule and release its claims; deploys are left as they are.
+
+        Steps that never reached the core are cancelled with it. Steps in flight
+        (``submitting``/``accepted``) refuse the delete (``ScheduleInFlight``): nobody would
+        observe them any more. ``force`` deletes anyway and ends them ``cancelled``
+        (``schedule_deleted``); the core still completes them. Returns the steps abandoned.
+        """
+        a = t.actions
         with self.begin() as conn:
-            gone = conn.execute(t.schedules.delete().where(t.schedules.c.name == name)).rowcount
-            if not gone:
+            found = conn.execute(
+                sa.select(t.schedules.c.name).where(t.schedules.c.name == name).with_for_update()
+            ).first()
+            if found is None:
                 raise ScheduleNotFound(name)
+            flying = conn.execute(
+                sa.select(a.c.id, a.c.deploy_id, a.c.step, a.c.state)
+                .where(a.c.schedule_name == name, a.c.state.in_(IN_FLIGHT))
+                .order_by(a.c.seq)
+            ).all()
+            abandoned = [f"{r.deploy_id} {r.step} ({r.state})" for r in flying]
+            if abandoned and not force:
+                raise ScheduleInFlight(name, abandoned)
+            states = (*UNSUBMITTED, *IN_FLIGHT) if force else UNSUBMITTED
+            conn.execute(
+                a.update().where(a.c.schedule_name == name, a.c.state.in_(states))
+                .values(state="cancelled", reason="schedule_deleted", finished_at=now, updated_at=now,
+                        fix="the schedule was deleted; the deploy is left as it is")
+            )
+            conn.execute(
+                t.transitions.update()
+                .where(t.transitions.c.schedule_name == name, t.transitions.c.state == "open")
+                .values(state="cancelled")
+            )
+            conn.execute(t.schedules.delete().where(t.schedules.c.name == name))
             conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
             conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
-            self._event(conn, now, name, None, "schedule_deleted")
+            self._event(conn, now, name, None, "schedule_deleted",
+                        detail={"forced": force, "abandoned": abandoned})
+        return abandoned
 
     def owner_of(self, deploy_id: str) -> str | None:
         with self.engine.connect() as conn:

@@ -1,16 +1,18 @@
-"""Target status, transitions and actions: the writes that make the engine safe.
+"""Target status and the fence: the writes that make the engine safe.
 
 Three engines may run the same pass at once (SPEC R-PASS-2). What keeps them
 correct is here, not in the lock:
 
 * ``cas_status`` writes a target's status only if ``status_version`` and
-  ``target_generation`` are still what the writer read (R-PASS-11);
-* ``open_transition`` inserts a plan whose id and step idempotency keys are
-  deterministic, so a second engine opening the same plan conflicts and backs
-  off;
+  ``target_generation`` are still what the writer read (R-PASS-11), and never
+  moves time backwards: for one schedule version the interval start only
+  grows, and the schedule version never decreases (R-PASS-14) — a replica
+  whose clock is behind, or a stale read, cannot undo a newer plan;
 * ``fence`` is the transaction before each submit (R-PASS-7): schedule row
   read ``FOR SHARE``, version / enabled / gate / claim re-checked, status
   CAS'd, the action moved to ``submitting`` — all or nothing.
+
+Plans and steps (opened and moved atomically) are in ``store/plans.py``.
 """
 
 from __future__ import annotations
@@ -109,91 +111,7 @@ class StatusMixin:
             except CasConflict:
                 return None
 
-    # -- transitions and actions --------------------------------------------
-
-    def open_transition(
-        self,
-        transition: Mapping[str, Any],
-        steps: Sequence[Mapping[str, Any]],
-        updates: list[tuple[TargetStatusRow, dict[str, Any]]],
-        *,
-        now: datetime,
-    ) -> bool:
-        """Insert a plan and its steps and move its targets' status, atomically.
-
-        False when another engine opened the same plan first or a status CAS
-        lost: the caller re-reads and moves on.
-        """
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(t.transitions.insert().values(**transition))
-                if steps:
-                    conn.execute(t.actions.insert(), [dict(s) for s in steps])
-                for seen, changes in updates:
-                    _cas(conn, seen, now, changes, changes.pop("_events", ()))
-        except (IntegrityError, CasConflict):
-            return False
-        return True
-
-    def get_transition(self, transition_id: str) -> TransitionRow | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(t.transitions).where(t.transitions.c.id == transition_id)).first()
-        return _transition(row) if row is not None else None
-
-    def list_transitions(self, schedule: str | None = None, *, states: Iterable[str] | None = None) -> list[TransitionRow]:
-        query = sa.select(t.transitions).order_by(t.transitions.c.created_at, t.transitions.c.id)
-        if schedule is not None:
-            query = query.where(t.transitions.c.schedule_name == schedule)
-        if states is not None:
-            query = query.where(t.transitions.c.state.in_(list(states)))
-        with self.engine.connect() as conn:
-            return [_transition(r) for r in conn.execute(query).all()]
-
-    def set_transition_state(self, transition_id: str, state: str, *, lag_seconds: float | None = None) -> None:
-        values: dict[str, Any] = {"state": state}
-        if lag_seconds is not None:
-            values["lag_seconds"] = lag_seconds
-        with self.engine.begin() as conn:
-            conn.execute(t.transitions.update().where(t.transitions.c.id == transition_id).values(**values))
-
-    def get_action(self, action_id: str) -> ActionRow | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(t.actions).where(t.actions.c.id == action_id)).first()
-        return _action(row) if row is not None else None
-
-    def list_actions(
-        self,
-        *,
-        transition_id: str | None = None,
-        schedule: str | None = None,
-        deploy_id: str | None = None,
-        states: Iterable[str] | None = None,
-        schedules: Sequence[str] | None = None,
-    ) -> list[ActionRow]:
-        query = sa.select(t.actions).order_by(t.actions.c.created_at, t.actions.c.seq)
-        if schedules is not None:
-            query = query.where(t.actions.c.schedule_name.in_(list(schedules)))
-        if transition_id is not None:
-            query = query.where(t.actions.c.transition_id == transition_id)
-        if schedule is not None:
-            query = query.where(t.actions.c.schedule_name == schedule)
-        if deploy_id is not None:
-            query = query.where(t.actions.c.deploy_id == deploy_id)
-        if states is not None:
-            query = query.where(t.actions.c.state.in_(list(states)))
-        with self.engine.connect() as conn:
-            return [_action(r) for r in conn.execute(query).all()]
-
-    def update_action(self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any) -> bool:
-        """CAS on the action state: only moves an action that is still in ``expect``."""
-        with self.engine.begin() as conn:
-            return bool(
-                conn.execute(
-                    t.actions.update()
-                    .where(t.actions.c.id == action_id, t.actions.c.state.in_(list(expect)))
-                    .values(updated_at=now, **changes)
-                ).rowcount
-            )
+    # -- the fence ----------------------------------------------------------
 
     def fence_check(self, action: ActionRow) -> str | None:
         """The fence's re-checks alone (version, enabled, gate, claim), for a resubmission."""
@@ -261,13 +179,17 @@ def _cas(
     new_phase = values.get("phase", seen.phase)
     if new_phase != seen.phase:
         values["phase_since"] = now
+    if moves_back(seen, values):
+        raise CasConflict
+    ts = t.target_status
     done = conn.execute(
-        t.target_status.update()
+        ts.update()
         .where(
-            t.target_status.c.schedule_name == seen.schedule,
-            t.target_status.c.deploy_id == seen.deploy_id,
-            t.target_status.c.status_version == seen.status_version,
-            t.target_status.c.target_generation == seen.target_generation,
+            ts.c.schedule_name == seen.schedule,
+            ts.c.deploy_id == seen.deploy_id,
+            ts.c.status_version == seen.status_version,
+            ts.c.target_generation == seen.target_generation,
+            *_forward_only(values),
         )
         .values(**values)
     ).rowcount
@@ -291,6 +213,32 @@ def _cas(
     got = _get_status(conn, seen.schedule, seen.deploy_id)
     assert got is not None
     return got
+
+
+def moves_back(seen: TargetStatusRow, values: Mapping[str, Any]) -> bool:
+    """Whether writing ``values`` over ``seen`` would move its time backwards (R-PASS-14)."""
+    version = values.get("schedule_version", seen.schedule_version)
+    if version < seen.schedule_version:
+        return True
+    start = values.get("interval_start")
+    return (
+        start is not None and seen.interval_start is not None
+        and version == seen.schedule_version and start < seen.interval_start
+    )
+
+
+def _forward_only(values: Mapping[str, Any]) -> list[Any]:
+    """The same rule in SQL, against the row as stored (whatever the writer read)."""
+    ts = t.target_status
+    conds: list[Any] = []
+    version = values.get("schedule_version")
+    if version is not None:
+        conds.append(ts.c.schedule_version <= version)
+    start = values.get("interval_start")
+    if start is not None:
+        same = ts.c.schedule_version == version if version is not None else sa.true()
+        conds.append(sa.or_(sa.not_(same), ts.c.interval_start.is_(None), ts.c.interval_start <= start))
+    return conds
 
 
 def _get_status(conn: Connection, schedule: str, deploy_id: str) -> TargetStatusRow | None:

@@ -65,12 +65,12 @@ def test_accepted_status_write_never_regresses_a_converged_target(sqlite_url: st
     stop_id = plan.release_steps[0].step_id
     other_store = Store.open(sqlite_url)
     other = Engine(other_store, w.pool, w.clock, EngineConfig(holder="engine-2"))
-    real_update = w.store.update_action
+    real_write = w.store.write_steps
     fired = []
 
-    def update_action(action_id, *, expect, now, **changes):  # type: ignore[no-untyped-def]
-        ok = real_update(action_id, expect=expect, now=now, **changes)
-        if ok and changes.get("state") == "accepted" and action_id == stop_id and not fired:
+    def write_steps(writes, *, now):  # type: ignore[no-untyped-def]
+        ok = real_write(writes, now=now)
+        if ok and writes[0].changes.get("state") == "accepted" and writes[0].action_id == stop_id and not fired:
             fired.append(1)
             # engine-2 (another replica / the reconcile sensor) observes the accepted stop converge
             w.clock.advance(300)
@@ -80,9 +80,9 @@ def test_accepted_status_write_never_regresses_a_converged_target(sqlite_url: st
             assert other_store.get_status(w.spec.name, A).phase == "converged"
         return ok
 
-    w.store.update_action = update_action  # type: ignore[method-assign]
+    w.store.write_steps = write_steps  # type: ignore[method-assign]
     w.engine.execute_step(stop_id)
-    w.store.update_action = real_update  # type: ignore[method-assign]
+    w.store.write_steps = real_write  # type: ignore[method-assign]
     assert fired
     run_for(w, 1800)
     assert w.store.get_action(stop_id).state == "converged"
