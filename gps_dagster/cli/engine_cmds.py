@@ -8,12 +8,13 @@ everything below them time as a parameter.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import signal
 import sys
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import click
@@ -21,15 +22,16 @@ import click
 from gps_dagster.cli import render
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.domain.errors import FieldError, SpecInvalid
-from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.engine.eligibility import declares_replicas, ineligible_reason
 from gps_dagster.engine.errors import Busy
+from gps_dagster.engine.loop import EngineLoop, production_loop
+from gps_dagster.engine.reports import PassReport
 from gps_dagster.ports import NotFound
 from gps_dagster.runtime import Runtime, build_runtime
 from gps_dagster.store import Store
-from gps_dagster.store.errors import StoreError, TargetOwned
+from gps_dagster.store.errors import StoreError
 
 EXIT_BUSY = 3
 DB_OPTION = click.option("--db", "db_url", default=None, envvar="GPS_DB_URL",
@@ -78,7 +80,7 @@ def schedules_apply(file: str, db_url: str | None, pool: str | None) -> None:
         fail(SpecInvalid(problems, source=file))
     try:
         record = rt.store.apply_schedule(spec, now=_now())
-    except TargetOwned as exc:
+    except StoreError as exc:  # TargetOwned, ScheduleConflict (409)
         refuse(exc)
     click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
     _request_reload()
@@ -145,14 +147,18 @@ def schedules_show(name: str, db_url: str | None) -> None:
 
 @schedules.command("delete")
 @click.argument("name")
+@click.option("--force", is_flag=True, help="Delete even with steps in flight (they are no longer tracked).")
 @DB_OPTION
-def schedules_delete(name: str, db_url: str | None) -> None:
-    """Delete schedule NAME and release its claims (running deploys are left as they are)."""
+def schedules_delete(name: str, force: bool, db_url: str | None) -> None:
+    """Delete schedule NAME and release its claims (running deploys are left as they are).
+
+    Refused (exit 1) while a step of NAME is in flight, unless --force.
+    """
     try:
-        Store.open(db_url).delete_schedule(name, now=_now())
+        abandoned = Store.open(db_url).delete_schedule(name, now=_now(), force=force)
     except StoreError as exc:
         refuse(exc)
-    click.echo(f"deleted schedule '{name}'")
+    click.echo(f"deleted schedule '{name}'" + (f"; no longer tracked: {', '.join(abandoned)}" if abandoned else ""))
 
 
 # -- status, gate, metrics, db ------------------------------------------------------------------
@@ -300,28 +306,39 @@ def engine_group() -> None:
 @DB_OPTION
 @POOL_OPTION
 def engine_run(once: bool, interval: float, wake_at_boundaries: bool, db_url: str | None, pool: str | None) -> None:
-    """Run passes forever (every --interval seconds), or once."""
+    """Run passes forever (every --interval seconds), or once.
+
+    A failed pass (a database outage included) is logged and the next tick tries again;
+    SIGTERM or SIGINT stops the loop within a second (a second signal stops it at once).
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = build_runtime(db_url, pool, config=EngineConfig(pass_interval_s=interval))
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    try:
-        while not stop["now"]:
-            report = rt.engine.run_pass()
-            click.echo(f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
-                       f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)}")
-            if once:
-                return
-            time.sleep(max(0.0, sleep_for(rt, interval)))
-    except KeyboardInterrupt:
+    loop = production_loop(rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
+                           on_pass=_print_pass, on_error=lambda exc: click.echo(f"pass failed: {exc}", err=True))
+
+    def _on_signal(_signum: int, _frame: object) -> None:
+        if loop.stopping:
+            raise KeyboardInterrupt
+        loop.stop()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    with contextlib.suppress(KeyboardInterrupt):  # the second signal: stop now
+        loop.run(max_passes=1 if once else None)
+    if not once:
         click.echo("stopped", err=True)
+    if once and loop.failures:
+        sys.exit(1)
+
+
+def _print_pass(report: PassReport) -> None:
+    click.echo(f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
+               f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)} "
+               f"errors={len(report.errors)}")
+    for error in report.errors:
+        click.echo(f"  error: {error}", err=True)
 
 
 def sleep_for(rt: Runtime, interval: float) -> float:
     """Seconds until the next pass: the interval, or sooner if a boundary comes first."""
-    now = rt.clock.now()
-    wake = now + timedelta(seconds=interval)
-    for record in rt.store.list_schedules():
-        nb = next_boundary(record.spec, now)
-        if nb is not None and nb < wake:
-            wake = nb
-    return (wake - rt.clock.now()).total_seconds()
+    return EngineLoop(rt.engine, clock=rt.clock, interval_s=interval).next_wait()

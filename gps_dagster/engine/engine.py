@@ -22,6 +22,7 @@ from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.ports import Clock, Core
+from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
 from gps_dagster.store.repository import Store
 
@@ -95,7 +96,7 @@ class Engine:
         report.stopped = True
         if index > 0 and len(records) > 1:
             report.cursor = records[index - 1].name
-            self.store.set_cursor(report.cursor, now=self.clock.now())
+            self._set_cursor(report.cursor)
 
     def _schedule_failed(self, name: str, exc: Exception, report: PassReport) -> None:
         log.error("pass: schedule %s failed; the pass goes on with the others", name, exc_info=exc)
@@ -140,7 +141,7 @@ class Engine:
     def _records(self, schedule: str | None, report: PassReport) -> list[ScheduleRecord]:
         if schedule is not None:
             return [self.store.get_schedule(schedule)]
-        cursor = self.store.get_cursor()
+        cursor = self._cursor()
         page = self.store.page_schedules(cursor, self.config.page_size)
         if len(page) < self.config.page_size:
             page += self.store.page_schedules(None, self.config.page_size - len(page))
@@ -149,8 +150,26 @@ class Engine:
         else:
             report.cursor = page[-1].name
         if report.cursor != cursor:
-            self.store.set_cursor(report.cursor, now=self.clock.now())
+            self._set_cursor(report.cursor)
         return page
+
+    def _cursor(self) -> str | None:
+        """The durable cursor (R-PASS-3); unreadable, the page starts from the first schedule."""
+        try:
+            return self.store.get_cursor()
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.warning("pass: paging cursor unreadable (%s); starting from the first schedule", exc)
+            return None
+
+    def _set_cursor(self, value: str | None) -> None:
+        try:
+            self.store.set_cursor(value, now=self.clock.now())
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # only fairness suffers: the same page comes again
+            log.warning("pass: could not move the paging cursor (%s)", exc)
 
     def _visit(
         self, record: ScheduleRecord, report: PassReport, prefetch: Prefetch, *, trigger: str, execute: bool, force: bool

@@ -93,8 +93,8 @@ def _translate_errors(engine: Engine) -> None:
 
     @event.listens_for(engine, "handle_error")
     def _on_error(ctx: ExceptionContext) -> BaseException | None:
-        if ctx.is_pre_ping:  # the pool reconnects on its own
-            return None
+        if ctx.is_pre_ping or not isinstance(ctx.original_exception, Exception):
+            return None  # the pool reconnects on its own; a KeyboardInterrupt / crash stays what it is
         if ctx.is_disconnect or _is_outage(ctx):
             first_line = str(ctx.original_exception).strip().splitlines() or [""]
             return StoreUnavailable(f"{type(ctx.original_exception).__name__}: {first_line[0]}")
