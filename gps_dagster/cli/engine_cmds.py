@@ -147,7 +147,8 @@ def schedules_show(name: str, db_url: str | None) -> None:
 
 @schedules.command("delete")
 @click.argument("name")
-@click.option("--force", is_flag=True, help="Delete even with steps in flight (they are no longer tracked).")
+@click.option("--force", is_flag=True,
+              help="Delete even with steps in flight (they are no longer tracked).")
 @DB_OPTION
 def schedules_delete(name: str, force: bool, db_url: str | None) -> None:
     """Delete schedule NAME and release its claims (running deploys are left as they are).
@@ -158,7 +159,8 @@ def schedules_delete(name: str, force: bool, db_url: str | None) -> None:
         abandoned = Store.open(db_url).delete_schedule(name, now=_now(), force=force)
     except StoreError as exc:
         refuse(exc)
-    click.echo(f"deleted schedule '{name}'" + (f"; no longer tracked: {', '.join(abandoned)}" if abandoned else ""))
+    untracked = f"; no longer tracked: {', '.join(abandoned)}" if abandoned else ""
+    click.echo(f"deleted schedule '{name}'{untracked}")
 
 
 # -- status, gate, metrics, db ------------------------------------------------------------------
@@ -311,10 +313,13 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, db_url: st
     A failed pass (a database outage included) is logged and the next tick tries again;
     SIGTERM or SIGINT stops the loop within a second (a second signal stops it at once).
     """
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = build_runtime(db_url, pool, config=EngineConfig(pass_interval_s=interval))
-    loop = production_loop(rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
-                           on_pass=_print_pass, on_error=lambda exc: click.echo(f"pass failed: {exc}", err=True))
+    loop = production_loop(
+        rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
+        on_pass=_print_pass, on_error=lambda exc: click.echo(f"pass failed: {exc}", err=True),
+    )
 
     def _on_signal(_signum: int, _frame: object) -> None:
         if loop.stopping:

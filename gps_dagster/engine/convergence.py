@@ -56,7 +56,12 @@ def acquire_ready(deploy: DeployView, replicas: int) -> bool:
 
 class Observer:
     def __init__(
-        self, store: Store, core: Core, clock: Clock, config: EngineConfig, runner: StepRunner,
+        self,
+        store: Store,
+        core: Core,
+        clock: Clock,
+        config: EngineConfig,
+        runner: StepRunner,
         witness: Witness | None = None,
     ) -> None:
         self.store, self.core, self.clock, self.config = store, core, clock, config
@@ -80,7 +85,9 @@ class Observer:
         self.runner.endings.converge(a, deploy)
         return StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
 
-    def _judge(self, a: ActionRow, deploy: DeployView, now: datetime) -> tuple[bool, Verdict | None]:
+    def _judge(
+        self, a: ActionRow, deploy: DeployView, now: datetime
+    ) -> tuple[bool, Verdict | None]:
         late = a.deadline_at is not None and now >= a.deadline_at
         if a.step == StepKind.STOP.value:
             if stop_converged(deploy):
@@ -95,10 +102,16 @@ class Observer:
         if deploy.unschedulable:
             since = self._unschedulable_since(a, now)
             if (now - since).total_seconds() >= self.config.unschedulable_grace_s:
-                return False, verdict(Phase.START_UNSCHEDULABLE, extra=f"{a.deploy_id} pods unschedulable since {since.isoformat()}", detail=_deploy_detail(deploy))
+                return False, verdict(
+                    Phase.START_UNSCHEDULABLE,
+                    extra=f"{a.deploy_id} pods unschedulable since {since.isoformat()}",
+                    detail=_deploy_detail(deploy),
+                )
         return False, self._late(Phase.READINESS_TIMEOUT, a, deploy) if late else None
 
-    def _witnessed(self, a: ActionRow, deploy: DeployView, late: bool) -> tuple[bool, Verdict | None]:
+    def _witnessed(
+        self, a: ActionRow, deploy: DeployView, late: bool
+    ) -> tuple[bool, Verdict | None]:
         if self.witness is None or deploy.reservation is None:
             return True, None
         seen = self.witness(deploy)
@@ -119,12 +132,19 @@ class Observer:
     @staticmethod
     def _late(phase: Phase, a: ActionRow, deploy: DeployView) -> Verdict:
         when = a.deadline_at.isoformat() if a.deadline_at else "?"
-        return verdict(phase, extra=f"{a.deploy_id} {a.step} not converged by {when}", detail=_deploy_detail(deploy))
+        return verdict(
+            phase,
+            extra=f"{a.deploy_id} {a.step} not converged by {when}",
+            detail=_deploy_detail(deploy),
+        )
 
 
 def _deploy_detail(deploy: DeployView) -> dict[str, Any]:
     return {
-        "state": deploy.state.value, "ready_replicas": deploy.ready_replicas,
-        "desired_replicas": deploy.desired_replicas, "terminating_pods": deploy.terminating_pods,
-        "unschedulable": deploy.unschedulable, "allocation_kept": deploy.state is not DeployState.STOPPED,
+        "state": deploy.state.value,
+        "ready_replicas": deploy.ready_replicas,
+        "desired_replicas": deploy.desired_replicas,
+        "terminating_pods": deploy.terminating_pods,
+        "unschedulable": deploy.unschedulable,
+        "allocation_kept": deploy.state is not DeployState.STOPPED,
     }

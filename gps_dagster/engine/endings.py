@@ -39,9 +39,15 @@ class Endings:
         """The step ends terminal with ``v``; the steps that were to follow it are cancelled."""
         now = self.clock.now()
         write = StepWrite(
-            a.id, ("pending", "capacity_wait", "submitting", "accepted"),
-            {"state": "failed", "reason": v.reason, "fix": v.fix, "finished_at": now,
-             "detail": {**(a.detail or {}), **(v.detail or {}), PHASE: v.phase.value}},
+            a.id,
+            ("pending", "capacity_wait", "submitting", "accepted"),
+            {
+                "state": "failed",
+                "reason": v.reason,
+                "fix": v.fix,
+                "finished_at": now,
+                "detail": {**(a.detail or {}), **(v.detail or {}), PHASE: v.phase.value},
+            },
             status=v.changes(),
         )
         self.store.write_steps([write, *self._dependents(a, v, now)], now=now)
@@ -59,17 +65,30 @@ class Endings:
         """The step will never run (``superseded``): drop it and close its plan if that was all."""
         now = self.clock.now()
         changes = {"state": state, "reason": reason, "finished_at": now}
-        self.store.write_steps([StepWrite(a.id, ("pending", "capacity_wait", "submitting"), changes)], now=now)
+        self.store.write_steps(
+            [StepWrite(a.id, ("pending", "capacity_wait", "submitting"), changes)], now=now
+        )
 
     def converge(self, a: ActionRow, deploy: DeployView) -> bool:
         """The deploy shows what the step asked for: step, status and plan move together."""
         now = self.clock.now()
         status = {
-            "phase": Phase.CONVERGED.value, "reason": None, "fix": None, "converged_at": now,
-            "detail": {"observed_state": deploy.state.value, "ready_replicas": deploy.ready_replicas},
+            "phase": Phase.CONVERGED.value,
+            "reason": None,
+            "fix": None,
+            "converged_at": now,
+            "detail": {
+                "observed_state": deploy.state.value,
+                "ready_replicas": deploy.ready_replicas,
+            },
         }
-        write = StepWrite(a.id, ("accepted",), {"state": "converged", "finished_at": now}, status=status,
-                          events=({"kind": "action_converged", "detail": {"step": a.step}},))
+        write = StepWrite(
+            a.id,
+            ("accepted",),
+            {"state": "converged", "finished_at": now},
+            status=status,
+            events=({"kind": "action_converged", "detail": {"step": a.step}},),
+        )
         return self.store.write_steps([write], now=now)
 
     def _dependents(self, failed: ActionRow, v: Verdict, now: datetime) -> list[StepWrite]:
@@ -85,7 +104,9 @@ class Endings:
         recorded = (culprit.detail or {}).get(PHASE)
         if recorded:
             return Phase(recorded)
-        status = self.store.get_status(culprit.schedule, culprit.deploy_id)  # rows written before PHASE
+        status = self.store.get_status(
+            culprit.schedule, culprit.deploy_id
+        )  # rows written before PHASE
         if status is not None and is_terminal(status.phase):
             return Phase(status.phase)
         return Phase.PARTIAL_EXECUTION
@@ -96,10 +117,18 @@ def _as_failed(a: ActionRow, v: Verdict) -> ActionRow:
 
 
 def _cancellation(x: ActionRow, culprit: ActionRow, v: Verdict, now: datetime) -> StepWrite:
-    fix = f"{culprit.deploy_id} {culprit.step} failed ({v.reason}); {x.deploy_id} not touched — {v.fix}"
+    done = f"{culprit.deploy_id} {culprit.step} failed ({v.reason})"
+    fix = f"{done}; {x.deploy_id} not touched — {v.fix}"
     detail: dict[str, Any] = {**(x.detail or {}), PHASE: v.phase.value, "culprit": culprit.id}
     return StepWrite(
-        x.id, UNSUBMITTED,
-        {"state": "cancelled", "reason": v.reason, "fix": v.fix, "finished_at": now, "detail": detail},
+        x.id,
+        UNSUBMITTED,
+        {
+            "state": "cancelled",
+            "reason": v.reason,
+            "fix": v.fix,
+            "finished_at": now,
+            "detail": detail,
+        },
         status={"phase": v.phase.value, "reason": v.reason, "fix": fix},
     )

@@ -47,15 +47,24 @@ class Engine:
     ) -> None:
         self.store, self.core, self.clock = store, core, clock
         self.config = config or EngineConfig()
-        self.planner = Planner(store, core, reservation_check, max_clock_skew_s=self.config.max_clock_skew_s,
-                               holder=self.config.holder)
+        self.planner = Planner(
+            store,
+            core,
+            reservation_check,
+            max_clock_skew_s=self.config.max_clock_skew_s,
+            holder=self.config.holder,
+        )
         self.runner = StepRunner(store, core, clock, self.config, reservation_check)
         self.observer = Observer(store, core, clock, self.config, self.runner, witness)
 
     # -- passes ------------------------------------------------------------------
 
     def run_pass(
-        self, *, schedule: str | None = None, trigger: str = "tick", stop: Callable[[], bool] | None = None
+        self,
+        *,
+        schedule: str | None = None,
+        trigger: str = "tick",
+        stop: Callable[[], bool] | None = None,
     ) -> PassReport:
         """A full pass that also executes steps inline (``engine run``, ``simulate``).
 
@@ -68,11 +77,18 @@ class Engine:
         return self._pass(schedule=schedule, trigger=trigger, execute=False)
 
     def _pass(
-        self, *, schedule: str | None, trigger: str, execute: bool, stop: Callable[[], bool] | None = None
+        self,
+        *,
+        schedule: str | None,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None = None,
     ) -> PassReport:
         now = self.clock.now()
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
-        with self.store.lock(LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s) as lock:
+        with self.store.lock(
+            LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s
+        ) as lock:
             if not lock.acquired:
                 if schedule is not None:
                     raise Busy(schedule)
@@ -85,9 +101,17 @@ class Engine:
                     self._stop_at(records, index, report)
                     break
                 try:
-                    self._visit(record, report, prefetch, trigger=trigger, execute=execute,
-                                force=schedule is not None and trigger == "apply_now")
-                except Exception as exc:  # one schedule's failure never stops the others (R-PASS-15)
+                    self._visit(
+                        record,
+                        report,
+                        prefetch,
+                        trigger=trigger,
+                        execute=execute,
+                        force=schedule is not None and trigger == "apply_now",
+                    )
+                except (
+                    Exception
+                ) as exc:  # one schedule's failure never stops the others (R-PASS-15)
                     self._schedule_failed(record.name, exc, report)
         return report
 
@@ -102,9 +126,14 @@ class Engine:
         log.error("pass: schedule %s failed; the pass goes on with the others", name, exc_info=exc)
         report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
         try:
-            self.store.add_event(self.clock.now(), name, None, "schedule_error",
-                                 reason=str(getattr(exc, "reason", "") or type(exc).__name__),
-                                 detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder})
+            self.store.add_event(
+                self.clock.now(),
+                name,
+                None,
+                "schedule_error",
+                reason=str(getattr(exc, "reason", "") or type(exc).__name__),
+                detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder},
+            )
         except Exception:
             log.warning("could not record the schedule_error event of %s", name, exc_info=True)
 
@@ -119,7 +148,12 @@ class Engine:
         for a in self.store.list_actions(schedules=names, states=IN_FLIGHT):
             in_flight.setdefault(a.schedule, []).append(a)
         statuses = self.store.statuses_for(names)
-        missing = [(r.name, t, r.version) for r in records for t in r.spec.target_ids if (r.name, t) not in statuses]
+        missing = [
+            (r.name, t, r.version)
+            for r in records
+            for t in r.spec.target_ids
+            if (r.name, t) not in statuses
+        ]
         if missing:  # first sight of these targets: create their rows in one statement
             self.store.ensure_statuses(missing, now=self.clock.now())
             statuses = self.store.statuses_for(names)
@@ -131,9 +165,14 @@ class Engine:
         except Exception as exc:  # unreadable gate: fail closed (R-PASS-1), loudly
             log.error("execution gate unreadable: failing closed (off): %s", exc, exc_info=exc)
             try:
-                self.store.add_event(self.clock.now(), None, None, "gate_unreadable",
-                                     reason=str(getattr(exc, "reason", "") or type(exc).__name__),
-                                     detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder})
+                self.store.add_event(
+                    self.clock.now(),
+                    None,
+                    None,
+                    "gate_unreadable",
+                    reason=str(getattr(exc, "reason", "") or type(exc).__name__),
+                    detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder},
+                )
             except Exception:
                 log.warning("could not record the gate_unreadable event", exc_info=True)
             return "off"
@@ -160,7 +199,9 @@ class Engine:
         except StoreUnavailable:
             raise
         except Exception as exc:
-            log.warning("pass: paging cursor unreadable (%s); starting from the first schedule", exc)
+            log.warning(
+                "pass: paging cursor unreadable (%s); starting from the first schedule", exc
+            )
             return None
 
     def _set_cursor(self, value: str | None) -> None:
@@ -172,15 +213,31 @@ class Engine:
             log.warning("pass: could not move the paging cursor (%s)", exc)
 
     def _visit(
-        self, record: ScheduleRecord, report: PassReport, prefetch: Prefetch, *, trigger: str, execute: bool, force: bool
+        self,
+        record: ScheduleRecord,
+        report: PassReport,
+        prefetch: Prefetch,
+        *,
+        trigger: str,
+        execute: bool,
+        force: bool,
     ) -> None:
         name = record.name
         in_flight = prefetch.in_flight.get(name, [])
-        report.steps += [self.observer.observe_action(a) for a in in_flight if a.state == "accepted"]
+        report.steps += [
+            self.observer.observe_action(a) for a in in_flight if a.state == "accepted"
+        ]
         if report.gate == "enforce":
-            report.steps += [self.runner.execute(a.id) for a in in_flight if a.state == "submitting"]
+            report.steps += [
+                self.runner.execute(a.id) for a in in_flight if a.state == "submitting"
+            ]
         outcome = self.planner.visit(
-            record, now=self.clock.now(), gate=report.gate, trigger=trigger, force=force, prefetch=prefetch
+            record,
+            now=self.clock.now(),
+            gate=report.gate,
+            trigger=trigger,
+            force=force,
+            prefetch=prefetch,
         )
         report.schedules.append(outcome)
         for tid in outcome.opened:
@@ -192,10 +249,15 @@ class Engine:
         """Execute every step of the schedule's open plans that can move now, in plan order."""
         out: list[StepOutcome] = []
         for tr in self.store.list_transitions(schedule, states=("open",)):
-            actions = self.store.list_actions(transition_id=tr.id, states=("pending", "capacity_wait"))
+            actions = self.store.list_actions(
+                transition_id=tr.id, states=("pending", "capacity_wait")
+            )
             for a in sorted(actions, key=lambda x: x.seq):
                 out.append(self.runner.execute(a.id))
-            out += [self.observer.observe_action(a) for a in self.store.list_actions(transition_id=tr.id, states=("accepted",))]
+            out += [
+                self.observer.observe_action(a)
+                for a in self.store.list_actions(transition_id=tr.id, states=("accepted",))
+            ]
         return out
 
     # -- the Dagster-facing surface -------------------------------------------------
@@ -217,11 +279,18 @@ class Engine:
         if tr is None:
             raise KeyError(transition_id)
         actions = self.store.list_actions(transition_id=transition_id)
-        refs = [StepRef(a.id, a.deploy_id, a.step, a.order) for a in sorted(actions, key=lambda x: x.seq)]
+        refs = [
+            StepRef(a.id, a.deploy_id, a.step, a.order)
+            for a in sorted(actions, key=lambda x: x.seq)
+        ]
         return PlanRef(
-            transition_id=tr.id, schedule=tr.schedule, schedule_version=tr.schedule_version,
-            interval_start=tr.boundary_at, targets=tuple(tr.targets),
+            transition_id=tr.id,
+            schedule=tr.schedule,
+            schedule_version=tr.schedule_version,
+            interval_start=tr.boundary_at,
+            targets=tuple(tr.targets),
             release_steps=tuple(r for r in refs if r.order == "release"),
             acquire_steps=tuple(r for r in refs if r.order == "acquire"),
-            trigger=tr.trigger, order=tr.order,
+            trigger=tr.trigger,
+            order=tr.order,
         )

@@ -14,7 +14,7 @@ retry that could only happen past the step's deadline ends the step now.
   terminal now, mapped by ``outcomes.from_core_error``.
 * anything else (a bug, an untranslated library error): retried like a
   temporary error — submits are idempotent, and a one-off glitch must not end
-  a swap — with the traceback logged and a ``step_error`` event each time;
+  a swap — with the traceback logged and a ``step_retry`` event each time;
   at the deadline, terminal with reason ``engine_error``.
 
 A step's clock depends on where it stands: accepted → its deadline; submitting
@@ -41,10 +41,13 @@ RETRY_SINCE = "retry_since"
 """``detail`` key: when a release not yet submitted first failed (its clock starts there)."""
 
 FIXES = {
-    "core_unreadable": "check that the control plane answers (its API, network, credentials), then apply-now",
+    "core_unreadable": (
+        "check that the control plane answers (its API, network, credentials), then apply-now"
+    ),
     "temporary_error": "check the control plane and the database, then apply-now",
     "engine_error": (
-        "an unexpected engine error: see the engine log and the step_error events, report it, then apply-now"
+        "an unexpected engine error: see the engine log and the step_retry events, report it, "
+        "then apply-now"
     ),
 }
 
@@ -74,7 +77,9 @@ class StepClock:
     phase: Phase
 
 
-def clock_of(a: ActionRow, config: EngineConfig, *, now: datetime, opened_at: datetime) -> StepClock:
+def clock_of(
+    a: ActionRow, config: EngineConfig, *, now: datetime, opened_at: datetime
+) -> StepClock:
     """The step's own clock, from where it stands now."""
     release = a.order == "release"
     timeout = Phase.STOP_TIMEOUT if release else Phase.READINESS_TIMEOUT
@@ -89,24 +94,33 @@ def clock_of(a: ActionRow, config: EngineConfig, *, now: datetime, opened_at: da
             return StepClock(a.deadline_at, Phase.CAPACITY_UNAVAILABLE)
         end = detail.get("interval_end")
         deadline = capacity_deadline(
-            a.interval_start, opened_at, datetime.fromisoformat(end) if end else None, config.capacity_wait_s
+            a.interval_start,
+            opened_at,
+            datetime.fromisoformat(end) if end else None,
+            config.capacity_wait_s,
         )
         return StepClock(deadline, Phase.CAPACITY_UNAVAILABLE)
     since = detail.get(RETRY_SINCE)
     return StepClock((datetime.fromisoformat(since) if since else now) + limit, Phase.STOP_TIMEOUT)
 
 
-def judge(exc: Exception, *, step: ActionRow, now: datetime, clock: StepClock, retry_in_s: float) -> Retry | End:
+def judge(
+    exc: Exception, *, step: ActionRow, now: datetime, clock: StepClock, retry_in_s: float
+) -> Retry | End:
     """The outcome of ``exc`` raised while handling ``step`` (the one mapping, R-PASS-15)."""
     error = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, StoreUnavailable):
         return Retry(exc.reason, error, clock.deadline, write=False)
-    if isinstance(exc, CoreError | PermanentError) and not isinstance(exc, Transient | TemporaryError):
+    if isinstance(exc, CoreError | PermanentError) and not isinstance(
+        exc, Transient | TemporaryError
+    ):
         if isinstance(exc, CoreError):
             return End(from_core_error(exc))
         return End(_permanent(exc))
     reason = _temporary_reason(exc)
-    if now + timedelta(seconds=retry_in_s) > clock.deadline:  # the next try would be too late: end now
+    if (
+        now + timedelta(seconds=retry_in_s) > clock.deadline
+    ):  # the next try would be too late: end now
         return End(late(step, clock, reason=reason, error=error))
     return Retry(reason, error, clock.deadline)
 

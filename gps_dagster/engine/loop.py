@@ -78,7 +78,9 @@ class EngineLoop:
             report = self.engine.run_pass(stop=self._stopping.is_set)
         except Exception as exc:  # the loop owns what a pass lets out: it goes on (R-PASS-15)
             self.failures += 1
-            log.error("engine pass failed; next try in %.0f s: %s", self.interval_s, exc, exc_info=exc)
+            log.error(
+                "engine pass failed; next try in %.0f s: %s", self.interval_s, exc, exc_info=exc
+            )
             if self.on_error is not None:
                 self.on_error(exc)
             return None
@@ -112,6 +114,12 @@ def production_loop(
     on_pass: Callable[[PassReport], None] | None = None,
     on_error: Callable[[Exception], None] | None = None,
 ) -> EngineLoop:
-    """The loop ``engine run`` uses: real waits on the stop event (it wakes at once on ``stop()``)."""
-    return EngineLoop(engine, clock=clock, interval_s=interval_s, wake_at_boundaries=wake_at_boundaries,
-                      on_pass=on_pass, on_error=on_error)
+    """The loop ``engine run`` uses: real waits on the stop event (``stop()`` wakes it)."""
+    return EngineLoop(
+        engine,
+        clock=clock,
+        interval_s=interval_s,
+        wake_at_boundaries=wake_at_boundaries,
+        on_pass=on_pass,
+        on_error=on_error,
+    )

@@ -51,14 +51,20 @@ def planned_step(a: ActionRow, deploy: DeployView) -> tuple[PlannedStep, Wanted,
     """A stored step back in the planner's terms (for a preflight re-check)."""
     kind = StepKind(a.step)
     detail = a.detail or {}
-    step = PlannedStep(a.deploy_id, kind, a.replicas, a.delta_replicas or 0, bool(detail.get("persist_replicas")))
+    step = PlannedStep(
+        a.deploy_id, kind, a.replicas, a.delta_replicas or 0, bool(detail.get("persist_replicas"))
+    )
     state = DesiredState.STOPPED if kind is StepKind.STOP else DesiredState.RUNNING
     return step, Wanted(a.deploy_id, state, a.replicas, bool(detail.get("allow_downtime"))), deploy
 
 
 class StepRunner:
     def __init__(
-        self, store: Store, core: Core, clock: Clock, config: EngineConfig,
+        self,
+        store: Store,
+        core: Core,
+        clock: Clock,
+        config: EngineConfig,
         reservation_check: ReservationCheck | None = None,
     ) -> None:
         self.store, self.core, self.clock, self.config = store, core, clock, config
@@ -71,7 +77,9 @@ class StepRunner:
         try:
             seen = self.store.get_action(action_id)
             if seen is None:
-                return StepOutcome(action_id, "", "failed", reason="unknown_step", fix="check the run config")
+                return StepOutcome(
+                    action_id, "", "failed", reason="unknown_step", fix="check the run config"
+                )
             return self._advance(seen, submit=submit)
         except Exception as exc:
             return self.owned(exc, action_id, seen)
@@ -81,7 +89,9 @@ class StepRunner:
 
     # -- the one owner of every exception (R-PASS-15) ------------------------------
 
-    def owned(self, exc: Exception, action_id: str, seen: ActionRow | None, *, event: str = "step_retry") -> StepOutcome:
+    def owned(
+        self, exc: Exception, action_id: str, seen: ActionRow | None, *, event: str = "step_retry"
+    ) -> StepOutcome:
         """Apply ``judge``'s decision for ``exc`` raised by step ``action_id``; never raises."""
         try:
             return self._own(exc, action_id, seen, event)
@@ -90,19 +100,27 @@ class StepRunner:
         except Exception:
             log.exception("could not record the error of step %s (%s)", action_id, exc)
             state = seen.state if seen is not None else "pending"
-            return StepOutcome(action_id, seen.deploy_id if seen else "", state, reason="engine_error")
+            return StepOutcome(
+                action_id, seen.deploy_id if seen else "", state, reason="engine_error"
+            )
 
-    def _own(self, exc: Exception, action_id: str, seen: ActionRow | None, event: str) -> StepOutcome:
+    def _own(
+        self, exc: Exception, action_id: str, seen: ActionRow | None, event: str
+    ) -> StepOutcome:
         if isinstance(exc, StoreUnavailable):
             return self._unwritable(action_id, seen, exc)
         a = self.store.get_action(action_id) or seen  # the step may have moved before it raised
         if a is None:
-            return StepOutcome(action_id, "", "failed", reason="unknown_step", fix="check the run config")
+            return StepOutcome(
+                action_id, "", "failed", reason="unknown_step", fix="check the run config"
+            )
         if a.state in FINISHED:
             return self._outcome(a, a.state)
         now = self.clock.now()
         step_clock = clock_of(a, self.config, now=now, opened_at=a.created_at)
-        decision = judge(exc, step=a, now=now, clock=step_clock, retry_in_s=self.config.pass_interval_s)
+        decision = judge(
+            exc, step=a, now=now, clock=step_clock, retry_in_s=self.config.pass_interval_s
+        )
         _log(exc, a, decision)
         if isinstance(decision, End):
             return self.endings.fail(a, decision.verdict)
@@ -116,15 +134,25 @@ class StepRunner:
         if a.order == "release" and a.state == "pending" and RETRY_SINCE not in detail:
             changes["detail"] = {**detail, RETRY_SINCE: now.isoformat()}
         deadline = decision.deadline.isoformat() if decision.deadline else None
-        ev = {"kind": event, "reason": decision.reason,
-              "detail": {"action": a.id, "step": a.step, "error": decision.message, "deadline": deadline}}
+        ev = {
+            "kind": event,
+            "reason": decision.reason,
+            "detail": {
+                "action": a.id,
+                "step": a.step,
+                "error": decision.message,
+                "deadline": deadline,
+            },
+        }
         self.store.write_steps([StepWrite(a.id, (a.state,), changes, events=(ev,))], now=now)
 
     @staticmethod
     def _unwritable(action_id: str, seen: ActionRow | None, exc: StoreUnavailable) -> StepOutcome:
         log.warning("step %s: %s; retried when the store answers", action_id, exc)
         state = seen.state if seen is not None else "pending"
-        return StepOutcome(action_id, seen.deploy_id if seen else "", state, None, exc.reason, exc.fix)
+        return StepOutcome(
+            action_id, seen.deploy_id if seen else "", state, None, exc.reason, exc.fix
+        )
 
     # -- the way through -----------------------------------------------------------
 
@@ -138,7 +166,9 @@ class StepRunner:
         if a.state == "submitting":
             return self._resubmit(a, status)
         stale = self._stale(a)
-        if stale is not None:  # an edit since the plan opened: no preview, no status write (R-MODEL-8)
+        if (
+            stale is not None
+        ):  # an edit since the plan opened: no preview, no status write (R-MODEL-8)
             self.endings.finish(a, "superseded", stale)
             return self._outcome(a, "superseded", reason=stale)
         waiting = self._prerequisite(a)
@@ -156,8 +186,12 @@ class StepRunner:
         """Crash safety (R-PASS-10) under the same fence as a first submit (R-PASS-1, R-PASS-7)."""
         reason = self.store.fence_check(a)
         if reason == "gate_not_enforce":
-            return self._outcome(a, "submitting", reason=reason)  # resubmitted once the gate enforces
-        if reason is not None:  # an edit, a delete or a lost claim since: the new plan decides again
+            return self._outcome(
+                a, "submitting", reason=reason
+            )  # resubmitted once the gate enforces
+        if (
+            reason is not None
+        ):  # an edit, a delete or a lost claim since: the new plan decides again
             self.endings.finish(a, "superseded", reason)
             return self._outcome(a, "superseded", reason=reason)
         return self._submit(a, status, resubmit=True)
@@ -180,7 +214,9 @@ class StepRunner:
         if a.order == first:
             return None
         ready = SUBMITTED if first == "release" else frozenset({"converged", "superseded"})
-        before = [x for x in self.store.list_actions(transition_id=a.transition_id) if x.order == first]
+        before = [
+            x for x in self.store.list_actions(transition_id=a.transition_id) if x.order == first
+        ]
         broken = [x for x in before if x.state in ("failed", "cancelled")]
         if broken:
             return self.endings.cancel(a, broken[0])
@@ -194,24 +230,49 @@ class StepRunner:
         now = self.clock.now()
         end = (a.detail or {}).get("interval_end")
         deadline = a.deadline_at or capacity_deadline(
-            a.interval_start, a.created_at, datetime.fromisoformat(end) if end else None,
+            a.interval_start,
+            a.created_at,
+            datetime.fromisoformat(end) if end else None,
             self.config.capacity_wait_s,
         )
         preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
         if not isinstance(preview, Insufficient):
             return None
-        detail = {**(a.detail or {}), "free_by_node": dict(preview.free_by_node), "preview_reason": preview.reason}
+        detail = {
+            **(a.detail or {}),
+            "free_by_node": dict(preview.free_by_node),
+            "preview_reason": preview.reason,
+        }
         if now >= deadline:
             extra = f"waited until {deadline.isoformat()} for {a.delta_replicas} replica group(s) of {a.deploy_id}"
-            return self.endings.fail(a, verdict(Phase.CAPACITY_UNAVAILABLE, extra=extra, detail=detail))
+            return self.endings.fail(
+                a, verdict(Phase.CAPACITY_UNAVAILABLE, extra=extra, detail=detail)
+            )
         if a.state != "capacity_wait":
-            status_changes = {"phase": Phase.CAPACITY_WAIT.value, "reason": preview.reason, "fix": None,
-                              "detail": {"deadline": deadline.isoformat(), "free_by_node": dict(preview.free_by_node)}}
-            self.store.write_steps([StepWrite(
-                a.id, ("pending",), {"state": "capacity_wait", "deadline_at": deadline, "detail": detail},
-                status=status_changes, status_seen=status,
-            )], now=now)
-        return StepOutcome(a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value, preview.reason)
+            status_changes = {
+                "phase": Phase.CAPACITY_WAIT.value,
+                "reason": preview.reason,
+                "fix": None,
+                "detail": {
+                    "deadline": deadline.isoformat(),
+                    "free_by_node": dict(preview.free_by_node),
+                },
+            }
+            self.store.write_steps(
+                [
+                    StepWrite(
+                        a.id,
+                        ("pending",),
+                        {"state": "capacity_wait", "deadline_at": deadline, "detail": detail},
+                        status=status_changes,
+                        status_seen=status,
+                    )
+                ],
+                now=now,
+            )
+        return StepOutcome(
+            a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value, preview.reason
+        )
 
     # -- fence and submit -----------------------------------------------------
 
@@ -223,7 +284,9 @@ class StepRunner:
             if blocked is not None:
                 return self.endings.fail(a, blocked)
         phase = Phase.RELEASING if a.order == "release" else Phase.ACQUIRING
-        fenced = self.store.fence(a, status, now=now, status_changes={"phase": phase.value, "reason": None, "fix": None})
+        fenced = self.store.fence(
+            a, status, now=now, status_changes={"phase": phase.value, "reason": None, "fix": None}
+        )
         if not fenced.ok:
             if fenced.reason in ("gate_not_enforce", "lost_race"):
                 self._clear_retry(a, now)
@@ -247,7 +310,9 @@ class StepRunner:
         quota or billing refusal that appeared since — or an acquiring deploy deleted since —
         must still stop the release.
         """
-        actions = self.store.list_actions(transition_id=a.transition_id, states=("pending", "capacity_wait"))
+        actions = self.store.list_actions(
+            transition_id=a.transition_id, states=("pending", "capacity_wait")
+        )
         acquiring = {x.deploy_id for x in actions if x.order == "acquire"}
         if not acquiring:
             return None
@@ -256,11 +321,22 @@ class StepRunner:
         gone: dict[str, Verdict] = {}
         for x in actions:
             try:
-                planned[x.deploy_id] = planned_step(x, endpoints.read_target(self.core, x.deploy_id)[0])
+                planned[x.deploy_id] = planned_step(
+                    x, endpoints.read_target(self.core, x.deploy_id)[0]
+                )
             except NotFound as exc:
-                gone[x.deploy_id] = verdict(Phase.INELIGIBLE, "target_failed", extra=f"{x.deploy_id} is gone: {exc}")
-        refusals = {**gone, **preflight(self.core, planned, self.reservation_check,
-                                        release_first=first_order(tr.order if tr else None) == "release")}
+                gone[x.deploy_id] = verdict(
+                    Phase.INELIGIBLE, "target_failed", extra=f"{x.deploy_id} is gone: {exc}"
+                )
+        refusals = {
+            **gone,
+            **preflight(
+                self.core,
+                planned,
+                self.reservation_check,
+                release_first=first_order(tr.order if tr else None) == "release",
+            ),
+        }
         refused = {d: v for d, v in refusals.items() if d != a.deploy_id and d in acquiring}
         if not refused:
             return None
@@ -271,48 +347,95 @@ class StepRunner:
     def _alias_blocked(self, a: ActionRow) -> Verdict | None:
         allow = bool((a.detail or {}).get("allow_downtime"))
         try:
-            ids = [m.id for m in self.core.list_members(a.deploy_id)] if (a.detail or {}).get("endpoint") else [a.deploy_id]
+            ids = (
+                [m.id for m in self.core.list_members(a.deploy_id)]
+                if (a.detail or {}).get("endpoint")
+                else [a.deploy_id]
+            )
         except Transient:
             raise
         except CoreError as exc:
-            return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=f"endpoint members unreadable: {exc}")
+            return verdict(
+                Phase.ALIAS_BLOCKED,
+                "alias_guard_read_error",
+                extra=f"endpoint members unreadable: {exc}",
+            )
         for deploy_id in ids:
             try:
                 info = self.core.alias_guard(deploy_id)
             except AliasGuardUnavailable as exc:
-                return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}")
+                return verdict(
+                    Phase.ALIAS_BLOCKED,
+                    f"alias_guard_{exc.reason}",
+                    extra=f"alias guard {exc.reason}",
+                )
             except CoreError as exc:
                 return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=str(exc))
             if info.has_alias and not allow:
-                return verdict(Phase.ALIAS_BLOCKED, "alias_without_consent", extra=f"aliases {', '.join(info.aliases)}")
+                return verdict(
+                    Phase.ALIAS_BLOCKED,
+                    "alias_without_consent",
+                    extra=f"aliases {', '.join(info.aliases)}",
+                )
         return None
 
     def _submit(self, a: ActionRow, status: TargetStatusRow, *, resubmit: bool) -> StepOutcome:
         now = self.clock.now()
         try:
             ops = self._call_core(a)
-        except Transient as exc:  # the answer was lost: retried with the same key on the submit's clock
+        except (
+            Transient
+        ) as exc:  # the answer was lost: retried with the same key on the submit's clock
             return self.owned(exc, a.id, a, event="submit_unconfirmed")
         except EtagMismatch:
             return self._etag_conflict(a)
         except endpoints.PartialExecution as part:
             extra = f"members not done: {', '.join(part.members)}"
-            return self.endings.fail(a, verdict(Phase.PARTIAL_EXECUTION, "partial_execution", extra=extra,
-                                                detail={"receipt": part.receipt}))
-        timeout = self.config.stop_timeout_s if a.order == "release" else self.config.readiness_timeout_s
+            return self.endings.fail(
+                a,
+                verdict(
+                    Phase.PARTIAL_EXECUTION,
+                    "partial_execution",
+                    extra=extra,
+                    detail={"receipt": part.receipt},
+                ),
+            )
+        timeout = (
+            self.config.stop_timeout_s if a.order == "release" else self.config.readiness_timeout_s
+        )
         phase = Phase.RELEASING if a.order == "release" else Phase.AWAITING_READY
-        events: list[dict[str, Any]] = [{"kind": "action_accepted", "detail": {
-            "step": a.step, "operations": [op.id for op in ops], "resubmitted": resubmit}}]
+        events: list[dict[str, Any]] = [
+            {
+                "kind": "action_accepted",
+                "detail": {
+                    "step": a.step,
+                    "operations": [op.id for op in ops],
+                    "resubmitted": resubmit,
+                },
+            }
+        ]
         if a.step == StepKind.SCALE_DOWN.value:
             events.append({"kind": "capacity_reduced", "detail": {"replicas": a.replicas}})
         # CAS on the status this submit was fenced with: if anyone wrote since (the step may
         # already have converged), theirs is newer and stays (R-PASS-11: no regression).
-        self.store.write_steps([StepWrite(
-            a.id, ("submitting",),
-            {"state": "accepted", "accepted_at": now, "operation_ids": [op.id for op in ops],
-             "deadline_at": now + timedelta(seconds=timeout)},
-            status={"phase": phase.value, "last_action_id": a.id}, status_seen=status, events=tuple(events),
-        )], now=now)
+        self.store.write_steps(
+            [
+                StepWrite(
+                    a.id,
+                    ("submitting",),
+                    {
+                        "state": "accepted",
+                        "accepted_at": now,
+                        "operation_ids": [op.id for op in ops],
+                        "deadline_at": now + timedelta(seconds=timeout),
+                    },
+                    status={"phase": phase.value, "last_action_id": a.id},
+                    status_seen=status,
+                    events=tuple(events),
+                )
+            ],
+            now=now,
+        )
         return self._outcome(a, "accepted")
 
     def _call_core(self, a: ActionRow) -> list[Any]:
@@ -321,17 +444,31 @@ class StepRunner:
         if (a.detail or {}).get("endpoint"):
             if a.step == StepKind.STOP.value:
                 allow = bool((a.detail or {}).get("allow_downtime"))
-                return endpoints.stop_members(self.core, a.deploy_id, key, allow_aliased_downtime=allow)
+                return endpoints.stop_members(
+                    self.core, a.deploy_id, key, allow_aliased_downtime=allow
+                )
             return endpoints.start_members(self.core, a.deploy_id, key)
         if a.step == StepKind.STOP.value:
             allow = bool((a.detail or {}).get("allow_downtime"))
-            return [self.core.stop(a.deploy_id, etag=etag, allow_aliased_downtime=allow, idempotency_key=key)]
+            return [
+                self.core.stop(
+                    a.deploy_id, etag=etag, allow_aliased_downtime=allow, idempotency_key=key
+                )
+            ]
         if a.step in (StepKind.SCALE_DOWN.value, StepKind.SCALE_UP.value):
             assert a.replicas is not None
-            return [self.core.set_replica_intent(a.deploy_id, a.replicas, etag=etag, idempotency_key=key)]
+            return [
+                self.core.set_replica_intent(
+                    a.deploy_id, a.replicas, etag=etag, idempotency_key=key
+                )
+            ]
         ops = []
         if (a.detail or {}).get("persist_replicas") and a.replicas is not None:
-            ops.append(self.core.set_replica_intent(a.deploy_id, a.replicas, etag=etag, idempotency_key=f"{key}/persist"))
+            ops.append(
+                self.core.set_replica_intent(
+                    a.deploy_id, a.replicas, etag=etag, idempotency_key=f"{key}/persist"
+                )
+            )
             etag = self.core.get_deploy(a.deploy_id).etag  # R-SCALE-5: a fresh ETag, then Start
         ops.append(self.core.start(a.deploy_id, etag=etag, idempotency_key=key))
         return ops
@@ -347,13 +484,24 @@ class StepRunner:
         limit = self.config.stop_timeout_s if release else self.config.readiness_timeout_s
         if (now - a.created_at).total_seconds() >= limit:
             phase = Phase.STOP_TIMEOUT if release else Phase.READINESS_TIMEOUT
-            extra = f"{a.deploy_id} kept changing under the engine (ETag conflicts) for {limit:.0f} s"
+            extra = (
+                f"{a.deploy_id} kept changing under the engine (ETag conflicts) for {limit:.0f} s"
+            )
             return self.endings.fail(a, verdict(phase, "etag_conflict", extra=extra))
-        fresh = self.core.get_deploy(a.deploy_id).etag  # a read error: the owner's, on the submit's clock
-        self.store.write_steps([StepWrite(
-            a.id, ("submitting",), {"state": "pending", "etag_used": fresh},
-            events=({"kind": "etag_conflict", "detail": {"action": a.id}},),
-        )], now=now)
+        fresh = self.core.get_deploy(
+            a.deploy_id
+        ).etag  # a read error: the owner's, on the submit's clock
+        self.store.write_steps(
+            [
+                StepWrite(
+                    a.id,
+                    ("submitting",),
+                    {"state": "pending", "etag_used": fresh},
+                    events=({"kind": "etag_conflict", "detail": {"action": a.id}},),
+                )
+            ],
+            now=now,
+        )
         return self._outcome(a, "pending", reason="etag_conflict")
 
     @staticmethod
@@ -364,7 +512,9 @@ class StepRunner:
 def _log(exc: Exception, a: ActionRow, decision: Retry | End) -> None:
     where = f"step {a.id} ({a.schedule} {a.deploy_id} {a.step}, {a.state})"
     if isinstance(decision, End):
-        log.warning("%s ends %s (%s): %s", where, decision.verdict.phase.value, decision.verdict.reason, exc)
+        log.warning(
+            "%s ends %s (%s): %s", where, decision.verdict.phase.value, decision.verdict.reason, exc
+        )
     elif decision.reason == "engine_error":
         log.error("%s: unexpected error, retried until %s", where, decision.deadline, exc_info=exc)
     else:

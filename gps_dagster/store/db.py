@@ -49,7 +49,9 @@ def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
 
-def create_db_engine(url: str, *, schema: str | None = DEFAULT_SCHEMA, echo: bool = False) -> Engine:
+def create_db_engine(
+    url: str, *, schema: str | None = DEFAULT_SCHEMA, echo: bool = False
+) -> Engine:
     """Create an engine for ``url``; on PostgreSQL ensure and map the product schema."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
@@ -83,8 +85,13 @@ def _sqlite_pragmas(engine: Engine) -> None:
 
 
 CONNECTION_ERRORS = (exc.OperationalError, exc.InterfaceError)
-SQLITE_OUTAGES = ("database is locked", "database table is locked", "unable to open database", "disk i/o error",
-                  "database or disk is full")
+SQLITE_OUTAGES = (
+    "database is locked",
+    "database table is locked",
+    "unable to open database",
+    "disk i/o error",
+    "database or disk is full",
+)
 """SQLite reports schema mistakes (``no such table``) as OperationalError too: only these are outages."""
 
 
@@ -94,7 +101,9 @@ def _translate_errors(engine: Engine) -> None:
     @event.listens_for(engine, "handle_error")
     def _on_error(ctx: ExceptionContext) -> BaseException | None:
         if ctx.is_pre_ping or not isinstance(ctx.original_exception, Exception):
-            return None  # the pool reconnects on its own; a KeyboardInterrupt / crash stays what it is
+            return (
+                None  # the pool reconnects on its own; a KeyboardInterrupt / crash stays what it is
+            )
         if ctx.is_disconnect or _is_outage(ctx):
             first_line = str(ctx.original_exception).strip().splitlines() or [""]
             return StoreUnavailable(f"{type(ctx.original_exception).__name__}: {first_line[0]}")

@@ -76,7 +76,8 @@ class ScheduleInFlight(StoreError):
         super().__init__(
             f"schedule '{name}' has {len(self.steps)} step(s) in flight: {', '.join(self.steps)}",
             fix=(
-                f"disable it (\"enabled\": false), wait until `gps-dagster status {name}` shows no step "
+                'disable it ("enabled": false), '
+                f"wait until `gps-dagster status {name}` shows no step "
                 "in flight, then delete it; or delete it with --force to stop tracking them "
                 "(the core still completes them; nothing is reverted)"
             ),

@@ -38,7 +38,9 @@ def advisory_key(name: str) -> int:
 class PassLock:
     """Use as a context manager; ``acquired`` says whether this holder got it."""
 
-    def __init__(self, engine: Engine, name: str, *, holder: str, now: datetime, ttl_s: float) -> None:
+    def __init__(
+        self, engine: Engine, name: str, *, holder: str, now: datetime, ttl_s: float
+    ) -> None:
         self.engine, self.name, self.holder, self.now, self.ttl_s = engine, name, holder, now, ttl_s
         self.acquired = False
         self._conn: Connection | None = None
@@ -47,7 +49,9 @@ class PassLock:
         if is_postgres(self.engine):
             conn = self.engine.connect()
             try:
-                got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(self.name)}).scalar()
+                got = conn.execute(
+                    sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(self.name)}
+                ).scalar()
                 conn.commit()
             except BaseException:
                 conn.close()
@@ -62,7 +66,10 @@ class PassLock:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.release()
 
@@ -76,10 +83,19 @@ class PassLock:
             return
         try:
             with self.engine.begin() as conn:
-                conn.execute(t.leases.delete().where(t.leases.c.name == self.name, t.leases.c.holder == self.holder))
+                conn.execute(
+                    t.leases.delete().where(
+                        t.leases.c.name == self.name, t.leases.c.holder == self.holder
+                    )
+                )
         except Exception:  # the lease expires on its own after ttl_s
-            log.warning("could not delete the lease %s of %s; it expires in %.0f s", self.name, self.holder,
-                        self.ttl_s, exc_info=True)
+            log.warning(
+                "could not delete the lease %s of %s; it expires in %.0f s",
+                self.name,
+                self.holder,
+                self.ttl_s,
+                exc_info=True,
+            )
 
     def _unlock(self, conn: Connection) -> None:
         """Unlock, or else make sure the session holding the lock ends (never back to the pool)."""
@@ -87,7 +103,11 @@ class PassLock:
             conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": advisory_key(self.name)})
             conn.commit()
         except Exception:
-            log.warning("pg_advisory_unlock of %s failed; closing its session instead", self.name, exc_info=True)
+            log.warning(
+                "pg_advisory_unlock of %s failed; closing its session instead",
+                self.name,
+                exc_info=True,
+            )
             conn.invalidate()
         finally:
             conn.close()
@@ -107,7 +127,11 @@ class PassLock:
                 return True
             try:
                 with conn.begin_nested():
-                    conn.execute(t.leases.insert().values(name=self.name, holder=self.holder, expires_at=expires))
+                    conn.execute(
+                        t.leases.insert().values(
+                            name=self.name, holder=self.holder, expires_at=expires
+                        )
+                    )
             except IntegrityError:
                 return False
             return True

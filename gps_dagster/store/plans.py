@@ -89,7 +89,13 @@ class PlansMixin:
                 for seen, changes in updates:
                     _cas(conn, seen, now, changes, changes.pop("_events", ()))
                 if supersede:
-                    _supersede(conn, str(transition["schedule_name"]), supersede, str(transition["id"]), now)
+                    _supersede(
+                        conn,
+                        str(transition["schedule_name"]),
+                        supersede,
+                        str(transition["id"]),
+                        now,
+                    )
         except (IntegrityError, CasConflict):
             return False
         return True
@@ -118,10 +124,14 @@ class PlansMixin:
 
     def get_transition(self, transition_id: str) -> TransitionRow | None:
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(t.transitions).where(t.transitions.c.id == transition_id)).first()
+            row = conn.execute(
+                sa.select(t.transitions).where(t.transitions.c.id == transition_id)
+            ).first()
         return _transition(row) if row is not None else None
 
-    def list_transitions(self, schedule: str | None = None, *, states: Iterable[str] | None = None) -> list[TransitionRow]:
+    def list_transitions(
+        self, schedule: str | None = None, *, states: Iterable[str] | None = None
+    ) -> list[TransitionRow]:
         query = sa.select(t.transitions).order_by(t.transitions.c.created_at, t.transitions.c.id)
         if schedule is not None:
             query = query.where(t.transitions.c.schedule_name == schedule)
@@ -163,7 +173,9 @@ class PlansMixin:
         with self.engine.connect() as conn:
             return [_action(r) for r in conn.execute(query).all()]
 
-    def update_action(self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any) -> bool:
+    def update_action(
+        self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any
+    ) -> bool:
         """CAS on the action state: only moves an action that is still in ``expect``."""
         with self.engine.begin() as conn:
             return bool(
@@ -191,15 +203,22 @@ def _write_step(conn: Connection, w: StepWrite, now: datetime) -> str | None:
             except CasConflict:  # someone wrote since ``status_seen``: theirs is newer and stays
                 pass
     for ev in w.events:
-        conn.execute(t.events.insert().values(
-            at=now, schedule_name=row.schedule_name, deploy_id=row.deploy_id, kind=ev["kind"],
-            phase=ev.get("phase"), reason=ev.get("reason"), detail=ev.get("detail"),
-        ))
+        conn.execute(
+            t.events.insert().values(
+                at=now,
+                schedule_name=row.schedule_name,
+                deploy_id=row.deploy_id,
+                kind=ev["kind"],
+                phase=ev.get("phase"),
+                reason=ev.get("reason"),
+                detail=ev.get("detail"),
+            )
+        )
     return str(row.transition_id)
 
 
 def _locked_status(conn: Connection, schedule: str, deploy_id: str) -> TargetStatusRow | None:
-    """The status row, locked for the rest of the transaction (PostgreSQL; SQLite serialises writers)."""
+    """The status row, locked until the transaction ends (PostgreSQL; SQLite serialises writers)."""
     ts = t.target_status
     locked = conn.execute(
         sa.select(ts.c.status_version)
@@ -209,25 +228,36 @@ def _locked_status(conn: Connection, schedule: str, deploy_id: str) -> TargetSta
     return None if locked is None else _get_status(conn, schedule, deploy_id)
 
 
-def _supersede(conn: Connection, schedule: str, deploy_ids: Sequence[str], keep: str, now: datetime) -> None:
+def _supersede(
+    conn: Connection, schedule: str, deploy_ids: Sequence[str], keep: str, now: datetime
+) -> None:
     """Drop older unsubmitted steps of these deploys and close the plans left with nothing to do."""
     a = t.actions
     where = (
-        a.c.schedule_name == schedule, a.c.deploy_id.in_(list(deploy_ids)),
-        a.c.state.in_(UNSUBMITTED), a.c.transition_id != keep,
+        a.c.schedule_name == schedule,
+        a.c.deploy_id.in_(list(deploy_ids)),
+        a.c.state.in_(UNSUBMITTED),
+        a.c.transition_id != keep,
     )
     older = set(conn.execute(sa.select(a.c.transition_id).where(*where)).scalars())
     if not older:
         return
-    conn.execute(a.update().where(*where).values(state="superseded", reason="superseded", finished_at=now,
-                                                 updated_at=now))
+    conn.execute(
+        a.update()
+        .where(*where)
+        .values(state="superseded", reason="superseded", finished_at=now, updated_at=now)
+    )
     for transition_id in sorted(older):
         _close(conn, transition_id)
 
 
 def _close(conn: Connection, transition_id: str) -> None:
-    states = conn.execute(sa.select(t.actions.c.state).where(t.actions.c.transition_id == transition_id)).scalars()
+    states = conn.execute(
+        sa.select(t.actions.c.state).where(t.actions.c.transition_id == transition_id)
+    ).scalars()
     closed = transition_state(states)
     if closed is not None:
         tr = t.transitions
-        conn.execute(tr.update().where(tr.c.id == transition_id, tr.c.state == "open").values(state=closed))
+        conn.execute(
+            tr.update().where(tr.c.id == transition_id, tr.c.state == "open").values(state=closed)
+        )

@@ -194,9 +194,12 @@ class Store(PlansMixin, StatusMixin):
                 raise ScheduleInFlight(name, abandoned)
             states = (*UNSUBMITTED, *IN_FLIGHT) if force else UNSUBMITTED
             conn.execute(
-                a.update().where(a.c.schedule_name == name, a.c.state.in_(states))
-                .values(state="cancelled", reason="schedule_deleted", finished_at=now, updated_at=now,
-                        fix="the schedule was deleted; the deploy is left as it is")
+                a.update()
+                .where(a.c.schedule_name == name, a.c.state.in_(states))
+                .values(
+                    state="cancelled", reason="schedule_deleted", finished_at=now, updated_at=now,
+                    fix="the schedule was deleted; the deploy is left as it is",
+                )
             )
             conn.execute(
                 t.transitions.update()

@@ -56,7 +56,9 @@ class StatusMixin:
             return _get_status(conn, schedule, deploy_id)
 
     def list_status(self, schedule: str | None = None) -> list[TargetStatusRow]:
-        query = sa.select(t.target_status).order_by(t.target_status.c.schedule_name, t.target_status.c.deploy_id)
+        query = sa.select(t.target_status).order_by(
+            t.target_status.c.schedule_name, t.target_status.c.deploy_id
+        )
         if schedule is not None:
             query = query.where(t.target_status.c.schedule_name == schedule)
         with self.engine.connect() as conn:
@@ -64,15 +66,25 @@ class StatusMixin:
 
     def statuses_for(self, schedules: Sequence[str]) -> dict[tuple[str, str], TargetStatusRow]:
         """Every status row of these schedules in one read (the pass prefetch)."""
-        query = sa.select(t.target_status).where(t.target_status.c.schedule_name.in_(list(schedules)))
+        query = sa.select(t.target_status).where(
+            t.target_status.c.schedule_name.in_(list(schedules))
+        )
         with self.engine.connect() as conn:
             return {(r.schedule_name, r.deploy_id): _status(r) for r in conn.execute(query).all()}
 
     def ensure_statuses(self, targets: Sequence[tuple[str, str, int]], *, now: datetime) -> None:
         """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at once."""
         rows = [
-            {"schedule_name": s, "deploy_id": d, "phase": "pending", "status_version": 0, "target_generation": 0,
-             "schedule_version": v, "phase_since": now, "updated_at": now}
+            {
+                "schedule_name": s,
+                "deploy_id": d,
+                "phase": "pending",
+                "status_version": 0,
+                "target_generation": 0,
+                "schedule_version": v,
+                "phase_since": now,
+                "updated_at": now,
+            }
             for s, d, v in targets
         ]
         if not rows:
@@ -81,7 +93,9 @@ class StatusMixin:
         with self.engine.begin() as conn:
             conn.execute(insert(t.target_status).values(rows).on_conflict_do_nothing())
 
-    def ensure_status(self, schedule: str, deploy_id: str, *, schedule_version: int, now: datetime) -> TargetStatusRow:
+    def ensure_status(
+        self, schedule: str, deploy_id: str, *, schedule_version: int, now: datetime
+    ) -> TargetStatusRow:
         """The target's status row, created in phase ``pending`` when missing."""
         with self.engine.begin() as conn:
             row = _get_status(conn, schedule, deploy_id)
@@ -91,8 +105,14 @@ class StatusMixin:
                 with conn.begin_nested():
                     conn.execute(
                         t.target_status.insert().values(
-                            schedule_name=schedule, deploy_id=deploy_id, phase="pending", status_version=0,
-                            target_generation=0, schedule_version=schedule_version, phase_since=now, updated_at=now,
+                            schedule_name=schedule,
+                            deploy_id=deploy_id,
+                            phase="pending",
+                            status_version=0,
+                            target_generation=0,
+                            schedule_version=schedule_version,
+                            phase_since=now,
+                            updated_at=now,
                         )
                     )
             except IntegrityError:
@@ -102,7 +122,12 @@ class StatusMixin:
             return got
 
     def cas_status(
-        self, seen: TargetStatusRow, *, now: datetime, events: Iterable[Mapping[str, Any]] = (), **changes: Any
+        self,
+        seen: TargetStatusRow,
+        *,
+        now: datetime,
+        events: Iterable[Mapping[str, Any]] = (),
+        **changes: Any,
     ) -> TargetStatusRow | None:
         """Write ``changes`` if nobody wrote since ``seen``; None when the CAS lost."""
         with self.engine.begin() as conn:
@@ -158,11 +183,15 @@ def _fence_checks(conn: Connection, action: ActionRow) -> str | None:
         return "schedule_version_changed"
     if not sched.enabled:
         return "schedule_disabled"
-    gate = conn.execute(sa.select(t.control.c.value).where(t.control.c.key == "execution")).scalar_one_or_none()
+    gate = conn.execute(
+        sa.select(t.control.c.value).where(t.control.c.key == "execution")
+    ).scalar_one_or_none()
     if gate != "enforce":
         return "gate_not_enforce"
     owner = conn.execute(
-        sa.select(t.target_claims.c.schedule_name).where(t.target_claims.c.deploy_id == action.deploy_id)
+        sa.select(t.target_claims.c.schedule_name).where(
+            t.target_claims.c.deploy_id == action.deploy_id
+        )
     ).scalar_one_or_none()
     if owner != action.schedule:
         return "claim_lost"
@@ -170,7 +199,11 @@ def _fence_checks(conn: Connection, action: ActionRow) -> str | None:
 
 
 def _cas(
-    conn: Connection, seen: TargetStatusRow, now: datetime, changes: Mapping[str, Any], events: Iterable[Mapping[str, Any]]
+    conn: Connection,
+    seen: TargetStatusRow,
+    now: datetime,
+    changes: Mapping[str, Any],
+    events: Iterable[Mapping[str, Any]],
 ) -> TargetStatusRow:
     values = dict(changes)
     values.setdefault("target_generation", seen.target_generation)
@@ -179,8 +212,6 @@ def _cas(
     new_phase = values.get("phase", seen.phase)
     if new_phase != seen.phase:
         values["phase_since"] = now
-    if moves_back(seen, values):
-        raise CasConflict
     ts = t.target_status
     done = conn.execute(
         ts.update()
@@ -198,16 +229,25 @@ def _cas(
     if new_phase != seen.phase or values.get("reason", seen.reason) != seen.reason:
         conn.execute(
             t.events.insert().values(
-                at=now, schedule_name=seen.schedule, deploy_id=seen.deploy_id, kind="phase_changed",
-                phase=new_phase, reason=values.get("reason", seen.reason),
+                at=now,
+                schedule_name=seen.schedule,
+                deploy_id=seen.deploy_id,
+                kind="phase_changed",
+                phase=new_phase,
+                reason=values.get("reason", seen.reason),
                 detail={"from": seen.phase, "fix": values.get("fix", seen.fix)},
             )
         )
     for ev in events:
         conn.execute(
             t.events.insert().values(
-                at=now, schedule_name=seen.schedule, deploy_id=seen.deploy_id, kind=ev["kind"],
-                phase=ev.get("phase", new_phase), reason=ev.get("reason"), detail=ev.get("detail"),
+                at=now,
+                schedule_name=seen.schedule,
+                deploy_id=seen.deploy_id,
+                kind=ev["kind"],
+                phase=ev.get("phase", new_phase),
+                reason=ev.get("reason"),
+                detail=ev.get("detail"),
             )
         )
     got = _get_status(conn, seen.schedule, seen.deploy_id)
@@ -215,20 +255,9 @@ def _cas(
     return got
 
 
-def moves_back(seen: TargetStatusRow, values: Mapping[str, Any]) -> bool:
-    """Whether writing ``values`` over ``seen`` would move its time backwards (R-PASS-14)."""
-    version = values.get("schedule_version", seen.schedule_version)
-    if version < seen.schedule_version:
-        return True
-    start = values.get("interval_start")
-    return (
-        start is not None and seen.interval_start is not None
-        and version == seen.schedule_version and start < seen.interval_start
-    )
-
-
 def _forward_only(values: Mapping[str, Any]) -> list[Any]:
-    """The same rule in SQL, against the row as stored (whatever the writer read)."""
+    """R-PASS-14 in SQL, against the row as stored (whatever the writer read): for one schedule
+    version the interval start never moves backwards, and the version never decreases."""
     ts = t.target_status
     conds: list[Any] = []
     version = values.get("schedule_version")
@@ -237,7 +266,9 @@ def _forward_only(values: Mapping[str, Any]) -> list[Any]:
     start = values.get("interval_start")
     if start is not None:
         same = ts.c.schedule_version == version if version is not None else sa.true()
-        conds.append(sa.or_(sa.not_(same), ts.c.interval_start.is_(None), ts.c.interval_start <= start))
+        conds.append(
+            sa.or_(sa.not_(same), ts.c.interval_start.is_(None), ts.c.interval_start <= start)
+        )
     return conds
 
 
@@ -252,22 +283,65 @@ def _get_status(conn: Connection, schedule: str, deploy_id: str) -> TargetStatus
 
 def _status(r: Any) -> TargetStatusRow:
     return TargetStatusRow(
-        r.schedule_name, r.deploy_id, r.phase, r.reason, r.fix, r.detail, r.status_version, r.target_generation,
-        r.schedule_version, r.interval_start, r.interval_end, r.intent, r.transition_id, r.last_action_id,
-        r.phase_since, r.converged_at, r.updated_at,
+        r.schedule_name,
+        r.deploy_id,
+        r.phase,
+        r.reason,
+        r.fix,
+        r.detail,
+        r.status_version,
+        r.target_generation,
+        r.schedule_version,
+        r.interval_start,
+        r.interval_end,
+        r.intent,
+        r.transition_id,
+        r.last_action_id,
+        r.phase_since,
+        r.converged_at,
+        r.updated_at,
     )
 
 
 def _action(r: Any) -> ActionRow:
     return ActionRow(
-        r.id, r.idempotency_key, r.transition_id, r.schedule_name, r.schedule_version, r.deploy_id, r.interval_start,
-        r.step, r.order, r.seq, r.replicas, r.delta_replicas, r.etag_used, r.state, r.operation_ids, r.reason, r.fix,
-        r.detail, r.created_at, r.submitted_at, r.accepted_at, r.finished_at, r.deadline_at, r.updated_at,
+        r.id,
+        r.idempotency_key,
+        r.transition_id,
+        r.schedule_name,
+        r.schedule_version,
+        r.deploy_id,
+        r.interval_start,
+        r.step,
+        r.order,
+        r.seq,
+        r.replicas,
+        r.delta_replicas,
+        r.etag_used,
+        r.state,
+        r.operation_ids,
+        r.reason,
+        r.fix,
+        r.detail,
+        r.created_at,
+        r.submitted_at,
+        r.accepted_at,
+        r.finished_at,
+        r.deadline_at,
+        r.updated_at,
     )
 
 
 def _transition(r: Any) -> TransitionRow:
     return TransitionRow(
-        r.id, r.schedule_name, r.schedule_version, r.boundary_at, r.order, r.trigger, r.state, list(r.targets),
-        r.created_at, r.lag_seconds,
+        r.id,
+        r.schedule_name,
+        r.schedule_version,
+        r.boundary_at,
+        r.order,
+        r.trigger,
+        r.state,
+        list(r.targets),
+        r.created_at,
+        r.lag_seconds,
     )

@@ -23,7 +23,7 @@ class ProcessCrash(BaseException):
 
 
 class DeletedDeploys:
-    """The pool as seen after ``delete(deploy_id)``: the control plane no longer knows those deploys."""
+    """The pool after ``delete(deploy_id)``: the control plane no longer knows those deploys."""
 
     def __init__(self, pool: SimPool) -> None:
         self._pool = pool
@@ -57,10 +57,17 @@ class DeletedDeploys:
 
 
 class RaisingCore:
-    """The pool, except that ``method`` (on ``deploy`` if given) raises ``error()`` ``times`` times."""
+    """The pool, but ``method`` (on ``deploy`` if given) raises ``error()`` ``times`` times."""
 
-    def __init__(self, pool: SimPool, method: str, error: Callable[[], Exception], *, deploy: str | None = None,
-                 times: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        pool: SimPool,
+        method: str,
+        error: Callable[[], Exception],
+        *,
+        deploy: str | None = None,
+        times: int = 1_000_000,
+    ) -> None:
         self._pool, self._method, self._error, self._deploy = pool, method, error, deploy
         self.left = times
         self.raised = 0
@@ -83,14 +90,17 @@ class RaisingCore:
 
 @contextmanager
 def crash_on(engine: sa.engine.Engine, hit: Callable[[str, Any], bool]) -> Iterator[list[str]]:
-    """Kill the process (``ProcessCrash``) at the first SQL statement ``hit(statement, params)`` accepts.
+    """Kill the process (``ProcessCrash``) at the first SQL statement ``hit(statement, params)``
+    accepts.
 
     Database-level, so it crashes the old split writes and the new single transaction alike:
     whatever had committed before stays, the rest is rolled back.
     """
     fired: list[str] = []
 
-    def before(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+    def before(
+        conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
         if not fired and hit(statement, params):
             fired.append(statement)
             raise ProcessCrash(f"engine died at: {statement.splitlines()[0]}")
@@ -108,6 +118,10 @@ def status_update_to(phase: str) -> Callable[[str, Any], bool]:
     def hit(statement: str, params: Any) -> bool:
         values = params if isinstance(params, dict) else {}
         flat = list(values.values()) if values else list(params or ())
-        return statement.lstrip().upper().startswith("UPDATE") and "target_status" in statement and phase in flat
+        return (
+            statement.lstrip().upper().startswith("UPDATE")
+            and "target_status" in statement
+            and phase in flat
+        )
 
     return hit

@@ -15,7 +15,16 @@ from gps_dagster.domain.phases import is_terminal
 from gps_dagster.engine import Engine, EngineConfig
 from gps_dagster.ports import DeployState
 from tests.engine.cores import ProcessCrash, crash_on, status_update_to
-from tests.engine.harness import A, B, World, a_running_pool, local, make_world, op_triples, seed_schedule
+from tests.engine.harness import (
+    A,
+    B,
+    World,
+    a_running_pool,
+    local,
+    make_world,
+    op_triples,
+    seed_schedule,
+)
 
 EVENING = local("2026-10-19T17:59:30")
 
@@ -39,9 +48,13 @@ def assert_nothing_stranded(w: World) -> None:
         assert st.phase == "converged" or is_terminal(st.phase), (st.deploy_id, st.phase)
 
 
-def test_2_4_a_crash_between_the_failed_step_and_its_status_leaves_nothing_releasing(sqlite_url: str) -> None:
+def test_2_4_a_crash_between_the_failed_step_and_its_status_leaves_nothing_releasing(
+    sqlite_url: str,
+) -> None:
     pool = a_running_pool()
-    pool["sim"]["timings"]["stop_grace_s"] = 900  # A's pods terminate for 15 min: stop_timeout at 18:02
+    pool["sim"]["timings"]["stop_grace_s"] = (
+        900  # A's pods terminate for 15 min: stop_timeout at 18:02
+    )
     config = EngineConfig(stop_timeout_s=120)
     w = make_world(sqlite_url, pool=pool, start=EVENING, config=config)
     with crash_on(w.store.engine, status_update_to("stop_timeout")) as fired:
@@ -49,19 +62,28 @@ def test_2_4_a_crash_between_the_failed_step_and_its_status_leaves_nothing_relea
     assert fired
     a, b = w.status(A), w.status(B)
     assert (a.phase, a.reason) == ("stop_timeout", "stop_timeout")
-    assert (b.phase, b.reason) == ("stop_timeout", "stop_timeout")  # the culprit's terminal phase, not "releasing"
+    assert (b.phase, b.reason) == (
+        "stop_timeout",
+        "stop_timeout",
+    )  # the culprit's terminal phase, not "releasing"
     assert f"{B} not touched" in (b.fix or "")
     assert [x.state for x in w.store.list_actions(deploy_id=B)] == ["cancelled"]
     assert_nothing_stranded(w)
-    assert w.deploy(B).state is DeployState.STOPPED and [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop")]
+    assert w.deploy(B).state is DeployState.STOPPED and [(d, k) for d, k, _ in op_triples(w)] == [
+        (A, "stop")
+    ]
 
 
-def test_2_4_a_crash_between_convergence_and_its_status_leaves_nothing_releasing(sqlite_url: str) -> None:
+def test_2_4_a_crash_between_convergence_and_its_status_leaves_nothing_releasing(
+    sqlite_url: str,
+) -> None:
     config = EngineConfig()
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING, config=config)
     w.tick(30)
     w.tick(30)  # 18:00: A's stop accepted
-    with crash_on(w.store.engine, status_update_to("converged")) as fired:  # A's stop converges next
+    with crash_on(
+        w.store.engine, status_update_to("converged")
+    ) as fired:  # A's stop converges next
         assert run_with_restarts(w, local("2026-10-19T18:10"), config) == 1
     assert fired
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
@@ -69,7 +91,9 @@ def test_2_4_a_crash_between_convergence_and_its_status_leaves_nothing_releasing
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop"), (B, "start")]
 
 
-def test_2_6_a_superseded_plan_is_closed_in_the_transaction_that_opens_the_new_one(sqlite_url: str) -> None:
+def test_2_6_a_superseded_plan_is_closed_in_the_transaction_that_opens_the_new_one(
+    sqlite_url: str,
+) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)
     (old,) = w.engine.reconcile().plans  # 18:00: A stop, B start — opened, not executed (Dagster)
@@ -79,7 +103,10 @@ def test_2_6_a_superseded_plan_is_closed_in_the_transaction_that_opens_the_new_o
     report = w.engine.reconcile()  # v2's plan for 18:00 (nothing to do) replaces v1's
     assert report.schedules[0].version == 2
     steps = w.store.list_actions(transition_id=old.transition_id)
-    assert [(x.deploy_id, x.state) for x in steps] == [(A, "superseded"), (B, "superseded")]  # _supersede ran
+    assert [(x.deploy_id, x.state) for x in steps] == [
+        (A, "superseded"),
+        (B, "superseded"),
+    ]  # _supersede ran
     assert w.store.get_transition(old.transition_id).state == "superseded"  # type: ignore[union-attr]
     assert not w.store.list_transitions(states=("open",))
     assert op_triples(w) == []

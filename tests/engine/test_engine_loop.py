@@ -35,8 +35,16 @@ ROOT = Path(__file__).resolve().parents[2]
 def virtual_loop(w: World, **kw: Any) -> tuple[EngineLoop, list[PassReport], list[Exception]]:
     reports: list[PassReport] = []
     errors: list[Exception] = []
-    loop = EngineLoop(w.engine, clock=w.clock, sleeper=w.clock.advance, interval_s=30, wake_at_boundaries=False,
-                      on_pass=reports.append, on_error=errors.append, **kw)
+    loop = EngineLoop(
+        w.engine,
+        clock=w.clock,
+        sleeper=w.clock.advance,
+        interval_s=30,
+        wake_at_boundaries=False,
+        on_pass=reports.append,
+        on_error=errors.append,
+        **kw,
+    )
     return loop, reports, errors
 
 
@@ -50,8 +58,13 @@ class Outage:
     def begin(self) -> None:
         with self.admin.connect() as conn:
             conn.execute(sa.text(f'ALTER DATABASE "{self.db}" ALLOW_CONNECTIONS false'))
-            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                 "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": self.db})
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :db AND pid <> pg_backend_pid()"
+                ),
+                {"db": self.db},
+            )
 
     def end(self) -> None:
         with self.admin.connect() as conn:
@@ -60,7 +73,9 @@ class Outage:
 
 
 @pytest.mark.postgres
-def test_r_pass_15_the_loop_survives_a_database_outage_and_resumes(pg_server_url: str, pg_url: str) -> None:
+def test_r_pass_15_the_loop_survives_a_database_outage_and_resumes(
+    pg_server_url: str, pg_url: str
+) -> None:
     w = make_world(pg_url, pool=a_running_pool(), start=EVENING)
     outage = Outage(pg_server_url, pg_url)
     loop, reports, errors = virtual_loop(w)
@@ -75,7 +90,9 @@ def test_r_pass_15_the_loop_survives_a_database_outage_and_resumes(pg_server_url
     loop.sleeper = sleeper
     assert loop.run(max_passes=24) == 24  # the loop never ended on its own
     assert len(errors) == 5 and all(isinstance(e, StoreUnavailable) for e in errors), errors
-    assert "store unavailable" in str(errors[0]) and errors[0].fix  # a temporary error with a fix, not a crash
+    assert (
+        "store unavailable" in str(errors[0]) and errors[0].fix
+    )  # a temporary error with a fix, not a crash
     assert len(reports) == 19
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop"), (B, "start")]
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
@@ -93,7 +110,7 @@ def test_2_1_a_pass_that_raises_does_not_end_the_loop(sqlite_url: str) -> None:
         return real(**kw)
 
     w.engine.run_pass = run_pass  # type: ignore[method-assign]
-    loop, reports, errors = virtual_loop(w)
+    loop, _reports, errors = virtual_loop(w)
     assert loop.run(max_passes=20) == 20
     assert [str(e) for e in errors] == ["pass bug"] and loop.failures == 1
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
@@ -101,8 +118,13 @@ def test_2_1_a_pass_that_raises_does_not_end_the_loop(sqlite_url: str) -> None:
 
 def test_stop_from_another_thread_wakes_the_production_sleeper_at_once(sqlite_url: str) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
-    loop = EngineLoop(w.engine, clock=w.clock, interval_s=3600, wake_at_boundaries=False,
-                      on_pass=lambda _r: threading.Thread(target=loop.stop).start())
+    loop = EngineLoop(
+        w.engine,
+        clock=w.clock,
+        interval_s=3600,
+        wake_at_boundaries=False,
+        on_pass=lambda _r: threading.Thread(target=loop.stop).start(),
+    )
     runner = threading.Thread(target=loop.run)
     runner.start()
     runner.join(timeout=10)  # the production sleeper waits 3600 s unless stop() wakes it
@@ -110,7 +132,9 @@ def test_stop_from_another_thread_wakes_the_production_sleeper_at_once(sqlite_ur
     assert loop.passes == 1
 
 
-def test_a_pass_asked_to_stop_ends_between_schedules_and_the_next_one_resumes_there(sqlite_url: str) -> None:
+def test_a_pass_asked_to_stop_ends_between_schedules_and_the_next_one_resumes_there(
+    sqlite_url: str,
+) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.store.apply_schedule(load_schedule(embed_nights(EVENING), horizon_start=EVENING), now=EVENING)
     w.tick(30)  # 17:59:30
@@ -125,7 +149,7 @@ def test_a_pass_asked_to_stop_ends_between_schedules_and_the_next_one_resumes_th
     assert not [o for o in op_triples(w) if o[0] == C]
     assert w.store.get_cursor() == w.spec.name
     nxt = w.engine.run_pass()
-    assert [s.schedule for s in nxt.schedules][0] == "zz-embed-nights"
+    assert nxt.schedules[0].schedule == "zz-embed-nights"
     assert (C, "stop") in [(d, k) for d, k, _ in op_triples(w)]
 
 
@@ -133,15 +157,30 @@ def test_next_wait_wakes_at_the_boundary_before_the_interval(sqlite_url: str) ->
     w = make_world(sqlite_url, pool=a_running_pool(), start=local("2026-10-19T17:59:50"))
     loop = EngineLoop(w.engine, clock=w.clock, sleeper=w.clock.advance, interval_s=30)
     assert loop.next_wait() == 10.0  # 18:00 comes before the next tick
-    assert EngineLoop(w.engine, clock=w.clock, interval_s=30, wake_at_boundaries=False).next_wait() == 30.0
+    assert (
+        EngineLoop(w.engine, clock=w.clock, interval_s=30, wake_at_boundaries=False).next_wait()
+        == 30.0
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_engine_run_stops_at_once_on_sigterm_and_sigint(tmp_path: Path, sig: signal.Signals) -> None:
-    env = {**os.environ, "GPS_DB_URL": f"sqlite:///{tmp_path / 'gps.sqlite'}", "PYTHONUNBUFFERED": "1",
-           "GPS_POOL_FILE": str(ROOT / "examples" / "seed-pool-10.yaml")}
-    proc = subprocess.Popen([sys.executable, "-m", "gps_dagster.cli.main", "engine", "run", "--interval", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path, text=True)
+def test_engine_run_stops_at_once_on_sigterm_and_sigint(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    env = {
+        **os.environ,
+        "GPS_DB_URL": f"sqlite:///{tmp_path / 'gps.sqlite'}",
+        "PYTHONUNBUFFERED": "1",
+        "GPS_POOL_FILE": str(ROOT / "examples" / "seed-pool-10.yaml"),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gps_dagster.cli.main", "engine", "run", "--interval", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+        text=True,
+    )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 120)
         assert ready, "no pass within 120 s"

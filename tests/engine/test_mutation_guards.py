@@ -45,8 +45,12 @@ def opened(w: World) -> Any:
 
 
 def other_schedule(w: World) -> None:
-    doc = {"name": "other", "timezone": "Asia/Ho_Chi_Minh", "windows": [],
-           "targets": [{"model_deploy_id": C, "default_state": "running"}]}
+    doc = {
+        "name": "other",
+        "timezone": "Asia/Ho_Chi_Minh",
+        "windows": [],
+        "targets": [{"model_deploy_id": C, "default_state": "running"}],
+    }
     w.store.apply_schedule(load_schedule(doc, horizon_start=w.clock.now()), now=w.clock.now())
 
 
@@ -73,13 +77,23 @@ class Racing:
         return call
 
 
-def test_4_fence_claim_recheck_a_step_whose_target_was_claimed_away_is_not_submitted(db_url: str) -> None:
+def test_4_fence_claim_recheck_a_step_whose_target_was_claimed_away_is_not_submitted(
+    db_url: str,
+) -> None:
     w = make_world(db_url, pool=a_running_pool(), start=EVENING)
     plan = opened(w)
     other_schedule(w)
-    with w.store.engine.begin() as conn:  # the claim moves to "other" (version and enabled unchanged)
-        conn.execute(sa.text("UPDATE " + ("gps." if db_url.startswith("postgresql") else "")
-                             + "target_claims SET schedule_name = 'other' WHERE deploy_id = :d"), {"d": A})
+    with (
+        w.store.engine.begin() as conn
+    ):  # the claim moves to "other" (version and enabled unchanged)
+        conn.execute(
+            sa.text(
+                "UPDATE "
+                + ("gps." if db_url.startswith("postgresql") else "")
+                + "target_claims SET schedule_name = 'other' WHERE deploy_id = :d"
+            ),
+            {"d": A},
+        )
     out = w.engine.execute_step(plan.release_steps[0].step_id)
     assert (out.state, out.reason) == ("superseded", "claim_lost")
     assert op_triples(w) == [] and w.deploy(A).state is DeployState.READY
@@ -92,7 +106,9 @@ def test_4_fence_enabled_recheck_a_disable_racing_the_fence_submits_nothing(db_u
 
     def disable() -> None:  # committed after the step's own checks, before its fence
         with w.store.engine.begin() as conn:
-            conn.execute(sa.text(f"UPDATE {table} SET enabled = false WHERE name = :n"), {"n": w.spec.name})
+            conn.execute(
+                sa.text(f"UPDATE {table} SET enabled = false WHERE name = :n"), {"n": w.spec.name}
+            )
 
     core = Racing(w.pool, disable)
     engine = Engine(w.store, core, w.clock, EngineConfig(holder="engine-1"))  # type: ignore[arg-type]
@@ -114,8 +130,12 @@ def test_4_fence_version_recheck_an_edit_racing_the_fence_submits_nothing(sqlite
     assert op_triples(w) == []
 
 
-def test_4_submit_deadline_a_stop_whose_answer_never_comes_ends_stop_timeout(sqlite_url: str) -> None:
-    w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING, config=EngineConfig(stop_timeout_s=300))
+def test_4_submit_deadline_a_stop_whose_answer_never_comes_ends_stop_timeout(
+    sqlite_url: str,
+) -> None:
+    w = make_world(
+        sqlite_url, pool=a_running_pool(), start=EVENING, config=EngineConfig(stop_timeout_s=300)
+    )
     w.pool.inject_fault(FaultSpec(effect="lose_response", op="stop", deploy=A, times=100_000))
     w.run_until(local("2026-10-19T18:04"))
     (stop,) = w.store.list_actions(deploy_id=A)
@@ -123,14 +143,27 @@ def test_4_submit_deadline_a_stop_whose_answer_never_comes_ends_stop_timeout(sql
     w.run_until(local("2026-10-19T18:10"))
     st = w.status(A)
     assert (st.phase, st.reason) == ("stop_timeout", "core_unreadable"), (st.phase, st.reason)
-    assert local("2026-10-19T18:04:30") <= st.phase_since <= local("2026-10-19T18:05")  # submitted 18:00 + 300 s
+    assert (
+        local("2026-10-19T18:04:30") <= st.phase_since <= local("2026-10-19T18:05")
+    )  # submitted 18:00 + 300 s
     assert w.store.get_action(stop.id).state == "failed"  # type: ignore[union-attr]
-    assert [a.state for a in w.store.list_actions(deploy_id=B)] == ["cancelled"]  # B not started blind
-    assert {k for _, k, key in op_triples(w)} == {"stop"} and len(op_triples(w)) == 1  # one key, one mutation
+    assert [a.state for a in w.store.list_actions(deploy_id=B)] == [
+        "cancelled"
+    ]  # B not started blind
+    assert {k for _, k, key in op_triples(w)} == {"stop"} and len(
+        op_triples(w)
+    ) == 1  # one key, one mutation
 
 
-def test_4_unschedulable_grace_a_briefly_pending_replica_is_not_start_unschedulable(sqlite_url: str) -> None:
-    w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING, config=EngineConfig(unschedulable_grace_s=120))
+def test_4_unschedulable_grace_a_briefly_pending_replica_is_not_start_unschedulable(
+    sqlite_url: str,
+) -> None:
+    w = make_world(
+        sqlite_url,
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(unschedulable_grace_s=120),
+    )
     w.pool.inject_fault(FaultSpec(effect="unschedulable", deploy=B))
     for _ in range(20):  # until B's start is accepted (A stopped, GPUs published)
         w.tick(30)
@@ -149,7 +182,9 @@ def test_4_cancel_dependents_a_failed_release_cancels_its_acquire_at_once(sqlite
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     plan = opened(w)
     w.pool.inject_fault(FaultSpec(effect="fail_next", op="stop", deploy=A, error="permanent"))
-    out = w.engine.execute_step(plan.release_steps[0].step_id)  # the release op; nobody runs the acquire op
+    out = w.engine.execute_step(
+        plan.release_steps[0].step_id
+    )  # the release op; nobody runs the acquire op
     assert out.state == "failed"
     (start_b,) = w.store.list_actions(deploy_id=B)
     assert (start_b.state, start_b.reason) == ("cancelled", out.reason)

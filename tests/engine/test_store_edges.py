@@ -1,4 +1,4 @@
-"""The store's edges: error translation, races, delete, the pass lock, the gate (issue 9 §2.9, 2.10, 2.12).
+"""The store's edges: error translation, races, delete, pass lock, gate (issue 9 §2.9, 2.10, 2.12).
 
 Races run on the real PostgreSQL server with two writers held inside their
 transactions by a table lock the test owns, so the interleaving is the bad
@@ -22,13 +22,30 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from gps_dagster.backends.sim import SimPool
 from gps_dagster.cli.main import cli
+from gps_dagster.clocks import VirtualClock
+from gps_dagster.domain.pool import parse_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine.engine import LOCK_NAME
 from gps_dagster.store import Store
-from gps_dagster.store.errors import ScheduleConflict, ScheduleInFlight, StoreUnavailable, TargetOwned
+from gps_dagster.store.errors import (
+    ScheduleConflict,
+    ScheduleInFlight,
+    StoreUnavailable,
+    TargetOwned,
+)
 from gps_dagster.store.locks import advisory_key
-from tests.engine.harness import A, B, a_running_pool, local, make_world, op_triples, run_for, seed_schedule
+from tests.engine.harness import (
+    A,
+    B,
+    a_running_pool,
+    local,
+    make_world,
+    op_triples,
+    run_for,
+    seed_schedule,
+)
 
 EVENING = local("2026-10-19T17:59:30")
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +53,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def waiting_on_locks(admin: sa.engine.Engine, db: str, n: int) -> None:
     """Block until ``n`` sessions of ``db`` wait on a lock (bounded: 600 polls)."""
-    query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :db AND wait_event_type = 'Lock'")
+    query = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = :db AND wait_event_type = 'Lock'"
+    )
     for _ in range(600):
         with admin.connect() as conn:
             if conn.execute(query, {"db": db}).scalar_one() >= n:
@@ -46,7 +65,7 @@ def waiting_on_locks(admin: sa.engine.Engine, db: str, n: int) -> None:
 
 
 def race(pg_url: str, writers: list[Callable[[], Any]], *, sessions: int = 2) -> list[Any]:
-    """Run ``writers`` at once, each stopped at the end of its transaction until all have started."""
+    """Run ``writers`` at once, each held at the end of its transaction until all have started."""
     admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
     holder = sa.create_engine(pg_url)
     results: list[Any] = [None] * len(writers)
@@ -58,7 +77,9 @@ def race(pg_url: str, writers: list[Callable[[], Any]], *, sessions: int = 2) ->
             results[i] = exc
 
     with holder.connect() as conn:
-        conn.execute(sa.text("LOCK TABLE gps.events IN ACCESS EXCLUSIVE MODE"))  # every apply ends with an event
+        conn.execute(
+            sa.text("LOCK TABLE gps.events IN ACCESS EXCLUSIVE MODE")
+        )  # every apply ends with an event
         threads = [threading.Thread(target=run, args=(i,)) for i in range(len(writers))]
         for th in threads:
             th.start()
@@ -75,7 +96,9 @@ def race(pg_url: str, writers: list[Callable[[], Any]], *, sessions: int = 2) ->
 
 
 @pytest.mark.postgres
-def test_2_9_two_concurrent_creates_of_one_schedule_end_in_a_409_not_an_integrity_error(pg_url: str) -> None:
+def test_2_9_two_concurrent_creates_of_one_schedule_end_in_a_409_not_an_integrity_error(
+    pg_url: str,
+) -> None:
     store = Store.open(pg_url)
     spec = load_schedule(seed_schedule(), horizon_start=EVENING)
     results = race(pg_url, [lambda: store.apply_schedule(spec, now=EVENING)] * 2)
@@ -94,23 +117,48 @@ def test_2_9_two_schedules_racing_for_one_deploy_end_in_target_owned(pg_url: str
     doc = seed_schedule()
     doc["name"] = "thief"
     second = load_schedule(doc, horizon_start=EVENING)
-    results = race(pg_url, [lambda: store.apply_schedule(first, now=EVENING),
-                            lambda: store.apply_schedule(second, now=EVENING)])
+    results = race(
+        pg_url,
+        [
+            lambda: store.apply_schedule(first, now=EVENING),
+            lambda: store.apply_schedule(second, now=EVENING),
+        ],
+    )
     lost = [r for r in results if isinstance(r, Exception)]
-    assert len(lost) == 1 and isinstance(lost[0], TargetOwned) and lost[0].http_status == 409, results
-    assert {store.owner_of(A), store.owner_of(B)} == {next(r.name for r in results if not isinstance(r, Exception))}
+    assert len(lost) == 1 and isinstance(lost[0], TargetOwned) and lost[0].http_status == 409, (
+        results
+    )
+    assert {store.owner_of(A), store.owner_of(B)} == {
+        next(r.name for r in results if not isinstance(r, Exception))
+    }
 
 
 @pytest.mark.postgres
-def test_2_9_the_cli_answers_a_create_race_with_exit_1_and_a_fix_never_a_traceback(pg_url: str, tmp_path: Path) -> None:
-    Store.open(pg_url)  # migrated before the race
+def test_2_9_the_cli_answers_a_create_race_with_exit_1_and_a_fix_never_a_traceback(
+    pg_url: str, tmp_path: Path
+) -> None:
+    store = Store.open(
+        pg_url
+    )  # migrated, and the pool loaded, before the race: only the creates race
+    pool_file = ROOT / "examples" / "seed-pool-10.yaml"
+    SimPool.create(
+        store.engine,
+        parse_pool(pool_file.read_text(), source=str(pool_file)),
+        VirtualClock(EVENING),
+    )
     path = tmp_path / "seed.json"
     path.write_text(json.dumps(seed_schedule()))
-    env = {**os.environ, "GPS_DB_URL": pg_url, "GPS_POOL_FILE": str(ROOT / "examples" / "seed-pool-10.yaml")}
+    env = {
+        **os.environ,
+        "GPS_DB_URL": pg_url,
+        "GPS_POOL_FILE": str(ROOT / "examples" / "seed-pool-10.yaml"),
+    }
     cmd = [sys.executable, "-m", "gps_dagster.cli.main", "schedules", "apply", "-f", str(path)]
 
     def apply() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+        )
 
     results = race(pg_url, [apply, apply])
     codes = sorted(r.returncode for r in results)
@@ -145,7 +193,7 @@ def test_2_9_an_interrupt_during_a_query_stays_an_interrupt(sqlite_url: str) -> 
         store.get_gate()
 
 
-# -- 2.10: deleting a schedule with steps in flight -------------------------------------------------
+# -- 2.10: deleting a schedule with steps in flight ---------------------------------------------
 
 
 def test_2_10_deleting_a_schedule_with_steps_in_flight_is_refused_with_a_fix(db_url: str) -> None:
@@ -156,18 +204,26 @@ def test_2_10_deleting_a_schedule_with_steps_in_flight_is_refused_with_a_fix(db_
         w.store.delete_schedule(w.spec.name, now=w.clock.now())
     assert err.value.http_status == 409 and f"{A} stop (accepted)" in str(err.value)
     assert "disable it" in err.value.fix and "--force" in err.value.fix
-    assert w.store.find_schedule(w.spec.name) is not None and w.store.owner_of(A) == w.spec.name  # nothing written
+    assert (
+        w.store.find_schedule(w.spec.name) is not None and w.store.owner_of(A) == w.spec.name
+    )  # nothing written
     doc = seed_schedule()
     doc["enabled"] = False  # the fix: disable, wait for convergence, then delete
     w.apply(doc)
     run_for(w, 300)
-    assert [a.state for a in w.store.list_actions(deploy_id=A)] == ["converged"]  # still observed while disabled
-    assert [a.state for a in w.store.list_actions(deploy_id=B)] == ["superseded"]  # never reached the core
+    assert [a.state for a in w.store.list_actions(deploy_id=A)] == [
+        "converged"
+    ]  # still observed while disabled
+    assert [a.state for a in w.store.list_actions(deploy_id=B)] == [
+        "superseded"
+    ]  # never reached the core
     assert w.store.delete_schedule(w.spec.name, now=w.clock.now()) == []
     assert w.store.owner_of(A) is None and [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop")]
 
 
-def test_2_10_force_delete_ends_the_steps_it_abandons_so_nothing_is_in_flight_forever(sqlite_url: str) -> None:
+def test_2_10_force_delete_ends_the_steps_it_abandons_so_nothing_is_in_flight_forever(
+    sqlite_url: str,
+) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)
     w.tick(30)
@@ -188,16 +244,24 @@ def test_2_10_the_cli_refuses_the_delete_then_force_deletes(tmp_path: Path) -> N
     w.tick(30)
     w.tick(30)
     refused = CliRunner().invoke(cli, ["schedules", "delete", w.spec.name, "--db", url])
-    assert refused.exit_code == 1 and "schedule_in_flight" in refused.output and "--force" in refused.output
+    assert (
+        refused.exit_code == 1
+        and "schedule_in_flight" in refused.output
+        and "--force" in refused.output
+    )
     forced = CliRunner().invoke(cli, ["schedules", "delete", w.spec.name, "--db", url, "--force"])
-    assert forced.exit_code == 0 and "no longer tracked: md-llama70b stop (accepted)" in forced.output
+    assert (
+        forced.exit_code == 0 and "no longer tracked: md-llama70b stop (accepted)" in forced.output
+    )
 
 
-# -- 2.12: the pass lock and the gate ---------------------------------------------------------------
+# -- 2.12: the pass lock and the gate -----------------------------------------------------------
 
 
 @pytest.mark.postgres
-def test_2_12_a_failing_advisory_unlock_ends_its_session_so_the_lock_is_not_kept_in_the_pool(pg_url: str) -> None:
+def test_2_12_a_failing_advisory_unlock_ends_its_session_so_the_lock_is_not_kept_in_the_pool(
+    pg_url: str,
+) -> None:
     store = Store.open(pg_url)
     other = sa.create_engine(pg_url)
 
@@ -210,8 +274,12 @@ def test_2_12_a_failing_advisory_unlock_ends_its_session_so_the_lock_is_not_kept
         assert lock.acquired
     sa.event.remove(store.engine, "before_cursor_execute", fail_unlock)
     with other.connect() as conn:
-        got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(LOCK_NAME)}).scalar()
-        assert got is True  # the session that held it is gone: nobody keeps a stale lock in its pool
+        got = conn.execute(
+            sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(LOCK_NAME)}
+        ).scalar()
+        assert (
+            got is True
+        )  # the session that held it is gone: nobody keeps a stale lock in its pool
         conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": advisory_key(LOCK_NAME)})
     other.dispose()
     with store.lock(LOCK_NAME, holder="engine-1", now=EVENING) as again:
