@@ -104,9 +104,8 @@ class Endings:
         recorded = (culprit.detail or {}).get(PHASE)
         if recorded:
             return Phase(recorded)
-        status = self.store.get_status(
-            culprit.schedule, culprit.deploy_id
-        )  # rows written before PHASE
+        # rows written before PHASE
+        status = self.store.get_status(culprit.schedule, culprit.deploy_id)
         if status is not None and is_terminal(status.phase):
             return Phase(status.phase)
         return Phase.PARTIAL_EXECUTION

@@ -109,9 +109,7 @@ class Engine:
                         execute=execute,
                         force=schedule is not None and trigger == "apply_now",
                     )
-                except (
-                    Exception
-                ) as exc:  # one schedule's failure never stops the others (R-PASS-15)
+                except Exception as exc:  # one schedule's failure never stops the others
                     self._schedule_failed(record.name, exc, report)
         return report
 

@@ -141,9 +141,8 @@ class Planner:
         if spec.mode is Mode.OBSERVE or gate == "observe":
             self._observe_only(spec, version, candidates, now, out)
             return out
-        quiet = prefetch is not None and not prefetch.dirty(
-            spec.name
-        )  # nothing in flight to supersede
+        # nothing in flight to supersede
+        quiet = prefetch is not None and not prefetch.dirty(spec.name)
         blocked = {t: verdict(Phase.INELIGIBLE, r) for t, r in out.blocking.items()}
         self._open(
             spec,
@@ -190,9 +189,8 @@ class Planner:
                 deploy, members = read_target(self.core, target)
         except NotFound:
             deploy = None
-        except (
-            Exception
-        ) as exc:  # unreadable: this target plans nothing this pass, the others go on
+        # unreadable: this target plans nothing this pass, the others go on
+        except Exception as exc:
             out.errors.append(f"{target}: {type(exc).__name__}: {exc}")
             return None
         reason = ineligible_reason(spec, deploy)

@@ -166,9 +166,8 @@ class StepRunner:
         if a.state == "submitting":
             return self._resubmit(a, status)
         stale = self._stale(a)
-        if (
-            stale is not None
-        ):  # an edit since the plan opened: no preview, no status write (R-MODEL-8)
+        # an edit since the plan opened: no preview, no status write (R-MODEL-8)
+        if stale is not None:
             self.endings.finish(a, "superseded", stale)
             return self._outcome(a, "superseded", reason=stale)
         waiting = self._prerequisite(a)
@@ -186,12 +185,10 @@ class StepRunner:
         """Crash safety (R-PASS-10) under the same fence as a first submit (R-PASS-1, R-PASS-7)."""
         reason = self.store.fence_check(a)
         if reason == "gate_not_enforce":
-            return self._outcome(
-                a, "submitting", reason=reason
-            )  # resubmitted once the gate enforces
-        if (
-            reason is not None
-        ):  # an edit, a delete or a lost claim since: the new plan decides again
+            # resubmitted once the gate enforces
+            return self._outcome(a, "submitting", reason=reason)
+        # an edit, a delete or a lost claim since: the new plan decides again
+        if reason is not None:
             self.endings.finish(a, "superseded", reason)
             return self._outcome(a, "superseded", reason=reason)
         return self._submit(a, status, resubmit=True)
@@ -383,9 +380,8 @@ class StepRunner:
         now = self.clock.now()
         try:
             ops = self._call_core(a)
-        except (
-            Transient
-        ) as exc:  # the answer was lost: retried with the same key on the submit's clock
+        # the answer was lost: retried with the same key, on the submit's own clock
+        except Transient as exc:
             return self.owned(exc, a.id, a, event="submit_unconfirmed")
         except EtagMismatch:
             return self._etag_conflict(a)

@@ -42,9 +42,8 @@ def test_release_ops_finish_before_any_acquire_op_starts(defs: dg.Definitions, r
     assert set(releases) <= set(successes)
     order = [(e.event_type_value, e.step_key) for e in result.all_events]
     first_acquire = order.index(("STEP_START", acquires[0]))
-    assert (
-        max(order.index(("STEP_SUCCESS", r)) for r in releases) < first_acquire
-    )  # every release done first
+    # every release done first
+    assert max(order.index(("STEP_SUCCESS", r)) for r in releases) < first_acquire
     assert order.index(("STEP_SUCCESS", "all_released")) < first_acquire  # through the fan-in
     status = {r.deploy_id: r for r in rt.store.list_status()}
     assert status[B].phase == "releasing"
@@ -77,9 +76,8 @@ def test_failed_release_stops_the_acquire(defs: dg.Definitions, rt: Runtime) -> 
     assert (status[A].phase, status[A].reason) == (status[B].phase, status[B].reason)
     assert status[A].phase == "ineligible" and f"{A} not touched" in (status[A].fix or "")
     assert rt.store.get_transition(start_a.transition_id).state == "failed"  # type: ignore[union-attr]
-    assert not rt.store.list_transitions(
-        states=("open",)
-    )  # nothing left for a resume run to pick up
+    # nothing left for a resume run to pick up
+    assert not rt.store.list_transitions(states=("open",))
 
 
 def test_release_op_of_a_plan_whose_acquire_deploy_was_deleted_ends_the_plan(

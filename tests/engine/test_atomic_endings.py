@@ -62,10 +62,11 @@ def test_2_4_a_crash_between_the_failed_step_and_its_status_leaves_nothing_relea
     assert fired
     a, b = w.status(A), w.status(B)
     assert (a.phase, a.reason) == ("stop_timeout", "stop_timeout")
+    # the culprit's terminal phase, not "releasing"
     assert (b.phase, b.reason) == (
         "stop_timeout",
         "stop_timeout",
-    )  # the culprit's terminal phase, not "releasing"
+    )
     assert f"{B} not touched" in (b.fix or "")
     assert [x.state for x in w.store.list_actions(deploy_id=B)] == ["cancelled"]
     assert_nothing_stranded(w)
@@ -103,10 +104,11 @@ def test_2_6_a_superseded_plan_is_closed_in_the_transaction_that_opens_the_new_o
     report = w.engine.reconcile()  # v2's plan for 18:00 (nothing to do) replaces v1's
     assert report.schedules[0].version == 2
     steps = w.store.list_actions(transition_id=old.transition_id)
+    # _supersede ran
     assert [(x.deploy_id, x.state) for x in steps] == [
         (A, "superseded"),
         (B, "superseded"),
-    ]  # _supersede ran
+    ]
     assert w.store.get_transition(old.transition_id).state == "superseded"  # type: ignore[union-attr]
     assert not w.store.list_transitions(states=("open",))
     assert op_triples(w) == []

@@ -51,14 +51,14 @@ def test_2_2_a_replica_whose_clock_is_behind_does_not_undo_the_swap(db_url: str)
         st = w.status(target)
         assert (st.interval_start, st.transition_id) == (SWAP, plan.transition_id), target
     assert [tr.id for tr in w.store.list_transitions()] == plans
+    # not superseded
     assert [a.state for a in w.store.list_actions(deploy_id=B)] in (
         ["pending"],
         ["capacity_wait"],
-    )  # not superseded
+    )
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop")]
-    assert not [
-        e for e in w.store.list_events(limit=1000) if e.kind == "clock_skew"
-    ]  # 1 s < 5 s: silent
+    # 1 s < 5 s: silent
+    assert not [e for e in w.store.list_events(limit=1000) if e.kind == "clock_skew"]
     while w.clock.now() < local("2026-10-19T18:10"):  # both replicas keep passing, one second apart
         w.clock.advance(30)
         clock.set(w.clock.now() - timedelta(seconds=1))
@@ -132,6 +132,5 @@ def test_r_pass_14_a_plan_over_an_earlier_interval_is_refused_by_the_store_whate
     )
     assert outcome.opened == []
     assert len(w.store.list_transitions()) == plans
-    assert (
-        [a.state for a in w.store.list_actions(deploy_id=B)] == b_steps == ["capacity_wait"]
-    )  # not superseded
+    # not superseded
+    assert [a.state for a in w.store.list_actions(deploy_id=B)] == b_steps == ["capacity_wait"]

@@ -90,9 +90,8 @@ def test_r_pass_15_the_loop_survives_a_database_outage_and_resumes(
     loop.sleeper = sleeper
     assert loop.run(max_passes=24) == 24  # the loop never ended on its own
     assert len(errors) == 5 and all(isinstance(e, StoreUnavailable) for e in errors), errors
-    assert (
-        "store unavailable" in str(errors[0]) and errors[0].fix
-    )  # a temporary error with a fix, not a crash
+    # a temporary error with a fix, not a crash
+    assert "store unavailable" in str(errors[0]) and errors[0].fix
     assert len(reports) == 19
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop"), (B, "start")]
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"

@@ -66,9 +66,8 @@ def test_2_1_deploy_deleted_after_its_plan_opened_ends_the_release_and_other_sch
 
     w = two_schedules(sqlite_url, core)
     w.tick(30)  # 17:59:30
-    opened = (
-        w.engine.reconcile()
-    )  # 18:00: both plans open (e.g. the Dagster sensor), nothing executed yet
+    # 18:00: both plans open (e.g. the Dagster sensor), nothing executed yet
+    opened = w.engine.reconcile()
     assert len(opened.plans) == 2
     deleted["core"].delete(B)  # B, to be started after A stops, is deleted from the control plane
     report = w.engine.run_pass()  # used to raise NotFound out of the pass (and out of `engine run`)
@@ -82,9 +81,8 @@ def test_2_1_deploy_deleted_after_its_plan_opened_ends_the_release_and_other_sch
     assert w.deploy(A).state is DeployState.READY  # A is not stopped for a B that no longer exists
     (start_b,) = w.store.list_actions(deploy_id=B)
     assert start_b.state == "cancelled"
-    assert [(d, k) for d, k, _ in op_triples(w)] == [
-        (C, "stop")
-    ]  # the next schedule on the page ran
+    # the next schedule on the page ran
+    assert [(d, k) for d, k, _ in op_triples(w)] == [(C, "stop")]
     assert w.store.get_transition(stop_a.transition_id).state == "failed"  # type: ignore[union-attr]
 
 
@@ -104,9 +102,8 @@ def test_2_1_an_unknown_exception_in_a_step_is_retried_and_the_pass_goes_on(
         return bug["core"]
 
     w = two_schedules(sqlite_url, core)
-    reports = [
-        w.tick(30) for _ in range(3)
-    ]  # 17:59:30, 18:00:00 (raises), 18:00:30 (raises), then fine
+    # 17:59:30, 18:00:00 (raises), 18:00:30 (raises), then fine
+    reports = [w.tick(30) for _ in range(3)]
     assert all(r.errors == [] for r in reports)
     assert bug["core"].raised == 2
     retries = [
@@ -114,9 +111,8 @@ def test_2_1_an_unknown_exception_in_a_step_is_retried_and_the_pass_goes_on(
     ]
     assert [e.reason for e in retries] == ["engine_error", "engine_error"]
     assert "adapter bug" in retries[0].detail["error"]  # type: ignore[index]
-    assert (C, "stop") in [
-        (d, k) for d, k, _ in op_triples(w)
-    ]  # the other schedule was not held up
+    # the other schedule was not held up
+    assert (C, "stop") in [(d, k) for d, k, _ in op_triples(w)]
     w.run_until(local("2026-10-19T18:08"))
     assert [(d, k) for d, k, _ in op_triples(w) if d != C] == [(A, "stop"), (B, "start")]
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"

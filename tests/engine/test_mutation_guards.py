@@ -83,9 +83,8 @@ def test_4_fence_claim_recheck_a_step_whose_target_was_claimed_away_is_not_submi
     w = make_world(db_url, pool=a_running_pool(), start=EVENING)
     plan = opened(w)
     other_schedule(w)
-    with (
-        w.store.engine.begin() as conn
-    ):  # the claim moves to "other" (version and enabled unchanged)
+    # the claim moves to "other" (version and enabled unchanged)
+    with w.store.engine.begin() as conn:
         conn.execute(
             sa.text(
                 "UPDATE "
@@ -143,13 +142,11 @@ def test_4_submit_deadline_a_stop_whose_answer_never_comes_ends_stop_timeout(
     w.run_until(local("2026-10-19T18:10"))
     st = w.status(A)
     assert (st.phase, st.reason) == ("stop_timeout", "core_unreadable"), (st.phase, st.reason)
-    assert (
-        local("2026-10-19T18:04:30") <= st.phase_since <= local("2026-10-19T18:05")
-    )  # submitted 18:00 + 300 s
+    # submitted 18:00 + 300 s
+    assert local("2026-10-19T18:04:30") <= st.phase_since <= local("2026-10-19T18:05")
     assert w.store.get_action(stop.id).state == "failed"  # type: ignore[union-attr]
-    assert [a.state for a in w.store.list_actions(deploy_id=B)] == [
-        "cancelled"
-    ]  # B not started blind
+    # B not started blind
+    assert [a.state for a in w.store.list_actions(deploy_id=B)] == ["cancelled"]
     assert {k for _, k, key in op_triples(w)} == {"stop"} and len(
         op_triples(w)
     ) == 1  # one key, one mutation
@@ -182,9 +179,8 @@ def test_4_cancel_dependents_a_failed_release_cancels_its_acquire_at_once(sqlite
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     plan = opened(w)
     w.pool.inject_fault(FaultSpec(effect="fail_next", op="stop", deploy=A, error="permanent"))
-    out = w.engine.execute_step(
-        plan.release_steps[0].step_id
-    )  # the release op; nobody runs the acquire op
+    # the release op; nobody runs the acquire op
+    out = w.engine.execute_step(plan.release_steps[0].step_id)
     assert out.state == "failed"
     (start_b,) = w.store.list_actions(deploy_id=B)
     assert (start_b.state, start_b.reason) == ("cancelled", out.reason)

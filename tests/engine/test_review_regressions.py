@@ -24,9 +24,8 @@ MORNING = local("2026-10-19T07:59:30")  # 08:00: B stops (release), A starts (ac
 def test_ineligible_acquire_target_means_nothing_is_released(sqlite_url: str) -> None:
     """R-PASS-6: preflight of every acquiring step checks the deploy state; a failure releases nothing."""
     w = make_world(sqlite_url, start=MORNING)
-    w.pool.inject_fault(
-        FaultSpec(effect="failed", deploy=A)
-    )  # A (to be started at 08:00) is FAILED
+    # A (to be started at 08:00) is FAILED
+    w.pool.inject_fault(FaultSpec(effect="failed", deploy=A))
     w.run_until(local("2026-10-19T08:05"))
     assert w.status(A).phase == "ineligible"
     assert not [o for o in op_triples(w) if o[0] == B], "B was stopped although A cannot be started"
@@ -195,9 +194,8 @@ def test_release_op_run_after_the_gate_was_off_re_checks_preflight_before_releas
     w.tick(30)
     report = w.engine.reconcile()  # 18:00: plan opened, preflight passed
     stop_id = report.plans[0].release_steps[0].step_id
-    w.pool.set_project(
-        "chat", billing="unpaid"
-    )  # B's project stops paying before the release op runs
+    # B's project stops paying before the release op runs
+    w.pool.set_project("chat", billing="unpaid")
     w.engine.execute_step(stop_id)  # the release op
     assert w.deploy(A).state is DeployState.READY, (
         "A stopped although B's billing now refuses the start"

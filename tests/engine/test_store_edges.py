@@ -77,9 +77,8 @@ def race(pg_url: str, writers: list[Callable[[], Any]], *, sessions: int = 2) ->
             results[i] = exc
 
     with holder.connect() as conn:
-        conn.execute(
-            sa.text("LOCK TABLE gps.events IN ACCESS EXCLUSIVE MODE")
-        )  # every apply ends with an event
+        # every apply ends with an event
+        conn.execute(sa.text("LOCK TABLE gps.events IN ACCESS EXCLUSIVE MODE"))
         threads = [threading.Thread(target=run, args=(i,)) for i in range(len(writers))]
         for th in threads:
             th.start()
@@ -137,9 +136,8 @@ def test_2_9_two_schedules_racing_for_one_deploy_end_in_target_owned(pg_url: str
 def test_2_9_the_cli_answers_a_create_race_with_exit_1_and_a_fix_never_a_traceback(
     pg_url: str, tmp_path: Path
 ) -> None:
-    store = Store.open(
-        pg_url
-    )  # migrated, and the pool loaded, before the race: only the creates race
+    # migrated, and the pool loaded, before the race: only the creates race
+    store = Store.open(pg_url)
     pool_file = ROOT / "examples" / "seed-pool-10.yaml"
     SimPool.create(
         store.engine,
@@ -204,19 +202,16 @@ def test_2_10_deleting_a_schedule_with_steps_in_flight_is_refused_with_a_fix(db_
         w.store.delete_schedule(w.spec.name, now=w.clock.now())
     assert err.value.http_status == 409 and f"{A} stop (accepted)" in str(err.value)
     assert "disable it" in err.value.fix and "--force" in err.value.fix
-    assert (
-        w.store.find_schedule(w.spec.name) is not None and w.store.owner_of(A) == w.spec.name
-    )  # nothing written
+    # nothing written
+    assert w.store.find_schedule(w.spec.name) is not None and w.store.owner_of(A) == w.spec.name
     doc = seed_schedule()
     doc["enabled"] = False  # the fix: disable, wait for convergence, then delete
     w.apply(doc)
     run_for(w, 300)
-    assert [a.state for a in w.store.list_actions(deploy_id=A)] == [
-        "converged"
-    ]  # still observed while disabled
-    assert [a.state for a in w.store.list_actions(deploy_id=B)] == [
-        "superseded"
-    ]  # never reached the core
+    # still observed while disabled
+    assert [a.state for a in w.store.list_actions(deploy_id=A)] == ["converged"]
+    # never reached the core
+    assert [a.state for a in w.store.list_actions(deploy_id=B)] == ["superseded"]
     assert w.store.delete_schedule(w.spec.name, now=w.clock.now()) == []
     assert w.store.owner_of(A) is None and [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop")]
 
@@ -277,9 +272,8 @@ def test_2_12_a_failing_advisory_unlock_ends_its_session_so_the_lock_is_not_kept
         got = conn.execute(
             sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(LOCK_NAME)}
         ).scalar()
-        assert (
-            got is True
-        )  # the session that held it is gone: nobody keeps a stale lock in its pool
+        # the session that held it is gone: nobody keeps a stale lock in its pool
+        assert got is True
         conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": advisory_key(LOCK_NAME)})
     other.dispose()
     with store.lock(LOCK_NAME, holder="engine-1", now=EVENING) as again:
