@@ -86,16 +86,11 @@ class PlansMixin:
                 conn.execute(t.transitions.insert().values(**transition))
                 if steps:
                     conn.execute(t.actions.insert(), [dict(s) for s in steps])
+                if supersede:  # steps before statuses, as in write_steps: no lock-order deadlock
+                    schedule, tid = str(transition["schedule_name"]), str(transition["id"])
+                    _supersede(conn, schedule, supersede, tid, now)
                 for seen, changes in updates:
                     _cas(conn, seen, now, changes, changes.pop("_events", ()))
-                if supersede:
-                    _supersede(
-                        conn,
-                        str(transition["schedule_name"]),
-                        supersede,
-                        str(transition["id"]),
-                        now,
-                    )
         except (IntegrityError, CasConflict):
             return False
         return True
@@ -109,6 +104,7 @@ class PlansMixin:
         """
         try:
             with self.engine.begin() as conn:
+                _lock_actions(conn, [w.action_id for w in writes])
                 touched: set[str] = set()
                 for index, w in enumerate(writes):
                     moved = _write_step(conn, w, now)
@@ -217,6 +213,14 @@ def _write_step(conn: Connection, w: StepWrite, now: datetime) -> str | None:
     return str(row.transition_id)
 
 
+def _lock_actions(conn: Connection, ids: Sequence[str]) -> None:
+    """Lock the steps first, in id order (PostgreSQL): every writer takes steps before statuses."""
+    a = t.actions
+    conn.execute(
+        sa.select(a.c.id).where(a.c.id.in_(sorted(set(ids)))).order_by(a.c.id).with_for_update()
+    )
+
+
 def _locked_status(conn: Connection, schedule: str, deploy_id: str) -> TargetStatusRow | None:
     """The status row, locked until the transaction ends (PostgreSQL; SQLite serialises writers)."""
     ts = t.target_status
@@ -239,7 +243,10 @@ def _supersede(
         a.c.state.in_(UNSUBMITTED),
         a.c.transition_id != keep,
     )
-    older = set(conn.execute(sa.select(a.c.transition_id).where(*where)).scalars())
+    rows = conn.execute(
+        sa.select(a.c.id, a.c.transition_id).where(*where).order_by(a.c.id).with_for_update()
+    ).all()
+    older = {r.transition_id for r in rows}
     if not older:
         return
     conn.execute(
