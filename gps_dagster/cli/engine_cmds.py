@@ -31,7 +31,7 @@ from gps_dagster.engine.reports import PassReport
 from gps_dagster.ports import NotFound
 from gps_dagster.runtime import Runtime, build_runtime
 from gps_dagster.store import Store
-from gps_dagster.store.errors import StoreError
+from gps_dagster.store.errors import StoreError, StoreUnavailable
 
 EXIT_BUSY = 3
 DB_OPTION = click.option("--db", "db_url", default=None, envvar="GPS_DB_URL",
@@ -315,7 +315,11 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, db_url: st
     """
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rt = build_runtime(db_url, pool, config=EngineConfig(pass_interval_s=interval))
+    try:
+        rt = build_runtime(db_url, pool, config=EngineConfig(pass_interval_s=interval))
+    except StoreUnavailable as exc:  # not up yet: a clear error, the supervisor restarts us
+        click.echo(f"error: {exc.reason} — {exc} — fix: {exc.fix}", err=True)
+        sys.exit(1)
     loop = production_loop(
         rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
         on_pass=_print_pass, on_error=lambda exc: click.echo(f"pass failed: {exc}", err=True),

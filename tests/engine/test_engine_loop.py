@@ -194,3 +194,14 @@ def test_engine_run_stops_at_once_on_sigterm_and_sigint(
     _, err = proc.communicate()
     assert proc.returncode == 0, err
     assert "stopped" in err and "Traceback" not in err
+
+
+def test_engine_run_without_its_database_says_so_in_one_line_not_a_traceback() -> None:
+    from click.testing import CliRunner
+
+    from gps_dagster.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["engine", "run", "--once", "--db", "postgresql://x@127.0.0.1:9/none"])
+    assert result.exit_code == 1, result.output
+    assert "store_unavailable" in result.output and "fix:" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
