@@ -135,7 +135,7 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
                                {"model_deploy_id": "d0-b", "desired_state": "running"}]} for k in range(boundaries)]
         doc = {**schedule_doc(0), "name": f"wall-{int(wake)}-{int(time.time())}", "windows": windows}
         for name in [r.name for r in store.list_schedules()]:
-            store.delete_schedule(name, now=clock.now())
+            store.delete_schedule(name, now=clock.now(), force=True)
         store.apply_schedule(load_schedule(doc), now=clock.now())
         store.set_gate("enforce", now=clock.now())
         engine = Engine(store, pool, clock, EngineConfig(pass_interval_s=30))

@@ -9,13 +9,14 @@ instant), and hand everything below them time as a parameter.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, NoReturn
 
 import click
@@ -24,14 +25,14 @@ from gps_dagster.cli import render, wiring
 from gps_dagster.cli.inputs import IsoDateTime, cli_actor, fail, load_schedule_file
 from gps_dagster.cli.wiring import core_options, store_options
 from gps_dagster.domain.errors import SpecInvalid
-from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.engine import operations
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.reports import StepOutcome
+from gps_dagster.engine.loop import EngineLoop, production_loop
+from gps_dagster.engine.reports import PassReport, StepOutcome
 from gps_dagster.runtime import Runtime, Settings, build_clock
-from gps_dagster.store.errors import StoreError, TargetOwned
+from gps_dagster.store.errors import StoreError
 
 EXIT_BUSY = 3
 
@@ -64,7 +65,7 @@ def schedules_apply(file: str, settings: Settings) -> None:
         record = operations.apply(rt.store, rt.core, spec, now=rt.clock.now(), actor=cli_actor(), source=file)
     except SpecInvalid as exc:
         fail(exc)
-    except TargetOwned as exc:
+    except StoreError as exc:  # TargetOwned, ScheduleConflict (409)
         refuse(exc)
     click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
     _request_reload()
@@ -116,14 +117,23 @@ def schedules_show(name: str, settings: Settings) -> None:
 
 @schedules.command("delete")
 @click.argument("name")
+@click.option("--force", is_flag=True,
+              help="Delete even with steps in flight (they are no longer tracked).")
 @store_options
-def schedules_delete(name: str, settings: Settings) -> None:
-    """Delete schedule NAME and release its claims (running deploys are left as they are)."""
+def schedules_delete(name: str, force: bool, settings: Settings) -> None:
+    """Delete schedule NAME and release its claims (running deploys are left as they are).
+
+    Refused (exit 1) while a step of NAME is in flight, unless --force.
+    """
     try:
-        operations.delete(wiring.store(settings), name, now=build_clock(settings).now(), actor=cli_actor())
+        abandoned = operations.delete(
+            wiring.store(settings), name, now=build_clock(settings).now(), actor=cli_actor(),
+            force=force,
+        ).abandoned
     except StoreError as exc:
         refuse(exc)
-    click.echo(f"deleted schedule '{name}'")
+    untracked = f"; no longer tracked: {', '.join(abandoned)}" if abandoned else ""
+    click.echo(f"deleted schedule '{name}'{untracked}")
 
 
 # -- status, gate, metrics, db ------------------------------------------------------------------
@@ -267,31 +277,46 @@ def engine_group() -> None:
               help="Also wake exactly at the next intent boundary instead of waiting for the next tick.")
 @core_options
 def engine_run(once: bool, interval: float, wake_at_boundaries: bool, settings: Settings) -> None:
-    """Run passes forever (every --interval seconds), or once."""
+    """Run passes forever (every --interval seconds), or once.
+
+    A failed pass (a database outage included) is logged and the next tick tries again;
+    SIGTERM or SIGINT stops the loop within a second (a second signal stops it at once).
+    """
     if settings.clock is not None and not once:
         raise click.UsageError("GPS_CLOCK is a frozen instant: no boundary would ever come; "
                                "run `engine run --once`, or set GPS_CLOCK=wall")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # a store that is not up yet is a clear error (exit 1): the supervisor restarts us
     rt = wiring.runtime(settings, config=EngineConfig(pass_interval_s=interval))
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    try:
-        while not stop["now"]:
-            report = rt.engine.run_pass()
-            click.echo(f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
-                       f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)}")
-            if once:
-                return
-            time.sleep(max(0.0, sleep_for(rt, interval)))
-    except KeyboardInterrupt:
+    loop = production_loop(
+        rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
+        on_pass=_print_pass, on_error=lambda exc: click.echo(f"pass failed: {exc}", err=True),
+    )
+
+    def _on_signal(_signum: int, _frame: object) -> None:
+        if loop.stopping:
+            raise KeyboardInterrupt
+        loop.stop()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    with contextlib.suppress(KeyboardInterrupt):  # the second signal: stop now
+        loop.run(max_passes=1 if once else None)
+    if not once:
         click.echo("stopped", err=True)
+    if once and loop.failures:
+        sys.exit(1)
+
+
+def _print_pass(report: PassReport) -> None:
+    click.echo(f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
+               f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)} "
+               f"errors={len(report.errors)}")
+    for error in report.errors:
+        click.echo(f"  error: {error}", err=True)
 
 
 def sleep_for(rt: Runtime, interval: float) -> float:
     """Seconds until the next pass: the interval, or sooner if a boundary comes first."""
-    now = rt.clock.now()
-    wake = now + timedelta(seconds=interval)
-    for record in rt.store.list_schedules():
-        nb = next_boundary(record.spec, now)
-        if nb is not None and nb < wake:
-            wake = nb
-    return (wake - rt.clock.now()).total_seconds()
+    return EngineLoop(rt.engine, clock=rt.clock, interval_s=interval).next_wait()

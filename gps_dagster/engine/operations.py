@@ -32,7 +32,7 @@ from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.reports import PassReport
 from gps_dagster.ports import Core, NotFound
 from gps_dagster.store.records import ScheduleRecord
-from gps_dagster.store.repository import Store
+from gps_dagster.store.repository import Deleted, Store
 
 __all__ = ["apply", "apply_now", "delete", "pass_summary", "status_rows", "target_problems"]
 
@@ -82,9 +82,17 @@ def apply(
     return store.apply_schedule(spec, now=now, actor=actor, expected_version=expected_version)
 
 
-def delete(store: Store, name: str, *, now: datetime, actor: str, expected_version: int | None = None) -> int:
-    """Delete schedule ``name`` (claims released, deploys left as they are); the version deleted."""
-    return store.delete_schedule(name, now=now, actor=actor, expected_version=expected_version)
+def delete(
+    store: Store, name: str, *, now: datetime, actor: str, expected_version: int | None = None,
+    force: bool = False,
+) -> Deleted:
+    """Delete schedule ``name`` (claims released, deploys left as they are).
+
+    Refused with ``ScheduleInFlight`` (409) while steps are in flight, unless ``force``.
+    """
+    return store.delete_schedule(
+        name, now=now, actor=actor, expected_version=expected_version, force=force
+    )
 
 
 def apply_now(engine: Engine, store: Store, name: str, *, actor: str) -> PassReport:

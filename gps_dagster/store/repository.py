@@ -5,12 +5,18 @@ Every write is one transaction. ``apply_schedule`` validates nothing itself
 but claims every target in the same transaction as the spec write, so a
 ``target_owned`` refusal leaves nothing behind (R-MODEL-6, R-MODEL-7). The
 HTTP API of R-API will be a thin layer over these methods.
+
+Database errors are translated at this edge: a connection-level error is
+``StoreUnavailable`` (see ``store/db.py``), a create race is
+``ScheduleConflict`` and a claim race ``TargetOwned`` (409s, never a raw
+``IntegrityError``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,12 +30,15 @@ from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
 from gps_dagster.store.errors import (
     InvalidGate,
+    ScheduleConflict,
     ScheduleExists,
+    ScheduleInFlight,
     ScheduleNotFound,
     TargetOwned,
     VersionMismatch,
 )
 from gps_dagster.store.locks import PassLock
+from gps_dagster.store.plans import UNSUBMITTED, PlansMixin
 from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.status import StatusMixin
 
@@ -40,7 +49,19 @@ MUST_NOT_EXIST = 0
 """``expected_version`` of a create: the schedule must not exist yet."""
 
 
-class Store(StatusMixin):
+IN_FLIGHT = ("submitting", "accepted")
+"""Step states that reached (or may have reached) the core."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """What ``delete_schedule`` removed: the version, and the in-flight steps it abandoned."""
+
+    version: int
+    abandoned: list[str]
+
+
+class Store(PlansMixin, StatusMixin):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:
@@ -93,8 +114,9 @@ class Store(StatusMixin):
                                 document=doc, created_at=now, updated_at=now,
                             )
                         )
-                except IntegrityError:  # a concurrent create won the name
-                    raise ScheduleExists(spec.name) from None
+                except IntegrityError:  # a concurrent create committed first (PostgreSQL)
+                    lost = ScheduleExists if expected_version == MUST_NOT_EXIST else ScheduleConflict
+                    raise lost(spec.name) from None
             else:
                 version, created = row.version + 1, row.created_at
                 conn.execute(
@@ -178,27 +200,61 @@ class Store(StatusMixin):
         return [_schedule(r) for r in rows]
 
     def delete_schedule(
-        self, name: str, *, now: datetime, actor: str = audit.SYSTEM_ACTOR, expected_version: int | None = None,
-    ) -> int:
+        self,
+        name: str,
+        *,
+        now: datetime,
+        actor: str = audit.SYSTEM_ACTOR,
+        expected_version: int | None = None,
+        force: bool = False,
+    ) -> Deleted:
         """Delete a schedule and release its claims; deploys are left as they are.
 
-        Returns the version deleted; ``expected_version`` makes it conditional (If-Match).
+        ``expected_version`` makes it conditional (If-Match). Steps that never reached the core
+        are cancelled with it. Steps in flight (``submitting``/``accepted``) refuse the delete
+        (``ScheduleInFlight``): nobody would observe them any more. ``force`` deletes anyway and
+        ends them ``cancelled`` (``schedule_deleted``); the core still completes them.
         """
+        a = t.actions
         with self.begin() as conn:
             row = conn.execute(
                 sa.select(t.schedules.c.version, t.schedules.c.scope)
-                .where(t.schedules.c.name == name).with_for_update()
+                .where(t.schedules.c.name == name)
+                .with_for_update()
             ).first()
             if row is None:
                 raise ScheduleNotFound(name)
             _check_expected(name, row.version, expected_version)
+            flying = conn.execute(
+                sa.select(a.c.id, a.c.deploy_id, a.c.step, a.c.state)
+                .where(a.c.schedule_name == name, a.c.state.in_(IN_FLIGHT))
+                .order_by(a.c.seq)
+            ).all()
+            abandoned = [f"{r.deploy_id} {r.step} ({r.state})" for r in flying]
+            if abandoned and not force:
+                raise ScheduleInFlight(name, abandoned)
+            states = (*UNSUBMITTED, *IN_FLIGHT) if force else UNSUBMITTED
+            conn.execute(
+                a.update()
+                .where(a.c.schedule_name == name, a.c.state.in_(states))
+                .values(
+                    state="cancelled", reason="schedule_deleted", finished_at=now, updated_at=now,
+                    fix="the schedule was deleted; the deploy is left as it is",
+                )
+            )
+            conn.execute(
+                t.transitions.update()
+                .where(t.transitions.c.schedule_name == name, t.transitions.c.state == "open")
+                .values(state="cancelled")
+            )
             conn.execute(t.schedules.delete().where(t.schedules.c.name == name))
             conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
             conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
-            self._event(conn, now, name, None, "schedule_deleted")
+            self._event(conn, now, name, None, "schedule_deleted",
+                        detail={"forced": force, "abandoned": abandoned})
             audit.record(conn, at=now, actor=actor, action="schedule_deleted", kind="schedule",
                          name=name, scope=row.scope, version=row.version)
-        return int(row.version)
+        return Deleted(int(row.version), abandoned)
 
     def owner_of(self, deploy_id: str) -> str | None:
         with self.engine.connect() as conn:
