@@ -135,7 +135,7 @@ def test_a_pass_asked_to_stop_ends_between_schedules_and_the_next_one_resumes_th
     sqlite_url: str,
 ) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
-    w.store.apply_schedule(load_schedule(embed_nights(EVENING), horizon_start=EVENING), now=EVENING)
+    w.store.apply_schedule(load_schedule(embed_nights(EVENING)), now=EVENING)
     w.tick(30)  # 17:59:30
     asked = []
 

@@ -46,7 +46,7 @@ def embed_nights(start: datetime) -> dict[str, Any]:
 
 def two_schedules(url: str, core_of: Any = None) -> World:
     w = make_world(url, pool=a_running_pool(), start=EVENING)
-    w.store.apply_schedule(load_schedule(embed_nights(EVENING), horizon_start=EVENING), now=EVENING)
+    w.store.apply_schedule(load_schedule(embed_nights(EVENING)), now=EVENING)
     if core_of is not None:
         w.engine = Engine(w.store, core_of(w), w.clock, EngineConfig(holder="engine-1"))
     return w

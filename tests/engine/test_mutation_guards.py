@@ -51,7 +51,7 @@ def other_schedule(w: World) -> None:
         "windows": [],
         "targets": [{"model_deploy_id": C, "default_state": "running"}],
     }
-    w.store.apply_schedule(load_schedule(doc, horizon_start=w.clock.now()), now=w.clock.now())
+    w.store.apply_schedule(load_schedule(doc), now=w.clock.now())
 
 
 class Racing:

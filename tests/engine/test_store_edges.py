@@ -99,7 +99,7 @@ def test_2_9_two_concurrent_creates_of_one_schedule_end_in_a_409_not_an_integrit
     pg_url: str,
 ) -> None:
     store = Store.open(pg_url)
-    spec = load_schedule(seed_schedule(), horizon_start=EVENING)
+    spec = load_schedule(seed_schedule())
     results = race(pg_url, [lambda: store.apply_schedule(spec, now=EVENING)] * 2)
     won = [r for r in results if not isinstance(r, Exception)]
     lost = [r for r in results if isinstance(r, Exception)]
@@ -112,10 +112,10 @@ def test_2_9_two_concurrent_creates_of_one_schedule_end_in_a_409_not_an_integrit
 @pytest.mark.postgres
 def test_2_9_two_schedules_racing_for_one_deploy_end_in_target_owned(pg_url: str) -> None:
     store = Store.open(pg_url)
-    first = load_schedule(seed_schedule(), horizon_start=EVENING)
+    first = load_schedule(seed_schedule())
     doc = seed_schedule()
     doc["name"] = "thief"
-    second = load_schedule(doc, horizon_start=EVENING)
+    second = load_schedule(doc)
     results = race(
         pg_url,
         [
