@@ -29,6 +29,7 @@ test: $(STAMP) lint
 	sh tools/ensure_chromium.sh
 	bash tools/k8s/build_control_plane.sh
 	$(PY) tools/with_postgres.py -- $(PY) tools/with_k8s.py -- $(PY) -m pytest -n 2 --dist loadfile tests
+	sh tools/faketime_tests.sh $(PY)
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

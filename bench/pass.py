@@ -64,7 +64,7 @@ def setup(url: str, n: int) -> tuple[Store, Engine, VirtualClock]:
     store = Store.open(url)
     pool = SimPool.create(store.engine, load_pool(pool_doc(n)), clock, replace=True)
     for i in range(n):
-        store.apply_schedule(load_schedule(schedule_doc(i), horizon_start=T0), now=clock.now())
+        store.apply_schedule(load_schedule(schedule_doc(i)), now=clock.now())
     store.set_gate("enforce", now=clock.now())
     return store, Engine(store, pool, clock, EngineConfig(page_size=1000)), clock
 
@@ -104,7 +104,7 @@ def measure(url: str, n: int) -> None:
 
 
 def lag() -> None:
-    spec = load_schedule(schedule_doc(0), horizon_start=T0)
+    spec = load_schedule(schedule_doc(0))
     pool = load_pool(pool_doc(1))
     rng = random.Random(7)
     for wake in (False, True):
@@ -121,7 +121,7 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
     """The real ``engine run`` loop on the wall clock: boundaries a few seconds ahead."""
     from gps_dagster.cli.engine_cmds import sleep_for
     from gps_dagster.clocks import WallClock
-    from gps_dagster.runtime import Runtime
+    from gps_dagster.runtime import Runtime, Settings
 
     for wake in (False, True):
         clock = WallClock()
@@ -135,10 +135,12 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
                                {"model_deploy_id": "d0-b", "desired_state": "running"}]} for k in range(boundaries)]
         doc = {**schedule_doc(0), "name": f"wall-{int(wake)}-{int(time.time())}", "windows": windows}
         for name in [r.name for r in store.list_schedules()]:
-            store.delete_schedule(name, now=clock.now())
-        store.apply_schedule(load_schedule(doc, horizon_start=clock.now()), now=clock.now())
+            store.delete_schedule(name, now=clock.now(), force=True)
+        store.apply_schedule(load_schedule(doc), now=clock.now())
         store.set_gate("enforce", now=clock.now())
-        rt = Runtime(store, pool, Engine(store, pool, clock, EngineConfig(pass_interval_s=30)), clock)
+        engine = Engine(store, pool, clock, EngineConfig(pass_interval_s=30))
+        rt = Runtime(settings=Settings(db_url=url), store=store, core=pool, engine=engine,
+                     clock=clock)
         until = first + timedelta(seconds=2 * boundaries * gap_s)
         while clock.now() < until:
             rt.engine.run_pass()

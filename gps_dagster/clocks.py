@@ -7,6 +7,8 @@ test of a 60-second publish lag takes microseconds and never sleeps.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 
@@ -17,10 +19,13 @@ def _aware(value: datetime) -> datetime:
 
 
 class WallClock:
-    """The real time, in UTC."""
+    """The real time, in UTC; ``source`` (seconds since the epoch) is the system clock."""
+
+    def __init__(self, source: Callable[[], float] = time.time) -> None:
+        self._source = source
 
     def now(self) -> datetime:
-        return datetime.now(UTC)
+        return datetime.fromtimestamp(self._source(), UTC)
 
 
 class VirtualClock:

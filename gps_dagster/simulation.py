@@ -5,26 +5,34 @@ its passes exactly as in production (every ``pass_interval_s``, or woken at
 the next boundary), while the driver also wakes at every simulator event
 (pods terminated, capacity published, replicas ready) to sample the pool,
 so downtime and GPU-idle figures are exact rather than tick-rounded.
+
+Samples and the report read the pool as an observer (``SimPool.observe``), so
+they neither consume nor trip over faults meant for the engine. A ``crash``
+fault kills the engine process mid-pass: the replay continues as production
+would, with a new engine process (another lock holder, so it waits out the
+dead one's lease) on the same store and pool, and reports every restart.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gps_dagster.backends.sim import SimPool
+from gps_dagster.backends.sim import SimPool, SimulatedCrash
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import DesiredState, Schedule
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.engine.config import EngineConfig
-from gps_dagster.engine.engine import Engine
+from gps_dagster.engine.endpoints import aggregate
+from gps_dagster.engine.engine import IN_FLIGHT, Engine
 from gps_dagster.engine.gps_hooks import hooks
-from gps_dagster.ports import DeployState
+from gps_dagster.ports import DeployState, DeployView
 from gps_dagster.store.repository import Store
 
 
@@ -55,6 +63,8 @@ class SimulationReport:
     operations: list[dict[str, Any]] = field(default_factory=list)
     witness: dict[str, list[str]] = field(default_factory=dict)
     """Reservation-bound targets: GPU UUIDs their ready replicas hold at the end (R-GPS-7)."""
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    """Engine restarts after a ``crash`` fault: when, and where the process died."""
 
     def as_dict(self) -> dict[str, Any]:
         tz = self.start.tzinfo
@@ -76,7 +86,7 @@ class SimulationReport:
             "gpu_idle_seconds": self.gpu_idle_seconds, "boundary_lag_seconds": self.boundary_lag_seconds,
             "passes": self.passes, "final_status": self.final_status, "transitions": self.transitions,
             "events": self.events, "gpu_usage": self.gpu_usage, "operations": self.operations,
-            "witness": self.witness,
+            "witness": self.witness, "engine_restarts": self.restarts,
         })
         return out
 
@@ -102,16 +112,38 @@ def simulate(
         store.set_gate("enforce", now=start)
         if setup is not None:
             setup(pool, store)
-        engine = Engine(store, pool, clock, config, **hooks(store, pool))
-        samples, passes = _drive(engine, pool, schedule, clock, end, config, wake_at_boundaries)
+        restarts: list[dict[str, Any]] = []
+        engines = _Engines(store, pool, clock, config, restarts)
+        samples, passes = _drive(engines, pool, schedule, clock, end, config, wake_at_boundaries)
         report = _report(store, pool, schedule, pool_spec, start, end, samples)
-        report.passes = passes
+        report.passes, report.restarts = passes, restarts
         store.engine.dispose()
         return report
 
 
+class _Engines:
+    """The engine process of the replay; a simulated crash replaces it with a new one."""
+
+    def __init__(self, store: Store, pool: SimPool, clock: VirtualClock, config: EngineConfig,
+                 restarts: list[dict[str, Any]]) -> None:
+        self.store, self.pool, self.clock, self.config = store, pool, clock, config
+        self.restarts = restarts
+        self.engine = self._start(config)
+
+    def _start(self, config: EngineConfig) -> Engine:
+        return Engine(self.store, self.pool, self.clock, config, **hooks(self.store, self.pool))
+
+    def run_pass(self) -> None:
+        try:
+            self.engine.run_pass()
+        except SimulatedCrash as crash:
+            self.restarts.append({"at": self.clock.now(), "op": crash.op, "point": crash.point})
+            holder = f"{self.config.holder}-restart-{len(self.restarts)}"
+            self.engine = self._start(dataclasses.replace(self.config, holder=holder))
+
+
 def _drive(
-    engine: Engine, pool: SimPool, schedule: Schedule, clock: VirtualClock, end: datetime,
+    engines: _Engines, pool: SimPool, schedule: Schedule, clock: VirtualClock, end: datetime,
     config: EngineConfig, wake_at_boundaries: bool,
 ) -> tuple[list[Sample], int]:
     tick = timedelta(seconds=config.pass_interval_s)
@@ -121,25 +153,37 @@ def _drive(
     while clock.now() < end:
         now = clock.now()
         if now >= next_pass:
-            engine.run_pass()
+            engines.run_pass()
             passes += 1
-            in_flight = engine.store.list_actions(states=("pending", "capacity_wait", "submitting", "accepted"))
+            in_flight = engines.store.list_actions(states=IN_FLIGHT)
             next_pass = now + tick
             if wake_at_boundaries and not in_flight:
                 nb = next_boundary(schedule, now)
                 next_pass = nb if nb is not None else end
         sim_next = pool.settle()
-        samples.append(Sample(now, _ready(engine, schedule)))
+        samples.append(Sample(now, _ready(pool, schedule)))
         wake = min(x for x in (next_pass, sim_next, end) if x is not None and x > now)
         clock.set(wake)
     return samples, passes
 
 
-def _ready(engine: Engine, schedule: Schedule) -> dict[str, int]:
+def _ready(pool: SimPool, schedule: Schedule) -> dict[str, int]:
+    """Ready replica groups per target; a CMP endpoint target is the aggregate of its members."""
+    out = {}
+    for target, d in _targets(pool.observe(), schedule).items():
+        out[target] = d.ready_replicas if d.state in (DeployState.READY, DeployState.UPDATING) else 0
+    return out
+
+
+def _targets(deploys: dict[str, DeployView], schedule: Schedule) -> dict[str, DeployView]:
+    """Each target's view: its deploy, or the aggregate of its endpoint's members."""
     out = {}
     for target in schedule.target_ids:
-        d = engine.core.get_deploy(target)
-        out[target] = d.ready_replicas if d.state in (DeployState.READY, DeployState.UPDATING) else 0
+        members = tuple(d for d in deploys.values() if d.endpoint == target)
+        if target in deploys:
+            out[target] = deploys[target]
+        elif members:
+            out[target] = aggregate(target, members)
     return out
 
 
@@ -171,7 +215,9 @@ def _report(
     for item, p in zip(rep.gpu_usage, usage, strict=True):
         if p.shared:
             item["shared"] = p.shared  # fractional pods per time-sliced reservation (holder included)
-    rep.witness = {t: list(pool.witness(t).uuids) for t, d in pool.get_deploys(schedule.target_ids).items() if d.reservation}
+    deploys = pool.observe()
+    rep.witness = {t: list(pool.witness(t).uuids) for t in schedule.target_ids
+                   if (d := deploys.get(t)) is not None and d.reservation}
     rep.max_gpus_in_use = max((p.total_in_use for p in usage), default=0)
     timeline = gpu_timeline(schedule, pool_spec, start, end)
     rep.max_gpus_desired = max((g.desired_gpus for g in timeline), default=0)
@@ -186,7 +232,10 @@ def _downtime(schedule: Schedule, pool_spec: PoolSpec, samples: list[Sample], en
     """Seconds an aliased target's intent was running while it had no ready replica."""
     from gps_dagster.domain.evaluator import effective_intent
 
-    aliased = [t for t in schedule.target_ids if (d := pool_spec.deploy(t)) is not None and d.aliases]
+    aliased = [
+        t for t in schedule.target_ids
+        if any(d.aliases for d in (pool_spec.deploy(t), *pool_spec.members(t)) if d is not None)
+    ]
     out = {t: 0.0 for t in aliased}
     for here, nxt in zip(samples, [*samples[1:], None], strict=True):
         stop = nxt.at if nxt is not None else end

@@ -76,3 +76,23 @@ def k8s_cluster() -> Iterator[str]:
         plane.stop()
         for key in plane.env():
             os.environ.pop(key, None)
+
+
+@pytest.fixture
+def fake_k8s(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Install the FAKE kubernetes backend module (tests/fake_k8s_backend.py) for one test."""
+    import sys
+
+    from tests.fake_k8s_backend import MODULE, FakeK8sBackend
+
+    fake = FakeK8sBackend()
+    monkeypatch.setitem(sys.modules, MODULE, fake)
+    return fake
+
+
+@pytest.fixture
+def kubeconfig(tmp_path) -> str:  # type: ignore[no-untyped-def]
+    """An existing kubeconfig file (the settings check that it exists; the fake never reads it)."""
+    path = tmp_path / "kubeconfig"
+    path.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    return str(path)

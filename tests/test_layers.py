@@ -115,3 +115,72 @@ def test_the_clock_scan_catches_clock_reads(tmp_path: Path) -> None:
     sample.write_text("import datetime\nfrom time import monotonic\nx = datetime.datetime.now()\n"
                       "y = datetime.date.today()\nz = open('f')\n")
     assert sorted(clock_reads(sample)) == [(2, "monotonic"), (3, "now"), (4, "today"), (5, "open")]
+
+
+WALL_CLOCK_ATTRS = {
+    ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
+    ("time", "time"), ("time", "time_ns"),
+}
+WALL_CLOCK_NAMES = {"WallClock"}
+
+
+def wall_clock_reads(path: Path) -> list[tuple[int, str]]:
+    """Calls that read the real "now": ``datetime.now()``, ``time.time()``, ``WallClock()``...
+    under any import alias (``clock.now()`` of an injected clock, ``time.monotonic()`` for a
+    process deadline and ``WallClock(source=...)`` are not)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    alias = {"datetime": "datetime", "date": "date", "time": "time"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for name in node.names:
+                if name.name in alias and name.asname:
+                    alias[name.asname] = name.name
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        bare = not node.args and not node.keywords  # WallClock(source=...) is an injected clock
+        if isinstance(fn, ast.Attribute):
+            value = fn.value
+            owner = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", "")
+            owner = alias.get(owner, owner)
+            if (owner, fn.attr) in WALL_CLOCK_ATTRS:
+                found.append((node.lineno, f"{owner}.{fn.attr}"))
+        elif isinstance(fn, ast.Name) and fn.id in WALL_CLOCK_NAMES and bare:
+            found.append((node.lineno, fn.id))
+    return found
+
+
+TESTS = Path(__file__).resolve().parent
+EDGES = [*files(PKG / "cli"), *files(PKG / "dagster_defs")]
+
+
+OUTSIDE_E2E = [p for p in files(TESTS) if "e2e" not in p.relative_to(TESTS).parts]
+
+
+@pytest.mark.parametrize("path", OUTSIDE_E2E, ids=lambda p: str(p.relative_to(TESTS)))
+def test_tests_never_read_the_wall_clock(path: Path) -> None:
+    """No test outcome depends on the wall clock: tests inject clocks (GPS_CLOCK for the CLI)."""
+    assert wall_clock_reads(path) == [], f"{path.relative_to(ROOT)} reads the wall clock"
+
+
+@pytest.mark.parametrize("path", EDGES, ids=lambda p: str(p.relative_to(PKG)))
+def test_the_cli_and_dagster_layers_take_their_clock_from_the_runtime(path: Path) -> None:
+    assert wall_clock_reads(path) == [], f"{path.relative_to(ROOT)} reads the wall clock itself"
+    where = path.relative_to(ROOT)
+    assert "gps_dagster.clocks" not in path.read_text(), f"{where} builds a clock itself"
+
+
+def test_the_wall_clock_scan_catches_wall_clock_reads(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text(
+        "import datetime, time\nfrom datetime import datetime as dt\n"
+        "a = datetime.datetime.now()\nb = dt.now(UTC)\nc = time.time()\nd = WallClock()\n"
+        "e = clock.now()\nf = time.monotonic()\ng = WallClock(source=lambda: 0.0)\n"
+        "h = datetime.date.today()\n"
+    )
+    assert sorted(wall_clock_reads(sample)) == [
+        (3, "datetime.now"), (4, "datetime.now"), (5, "time.time"), (6, "WallClock"),
+        (10, "date.today"),
+    ]

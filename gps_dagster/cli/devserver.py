@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -226,25 +227,21 @@ def seed_database(
     schedule_files: list[Path],
     gate: str = "enforce",
 ) -> None:
-    """A fresh simulated pool + the given schedules + the gate, on the wall clock."""
-    from datetime import UTC, datetime
-
-    from gps_dagster.backends.sim import SimPool
-    from gps_dagster.clocks import WallClock
-    from gps_dagster.domain.pool import parse_pool
+    """A fresh simulated pool + the given schedules + the gate, at the runtime's clock
+    (``GPS_CLOCK``, else the wall clock), through the composition root."""
     from gps_dagster.domain.schedules import parse_schedule
-    from gps_dagster.store import Store
+    from gps_dagster.runtime import build_runtime, settings_from_env
 
-    clock = WallClock()
-    store = Store.open(db_url)
-    pool = parse_pool(pool_file.read_text(), source=str(pool_file))
-    SimPool.create(store.engine, pool, clock, replace=True)
-    now = datetime.now(UTC)
-    for path in schedule_files:
-        spec = parse_schedule(path.read_text(), source=str(path), horizon_start=now)
-        store.apply_schedule(spec, now=now)
-    store.set_gate(gate, now=now)
-    store.engine.dispose()
+    settings = settings_from_env(backend="sim", db_url=db_url, pool_file=str(pool_file))
+    rt = build_runtime(settings, reload_pool=True)
+    try:
+        now = rt.clock.now()
+        for path in schedule_files:
+            spec = parse_schedule(path.read_text(), source=str(path))
+            rt.store.apply_schedule(spec, now=now)
+        rt.store.set_gate(gate, now=now)
+    finally:
+        rt.close()
 
 
 def hourly_key(instant: Any) -> str:
@@ -254,13 +251,26 @@ def hourly_key(instant: Any) -> str:
     return str(instant.astimezone(UTC).strftime("%Y-%m-%d-%H:00"))
 
 
-def materialize_timeline(env: dict[str, str], first: str, last: str, *, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """``dagster asset materialize`` of the timeline over a partition range: one run."""
+def materialize_timeline(
+    env: dict[str, str],
+    first: str,
+    last: str,
+    *,
+    cwd: Path | None = None,
+    timeout: float = 180,
+    command_prefix: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """``dagster asset materialize`` of the timeline over a partition range: one run.
+
+    ``command_prefix`` runs the command through a wrapper, e.g. ``faketime`` in the tests:
+    Dagster checks partition keys against its own wall clock, which no setting can replace.
+    """
     exe = Path(sys.executable).with_name("dagster")
     cmd = [
-        str(exe), "asset", "materialize", "-f", str(REPO / "definitions.py"),
+        *command_prefix, str(exe), "asset", "materialize", "-f", str(REPO / "definitions.py"),
         "--select", "schedule_timeline", "--partition-range", f"{first}...{last}",
     ]
     return subprocess.run(
-        cmd, cwd=cwd or REPO, env=dict(os.environ, **env), capture_output=True, text=True, timeout=timeout, check=False
+        cmd, cwd=cwd or REPO, env=dict(os.environ, **env), capture_output=True, text=True,
+        timeout=timeout, check=False,
     )

@@ -2,59 +2,45 @@
 
 Exit codes: 0 ok, 1 invalid input or a refusal (field path / reason / fix, no
 traceback), 2 usage error, 3 busy (the 409 of R-PASS-2). These commands are
-an edge: they read files, the environment and the wall clock, and hand
-everything below them time as a parameter.
+an edge: they read files and take their settings and their clock from the
+composition root (``cli/wiring.py``: ``GPS_CLOCK`` runs them at a chosen
+instant), and hand everything below them time as a parameter.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, NoReturn
 
 import click
 
-from gps_dagster.cli import render
-from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
-from gps_dagster.domain.errors import FieldError, SpecInvalid
-from gps_dagster.domain.evaluator import next_boundary
+from gps_dagster.cli import render, wiring
+from gps_dagster.cli.inputs import IsoDateTime, cli_actor, fail, load_schedule_file
+from gps_dagster.cli.wiring import core_options, store_options
+from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.engine import operations
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.dry_run import dry_run
-from gps_dagster.engine.eligibility import declares_replicas, ineligible_reason
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.reports import StepOutcome
-from gps_dagster.ports import NotFound
-from gps_dagster.runtime import Runtime, build_runtime
-from gps_dagster.store import Store
-from gps_dagster.store.errors import StoreError, TargetOwned
+from gps_dagster.engine.loop import EngineLoop, production_loop
+from gps_dagster.engine.reports import PassReport, StepOutcome
+from gps_dagster.runtime import Runtime, Settings, build_clock
+from gps_dagster.store.errors import StoreError
 
 EXIT_BUSY = 3
-DB_OPTION = click.option("--db", "db_url", default=None, envvar="GPS_DB_URL",
-                         help="Store URL (default: GPS_DB_URL or sqlite var/gps.sqlite).")
-POOL_OPTION = click.option("--pool", "pool", default=None, envvar="GPS_POOL_FILE",
-                           help="Simulated pool file (default: GPS_POOL_FILE or examples/seed-pool-10.yaml).")
 
 
 def refuse(exc: StoreError) -> NoReturn:
     path = getattr(exc, "path", "") or ""
     click.echo(f"error: {path + ': ' if path else ''}{exc.reason} — {exc} — fix: {exc.fix}", err=True)
     sys.exit(1)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _runtime(db_url: str | None, pool: str | None) -> Runtime:
-    try:
-        return build_runtime(db_url, pool)
-    except SpecInvalid as exc:
-        fail(exc)
 
 
 # -- schedules -------------------------------------------------------------------------------
@@ -66,21 +52,20 @@ def schedules() -> None:
 
 @schedules.command("apply")
 @click.option("-f", "--file", "file", required=True, type=click.Path(exists=True, dir_okay=False), help="Schedule file.")
-@DB_OPTION
-@POOL_OPTION
-def schedules_apply(file: str, db_url: str | None, pool: str | None) -> None:
+@core_options
+def schedules_apply(file: str, settings: Settings) -> None:
     """Create or update the schedule in FILE (validated whole; nothing persisted on any error)."""
+    clock = build_clock(settings)
     try:
         spec = load_schedule_file(file)
     except SpecInvalid as exc:
         fail(exc)
-    rt = _runtime(db_url, pool)
-    problems = _scale_problems(rt, spec)
-    if problems:
-        fail(SpecInvalid(problems, source=file))
+    rt = wiring.runtime(settings, clock=clock)
     try:
-        record = rt.store.apply_schedule(spec, now=_now())
-    except TargetOwned as exc:
+        record = operations.apply(rt.store, rt.core, spec, now=rt.clock.now(), actor=cli_actor(), source=file)
+    except SpecInvalid as exc:
+        fail(exc)
+    except StoreError as exc:  # TargetOwned, ScheduleConflict (409)
         refuse(exc)
     click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
     _request_reload()
@@ -103,29 +88,14 @@ def _request_reload() -> None:
         click.echo(f"warning: could not reload the dagster code location ({exc}); the reconcile sensor still serves the schedule", err=True)
 
 
-def _scale_problems(rt: Runtime, spec: Any) -> list[FieldError]:
-    """R-MODEL-7: replicas on a deploy kind that cannot scale fail at create/update too."""
-    out = []
-    for i, target in enumerate(spec.targets):
-        if not declares_replicas(spec, target.model_deploy_id):
-            continue
-        try:
-            deploy = rt.core.get_deploy(target.model_deploy_id)
-        except NotFound:
-            continue
-        if ineligible_reason(spec, deploy) == "unsupported_scale_for_mode":
-            out.append(FieldError(f"targets[{i}].model_deploy_id", "unsupported_scale_for_mode",
-                                  f"{deploy.id} is a {deploy.kind.value} deploy that a schedule cannot scale: drop \"replicas\" for it"))
-    return out
-
-
 @schedules.command("list")
-@DB_OPTION
+@store_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def schedules_list(db_url: str | None, fmt: str) -> None:
+def schedules_list(settings: Settings, fmt: str) -> None:
     """List schedules with their version, scope and targets."""
+    records = wiring.store(settings).list_schedules()
     rows: list[dict[str, Any]] = [{"name": r.name, "version": r.version, "scope": r.spec.scope, "enabled": r.enabled,
-             "mode": r.spec.mode.value, "targets": list(r.spec.target_ids)} for r in Store.open(db_url).list_schedules()]
+             "mode": r.spec.mode.value, "targets": list(r.spec.target_ids)} for r in records]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -135,11 +105,11 @@ def schedules_list(db_url: str | None, fmt: str) -> None:
 
 @schedules.command("show")
 @click.argument("name")
-@DB_OPTION
-def schedules_show(name: str, db_url: str | None) -> None:
+@store_options
+def schedules_show(name: str, settings: Settings) -> None:
     """Print schedule NAME as stored (JSON)."""
     try:
-        record = Store.open(db_url).get_schedule(name)
+        record = wiring.store(settings).get_schedule(name)
     except StoreError as exc:
         refuse(exc)
     click.echo(json.dumps({"version": record.version, **record.spec.to_document()}, indent=2))
@@ -147,35 +117,35 @@ def schedules_show(name: str, db_url: str | None) -> None:
 
 @schedules.command("delete")
 @click.argument("name")
-@DB_OPTION
-def schedules_delete(name: str, db_url: str | None) -> None:
-    """Delete schedule NAME and release its claims (running deploys are left as they are)."""
+@click.option("--force", is_flag=True,
+              help="Delete even with steps in flight (they are no longer tracked).")
+@store_options
+def schedules_delete(name: str, force: bool, settings: Settings) -> None:
+    """Delete schedule NAME and release its claims (running deploys are left as they are).
+
+    Refused (exit 1) while a step of NAME is in flight, unless --force.
+    """
     try:
-        Store.open(db_url).delete_schedule(name, now=_now())
+        abandoned = operations.delete(
+            wiring.store(settings), name, now=build_clock(settings).now(), actor=cli_actor(),
+            force=force,
+        ).abandoned
     except StoreError as exc:
         refuse(exc)
-    click.echo(f"deleted schedule '{name}'")
+    untracked = f"; no longer tracked: {', '.join(abandoned)}" if abandoned else ""
+    click.echo(f"deleted schedule '{name}'{untracked}")
 
 
 # -- status, gate, metrics, db ------------------------------------------------------------------
 
 @click.command("status")
 @click.argument("name", required=False)
-@DB_OPTION
+@store_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def status(name: str | None, db_url: str | None, fmt: str) -> None:
+def status(name: str | None, settings: Settings, fmt: str) -> None:
     """Per target: phase, reason, fix text, interval, last action."""
-    store = Store.open(db_url)
-    rows: list[dict[str, Any]] = []
-    for s in store.list_status(name):
-        last = store.get_action(s.last_action) if s.last_action else None
-        rows.append({
-            "schedule": s.schedule, "target": s.deploy_id, "phase": s.phase, "reason": s.reason, "fix": s.fix,
-            "interval_start": s.interval_start.isoformat() if s.interval_start else None,
-            "interval_end": s.interval_end.isoformat() if s.interval_end else None,
-            "intent": s.intent, "last_action": None if last is None else {"step": last.step, "state": last.state, "reason": last.reason},
-            "since": s.phase_since.isoformat(),
-        })
+    store = wiring.store(settings)
+    rows = operations.status_rows(store, name)
     if fmt == "json":
         click.echo(json.dumps({"gate": store.get_gate(), "targets": rows}, indent=2))
         return
@@ -192,22 +162,22 @@ def status(name: str | None, db_url: str | None, fmt: str) -> None:
 
 @click.command("gate")
 @click.argument("value", required=False, type=click.Choice(["off", "observe", "enforce"]))
-@DB_OPTION
-def gate(value: str | None, db_url: str | None) -> None:
+@store_options
+def gate(value: str | None, settings: Settings) -> None:
     """Show or set the execution gate (off | observe | enforce)."""
-    store = Store.open(db_url)
+    store = wiring.store(settings)
     if value is not None:
-        store.set_gate(value, now=_now())
+        store.set_gate(value, now=build_clock(settings).now())
     click.echo(f"execution gate: {store.get_gate()}")
 
 
 @click.command("metrics")
-@DB_OPTION
-def metrics(db_url: str | None) -> None:
+@store_options
+def metrics(settings: Settings) -> None:
     """Print the engine metrics in Prometheus text format."""
     from gps_dagster.engine.metrics import render as render_metrics
 
-    click.echo(render_metrics(Store.open(db_url)), nl=False)
+    click.echo(render_metrics(wiring.store(settings)), nl=False)
 
 
 @click.group("db")
@@ -216,12 +186,13 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@DB_OPTION
-def db_upgrade(db_url: str | None) -> None:
+@store_options
+def db_upgrade(settings: Settings) -> None:
     """Apply the Alembic migrations (also done automatically on first use)."""
+    from gps_dagster.runtime import open_store
     from gps_dagster.store import migrate
 
-    store = Store.open(db_url, upgrade=False)
+    store = open_store(settings, upgrade=False)
     click.echo(f"database at revision {migrate.upgrade(store.engine)}")
 
 
@@ -229,18 +200,17 @@ def db_upgrade(db_url: str | None) -> None:
 
 @click.command("apply-now")
 @click.argument("name")
-@DB_OPTION
-@POOL_OPTION
+@core_options
 @click.option("--queue", is_flag=True, help="Only record the request for the Dagster apply-now sensor.")
-def apply_now(name: str, db_url: str | None, pool: str | None, queue: bool) -> None:
+def apply_now(name: str, settings: Settings, queue: bool) -> None:
     """Run a pass for schedule NAME now (exit 3 when another pass holds the lock: 409 busy)."""
-    rt = _runtime(db_url, pool)
+    rt = wiring.runtime(settings)
     try:
         if queue:
-            request = rt.store.request_apply_now(name, now=_now())
+            request = rt.store.request_apply_now(name, now=rt.clock.now())
             click.echo(f"apply-now request {request} recorded for '{name}'")
             return
-        report = rt.engine.run_pass(schedule=name, trigger="apply_now")
+        report = operations.apply_now(rt.engine, rt.store, name, actor=cli_actor())
     except Busy as exc:
         click.echo(f"409 busy: {exc}", err=True)
         sys.exit(EXIT_BUSY)
@@ -271,18 +241,17 @@ def _step_line(step: StepOutcome) -> str:
 @click.command("dry-run")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--at", "at", type=IsoDateTime(), default=None, help="Instant to evaluate (default: now).")
-@DB_OPTION
-@POOL_OPTION
+@core_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def dry_run_cmd(file: str, at: datetime | None, db_url: str | None, pool: str | None, fmt: str) -> None:
+def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) -> None:
     """The plan schedule FILE would execute at --at, and every warning; submits nothing."""
+    clock = build_clock(settings)
     try:
         spec = load_schedule_file(file)
-        pool_spec = load_pool_file(pool) if pool else None
     except SpecInvalid as exc:
         fail(exc)
-    rt = _runtime(db_url, pool)
-    rep = dry_run(spec, rt.core, at or _now(), pool=pool_spec or _default_pool_spec())
+    rt = wiring.runtime(settings, clock=clock)
+    rep = dry_run(spec, rt.core, at or rt.clock.now(), pool=rt.pool)
     if fmt == "json":
         click.echo(json.dumps(rep.as_dict(), indent=2))
         return
@@ -296,15 +265,6 @@ def dry_run_cmd(file: str, at: datetime | None, db_url: str | None, pool: str | 
         click.echo(f"  warning: {w['kind']}: " + ", ".join(f"{k}={v}" for k, v in w.items() if k != "kind"))
 
 
-def _default_pool_spec() -> Any:
-    from gps_dagster.runtime import pool_file
-
-    try:
-        return load_pool_file(str(pool_file()))
-    except SpecInvalid:
-        return None
-
-
 @click.group("engine")
 def engine_group() -> None:
     """The standalone reconcile engine."""
@@ -315,31 +275,48 @@ def engine_group() -> None:
 @click.option("--interval", default=30.0, show_default=True, type=click.FloatRange(min=0.5), help="Seconds between passes.")
 @click.option("--wake-at-boundaries/--fixed-interval", default=True, show_default=True,
               help="Also wake exactly at the next intent boundary instead of waiting for the next tick.")
-@DB_OPTION
-@POOL_OPTION
-def engine_run(once: bool, interval: float, wake_at_boundaries: bool, db_url: str | None, pool: str | None) -> None:
-    """Run passes forever (every --interval seconds), or once."""
-    rt = build_runtime(db_url, pool, config=EngineConfig(pass_interval_s=interval))
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    try:
-        while not stop["now"]:
-            report = rt.engine.run_pass()
-            click.echo(f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
-                       f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)}")
-            if once:
-                return
-            time.sleep(max(0.0, sleep_for(rt, interval)))
-    except KeyboardInterrupt:
+@core_options
+def engine_run(once: bool, interval: float, wake_at_boundaries: bool, settings: Settings) -> None:
+    """Run passes forever (every --interval seconds), or once.
+
+    A failed pass (a database outage included) is logged and the next tick tries again;
+    SIGTERM or SIGINT stops the loop within a second (a second signal stops it at once).
+    """
+    if settings.clock is not None and not once:
+        raise click.UsageError("GPS_CLOCK is a frozen instant: no boundary would ever come; "
+                               "run `engine run --once`, or set GPS_CLOCK=wall")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # a store that is not up yet is a clear error (exit 1): the supervisor restarts us
+    rt = wiring.runtime(settings, config=EngineConfig(pass_interval_s=interval))
+    loop = production_loop(
+        rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
+        on_pass=_print_pass, on_error=lambda exc: click.echo(f"pass failed: {exc}", err=True),
+    )
+
+    def _on_signal(_signum: int, _frame: object) -> None:
+        if loop.stopping:
+            raise KeyboardInterrupt
+        loop.stop()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    with contextlib.suppress(KeyboardInterrupt):  # the second signal: stop now
+        loop.run(max_passes=1 if once else None)
+    if not once:
         click.echo("stopped", err=True)
+    if once and loop.failures:
+        sys.exit(1)
+
+
+def _print_pass(report: PassReport) -> None:
+    click.echo(f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
+               f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)} "
+               f"errors={len(report.errors)}")
+    for error in report.errors:
+        click.echo(f"  error: {error}", err=True)
 
 
 def sleep_for(rt: Runtime, interval: float) -> float:
     """Seconds until the next pass: the interval, or sooner if a boundary comes first."""
-    now = rt.clock.now()
-    wake = now + timedelta(seconds=interval)
-    for record in rt.store.list_schedules():
-        nb = next_boundary(record.spec, now)
-        if nb is not None and nb < wake:
-            wake = nb
-    return (wake - rt.clock.now()).total_seconds()
+    return EngineLoop(rt.engine, clock=rt.clock, interval_s=interval).next_wait()

@@ -6,9 +6,10 @@ field path) or a click usage error (exit 2) — never a traceback.
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,7 +19,7 @@ from gps_dagster.cli import render
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.pool import PoolSpec, parse_pool
 from gps_dagster.domain.schedules import parse_schedule
-from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.spec import EARLIEST, LATEST, Schedule
 
 
 class IsoDateTime(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click stubs
@@ -36,7 +37,17 @@ class IsoDateTime(click.ParamType):  # type: ignore[type-arg]  # generic only in
                 self.fail(f"'{value}' is not an ISO 8601 instant, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
         if parsed.tzinfo is None or parsed.utcoffset() is None:
             self.fail(f"'{value}' has no UTC offset; add one, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
+        if not EARLIEST <= parsed < LATEST:
+            self.fail(f"'{value}' is outside {EARLIEST.date()} .. {LATEST.date()}", param, ctx)
         return parsed
+
+
+def cli_actor() -> str:
+    """Who acts through the CLI, for the audit log: ``cli:<OS user>``."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
 
 
 def read_text(path: str) -> str:
@@ -48,8 +59,8 @@ def read_text(path: str) -> str:
 
 
 def load_schedule_file(path: str) -> Schedule:
-    """Parse and validate a schedule file; the one-year checks start now (the CLI's clock)."""
-    return parse_schedule(read_text(path), source=path, horizon_start=datetime.now(UTC))
+    """Parse and validate a schedule file (the verdict does not depend on today)."""
+    return parse_schedule(read_text(path), source=path)
 
 
 def load_pool_file(path: str) -> PoolSpec:

@@ -2,8 +2,9 @@
 
 Exit codes: 0 ok, 1 invalid input (every problem printed with its field path,
 never a traceback), 2 usage error (click's own). This is an edge of the
-system, so it may read files and the wall clock (the horizon start of the
-one-year checks); everything below it takes time as a parameter.
+system, so it may read files and the clock, which it takes from the composition root
+(``GPS_CLOCK``, else the wall clock); everything below it takes time as a parameter
+(validation needs none: its verdict never depends on today).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from gps_dagster.cli.dagster_cmd import dagster_group
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.cli.pool_cmd import pool_group
 from gps_dagster.cli.reservations_cmd import reservations_group
+from gps_dagster.cli.serve_cmd import serve
 from gps_dagster.cli.simulate_cmd import simulate_cmd
+from gps_dagster.cli.tokens_cmd import tokens_group
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import intervals
-from gps_dagster.domain.timeline import GpuSegment, gpu_timeline
+from gps_dagster.domain.timeline import GpuSegment
+from gps_dagster.domain.timeline_doc import build_timeline
 
 MAX_RANGE = timedelta(days=3660)
 """Longest timeline the CLI computes in one call (ten years)."""
@@ -84,11 +88,9 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
     try:
         schedule = load_schedule_file(file)
         pool_spec = load_pool_file(pool) if pool else None
-        rows = intervals(schedule, start, end)
-        gpu = gpu_timeline(schedule, pool_spec, start, end) if pool_spec is not None else None
+        doc, gpu = build_timeline(schedule, pool_spec, start, end)
     except SpecInvalid as exc:
         fail(exc)
-    doc = render.timeline_json(schedule, start, end, rows, gpu)
     click.echo(json.dumps(doc, indent=2) if fmt == "json" else render.timeline_table(doc))
     if gpu is not None:
         _warn_overcommit(gpu)
@@ -97,13 +99,14 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
             draw,  # matplotlib is slow to import: only when asked
         )
 
-        draw(png, schedule, start, end, rows, gpu)
+        draw(png, schedule, start, end, intervals(schedule, start, end), gpu)
         click.echo(f"wrote {png}", err=True)
 
 
 for _command in (
     engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
     engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group, dagster_group,
+    serve, tokens_group,
 ):
     cli.add_command(_command)
 

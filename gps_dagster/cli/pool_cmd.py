@@ -3,6 +3,7 @@
 ``pool show --pool FILE`` loads a pool file into a throw-away SQLite database
 and prints it as placed at load time; without ``--pool`` it prints the pool(s)
 of the configured store (``GPS_DB_URL`` / ``--db``), as the engine sees them.
+Both read the pool at the runtime's clock (``GPS_CLOCK``, else the wall clock).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from pathlib import Path
 import click
 
 from gps_dagster.backends.sim import PoolSnapshot, SimPool, snapshot
-from gps_dagster.cli import render
-from gps_dagster.clocks import WallClock
-from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.cli import render, wiring
+from gps_dagster.cli.inputs import fail
+from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.pool import parse_pool
-from gps_dagster.ports import NotFound
-from gps_dagster.store.db import create_db_engine, default_url
+from gps_dagster.ports import Clock, NotFound
+from gps_dagster.runtime import SettingsInvalid, build_clock, db_url
+from gps_dagster.store.db import create_db_engine
 
 
 @click.group("pool")
@@ -29,13 +31,30 @@ def pool_group() -> None:
 
 @pool_group.command("show")
 @click.option("--pool", "pool_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A pool file (YAML/JSON).")
-@click.option("--db", "db_url", default=None, help="Database URL of the store (default: GPS_DB_URL or var/gps.sqlite).")
+@click.option("--db", "db", default=None,
+              help="Database URL of the store (default: GPS_DB_URL or var/gps.sqlite).")
+@wiring.BACKEND_OPTIONS[0]
+@wiring.BACKEND_OPTIONS[1]
+@wiring.BACKEND_OPTIONS[2]
 @click.option("--name", default=None, help="Pool name in the store (default: every pool).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def show(pool_file: Path | None, db_url: str | None, name: str | None, fmt: str) -> None:
+def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig: str | None,
+         kube_context: str | None, name: str | None, fmt: str) -> None:
     """Print nodes, GPUs (UUID -> holder) and deploys."""
+    settings = wiring.settings(db_url=db, backend=backend, kubeconfig=kubeconfig,
+                               kube_context=kube_context)
+    if settings.backend != "sim":
+        fail(SettingsInvalid([FieldError(
+            "--backend", "pool_show_sim_only",
+            f"`pool show` reads the simulated pool, not {settings.backend}: list the cluster's "
+            "nodes and pods with kubectl (kubectl get nodes,pods -A)",
+        )]))
+    clock = build_clock(settings)
     try:
-        snaps = _from_file(pool_file) if pool_file else _from_store(db_url or default_url(), name)
+        if pool_file:
+            snaps = _from_file(pool_file, clock)
+        else:
+            snaps = _from_store(db_url(settings), name, clock)
     except SpecInvalid as exc:
         raise click.ClickException(str(exc)) from None
     except NotFound as exc:
@@ -47,23 +66,23 @@ def show(pool_file: Path | None, db_url: str | None, name: str | None, fmt: str)
     click.echo("\n\n".join(render_table(s) for s in snaps))
 
 
-def _from_file(path: Path) -> list[PoolSnapshot]:
+def _from_file(path: Path, clock: Clock) -> list[PoolSnapshot]:
     spec = parse_pool(path.read_text(), source=str(path))
     with tempfile.TemporaryDirectory() as tmp:
         engine = create_db_engine(f"sqlite:///{Path(tmp) / 'pool.sqlite'}")
         try:
-            return [snapshot(SimPool.create(engine, spec, WallClock()))]
+            return [snapshot(SimPool.create(engine, spec, clock))]
         finally:
             engine.dispose()
 
 
-def _from_store(url: str, name: str | None) -> list[PoolSnapshot]:
+def _from_store(url: str, name: str | None, clock: Clock) -> list[PoolSnapshot]:
     engine = create_db_engine(url)
     try:
         names = [name] if name else SimPool.pool_names(engine)
         if not names:
             raise NotFound(f"no simulated pool in {url}; load one (pool file) first")
-        return [snapshot(SimPool.open(engine, n, WallClock())) for n in names]
+        return [snapshot(SimPool.open(engine, n, clock)) for n in names]
     finally:
         engine.dispose()
 

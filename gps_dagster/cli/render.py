@@ -1,68 +1,19 @@
 """Rendering timelines and validation results as JSON (a contract) and text tables.
 
 The JSON shape of ``timeline --format json`` is read by other tools: keep the
-keys stable. Timestamps are RFC 3339 with the offset of the schedule's zone.
+keys stable. It is built in ``domain.timeline_doc`` (shared with the API) and
+re-exported here. Timestamps are RFC 3339 with the offset of the schedule's zone.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.errors import FieldError
-from gps_dagster.domain.evaluator import IntentInterval
-from gps_dagster.domain.spec import Schedule
-from gps_dagster.domain.timeline import GpuSegment
+from gps_dagster.domain.timeline_doc import gpu_json, interval_json, iso, timeline_json
 
-
-def iso(value: datetime) -> str:
-    """RFC 3339 with offset, seconds precision when the instant is whole."""
-    return value.isoformat(timespec="seconds" if value.microsecond == 0 else "microseconds")
-
-
-def interval_json(row: IntentInterval) -> dict[str, Any]:
-    return {
-        "start": iso(row.start),
-        "end": iso(row.end) if row.end is not None else None,
-        "desired_state": row.intent.desired_state.value,
-        "replicas": row.intent.replicas,
-        "allow_downtime": row.intent.allow_downtime,
-        "source": row.intent.source,
-    }
-
-
-def gpu_json(seg: GpuSegment) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "start": iso(seg.start),
-        "end": iso(seg.end),
-        "desired_gpus": seg.desired_gpus,
-        "capacity": seg.capacity,
-    }
-    if seg.overcommit:
-        out["overcommit"] = True
-    return out
-
-
-def timeline_json(
-    schedule: Schedule,
-    start: datetime,
-    end: datetime,
-    rows: dict[str, list[IntentInterval]],
-    gpu: list[GpuSegment] | None,
-) -> dict[str, Any]:
-    """The timeline contract (see the issue text and README)."""
-    tz = schedule.tz
-    doc: dict[str, Any] = {
-        "schedule": schedule.name,
-        "timezone": schedule.timezone,
-        "from": iso(local_time(start, tz)),
-        "to": iso(local_time(end, tz)),
-        "targets": {t: [interval_json(r) for r in rs] for t, rs in rows.items()},
-    }
-    if gpu is not None:
-        doc["gpu"] = [gpu_json(s) for s in gpu]
-    return doc
+__all__ = ["errors_json", "errors_text", "gpu_json", "interval_json", "iso", "table", "timeline_json",
+           "timeline_table"]
 
 
 def table(headers: list[str], body: list[list[str]]) -> str:

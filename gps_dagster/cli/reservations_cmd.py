@@ -1,9 +1,10 @@
 """``gps-dagster reservations …``: the reservation ledger from the command line.
 
-An edge of the system: it opens the store named by ``GPS_DB_URL`` (default
-SQLite under ``var/``) and stamps writes with the wall clock unless ``--at``
-is given. Exit codes follow the main CLI: 0 ok, 1 refused or invalid input
-(field path, reason and fix printed, never a traceback), 2 usage error.
+An edge of the system: it opens the store of the settings (``GPS_DB_URL``,
+default SQLite under ``var/``) and stamps writes with the runtime's clock
+(``GPS_CLOCK``, else the wall clock) unless ``--at`` is given. Exit codes
+follow the main CLI: 0 ok, 1 refused or invalid input (field path, reason and
+fix printed, never a traceback), 2 usage error.
 The main CLI mounts ``reservations_group``; this module does not import it.
 """
 
@@ -14,19 +15,21 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 import sqlalchemy as sa
 
+from gps_dagster.cli import wiring
 from gps_dagster.cli.inputs import IsoDateTime, fail
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.gps.billing import usage
 from gps_dagster.domain.gps.errors import ReservationError
 from gps_dagster.domain.gps.reservations import Reservation, format_mib, parse_reservation_spec
-from gps_dagster.store.db import create_db_engine, default_url
+from gps_dagster.runtime import Settings, build_clock, db_url
+from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 
 T = TypeVar("T")
@@ -41,10 +44,10 @@ def _fail(reason: str, message: str, fix: str) -> NoReturn:
 
 
 @contextmanager
-def _repository() -> Iterator[ReservationRepository]:
+def _repository(settings: Settings) -> Iterator[ReservationRepository]:
     """The ledger of the configured store; every refusal becomes exit 1 with a fix."""
     try:
-        engine = create_db_engine(default_url())
+        engine = create_db_engine(db_url(settings))
         ensure_tables(engine)
     except sa.exc.SQLAlchemyError as exc:
         _fail("store_unavailable", f"cannot open the store ({type(exc).__name__})", "check GPS_DB_URL and that the database is up")
@@ -61,12 +64,16 @@ def _repository() -> Iterator[ReservationRepository]:
 
 
 def _run(action: Callable[[ReservationRepository], T]) -> T:
-    with _repository() as repo:
+    with _repository(wiring.settings()) as repo:
         return action(repo)
 
 
-def _when(at: datetime | None) -> datetime:
-    return at if at is not None else datetime.now(UTC)
+def _write(action: Callable[[ReservationRepository, datetime], T], at: datetime | None) -> T:
+    """Run a write stamped ``at``, or at the runtime clock's now when ``--at`` is not given."""
+    settings = wiring.settings()
+    when = at if at is not None else build_clock(settings).now()
+    with _repository(settings) as repo:
+        return action(repo, when)
 
 
 def _summary(r: Reservation) -> dict[str, Any]:
@@ -158,7 +165,7 @@ def create_cmd(path: str, actor: str | None, at: datetime | None) -> None:
         spec = parse_reservation_spec(text, source=path)
     except SpecInvalid as exc:
         fail(exc)
-    r = _run(lambda repo: repo.create(spec, at=_when(at), actor=_actor(actor)))
+    r = _write(lambda repo, when: repo.create(spec, at=when, actor=_actor(actor)), at)
     budget = f", budget {format_mib(r.budget_mib)} MiB" if r.mode.value == "time_sliced" else ""
     click.echo(f"created {r.id} (generation {r.generation}): {r.gpu_count} GPU(s) on {r.node}, {r.mode.value}{budget}")
 
@@ -169,7 +176,7 @@ def create_cmd(path: str, actor: str | None, at: datetime | None) -> None:
 @_AT
 def release_cmd(reservation_id: str, actor: str | None, at: datetime | None) -> None:
     """Release a reservation: billing stops and its GPUs return to the pool."""
-    r = _run(lambda repo: repo.release(reservation_id, at=_when(at), actor=_actor(actor)))
+    r = _write(lambda repo, when: repo.release(reservation_id, at=when, actor=_actor(actor)), at)
     click.echo(f"{r.id} is {r.state.value}")
 
 
@@ -182,7 +189,8 @@ def release_cmd(reservation_id: str, actor: str | None, at: datetime | None) -> 
 def repin_cmd(reservation_id: str, gpus: tuple[str, ...], generation: int, actor: str | None, at: datetime | None) -> None:
     """Move a reservation to other GPUs, fenced by generation (R-GPS-9)."""
     uuids = [u.strip() for item in gpus for u in item.split(",") if u.strip()]
-    r = _run(lambda repo: repo.repin(reservation_id, uuids, expected_generation=generation, at=_when(at), actor=_actor(actor)))
+    r = _write(lambda repo, when: repo.repin(reservation_id, uuids, expected_generation=generation,
+                                             at=when, actor=_actor(actor)), at)
     click.echo(f"{r.id} re-pinned to {', '.join(r.gpu_uuids)} (generation {r.generation})")
 
 

@@ -70,6 +70,9 @@ def summary(report: SimulationReport) -> str:
         "boundary lag (boundary -> first release submitted): "
         + (f"max {max(lag):.1f} s, mean {sum(lag) / len(lag):.1f} s over {len(lag)}" if lag else "no release"),
     ]
+    for r in doc["engine_restarts"]:
+        lines.append(f"engine restarted at {r['at']}: the process crashed at {r['point']} "
+                     f"of {r['op']} (sim fault)")
     for target, uuids in report.witness.items():
         lines.append(f"witness {target}: " + (", ".join(uuids) if uuids else "no ready replica"))
     return "\n".join(lines)

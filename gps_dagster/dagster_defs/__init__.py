@@ -55,8 +55,9 @@ def build_definitions(
 ) -> dg.Definitions:
     """Definitions for the schedules in the store (or ``schedules``), served by ``gps``.
 
-    ``gps`` defaults to ``GpsResource()`` (``$GPS_DB_URL``, ``$GPS_POOL_FILE``,
-    wall clock); pass ``StaticRuntime(runtime)`` to serve a prepared runtime
+    ``gps`` defaults to ``GpsResource()`` (the settings of the environment:
+    ``$GPS_BACKEND``, ``$GPS_DB_URL``, ``$GPS_POOL_FILE``, ``$GPS_CLOCK``... see
+    ``gps_dagster.runtime``); pass ``StaticRuntime(runtime)`` to serve a prepared runtime
     (tests, virtual clock). ``running`` starts sensors and schedules on load.
     """
     with warnings.catch_warnings():

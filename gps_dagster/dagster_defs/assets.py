@@ -126,15 +126,17 @@ def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, 
 
 
 def runtime_pool(runtime: Any) -> Any:
-    """The pool spec of the runtime (capacity, GPUs per deploy)."""
-    pool = getattr(runtime, "pool", None) or getattr(runtime.core, "spec", None)
-    if pool is None:
-        from gps_dagster.domain.pool import parse_pool
-        from gps_dagster.runtime import pool_file
-
-        path = pool_file()
-        pool = parse_pool(path.read_text(), source=str(path))
-    return pool
+    """The pool spec of the runtime (capacity, GPUs per deploy): ``Runtime.pool``, the one the
+    runtime was built with — never re-read from the environment (another process's pool file)."""
+    pool = getattr(runtime, "pool", None)
+    if pool is not None:
+        return pool
+    backend = getattr(getattr(runtime, "settings", None), "backend", "this")
+    raise dg.Failure(
+        description=f"schedule_timeline needs the pool's layout (capacity, GPUs per deploy), which "
+        f"the {backend} backend does not provide: materialise it on the sim backend "
+        "(GPS_BACKEND=sim, GPS_POOL_FILE), or run `gps-dagster timeline FILE --pool POOL`",
+    )
 
 
 def _timeline(context: AssetExecutionContext) -> dg.MaterializeResult[Any]:

@@ -2,39 +2,41 @@
 
 Ops and sensors reach the engine only through ``context.resources.gps``, an
 object with ``get_runtime()``. In production it is ``GpsResource``, which builds
-the runtime once per process from the database URL and the pool file (the
-daemon, the webserver and every run worker build their own, all pointing at
-the same database). Tests hand a runtime built on a virtual clock to
-``StaticRuntime`` and wrap it with ``ResourceDefinition.hardcoded_resource``:
-Dagster copies ``ConfigurableResource`` instances, so a fake must not be one.
+the runtime once per process through the composition root: its fields override
+the settings read from the environment (``GPS_BACKEND``, ``GPS_DB_URL``,
+``GPS_POOL_FILE``, ``GPS_KUBECONFIG``, ``GPS_KUBE_CONTEXT``, ``GPS_CLOCK``, see
+``gps_dagster.runtime``), exactly as the CLI's options do, so the daemon, the
+webserver and every run worker build the same runtime. Tests hand a runtime
+built on a virtual clock to ``StaticRuntime`` and wrap it with
+``ResourceDefinition.hardcoded_resource``: Dagster copies
+``ConfigurableResource`` instances, so a fake must not be one.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
-_CACHE: dict[tuple[str | None, str | None], Any] = {}
+_CACHE: dict[Any, Any] = {}
 _LOCK = threading.Lock()
 
 
-def cached_runtime(db_url: str | None, pool_file: str | None) -> Any:
-    """``build_runtime`` once per process and (database, pool file)."""
-    key = (db_url or os.environ.get("GPS_DB_URL"), pool_file or os.environ.get("GPS_POOL_FILE"))
-    with _LOCK:
-        if key not in _CACHE:
-            from gps_dagster.runtime import build_runtime
+def cached_runtime(**overrides: Any) -> Any:
+    """``build_runtime`` once per process and settings (environment + ``overrides``)."""
+    from gps_dagster.runtime import build_runtime, settings_from_env
 
-            _CACHE[key] = build_runtime(key[0], key[1])
-        return _CACHE[key]
+    settings = settings_from_env(**overrides)
+    with _LOCK:
+        if settings not in _CACHE:
+            _CACHE[settings] = build_runtime(settings)
+        return _CACHE[settings]
 
 
 class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The gps_dagster runtime on the wall clock: product database + simulated pool."""
+    """The gps_dagster runtime of the settings: product database + backend + clock."""
 
     db_url: str | None = Field(
         default=None,
@@ -42,11 +44,27 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     )
     pool_file: str | None = Field(
         default=None,
-        description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else examples/seed-pool-10.yaml.",
+        description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else "
+                    "examples/seed-pool-10.yaml.",
+    )
+    backend: str | None = Field(
+        default=None, description="sim or kubernetes; None = $GPS_BACKEND, else sim.",
+    )
+    kubeconfig: str | None = Field(
+        default=None,
+        description="Kubeconfig file (kubernetes); None = $GPS_KUBECONFIG, $KUBECONFIG or "
+                    "in-cluster.",
+    )
+    kube_context: str | None = Field(
+        default=None,
+        description="Kubeconfig context; None = $GPS_KUBE_CONTEXT or the current one.",
     )
 
     def get_runtime(self) -> Any:
-        return cached_runtime(self.db_url, self.pool_file)
+        return cached_runtime(
+            db_url=self.db_url, pool_file=self.pool_file, backend=self.backend,
+            kubeconfig=self.kubeconfig, kube_context=self.kube_context,
+        )
 
 
 class StaticRuntime:

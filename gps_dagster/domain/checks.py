@@ -2,29 +2,24 @@
 
 Why separate from the pydantic models: these rules need the whole document
 (targets named by windows, names across windows) and, for overlapping
-occurrences and ambiguous priorities, the occurrences of windows over a
-one-year horizon. The horizon start is a parameter because the domain never
-reads the clock; the CLI passes "now", the store passes the write time.
+occurrences and ambiguous priorities, where occurrences of windows fall.
+
+The verdict never depends on the day the check runs: one-shot windows are
+checked over their whole span, recurring windows over the fixed span of
+``patterns`` (28 years, every day pattern a cron can have, DST included).
+Equal-priority pairs are at most ``MAX_WINDOWS²/2``; each costs a few
+big-integer operations per day shift (``patterns._by_shifts``).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
-from datetime import datetime
+from datetime import timedelta
 
 from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.errors import FieldError
-from gps_dagster.domain.occurrences import (
-    CompiledSchedule,
-    CompiledWindow,
-    compile_schedule,
-    floor_ts,
-)
-from gps_dagster.domain.spec import OneShotWindow, RecurringWindow, Schedule
-
-HORIZON_SECONDS = 366 * 86_400
-"""One year (R-MODEL-5), leap-safe."""
+from gps_dagster.domain.occurrences import CompiledSchedule, CompiledWindow, compile_schedule
+from gps_dagster.domain.patterns import Recurrence, first_overlap, min_gap, one_shot_meets
+from gps_dagster.domain.spec import OneShotWindow, RecurringWindow, Schedule, format_duration
 
 
 def _iso(ts: int, c: CompiledSchedule) -> str:
@@ -62,28 +57,23 @@ def structure_checks(s: Schedule) -> list[FieldError]:
     return problems
 
 
-def _min_gap(fires: list[int]) -> tuple[int, int] | None:
-    """Shortest gap between consecutive fires and the fire that starts it."""
-    best: tuple[int, int] | None = None
-    for a, b in itertools.pairwise(fires):
-        if best is None or b - a < best[0]:
-            best = (b - a, a)
-    return best
+def overlap_checks(s: Schedule, c: CompiledSchedule) -> dict[int, FieldError]:
+    """R-MODEL-3: occurrences of one recurring window never overlap (duration <= shortest gap).
 
-
-def overlap_checks(s: Schedule, c: CompiledSchedule, start: int) -> list[FieldError]:
-    """R-MODEL-3: occurrences of one recurring window never overlap (duration <= shortest gap)."""
-    problems: list[FieldError] = []
+    Keyed by window index.
+    """
+    problems: dict[int, FieldError] = {}
     for w, raw in zip(c.windows, s.windows, strict=True):
         if w.cron is None or not isinstance(raw, RecurringWindow):
             continue
-        gap = _min_gap(w.cron.fire_epochs(c.tz, start, start + HORIZON_SECONDS))
+        gap = min_gap(w.cron, c.tz.key)
         if gap is not None and w.duration > gap[0]:
-            problems.append(FieldError(
+            problems[w.index] = FieldError(
                 f"windows[{w.index}].duration", "overlapping_occurrences",
-                f"duration {raw.duration} is longer than the shortest gap between two fires of "
-                f"'{raw.cron}' ({gap[0] // 60} min, from {_iso(gap[1], c)}); shorten the duration "
-                "to at most that gap or fire less often"))
+                f"duration {format_duration(raw.duration)} is longer than the shortest gap between "
+                f"two fires of '{raw.cron}' ({format_duration(timedelta(seconds=gap[0]))} = "
+                f"{gap[0] // 60} min, from {_iso(gap[1], c)}); shorten the duration "
+                "to at most that gap or fire less often")
     return problems
 
 
@@ -91,54 +81,60 @@ def _disagree(a: CompiledWindow, b: CompiledWindow) -> list[str]:
     return [t for t in a.states if t in b.states and a.states[t] != b.states[t]]
 
 
-def _first_overlap(xs: list[tuple[int, int]], ys: list[tuple[int, int]]) -> int | None:
-    i = j = 0
-    while i < len(xs) and j < len(ys):
-        lo, hi = max(xs[i][0], ys[j][0]), min(xs[i][1], ys[j][1])
-        if lo < hi:
-            return lo
-        if xs[i][1] <= ys[j][1]:
-            i += 1
-        else:
-            j += 1
+def both_active(a: CompiledWindow, b: CompiledWindow, key: str) -> int | None:
+    """The first instant ``a`` and ``b`` are both active.
+
+    One-shots over their own span, recurring windows over the fixed span of ``patterns``.
+    """
+    if a.cron is None and b.cron is None:
+        lo = max(a.start, b.start)
+        return lo if lo < min(a.end, b.end) else None
+    if a.cron is None or b.cron is None:
+        shot, rec = (a, b) if a.cron is None else (b, a)
+        assert rec.cron is not None
+        return one_shot_meets(Recurrence(rec.cron, rec.duration), key, shot.start, shot.end)
+    return first_overlap(Recurrence(a.cron, a.duration), Recurrence(b.cron, b.duration), key)
+
+
+def priority_checks(c: CompiledSchedule, skip: frozenset[int] = frozenset()) -> list[FieldError]:
+    """R-MODEL-5: equal-priority windows that disagree on a target must never be active together.
+
+    One error per window, naming the first earlier window it collides with;
+    windows in ``skip`` (whose own occurrences overlap) are not compared.
+    """
+    found: list[tuple[int, FieldError]] = []
+    groups: dict[int, list[CompiledWindow]] = {}
+    for w in c.windows:
+        if w.index not in skip:
+            groups.setdefault(w.priority, []).append(w)
+    for group in groups.values():
+        for j, b in enumerate(group):
+            clash = _first_clash(c, group[:j], b)
+            if clash is not None:
+                found.append((b.index, clash))
+    return [e for _, e in sorted(found, key=lambda item: item[0])]
+
+
+def _first_clash(
+    c: CompiledSchedule, earlier: list[CompiledWindow], b: CompiledWindow
+) -> FieldError | None:
+    for a in earlier:
+        targets = _disagree(a, b)
+        at = both_active(a, b, c.tz.key) if targets else None
+        if at is not None:
+            return FieldError(
+                f"windows[{b.index}].priority", "ambiguous_priority",
+                f"windows '{a.name}' and '{b.name}' both have priority {a.priority}, are both "
+                f"active at {_iso(at, c)} and disagree on {', '.join(targets)}; give one of "
+                "them a higher priority")
     return None
 
 
-def priority_checks(c: CompiledSchedule, start: int) -> list[FieldError]:
-    """R-MODEL-5: equal-priority windows that disagree on a target must never be active together."""
-    problems: list[FieldError] = []
-    end = start + HORIZON_SECONDS
-    cache: dict[int, list[tuple[int, int]]] = {}
-
-    def occ(w: CompiledWindow) -> list[tuple[int, int]]:
-        if w.index not in cache:
-            cache[w.index] = w.occurrences(c.tz, start, end)
-        return cache[w.index]
-
-    for k, a in enumerate(c.windows):
-        for b in c.windows[k + 1:]:
-            if a.priority != b.priority:
-                continue
-            targets = _disagree(a, b)
-            at = _first_overlap(occ(a), occ(b)) if targets else None
-            if at is not None:
-                when = _iso(max(at, start), c)
-                problems.append(FieldError(
-                    f"windows[{b.index}].priority", "ambiguous_priority",
-                    f"windows '{a.name}' and '{b.name}' both have priority {a.priority}, are both active "
-                    f"at {when} and disagree on {', '.join(targets)}; give one of them a higher priority"))
-    return problems
-
-
-def schedule_checks(horizon_start: datetime) -> Callable[[Schedule], list[FieldError]]:
+def schedule_checks(s: Schedule) -> list[FieldError]:
     """All cross-field checks, for ``documents.build(..., checks=...)``."""
-    start = floor_ts(horizon_start)
-
-    def run(s: Schedule) -> list[FieldError]:
-        problems = structure_checks(s)
-        if problems:  # occurrence checks assume unique names and known targets
-            return problems
-        c = compile_schedule(s)
-        return overlap_checks(s, c, start) + priority_checks(c, start)
-
-    return run
+    problems = structure_checks(s)
+    if problems:  # occurrence checks assume unique names and known targets
+        return problems
+    c = compile_schedule(s)
+    overlaps = overlap_checks(s, c)
+    return [overlaps[i] for i in sorted(overlaps)] + priority_checks(c, frozenset(overlaps))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import calendar
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -43,6 +44,8 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("day of week", 0, 7, _DAYS),
 )
 _FIX = "use 5 fields 'minute hour day-of-month month day-of-week', e.g. '0 8 * * 1-5', or a macro such as @daily"
+_NUMBER = re.compile(r"^[0-9]{1,4}$")
+_YEARS = re.compile(r"^[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?(?:,[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?)*$")
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _MAX_DAY = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 
@@ -55,8 +58,8 @@ def _value(token: str, lo: int, hi: int, names: dict[str, int], what: str) -> in
     low = token.lower()
     if low in names:
         return names[low]
-    if not token.isdigit():
-        raise _bad(f"'{token}' is not a valid {what}")
+    if not _NUMBER.match(token):  # ASCII only: str.isdigit() also takes '²' and '８'
+        raise _bad(f"'{token[:20]}' is not a valid {what}")
     number = int(token)
     if not lo <= number <= hi:
         raise _bad(f"{what} {number} is out of range {lo}-{hi}")
@@ -71,8 +74,8 @@ def _field(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> fro
         base, _, step_text = part.partition("/")
         step = 1
         if step_text or part.endswith("/"):
-            if not step_text.isdigit() or int(step_text) < 1:
-                raise _bad(f"step '{step_text}' in {what} must be a whole number >= 1")
+            if not _NUMBER.match(step_text) or int(step_text) < 1:
+                raise _bad(f"step '{step_text[:20]}' in {what} must be a whole number >= 1")
             step = int(step_text)
         if base == "*":
             first, last = lo, hi
@@ -122,6 +125,10 @@ class CronExpr:
         _aware(start, end)
         for ts in self.fire_epochs(tz, math.ceil(start.timestamp()), math.ceil(end.timestamp())):
             yield local_time(ts, tz)
+
+    def fires_on(self, tz: ZoneInfo, ordinal: int) -> tuple[int, ...]:
+        """Fire instants (epoch seconds, increasing) of local day ``date.fromordinal(ordinal)``."""
+        return _day_fires(self, tz, ordinal)
 
     def fire_epochs(self, tz: ZoneInfo, start: int, end: int) -> list[int]:
         """Fire instants as epoch seconds in ``[start, end)`` — the evaluator's fast path."""
@@ -218,6 +225,22 @@ def _never_fires(days: frozenset[int], months: frozenset[int]) -> bool:
     return not any(d <= _MAX_DAY[m] for m in months for d in days)
 
 
+def _six_fields(parts: list[str]) -> FieldErrorCarrier:
+    """Six fields: a Quartz-style leading seconds field, or a trailing year (``... 1-5 2026``)."""
+    if _YEARS.match(parts[5]):
+        return FieldErrorCarrier(
+            "cron_six_fields",
+            f"the sixth field '{parts[5][:40]}' looks like a year, and years are not supported; "
+            "drop the last (year) field and use 5 fields, e.g. '0 8 * * 1-5', or a one_shot "
+            "window for dates",
+        )
+    return FieldErrorCarrier(
+        "cron_six_fields",
+        "seconds are not supported; drop the first (seconds) field and use 5 fields, "
+        "e.g. '0 8 * * 1-5'",
+    )
+
+
 def _aware(*values: datetime) -> None:
     for value in values:
         if value.tzinfo is None or value.utcoffset() is None:
@@ -240,16 +263,13 @@ def _parse(text: str) -> CronExpr:
     raw = text.strip()
     if raw.startswith("@"):
         if raw.lower() not in _MACROS:
-            raise _bad(f"unknown macro '{raw}' (known: {', '.join(sorted(_MACROS))})")
+            raise _bad(f"unknown macro '{raw[:40]}' (known: {', '.join(sorted(_MACROS))})")
         raw = _MACROS[raw.lower()]
     parts = raw.split()
     if len(parts) == 6:
-        raise FieldErrorCarrier(
-            "cron_six_fields",
-            "seconds are not supported; drop the first (seconds) field and use 5 fields, e.g. '0 8 * * 1-5'",
-        )
+        raise _six_fields(parts)
     if len(parts) != 5:
-        raise _bad(f"'{text}' has {len(parts)} fields")
+        raise _bad(f"'{text[:80]}' has {len(parts)} fields")
     sets = [_field(p, lo, hi, names, what) for p, (what, lo, hi, names) in zip(parts, _FIELDS, strict=True)]
     weekdays = frozenset(d % 7 for d in sets[4])
     days_restricted = not parts[2].startswith("*")

@@ -9,6 +9,10 @@ simulator records in the store's reservation ledger when it loads the pool —
 the ledger stays the one source of truth) and, per deploy, ``reservation``:
 ``{mode: exclusive, reservations: [R1, R2]}`` (whole GPUs, ``gpus_per_replica``
 of the deploy) or ``{mode: time_sliced, reservation: R, memory_mib: N}``.
+
+Like schedules, pool documents are strict (``gpus: "8"`` or ``hpa: yes`` is an
+error naming the expected type) and bounded: the simulator builds one row per
+GPU and per replica, so ``gpus: 1000000000`` must be refused here, not run.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ from gps_dagster.domain.models import Frozen
 
 _UUID_NAMESPACE = uuid.UUID("6f1b7e2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b")
 
+MAX_NODE_GPUS = 1024
+"""Most GPUs on one node (real nodes hold 8 or 16)."""
+MAX_REPLICAS = 10_000
+MAX_GPU_MEMORY_MIB = 10_000_000
+MAX_SECONDS = 7 * 86_400.0
+"""Longest simulated delay (a week of virtual time)."""
+
 
 def gpu_uuid(pool: str, node: str, index: int) -> str:
     """A stable NVIDIA-style GPU UUID (``GPU-<uuid>``) for a GPU of a declared node."""
@@ -36,10 +47,13 @@ def gpu_uuid(pool: str, node: str, index: int) -> str:
 
 class NodeSpec(Frozen):
     name: str = Field(min_length=1)
-    gpus: int = Field(ge=1, description="Number of GPUs on the node.")
+    gpus: int = Field(ge=1, le=MAX_NODE_GPUS, strict=True, description="GPUs on the node.")
     flavor: str = Field(default="H100-80GB", description="GPU flavor; a replica fits only its flavor.")
     region: str = "default"
-    gpu_memory_mib: int = Field(default=81559, ge=1, description="Memory of one GPU in MiB.")
+    gpu_memory_mib: int = Field(
+        default=81559, ge=1, le=MAX_GPU_MEMORY_MIB, strict=True,
+        description="Memory of one GPU in MiB.",
+    )
     gpu_uuids: tuple[str, ...] | None = Field(
         default=None, description="Explicit GPU UUIDs; derived from pool/node/index when absent."
     )
@@ -59,14 +73,20 @@ class DeploySpec(Frozen):
     id: str = Field(min_length=1)
     kind: DeployKind = DeployKind.DGD
     project: str | None = Field(default=None, description="CMP project; None = admin (not CMP-managed).")
-    gpus_per_replica: int = Field(ge=1, description="GPUs of one replica group (all its nodes).")
-    nodes_per_replica: int = Field(default=1, ge=1)
-    replicas: int = Field(default=1, ge=1, description="Replicas the deploy runs with when started.")
+    gpus_per_replica: int = Field(
+        ge=1, le=MAX_NODE_GPUS * 64, strict=True,
+        description="GPUs of one replica group (all its nodes).",
+    )
+    nodes_per_replica: int = Field(default=1, ge=1, le=64, strict=True)
+    replicas: int = Field(
+        default=1, ge=1, le=MAX_REPLICAS, strict=True,
+        description="Replicas the deploy runs with when started.",
+    )
     state: Literal["running", "stopped"] = "stopped"
     aliases: tuple[str, ...] = ()
     flavor: str | None = Field(default=None, description="Required GPU flavor; None = any.")
     endpoint: str | None = Field(default=None, description="CMP endpoint this deploy is a member of.")
-    hpa: bool = False
+    hpa: bool = Field(default=False, strict=True)
     node_selector: tuple[str, ...] = Field(
         default=(), description="Nodes the deploy's pods may run on; empty = any node of its flavor."
     )
@@ -87,16 +107,28 @@ class DeploySpec(Frozen):
 
 
 class ProjectSpec(Frozen):
-    gpu_quota: int | None = Field(default=None, ge=0, description="GPUs the project may hold; None = unlimited.")
+    gpu_quota: int | None = Field(
+        default=None, ge=0, le=10**9, strict=True,
+        description="GPUs the project may hold; None = unlimited.",
+    )
     billing: Literal["ok", "unpaid"] = "ok"
 
 
 class Timings(Frozen):
     """Dynamics of the simulated pool, in seconds of (virtual) time."""
 
-    stop_grace_s: float = Field(default=30, ge=0, description="Pods terminate this long before their GPUs are released.")
-    publish_lag_s: float = Field(default=60, ge=0, description="Released GPUs become visible as free after this lag.")
-    start_delay_s: float = Field(default=120, ge=0, description="A placed replica group is READY after this delay.")
+    stop_grace_s: float = Field(
+        default=30, ge=0, le=MAX_SECONDS, strict=True, allow_inf_nan=False,
+        description="Pods terminate this long before their GPUs are released.",
+    )
+    publish_lag_s: float = Field(
+        default=60, ge=0, le=MAX_SECONDS, strict=True, allow_inf_nan=False,
+        description="Released GPUs become visible as free after this lag.",
+    )
+    start_delay_s: float = Field(
+        default=120, ge=0, le=MAX_SECONDS, strict=True, allow_inf_nan=False,
+        description="A placed replica group is READY after this delay.",
+    )
 
 
 class ForeignSpec(Frozen):
@@ -104,7 +136,10 @@ class ForeignSpec(Frozen):
 
     id: str = Field(min_length=1)
     kind: Literal["static", "intruder"] = "static"
-    gpus: int = Field(ge=1, description="static: GPUs held from load; intruder: most GPUs it will grab.")
+    gpus: int = Field(
+        ge=1, le=MAX_NODE_GPUS * 1024, strict=True,
+        description="static: GPUs held from load; intruder: most GPUs it will grab.",
+    )
     node: str | None = Field(default=None, description="static: node to hold GPUs on; None = first fit.")
     flavor: str | None = Field(default=None, description="intruder: only grab GPUs of this flavor.")
 
@@ -157,7 +192,10 @@ class FaultSpec(Frozen):
     deploy: str | None = None
     point: CrashPoint = Field(default="before_commit", description="crash only: where to raise.")
     error: Literal["transient", "permanent"] = Field(default="transient", description="fail_next only.")
-    times: int = Field(default=1, ge=1, description="One-shot effects: how many calls they hit.")
+    times: int = Field(
+        default=1, ge=1, le=1_000_000, strict=True,
+        description="One-shot effects: how many calls they hit.",
+    )
 
 
 class SimSettings(Frozen):
@@ -166,7 +204,9 @@ class SimSettings(Frozen):
     timings: Timings = Field(default_factory=Timings)
     foreign: tuple[ForeignSpec, ...] = ()
     faults: tuple[FaultSpec, ...] = ()
-    record_usage: bool = Field(default=True, description="Keep a usage history (GPUs per holder over time).")
+    record_usage: bool = Field(
+        default=True, strict=True, description="Keep a usage history (GPUs per holder over time)."
+    )
 
 
 class PoolSpec(Frozen):
@@ -188,6 +228,10 @@ class PoolSpec(Frozen):
 
     def deploy(self, deploy_id: str) -> DeploySpec | None:
         return next((d for d in self.deploys if d.id == deploy_id), None)
+
+    def members(self, endpoint: str) -> tuple[DeploySpec, ...]:
+        """The deploys of a CMP endpoint (a schedule target may name the endpoint)."""
+        return tuple(d for d in self.deploys if d.endpoint == endpoint)
 
     def uuids(self, node: NodeSpec) -> tuple[str, ...]:
         if node.gpu_uuids is not None:

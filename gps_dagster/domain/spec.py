@@ -4,15 +4,19 @@ Parsing is split in two: ``Schedule.model_validate`` checks each field on its
 own (types, enums, durations, crons, time zones, naive datetimes), and
 ``gps_dagster.domain.checks`` adds the cross-field rules (unknown targets,
 duplicate window names, overlapping occurrences of one window, ambiguous
-priorities over a one-year horizon). ``load_schedule`` runs both and raises
-``SpecInvalid`` with every problem found, each with a field path, a reason
-code and a fix text.
+priorities). ``load_schedule`` runs both and raises ``SpecInvalid`` with every
+problem found, each with a field path, a reason code and a fix text.
+
+Schedule documents are strict: a number where text is expected (or ``"10"``,
+``10.0``, ``"yes"`` where a whole number or a boolean is) is an error naming
+the expected type, never a silent coercion. Every number is bounded so that
+nothing downstream (timedelta, the database, the control plane) overflows.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -23,9 +27,26 @@ from gps_dagster.domain.crons import CronExpr, parse_cron
 from gps_dagster.domain.documents import FieldErrorCarrier
 from gps_dagster.domain.models import Frozen
 
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$")
 _SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})$")
+
+_ZONE = re.compile(r"^[A-Za-z0-9_+-]{1,30}(?:/[A-Za-z0-9_+-]{1,30}){0,3}$")
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+"""First instant a one-shot window may name (the epoch: nothing is scheduled before it)."""
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""Instants from here on are refused: far enough for "forever", far from datetime's year 9999."""
+MAX_DURATION = timedelta(days=3660)
+"""Longest recurring duration (ten years; longer than any gap between two fires of a cron)."""
+MAX_REPLICAS = 10_000
+"""Most replicas a schedule may ask of one deploy (far below the control plane's int32)."""
+MAX_PRIORITY = 1_000_000_000
+"""Priorities lie in [-MAX_PRIORITY, MAX_PRIORITY]."""
+MAX_WINDOWS = 200
+"""Most windows in one schedule: bounds validation (pairs of equal priority) and evaluation."""
+MAX_DEPLOY_ID = 200
+"""Longest deploy id (the store's column width)."""
 
 
 class DesiredState(StrEnum):
@@ -44,12 +65,23 @@ class TransitionOrder(StrEnum):
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse ``10h``, ``90m``, ``1d2h``, ``45s`` (elapsed time) into a timedelta."""
-    match = _DURATION.match(text.strip()) if text else None
+    """Parse ``10h``, ``90m``, ``1d2h``, ``45s`` (elapsed, <= MAX_DURATION) into a timedelta."""
+    match = _DURATION.match(text.strip()) if text and len(text) <= 40 else None
     if not text or match is None or not any(match.groups()):
-        raise FieldErrorCarrier("invalid_duration", f"'{text}' is not a duration; use e.g. 10h, 90m, 1d2h")
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        fix = f"'{shown}' is not a duration; use e.g. 10h, 90m, 1d2h"
+        raise FieldErrorCarrier("invalid_duration", fix)
     d, h, m, s = (int(g) if g else 0 for g in match.groups())
-    value = timedelta(days=d, hours=h, minutes=m, seconds=s)
+    seconds = d * 86_400 + h * 3_600 + m * 60 + s  # whole ints first: timedelta() overflows
+    return _bounded(timedelta(seconds=seconds) if seconds <= MAX_DURATION.total_seconds() else None)
+
+
+def _bounded(value: timedelta | None) -> timedelta:
+    if value is None or value > MAX_DURATION:
+        raise FieldErrorCarrier(
+            "duration_too_long",
+            f"use at most {MAX_DURATION.days}d; a window longer than every gap between its fires "
+            "overlaps itself anyway")
     if value <= timedelta(0):
         raise FieldErrorCarrier("duration_not_positive", "use a duration greater than zero, e.g. 10h")
     return value
@@ -71,29 +103,51 @@ def _aware(value: datetime) -> datetime:
         raise FieldErrorCarrier(
             "naive_datetime", "add a UTC offset, e.g. 2026-10-21T13:00:00+07:00 (RFC 3339)"
         )
+    if not EARLIEST <= value < LATEST:
+        raise FieldErrorCarrier(
+            "instant_out_of_range",
+            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, "
+            "e.g. 2026-10-21T13:00:00+07:00",
+        )
     return value
+
+
+def _instant_text(value: Any) -> Any:
+    """RFC 3339 text (or a datetime from a caller); a number is not silently an epoch."""
+    if isinstance(value, (str, datetime)):
+        return value
+    raise FieldErrorCarrier(
+        "invalid_datetime", "use RFC 3339 text with an offset, e.g. 2026-10-21T13:00:00+07:00"
+    )
 
 
 class TargetSpec(Frozen):
     """A deploy the schedule owns (R-MODEL-2)."""
 
-    model_deploy_id: str = Field(min_length=1, description="The deploy this schedule owns.")
+    model_deploy_id: str = Field(
+        min_length=1, max_length=MAX_DEPLOY_ID, description="The deploy this schedule owns."
+    )
     default_state: DesiredState = Field(description="State outside every window.")
     default_allow_downtime: bool = Field(
-        default=False, description="Consent to stop an aliased deploy outside windows."
+        default=False, strict=True, description="Consent to stop an aliased deploy outside windows."
     )
     default_replicas: int | None = Field(
-        default=None, ge=1, description="Replicas outside windows; None = never touch scale there."
+        default=None, ge=1, le=MAX_REPLICAS, strict=True,
+        description="Replicas outside windows; None = never touch scale there.",
     )
 
 
 class StateSpec(Frozen):
     """What a window wants for one target (R-MODEL-4)."""
 
-    model_deploy_id: str = Field(min_length=1)
+    model_deploy_id: str = Field(min_length=1, max_length=MAX_DEPLOY_ID)
     desired_state: DesiredState
-    allow_downtime: bool | None = Field(default=None, description="None = inherit the target default.")
-    replicas: int | None = Field(default=None, description="None = do not touch scale.")
+    allow_downtime: bool | None = Field(
+        default=None, strict=True, description="None = inherit the target default."
+    )
+    replicas: int | None = Field(
+        default=None, strict=True, description="None = do not touch scale."
+    )
 
     @field_validator("replicas")
     @classmethod
@@ -102,12 +156,17 @@ class StateSpec(Frozen):
             raise FieldErrorCarrier("replicas_zero", 'use "desired_state": "stopped" to stop a deploy')
         if value is not None and value < 0:
             raise FieldErrorCarrier("replicas_negative", "use a replica count >= 1")
+        if value is not None and value > MAX_REPLICAS:
+            raise FieldErrorCarrier("too_large", f"use a replica count <= {MAX_REPLICAS}")
         return value
 
 
 class _WindowBase(Frozen):
-    name: str = Field(min_length=1, description="Unique in the schedule.")
-    priority: int = Field(description="Higher wins when windows overlap.")
+    name: str = Field(min_length=1, max_length=128, description="Unique in the schedule.")
+    priority: int = Field(
+        strict=True, ge=-MAX_PRIORITY, le=MAX_PRIORITY,
+        description="Higher wins when windows overlap.",
+    )
     states: tuple[StateSpec, ...] = Field(min_length=1)
 
 
@@ -133,9 +192,7 @@ class RecurringWindow(_WindowBase):
     @classmethod
     def _duration(cls, value: Any) -> timedelta:
         if isinstance(value, timedelta):
-            if value <= timedelta(0):
-                raise FieldErrorCarrier("duration_not_positive", "use a duration greater than zero")
-            return value
+            return _bounded(value)
         if not isinstance(value, str):
             raise FieldErrorCarrier("invalid_duration", "use a string such as 10h, 90m or 1d2h")
         return parse_duration(value)
@@ -147,6 +204,11 @@ class OneShotWindow(_WindowBase):
     kind: Literal["one_shot"] = "one_shot"
     active_from: datetime
     active_until: datetime
+
+    @field_validator("active_from", "active_until", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return _instant_text(value)
 
     @field_validator("active_from", "active_until")
     @classmethod
@@ -166,9 +228,21 @@ class Schedule(Frozen):
     mode: Mode = Mode.ENFORCE
     transition_order: TransitionOrder = TransitionOrder.RELEASE_FIRST
     scope: str = Field(default="admin", description="admin, or cmp:<project> for a tenant schedule.")
-    enabled: bool = True
+    enabled: bool = Field(default=True, strict=True)
     targets: tuple[TargetSpec, ...] = Field(min_length=1)
     windows: tuple[Window, ...] = ()
+
+    @field_validator("windows", mode="before")
+    @classmethod
+    def _window_count(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)) and len(value) > MAX_WINDOWS:
+            raise FieldErrorCarrier(
+                "too_many_windows",
+                f"{len(value)} windows; a schedule holds at most {MAX_WINDOWS}: drop past one-shot "
+                "windows, merge windows with one cron list (e.g. '0 8,20 * * *'), or split the "
+                "targets into several schedules",
+            )
+        return value
 
     @field_validator("name")
     @classmethod
@@ -181,8 +255,10 @@ class Schedule(Frozen):
     @classmethod
     def _tz(cls, value: str) -> str:
         try:
+            if not _ZONE.match(value):
+                raise ValueError(value)
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory, a long name
             raise FieldErrorCarrier(
                 "unknown_timezone", f"'{value}' is not an IANA time zone; use e.g. Asia/Ho_Chi_Minh"
             ) from None

@@ -44,6 +44,10 @@ def _gpus_per_replica(schedule: Schedule, pool: PoolSpec) -> dict[str, tuple[int
     problems: list[FieldError] = []
     for i, t in enumerate(schedule.targets):
         dep = pool.deploy(t.model_deploy_id)
+        members = pool.members(t.model_deploy_id)
+        if dep is None and members:  # a CMP endpoint: its members start and stop together
+            out[t.model_deploy_id] = (sum(m.gpus_per_replica * m.replicas for m in members), 1)
+            continue
         if dep is None:
             problems.append(FieldError(
                 f"targets[{i}].model_deploy_id", "unknown_deploy",
@@ -62,7 +66,8 @@ def gpu_timeline(schedule: Schedule, pool: PoolSpec, start: datetime, end: datet
     owned = set(schedule.target_ids)
     always_on = sum(
         d.gpus_per_replica * d.replicas for d in pool.deploys
-        if d.id not in owned and d.state == "running" and not _time_sliced(d)
+        if d.id not in owned and d.endpoint not in owned
+        and d.state == "running" and not _time_sliced(d)
     )
     # A time-sliced reservation holds its GPU whether members run or not (the holder, R-GPS-6).
     shared = {d.reservation.reservation for d in pool.deploys if isinstance(d.reservation, TimeSlicedBinding)}

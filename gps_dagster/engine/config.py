@@ -26,6 +26,9 @@ class EngineConfig:
     """Acquire step readiness limit before ``readiness_timeout``."""
     unschedulable_grace_s: float = 120.0
     """How long pods may stay unschedulable before ``start_unschedulable``."""
+    max_clock_skew_s: float = 5.0
+    """Clock skew between replicas that is expected and silent (R-PASS-14); a replica further
+    behind a stored interval still plans nothing, and emits a ``clock_skew`` event."""
     lock_ttl_s: float = 120.0
     """Lease length of the SQLite pass lock (PostgreSQL uses a session advisory lock)."""
     holder: str = field(default_factory=default_holder)

@@ -7,7 +7,9 @@ generation is current, desired = ready = n and nothing terminates (R-SCALE-4);
 an acquire when READY with the applied generation current and enough ready
 replica groups (R-PASS-9), plus the placement witness when the deploy is
 bound to a reservation (R-GPS-7). Each has a deadline that ends in a terminal
-phase; nothing is stopped or restarted automatically (L3).
+phase, also while the core cannot be read (the step's owner, ``failures``);
+nothing is stopped or restarted automatically (L3). Converging writes the
+step, the status and the plan's closing in one transaction (R-PASS-16).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from gps_dagster.engine.endpoints import read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.steps import StepRunner
-from gps_dagster.ports import Clock, Core, CoreError, DeployState, DeployView
+from gps_dagster.ports import Clock, Core, DeployState, DeployView
 from gps_dagster.store.records import ActionRow
 from gps_dagster.store.repository import Store
 
@@ -54,43 +56,38 @@ def acquire_ready(deploy: DeployView, replicas: int) -> bool:
 
 class Observer:
     def __init__(
-        self, store: Store, core: Core, clock: Clock, config: EngineConfig, runner: StepRunner,
+        self,
+        store: Store,
+        core: Core,
+        clock: Clock,
+        config: EngineConfig,
+        runner: StepRunner,
         witness: Witness | None = None,
     ) -> None:
         self.store, self.core, self.clock, self.config = store, core, clock, config
         self.runner, self.witness = runner, witness
 
     def observe_action(self, a: ActionRow) -> StepOutcome:
-        now = self.clock.now()
+        """Judge an accepted step against the deploy now; never raises (R-PASS-15)."""
         try:
-            deploy = read_target(self.core, a.deploy_id)[0]
-        except CoreError as exc:
-            if a.deadline_at is not None and now >= a.deadline_at:  # the clock runs while the core is silent
-                status = self.store.get_status(a.schedule, a.deploy_id)
-                phase = Phase.STOP_TIMEOUT if a.order == "release" else Phase.READINESS_TIMEOUT
-                late = verdict(phase, "core_unreadable", extra=f"{a.deploy_id} {a.step} unreadable past {a.deadline_at.isoformat()}: {exc}")
-                if status is not None:
-                    return self.runner.fail(a, status, late)
-            return StepOutcome(a.id, a.deploy_id, "accepted", reason="core_unreadable")
+            return self._observe(a)
+        except Exception as exc:  # unreadable core, store, anything: the step's owner decides
+            return self.runner.owned(exc, a.id, a)
+
+    def _observe(self, a: ActionRow) -> StepOutcome:
+        now = self.clock.now()
+        deploy = read_target(self.core, a.deploy_id)[0]
         done, failure = self._judge(a, deploy, now)
         if failure is not None:
-            status = self.store.get_status(a.schedule, a.deploy_id)
-            if status is not None:
-                return self.runner.fail(a, status, failure)
+            return self.runner.fail(a, failure)
         if not done:
             return StepOutcome(a.id, a.deploy_id, "accepted")
-        if self.store.update_action(a.id, expect=("accepted",), now=now, state="converged", finished_at=now):
-            status = self.store.get_status(a.schedule, a.deploy_id)
-            if status is not None and status.transition_id == a.transition_id:
-                self.store.cas_status(
-                    status, now=now, phase=Phase.CONVERGED.value, reason=None, fix=None, converged_at=now,
-                    detail={"observed_state": deploy.state.value, "ready_replicas": deploy.ready_replicas},
-                    events=[{"kind": "action_converged", "detail": {"step": a.step}}],
-                )
-            self.runner.close_transition(a.transition_id)
+        self.runner.endings.converge(a, deploy)
         return StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
 
-    def _judge(self, a: ActionRow, deploy: DeployView, now: datetime) -> tuple[bool, Verdict | None]:
+    def _judge(
+        self, a: ActionRow, deploy: DeployView, now: datetime
+    ) -> tuple[bool, Verdict | None]:
         late = a.deadline_at is not None and now >= a.deadline_at
         if a.step == StepKind.STOP.value:
             if stop_converged(deploy):
@@ -105,10 +102,16 @@ class Observer:
         if deploy.unschedulable:
             since = self._unschedulable_since(a, now)
             if (now - since).total_seconds() >= self.config.unschedulable_grace_s:
-                return False, verdict(Phase.START_UNSCHEDULABLE, extra=f"{a.deploy_id} pods unschedulable since {since.isoformat()}", detail=_deploy_detail(deploy))
+                return False, verdict(
+                    Phase.START_UNSCHEDULABLE,
+                    extra=f"{a.deploy_id} pods unschedulable since {since.isoformat()}",
+                    detail=_deploy_detail(deploy),
+                )
         return False, self._late(Phase.READINESS_TIMEOUT, a, deploy) if late else None
 
-    def _witnessed(self, a: ActionRow, deploy: DeployView, late: bool) -> tuple[bool, Verdict | None]:
+    def _witnessed(
+        self, a: ActionRow, deploy: DeployView, late: bool
+    ) -> tuple[bool, Verdict | None]:
         if self.witness is None or deploy.reservation is None:
             return True, None
         seen = self.witness(deploy)
@@ -129,12 +132,19 @@ class Observer:
     @staticmethod
     def _late(phase: Phase, a: ActionRow, deploy: DeployView) -> Verdict:
         when = a.deadline_at.isoformat() if a.deadline_at else "?"
-        return verdict(phase, extra=f"{a.deploy_id} {a.step} not converged by {when}", detail=_deploy_detail(deploy))
+        return verdict(
+            phase,
+            extra=f"{a.deploy_id} {a.step} not converged by {when}",
+            detail=_deploy_detail(deploy),
+        )
 
 
 def _deploy_detail(deploy: DeployView) -> dict[str, Any]:
     return {
-        "state": deploy.state.value, "ready_replicas": deploy.ready_replicas,
-        "desired_replicas": deploy.desired_replicas, "terminating_pods": deploy.terminating_pods,
-        "unschedulable": deploy.unschedulable, "allocation_kept": deploy.state is not DeployState.STOPPED,
+        "state": deploy.state.value,
+        "ready_replicas": deploy.ready_replicas,
+        "desired_replicas": deploy.desired_replicas,
+        "terminating_pods": deploy.terminating_pods,
+        "unschedulable": deploy.unschedulable,
+        "allocation_kept": deploy.state is not DeployState.STOPPED,
     }

@@ -10,6 +10,7 @@ overcommit over the week ahead. Only read-only core calls are made.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,7 +23,7 @@ from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.planning import intent_doc, observed, wanted
 from gps_dagster.engine.preflight import QuotaLedger, check_step
-from gps_dagster.ports import Core, CoreError, Insufficient, NotFound
+from gps_dagster.ports import Core, CoreError, DeployView, Insufficient, NotFound
 
 
 @dataclass
@@ -38,7 +39,11 @@ class DryRunReport:
                 "steps": self.steps, "warnings": self.warnings}
 
 
-def dry_run(schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | None = None) -> DryRunReport:
+def dry_run(
+    schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | None = None,
+    deploys: Mapping[str, DeployView] | None = None,
+) -> DryRunReport:
+    """The plan at ``at``; ``deploys`` replaces the core's reads of targets (a supposed state)."""
     rep = DryRunReport(schedule.name, at.astimezone(schedule.tz))
     planned = []
     for target in schedule.target_ids:
@@ -46,7 +51,7 @@ def dry_run(schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | No
         rep.intents[target] = {**intent_doc(interval), "interval_start": interval.start.isoformat(),
                                "interval_end": interval.end.isoformat() if interval.end else None}
         try:
-            deploy = core.get_deploy(target)
+            deploy = deploys[target] if deploys is not None and target in deploys else core.get_deploy(target)
         except NotFound:
             deploy = None
         except CoreError as exc:

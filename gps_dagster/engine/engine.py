@@ -11,6 +11,9 @@ from doing anything twice.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.errors import Busy
@@ -18,9 +21,12 @@ from gps_dagster.engine.planning import Planner, Prefetch
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.steps import StepRunner
-from gps_dagster.ports import Clock, Core, CoreError
+from gps_dagster.ports import Clock, Core
+from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
 from gps_dagster.store.repository import Store
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = "deploy-schedule-pass"
 IN_FLIGHT = ("pending", "capacity_wait", "submitting", "accepted")
@@ -41,24 +47,48 @@ class Engine:
     ) -> None:
         self.store, self.core, self.clock = store, core, clock
         self.config = config or EngineConfig()
-        self.planner = Planner(store, core, reservation_check)
+        self.planner = Planner(
+            store,
+            core,
+            reservation_check,
+            max_clock_skew_s=self.config.max_clock_skew_s,
+            holder=self.config.holder,
+        )
         self.runner = StepRunner(store, core, clock, self.config, reservation_check)
         self.observer = Observer(store, core, clock, self.config, self.runner, witness)
 
     # -- passes ------------------------------------------------------------------
 
-    def run_pass(self, *, schedule: str | None = None, trigger: str = "tick") -> PassReport:
-        """A full pass that also executes steps inline (``engine run``, ``simulate``)."""
-        return self._pass(schedule=schedule, trigger=trigger, execute=True)
+    def run_pass(
+        self,
+        *,
+        schedule: str | None = None,
+        trigger: str = "tick",
+        stop: Callable[[], bool] | None = None,
+    ) -> PassReport:
+        """A full pass that also executes steps inline (``engine run``, ``simulate``).
+
+        ``stop``: asked between schedules; True ends the pass early (``PassReport.stopped``).
+        """
+        return self._pass(schedule=schedule, trigger=trigger, execute=True, stop=stop)
 
     def reconcile(self, *, schedule: str | None = None, trigger: str = "sensor") -> PassReport:
         """A pass that opens plans but leaves their steps to the caller (Dagster runs)."""
         return self._pass(schedule=schedule, trigger=trigger, execute=False)
 
-    def _pass(self, *, schedule: str | None, trigger: str, execute: bool) -> PassReport:
+    def _pass(
+        self,
+        *,
+        schedule: str | None,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None = None,
+    ) -> PassReport:
         now = self.clock.now()
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
-        with self.store.lock(LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s) as lock:
+        with self.store.lock(
+            LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s
+        ) as lock:
             if not lock.acquired:
                 if schedule is not None:
                     raise Busy(schedule)
@@ -66,22 +96,62 @@ class Engine:
                 return report
             records = self._records(schedule, report)
             prefetch = self._prefetch(records)
-            for record in records:
-                self._visit(record, report, prefetch, trigger=trigger, execute=execute,
-                            force=schedule is not None and trigger == "apply_now")
+            for index, record in enumerate(records):
+                if stop is not None and stop():
+                    self._stop_at(records, index, report)
+                    break
+                try:
+                    self._visit(
+                        record,
+                        report,
+                        prefetch,
+                        trigger=trigger,
+                        execute=execute,
+                        force=schedule is not None and trigger == "apply_now",
+                    )
+                except Exception as exc:  # one schedule's failure never stops the others
+                    self._schedule_failed(record.name, exc, report)
         return report
+
+    def _stop_at(self, records: list[ScheduleRecord], index: int, report: PassReport) -> None:
+        """Ended early: the next pass starts with the first schedule not visited."""
+        report.stopped = True
+        if index > 0 and len(records) > 1:
+            report.cursor = records[index - 1].name
+            self._set_cursor(report.cursor)
+
+    def _schedule_failed(self, name: str, exc: Exception, report: PassReport) -> None:
+        log.error("pass: schedule %s failed; the pass goes on with the others", name, exc_info=exc)
+        report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        try:
+            self.store.add_event(
+                self.clock.now(),
+                name,
+                None,
+                "schedule_error",
+                reason=str(getattr(exc, "reason", "") or type(exc).__name__),
+                detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder},
+            )
+        except Exception:
+            log.warning("could not record the schedule_error event of %s", name, exc_info=True)
 
     def _prefetch(self, records: list[ScheduleRecord]) -> Prefetch:
         names = [r.name for r in records]
         try:
             reads = dict(self.core.get_deploys([t for r in records for t in r.spec.target_ids]))
-        except CoreError:
-            reads = {}  # each target is then read on its own, and errors land per target
+        except Exception as exc:  # each target is then read on its own, and errors land per target
+            log.warning("pass: batched deploy read failed (%s); reading targets one by one", exc)
+            reads = {}
         in_flight: dict[str, list[ActionRow]] = {}
         for a in self.store.list_actions(schedules=names, states=IN_FLIGHT):
             in_flight.setdefault(a.schedule, []).append(a)
         statuses = self.store.statuses_for(names)
-        missing = [(r.name, t, r.version) for r in records for t in r.spec.target_ids if (r.name, t) not in statuses]
+        missing = [
+            (r.name, t, r.version)
+            for r in records
+            for t in r.spec.target_ids
+            if (r.name, t) not in statuses
+        ]
         if missing:  # first sight of these targets: create their rows in one statement
             self.store.ensure_statuses(missing, now=self.clock.now())
             statuses = self.store.statuses_for(names)
@@ -90,13 +160,25 @@ class Engine:
     def _gate(self) -> str:
         try:
             return self.store.get_gate()
-        except Exception:  # unreadable gate: fail closed (R-PASS-1)
+        except Exception as exc:  # unreadable gate: fail closed (R-PASS-1), loudly
+            log.error("execution gate unreadable: failing closed (off): %s", exc, exc_info=exc)
+            try:
+                self.store.add_event(
+                    self.clock.now(),
+                    None,
+                    None,
+                    "gate_unreadable",
+                    reason=str(getattr(exc, "reason", "") or type(exc).__name__),
+                    detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder},
+                )
+            except Exception:
+                log.warning("could not record the gate_unreadable event", exc_info=True)
             return "off"
 
     def _records(self, schedule: str | None, report: PassReport) -> list[ScheduleRecord]:
         if schedule is not None:
             return [self.store.get_schedule(schedule)]
-        cursor = self.store.get_cursor()
+        cursor = self._cursor()
         page = self.store.page_schedules(cursor, self.config.page_size)
         if len(page) < self.config.page_size:
             page += self.store.page_schedules(None, self.config.page_size - len(page))
@@ -105,19 +187,55 @@ class Engine:
         else:
             report.cursor = page[-1].name
         if report.cursor != cursor:
-            self.store.set_cursor(report.cursor, now=self.clock.now())
+            self._set_cursor(report.cursor)
         return page
 
+    def _cursor(self) -> str | None:
+        """The durable cursor (R-PASS-3); unreadable, the page starts from the first schedule."""
+        try:
+            return self.store.get_cursor()
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.warning(
+                "pass: paging cursor unreadable (%s); starting from the first schedule", exc
+            )
+            return None
+
+    def _set_cursor(self, value: str | None) -> None:
+        try:
+            self.store.set_cursor(value, now=self.clock.now())
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # only fairness suffers: the same page comes again
+            log.warning("pass: could not move the paging cursor (%s)", exc)
+
     def _visit(
-        self, record: ScheduleRecord, report: PassReport, prefetch: Prefetch, *, trigger: str, execute: bool, force: bool
+        self,
+        record: ScheduleRecord,
+        report: PassReport,
+        prefetch: Prefetch,
+        *,
+        trigger: str,
+        execute: bool,
+        force: bool,
     ) -> None:
         name = record.name
         in_flight = prefetch.in_flight.get(name, [])
-        report.steps += [self.observer.observe_action(a) for a in in_flight if a.state == "accepted"]
+        report.steps += [
+            self.observer.observe_action(a) for a in in_flight if a.state == "accepted"
+        ]
         if report.gate == "enforce":
-            report.steps += [self.runner.execute(a.id) for a in in_flight if a.state == "submitting"]
+            report.steps += [
+                self.runner.execute(a.id) for a in in_flight if a.state == "submitting"
+            ]
         outcome = self.planner.visit(
-            record, now=self.clock.now(), gate=report.gate, trigger=trigger, force=force, prefetch=prefetch
+            record,
+            now=self.clock.now(),
+            gate=report.gate,
+            trigger=trigger,
+            force=force,
+            prefetch=prefetch,
         )
         report.schedules.append(outcome)
         for tid in outcome.opened:
@@ -129,10 +247,15 @@ class Engine:
         """Execute every step of the schedule's open plans that can move now, in plan order."""
         out: list[StepOutcome] = []
         for tr in self.store.list_transitions(schedule, states=("open",)):
-            actions = self.store.list_actions(transition_id=tr.id, states=("pending", "capacity_wait"))
+            actions = self.store.list_actions(
+                transition_id=tr.id, states=("pending", "capacity_wait")
+            )
             for a in sorted(actions, key=lambda x: x.seq):
                 out.append(self.runner.execute(a.id))
-            out += [self.observer.observe_action(a) for a in self.store.list_actions(transition_id=tr.id, states=("accepted",))]
+            out += [
+                self.observer.observe_action(a)
+                for a in self.store.list_actions(transition_id=tr.id, states=("accepted",))
+            ]
         return out
 
     # -- the Dagster-facing surface -------------------------------------------------
@@ -154,11 +277,18 @@ class Engine:
         if tr is None:
             raise KeyError(transition_id)
         actions = self.store.list_actions(transition_id=transition_id)
-        refs = [StepRef(a.id, a.deploy_id, a.step, a.order) for a in sorted(actions, key=lambda x: x.seq)]
+        refs = [
+            StepRef(a.id, a.deploy_id, a.step, a.order)
+            for a in sorted(actions, key=lambda x: x.seq)
+        ]
         return PlanRef(
-            transition_id=tr.id, schedule=tr.schedule, schedule_version=tr.schedule_version,
-            interval_start=tr.boundary_at, targets=tuple(tr.targets),
+            transition_id=tr.id,
+            schedule=tr.schedule,
+            schedule_version=tr.schedule_version,
+            interval_start=tr.boundary_at,
+            targets=tuple(tr.targets),
             release_steps=tuple(r for r in refs if r.order == "release"),
             acquire_steps=tuple(r for r in refs if r.order == "acquire"),
-            trigger=tr.trigger, order=tr.order,
+            trigger=tr.trigger,
+            order=tr.order,
         )

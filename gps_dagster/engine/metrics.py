@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from gps_dagster.engine.steps import FINISHED  # terminal: a step never leaves one
+from gps_dagster.store.plans import FINISHED  # terminal: a step never leaves one
 from gps_dagster.store.repository import Store
 
 LAG_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)

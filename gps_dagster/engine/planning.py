@@ -7,6 +7,13 @@ had converged and the deploy no longer matches, that is ``drift_detected`` and
 is *not* reverted (SPEC R-PASS-5, U1). Targets with a new interval — missed
 ones included — join one transition plan, which is preflighted as a whole
 before anything is executed (R-PASS-6).
+
+Time only moves forward (R-PASS-14): a pass whose clock is behind the
+interval already stored for a target (another replica's clock is ahead, or
+this read is stale) plans nothing for it — "different interval" is not "new
+interval". Skew up to ``EngineConfig.max_clock_skew_s`` is expected between
+replicas and stays silent; beyond it a ``clock_skew`` event names the replica.
+The status CAS enforces the same rule in the store.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
-from gps_dagster.ports import Core, CoreError, DeployState, DeployView, NotFound, Transient
+from gps_dagster.ports import Core, DeployState, DeployView, NotFound, Transient
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
 
@@ -45,8 +52,10 @@ def wanted(interval: IntentInterval) -> Wanted:
 def intent_doc(interval: IntentInterval) -> dict[str, Any]:
     i = interval.intent
     return {
-        "desired_state": i.desired_state.value, "replicas": i.replicas,
-        "allow_downtime": i.allow_downtime, "source": i.source,
+        "desired_state": i.desired_state.value,
+        "replicas": i.replicas,
+        "allow_downtime": i.allow_downtime,
+        "source": i.source,
     }
 
 
@@ -84,17 +93,34 @@ class ScheduleOutcome:
     blocking: dict[str, str] = field(default_factory=dict)
     """Ineligible targets whose new interval wants them running: they refuse the plan."""
     observing: list[str] = field(default_factory=list)
+    behind: list[str] = field(default_factory=list)
+    """Targets whose stored interval is ahead of this pass's clock: nothing planned (R-PASS-14)."""
     errors: list[str] = field(default_factory=list)
 
 
 class Planner:
     """Opens transition plans for one schedule snapshot."""
 
-    def __init__(self, store: Store, core: Core, reservation_check: ReservationCheck | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        core: Core,
+        reservation_check: ReservationCheck | None = None,
+        *,
+        max_clock_skew_s: float = 5.0,
+        holder: str = "",
+    ) -> None:
         self.store, self.core, self.reservation_check = store, core, reservation_check
+        self.max_clock_skew_s, self.holder = max_clock_skew_s, holder
 
     def visit(
-        self, record: ScheduleRecord, *, now: datetime, gate: str, trigger: str, force: bool = False,
+        self,
+        record: ScheduleRecord,
+        *,
+        now: datetime,
+        gate: str,
+        trigger: str,
+        force: bool = False,
         prefetch: Prefetch | None = None,
     ) -> ScheduleOutcome:
         spec, version = record.spec, record.version
@@ -103,7 +129,9 @@ class Planner:
             return out
         candidates: list[Candidate] = []
         for target in spec.target_ids:
-            cand = self._examine(spec, version, target, now=now, force=force, out=out, prefetch=prefetch)
+            cand = self._examine(
+                spec, version, target, now=now, force=force, out=out, prefetch=prefetch
+            )
             if cand is not None:
                 candidates.append(cand)
         if not candidates or out.errors:
@@ -113,21 +141,45 @@ class Planner:
         if spec.mode is Mode.OBSERVE or gate == "observe":
             self._observe_only(spec, version, candidates, now, out)
             return out
-        quiet = prefetch is not None and not prefetch.dirty(spec.name)  # nothing in flight to supersede
+        # nothing in flight to supersede
+        quiet = prefetch is not None and not prefetch.dirty(spec.name)
         blocked = {t: verdict(Phase.INELIGIBLE, r) for t, r in out.blocking.items()}
-        self._open(spec, version, candidates, now=now, trigger=trigger, out=out, since=record.updated_at,
-                   quiet=quiet, blocked=blocked)
+        self._open(
+            spec,
+            version,
+            candidates,
+            now=now,
+            trigger=trigger,
+            out=out,
+            since=record.updated_at,
+            quiet=quiet,
+            blocked=blocked,
+        )
         return out
 
     # -- per target -----------------------------------------------------------
 
     def _examine(
-        self, spec: Schedule, version: int, target: str, *, now: datetime, force: bool, out: ScheduleOutcome,
+        self,
+        spec: Schedule,
+        version: int,
+        target: str,
+        *,
+        now: datetime,
+        force: bool,
+        out: ScheduleOutcome,
         prefetch: Prefetch | None,
     ) -> Candidate | None:
-        status = prefetch.statuses.get((spec.name, target)) if prefetch and not prefetch.dirty(spec.name) else None
+        status = (
+            prefetch.statuses.get((spec.name, target))
+            if prefetch and not prefetch.dirty(spec.name)
+            else None
+        )
         if status is None:
             status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
+        interval = current_interval(spec, target, now)
+        if self._behind(status, version, interval, now, out):
+            return None
         members: tuple[DeployView, ...] | None = None
         try:
             deploy: DeployView | None
@@ -137,33 +189,46 @@ class Planner:
                 deploy, members = read_target(self.core, target)
         except NotFound:
             deploy = None
-        except (Transient, CoreError) as exc:
-            out.errors.append(f"{target}: {exc}")
+        # unreadable: this target plans nothing this pass, the others go on
+        except Exception as exc:
+            out.errors.append(f"{target}: {type(exc).__name__}: {exc}")
             return None
         reason = ineligible_reason(spec, deploy)
-        if reason is None and members is not None and status.transition_id is None and partially_running(members):
+        if (
+            reason is None
+            and members is not None
+            and status.transition_id is None
+            and partially_running(members)
+        ):
             reason = "endpoint_partially_running"
         if reason is not None:
             out.ineligible[target] = reason
-            interval = current_interval(spec, target, now)
             new = status.interval_start != interval.start or status.schedule_version != version
             if new and interval.intent.desired_state is DesiredState.RUNNING:
-                out.blocking[target] = reason  # it should acquire and cannot: nothing may be released for it
+                out.blocking[target] = (
+                    reason  # it should acquire and cannot: nothing may be released for it
+                )
             if status.phase != Phase.INELIGIBLE or status.reason != reason:
                 self.store.cas_status(
-                    status, now=now, phase=Phase.INELIGIBLE.value, reason=reason,
-                    fix=fix_for(Phase.INELIGIBLE, reason), schedule_version=version,
+                    status,
+                    now=now,
+                    phase=Phase.INELIGIBLE.value,
+                    reason=reason,
+                    fix=fix_for(Phase.INELIGIBLE, reason),
+                    schedule_version=version,
                     detail={"source": ELIGIBILITY},
                 )
             return None
         assert deploy is not None
-        interval = current_interval(spec, target, now)
         new = status.interval_start != interval.start or status.schedule_version != version
         # Re-examined every pass: eligibility's own verdict (its cause may be repaired), an
         # observe-only record, a plan never opened. Every other terminal phase waits for a new
         # interval or apply-now (§5).
         stale_phase = (
-            (status.phase == Phase.INELIGIBLE and (status.detail or {}).get("source") == ELIGIBILITY)
+            (
+                status.phase == Phase.INELIGIBLE
+                and (status.detail or {}).get("source") == ELIGIBILITY
+            )
             or status.phase == Phase.OBSERVING
             or (status.phase == Phase.PENDING and status.transition_id is None)
         )
@@ -172,62 +237,136 @@ class Planner:
         if status.phase == Phase.CONVERGED and not matches(wanted(interval), observed(deploy)):
             out.drift.append(target)
             self.store.cas_status(
-                status, now=now, phase=Phase.DRIFT_DETECTED.value, reason="drift_detected",
+                status,
+                now=now,
+                phase=Phase.DRIFT_DETECTED.value,
+                reason="drift_detected",
                 fix=fix_for(Phase.DRIFT_DETECTED),
-                detail={"observed_state": deploy.state.value, "observed_replicas": deploy.desired_replicas},
+                detail={
+                    "observed_state": deploy.state.value,
+                    "observed_replicas": deploy.desired_replicas,
+                },
                 events=[{"kind": "drift_detected", "detail": {"state": deploy.state.value}}],
             )
         return None
 
+    def _behind(
+        self,
+        status: TargetStatusRow,
+        version: int,
+        interval: IntentInterval,
+        now: datetime,
+        out: ScheduleOutcome,
+    ) -> bool:
+        """R-PASS-14: True when this pass is behind what is stored (it must plan nothing)."""
+        stored = status.interval_start
+        same = status.schedule_version == version
+        if status.schedule_version < version and (stored is None or stored <= now):
+            return False
+        if same and (stored is None or (stored <= now and interval.start >= stored)):
+            return False
+        out.behind.append(status.deploy_id)
+        skew = (stored - now).total_seconds() if stored is not None else 0.0
+        if skew > self.max_clock_skew_s:
+            self.store.add_event(
+                now,
+                status.schedule,
+                status.deploy_id,
+                "clock_skew",
+                reason="clock_behind",
+                detail={
+                    "stored_interval_start": stored.isoformat() if stored else None,
+                    "replica_now": now.isoformat(),
+                    "behind_s": skew,
+                    "bound_s": self.max_clock_skew_s,
+                    "holder": self.holder,
+                },
+            )
+        return True
+
     # -- observe mode ---------------------------------------------------------
 
     def _observe_only(
-        self, spec: Schedule, version: int, cands: list[Candidate], now: datetime, out: ScheduleOutcome
+        self,
+        spec: Schedule,
+        version: int,
+        cands: list[Candidate],
+        now: datetime,
+        out: ScheduleOutcome,
     ) -> None:
         for c in cands:
             steps = steps_for(wanted(c.interval), observed(c.deploy))
             out.observing.append(c.status.deploy_id)
             self.store.cas_status(
-                c.status, now=now, phase=Phase.OBSERVING.value, reason=None, fix=None,
-                schedule_version=version, interval_start=c.interval.start, interval_end=c.interval.end,
-                intent=intent_doc(c.interval), transition_id=None,
+                c.status,
+                now=now,
+                phase=Phase.OBSERVING.value,
+                reason=None,
+                fix=None,
+                schedule_version=version,
+                interval_start=c.interval.start,
+                interval_end=c.interval.end,
+                intent=intent_doc(c.interval),
+                transition_id=None,
                 detail={"would": [{"step": s.kind.value, "replicas": s.replicas} for s in steps]},
             )
 
     # -- opening a plan ---------------------------------------------------------
 
     def _open(
-        self, spec: Schedule, version: int, cands: list[Candidate], *, now: datetime, trigger: str,
-        out: ScheduleOutcome, since: datetime, quiet: bool = False, blocked: dict[str, Verdict] | None = None,
+        self,
+        spec: Schedule,
+        version: int,
+        cands: list[Candidate],
+        *,
+        now: datetime,
+        trigger: str,
+        out: ScheduleOutcome,
+        since: datetime,
+        quiet: bool = False,
+        blocked: dict[str, Verdict] | None = None,
     ) -> None:
         for c in cands:
             c.steps = steps_for(wanted(c.interval), observed(c.deploy))
         planned = {s.deploy_id: (s, wanted(c.interval), c.deploy) for c in cands for s in c.steps}
         try:
-            refusals = {**(blocked or {}), **preflight(
-                self.core, planned, self.reservation_check,
-                release_first=spec.transition_order is TransitionOrder.RELEASE_FIRST,
-            )}
+            refusals = {
+                **(blocked or {}),
+                **preflight(
+                    self.core,
+                    planned,
+                    self.reservation_check,
+                    release_first=spec.transition_order is TransitionOrder.RELEASE_FIRST,
+                ),
+            }
         except Transient as exc:  # preflight could not be read: no plan now, the next pass retries
             out.errors.append(f"preflight: {exc}")
             return
         tid = keys.transition_id(
-            spec.name, version, [(c.status.deploy_id, c.interval.start, c.status.target_generation + 1) for c in cands]
+            spec.name,
+            version,
+            [(c.status.deploy_id, c.interval.start, c.status.target_generation + 1) for c in cands],
         )
         boundary = max(c.interval.start for c in cands)
         # Boundary lag (R-PASS-5): from the boundary, or from the edit that created the interval.
         lag = (now - max(boundary, since)).total_seconds() if boundary > SENTINEL_START else None
         transition = {
-            "id": tid, "schedule_name": spec.name, "schedule_version": version, "boundary_at": boundary,
-            "order": spec.transition_order.value, "trigger": trigger,
+            "id": tid,
+            "schedule_name": spec.name,
+            "schedule_version": version,
+            "boundary_at": boundary,
+            "order": spec.transition_order.value,
+            "trigger": trigger,
             "state": "refused" if refusals else ("open" if any(c.steps for c in cands) else "done"),
-            "targets": [c.status.deploy_id for c in cands], "created_at": now, "lag_seconds": lag,
+            "targets": [c.status.deploy_id for c in cands],
+            "created_at": now,
+            "lag_seconds": lag,
         }
         steps = [] if refusals else self._step_rows(spec, version, tid, cands, now)
         updates = [(c.status, self._status_change(c, version, tid, refusals, now)) for c in cands]
-        if not quiet:
-            self._supersede(spec.name, [c.status.deploy_id for c in cands], tid, now)
-        if self.store.open_transition(transition, steps, updates, now=now):
+        # Older plans' unsubmitted steps are dropped in the same transaction (none when quiet).
+        supersede = [] if quiet else [c.status.deploy_id for c in cands]
+        if self.store.open_transition(transition, steps, updates, now=now, supersede=supersede):
             (out.refused if refusals else out.opened).append(tid)
 
     def _step_rows(
@@ -235,34 +374,59 @@ class Planner:
     ) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         by_deploy = {c.status.deploy_id: c for c in cands}
-        for seq, step in enumerate(ordered([s for c in cands for s in c.steps], spec.transition_order)):
+        for seq, step in enumerate(
+            ordered([s for c in cands for s in c.steps], spec.transition_order)
+        ):
             c = by_deploy[step.deploy_id]
             key = keys.idempotency_key(
-                spec.name, version, step.deploy_id, c.interval.start, step.kind.value, c.status.target_generation + 1
+                spec.name,
+                version,
+                step.deploy_id,
+                c.interval.start,
+                step.kind.value,
+                c.status.target_generation + 1,
             )
-            rows.append({
-                "id": keys.action_id(key), "idempotency_key": key, "transition_id": tid,
-                "schedule_name": spec.name, "schedule_version": version, "deploy_id": step.deploy_id,
-                "interval_start": c.interval.start, "step": step.kind.value, "order": step.order.value,
-                "seq": seq, "replicas": step.replicas, "delta_replicas": step.delta_replicas,
-                "etag_used": c.deploy.etag, "state": "pending", "operation_ids": [],
-                "detail": {
-                    "persist_replicas": step.persist_replicas,
-                    "allow_downtime": c.interval.intent.allow_downtime,
-                    "interval_end": c.interval.end.isoformat() if c.interval.end else None,
-                    "endpoint": c.deploy.endpoint == c.deploy.id,
-                },
-                "created_at": now, "updated_at": now,
-            })
+            rows.append(
+                {
+                    "id": keys.action_id(key),
+                    "idempotency_key": key,
+                    "transition_id": tid,
+                    "schedule_name": spec.name,
+                    "schedule_version": version,
+                    "deploy_id": step.deploy_id,
+                    "interval_start": c.interval.start,
+                    "step": step.kind.value,
+                    "order": step.order.value,
+                    "seq": seq,
+                    "replicas": step.replicas,
+                    "delta_replicas": step.delta_replicas,
+                    "etag_used": c.deploy.etag,
+                    "state": "pending",
+                    "operation_ids": [],
+                    "detail": {
+                        "persist_replicas": step.persist_replicas,
+                        "allow_downtime": c.interval.intent.allow_downtime,
+                        "interval_end": c.interval.end.isoformat() if c.interval.end else None,
+                        "endpoint": c.deploy.endpoint == c.deploy.id,
+                    },
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
         return rows
 
     def _status_change(
         self, c: Candidate, version: int, tid: str, refusals: dict[str, Verdict], now: datetime
     ) -> dict[str, Any]:
         base: dict[str, Any] = {
-            "schedule_version": version, "interval_start": c.interval.start, "interval_end": c.interval.end,
-            "intent": intent_doc(c.interval), "transition_id": tid,
-            "target_generation": c.status.target_generation + 1, "converged_at": None, "last_action_id": None,
+            "schedule_version": version,
+            "interval_start": c.interval.start,
+            "interval_end": c.interval.end,
+            "intent": intent_doc(c.interval),
+            "transition_id": tid,
+            "target_generation": c.status.target_generation + 1,
+            "converged_at": None,
+            "last_action_id": None,
             "detail": {"observed_state": c.deploy.state.value},
         }
         deploy_id = c.status.deploy_id
@@ -272,27 +436,26 @@ class Planner:
                 return {**base, **own.changes()}
             first_id, first = sorted(refusals.items())[0]
             return {
-                **base, "phase": first.phase.value, "reason": first.reason,
+                **base,
+                "phase": first.phase.value,
+                "reason": first.reason,
                 "fix": f"{first_id} failed preflight ({first.reason}); nothing was executed, "
                 f"{deploy_id} left as it is — {first.fix}",
             }
         if not c.steps:
-            return {**base, "phase": Phase.CONVERGED.value, "reason": None, "fix": None, "converged_at": now}
+            return {
+                **base,
+                "phase": Phase.CONVERGED.value,
+                "reason": None,
+                "fix": None,
+                "converged_at": now,
+            }
         return {**base, "phase": Phase.PENDING.value, "reason": None, "fix": None}
 
-    def _supersede(self, schedule: str, deploy_ids: list[str], tid: str, now: datetime) -> None:
-        """Steps of an older plan that never reached the core are dropped."""
-        for deploy_id in deploy_ids:
-            for a in self.store.list_actions(schedule=schedule, deploy_id=deploy_id, states=("pending", "capacity_wait")):
-                if a.transition_id == tid:
-                    continue
-                self.store.update_action(
-                    a.id, expect=("pending", "capacity_wait"), now=now, state="superseded", finished_at=now,
-                    reason="superseded",
-                )
 
-
-def capacity_deadline(interval_start: datetime, opened_at: datetime, interval_end: datetime | None, wait_s: float) -> datetime:
+def capacity_deadline(
+    interval_start: datetime, opened_at: datetime, interval_end: datetime | None, wait_s: float
+) -> datetime:
     """When capacity waiting ends: nominal start (or a late opening) + wait, capped by the interval end."""
     nominal = max(interval_start, opened_at) if interval_start > SENTINEL_START else opened_at
     deadline = nominal + timedelta(seconds=wait_s)

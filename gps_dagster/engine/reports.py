@@ -58,3 +58,7 @@ class PassReport:
     plans: list[PlanRef] = field(default_factory=list)
     steps: list[StepOutcome] = field(default_factory=list)
     cursor: str | None = None
+    errors: list[str] = field(default_factory=list)
+    """Schedules whose visit raised (each logged with its traceback and an event); the others ran."""
+    stopped: bool = False
+    """The pass ended early on request (SIGTERM/SIGINT of ``engine run``), between schedules."""

@@ -7,6 +7,11 @@ are declared without a schema and mapped with ``schema_translate_map``. On
 SQLite the file is opened in WAL mode with a busy timeout, and write
 transactions start with ``BEGIN IMMEDIATE`` so that two processes serialise
 instead of failing on lock upgrade.
+
+Database errors are translated here, at the edge (INTERFACES.md): any
+connection-level error of the driver (``OperationalError``,
+``InterfaceError``, a disconnect) leaves the store as ``StoreUnavailable``, a
+temporary error the engine loop survives, never as a raw driver traceback.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import os
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Engine, ExceptionContext
+
+from gps_dagster.store.errors import StoreUnavailable
 
 DEFAULT_SCHEMA = "gps"
 
@@ -42,14 +49,18 @@ def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
 
-def create_db_engine(url: str, *, schema: str | None = DEFAULT_SCHEMA, echo: bool = False) -> Engine:
+def create_db_engine(
+    url: str, *, schema: str | None = DEFAULT_SCHEMA, echo: bool = False
+) -> Engine:
     """Create an engine for ``url``; on PostgreSQL ensure and map the product schema."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, echo=echo, connect_args={"timeout": 30})
         _sqlite_pragmas(engine)
+        _translate_errors(engine)
         return engine
     engine = sa.create_engine(url, echo=echo, pool_pre_ping=True)
+    _translate_errors(engine)
     if schema:
         with engine.begin() as conn:
             conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
@@ -71,3 +82,38 @@ def _sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # type: ignore[no-untyped-def]
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+CONNECTION_ERRORS = (exc.OperationalError, exc.InterfaceError)
+SQLITE_OUTAGES = (
+    "database is locked",
+    "database table is locked",
+    "unable to open database",
+    "disk i/o error",
+    "database or disk is full",
+)
+"""SQLite reports schema mistakes (``no such table``) as OperationalError too: only these are outages."""
+
+
+def _translate_errors(engine: Engine) -> None:
+    """Connection-level driver errors become ``StoreUnavailable`` (chained to the original)."""
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(ctx: ExceptionContext) -> BaseException | None:
+        if ctx.is_pre_ping or not isinstance(ctx.original_exception, Exception):
+            return (
+                None  # the pool reconnects on its own; a KeyboardInterrupt / crash stays what it is
+            )
+        if ctx.is_disconnect or _is_outage(ctx):
+            first_line = str(ctx.original_exception).strip().splitlines() or [""]
+            return StoreUnavailable(f"{type(ctx.original_exception).__name__}: {first_line[0]}")
+        return None
+
+
+def _is_outage(ctx: ExceptionContext) -> bool:
+    if not isinstance(ctx.sqlalchemy_exception, CONNECTION_ERRORS):
+        return False
+    if ctx.dialect.name != "sqlite":
+        return True
+    message = str(ctx.original_exception).lower()
+    return any(m in message for m in SQLITE_OUTAGES)

@@ -5,12 +5,18 @@ Every write is one transaction. ``apply_schedule`` validates nothing itself
 but claims every target in the same transaction as the spec write, so a
 ``target_owned`` refusal leaves nothing behind (R-MODEL-6, R-MODEL-7). The
 HTTP API of R-API will be a thin layer over these methods.
+
+Database errors are translated at this edge: a connection-level error is
+``StoreUnavailable`` (see ``store/db.py``), a create race is
+``ScheduleConflict`` and a claim race ``TargetOwned`` (409s, never a raw
+``IntegrityError``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,20 +25,43 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.store import migrate
+from gps_dagster.store import audit, migrate
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
-from gps_dagster.store.errors import InvalidGate, ScheduleNotFound, TargetOwned
+from gps_dagster.store.errors import (
+    InvalidGate,
+    ScheduleConflict,
+    ScheduleExists,
+    ScheduleInFlight,
+    ScheduleNotFound,
+    TargetOwned,
+    VersionMismatch,
+)
 from gps_dagster.store.locks import PassLock
+from gps_dagster.store.plans import UNSUBMITTED, PlansMixin
 from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.status import StatusMixin
 
 GATES = ("off", "observe", "enforce")
 GATE_KEY = "execution"
 CURSOR_KEY = "cursor"
+MUST_NOT_EXIST = 0
+"""``expected_version`` of a create: the schedule must not exist yet."""
 
 
-class Store(StatusMixin):
+IN_FLIGHT = ("submitting", "accepted")
+"""Step states that reached (or may have reached) the core."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """What ``delete_schedule`` removed: the version, and the in-flight steps it abandoned."""
+
+    version: int
+    abandoned: list[str]
+
+
+class Store(PlansMixin, StatusMixin):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:
@@ -57,8 +86,16 @@ class Store(StatusMixin):
 
     # -- schedules ---------------------------------------------------------
 
-    def apply_schedule(self, spec: Schedule, *, now: datetime) -> ScheduleRecord:
-        """Create or update ``spec``; claims its targets; bumps the version (R-MODEL-8)."""
+    def apply_schedule(
+        self, spec: Schedule, *, now: datetime, actor: str = audit.SYSTEM_ACTOR,
+        expected_version: int | None = None,
+    ) -> ScheduleRecord:
+        """Create or update ``spec``; claims its targets; bumps the version (R-MODEL-8).
+
+        ``expected_version`` makes the write conditional: ``MUST_NOT_EXIST`` (0) for a
+        create, the version the caller read for a replace (HTTP ``If-Match``), None for
+        an unconditional upsert (the CLI). The audit row is part of the transaction.
+        """
         doc = spec.to_document()
         with self.begin() as conn:
             row = conn.execute(
@@ -66,14 +103,20 @@ class Store(StatusMixin):
                 .where(t.schedules.c.name == spec.name)
                 .with_for_update()
             ).first()
+            _check_expected(spec.name, row.version if row is not None else None, expected_version)
             if row is None:
                 version, created = 1, now
-                conn.execute(
-                    t.schedules.insert().values(
-                        name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
-                        document=doc, created_at=now, updated_at=now,
-                    )
-                )
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            t.schedules.insert().values(
+                                name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
+                                document=doc, created_at=now, updated_at=now,
+                            )
+                        )
+                except IntegrityError:  # a concurrent create committed first (PostgreSQL)
+                    lost = ScheduleExists if expected_version == MUST_NOT_EXIST else ScheduleConflict
+                    raise lost(spec.name) from None
             else:
                 version, created = row.version + 1, row.created_at
                 conn.execute(
@@ -83,6 +126,8 @@ class Store(StatusMixin):
                 )
             self._claim(conn, spec, now)
             self._event(conn, now, spec.name, None, "schedule_applied", detail={"version": version})
+            audit.record(conn, at=now, actor=actor, action="schedule_created" if version == 1 else "schedule_replaced",
+                         kind="schedule", name=spec.name, scope=spec.scope, version=version)
         return ScheduleRecord(spec.name, version, spec, spec.enabled, created, now)
 
     def _claim(self, conn: Connection, spec: Schedule, now: datetime) -> None:
@@ -140,24 +185,76 @@ class Store(StatusMixin):
             rows = conn.execute(sa.select(t.schedules).order_by(t.schedules.c.name)).all()
         return [_schedule(r) for r in rows]
 
-    def page_schedules(self, after: str | None, limit: int) -> list[ScheduleRecord]:
-        """Schedules named after ``after`` in name order: the durable-cursor page (R-PASS-3)."""
+    def page_schedules(self, after: str | None, limit: int, *, scope: str | None = None) -> list[ScheduleRecord]:
+        """Schedules named after ``after`` in name order: the durable-cursor page (R-PASS-3).
+
+        ``scope`` keeps only the schedules of one scope (an API surface's page).
+        """
         query = sa.select(t.schedules).order_by(t.schedules.c.name).limit(limit)
         if after:
             query = query.where(t.schedules.c.name > after)
+        if scope is not None:
+            query = query.where(t.schedules.c.scope == scope)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         return [_schedule(r) for r in rows]
 
-    def delete_schedule(self, name: str, *, now: datetime) -> None:
-        """Delete a schedule and release its claims; deploys are left as they are."""
+    def delete_schedule(
+        self,
+        name: str,
+        *,
+        now: datetime,
+        actor: str = audit.SYSTEM_ACTOR,
+        expected_version: int | None = None,
+        force: bool = False,
+    ) -> Deleted:
+        """Delete a schedule and release its claims; deploys are left as they are.
+
+        ``expected_version`` makes it conditional (If-Match). Steps that never reached the core
+        are cancelled with it. Steps in flight (``submitting``/``accepted``) refuse the delete
+        (``ScheduleInFlight``): nobody would observe them any more. ``force`` deletes anyway and
+        ends them ``cancelled`` (``schedule_deleted``); the core still completes them.
+        """
+        a = t.actions
         with self.begin() as conn:
-            gone = conn.execute(t.schedules.delete().where(t.schedules.c.name == name)).rowcount
-            if not gone:
+            row = conn.execute(
+                sa.select(t.schedules.c.version, t.schedules.c.scope)
+                .where(t.schedules.c.name == name)
+                .with_for_update()
+            ).first()
+            if row is None:
                 raise ScheduleNotFound(name)
+            _check_expected(name, row.version, expected_version)
+            flying = conn.execute(
+                sa.select(a.c.id, a.c.deploy_id, a.c.step, a.c.state)
+                .where(a.c.schedule_name == name, a.c.state.in_(IN_FLIGHT))
+                .order_by(a.c.seq)
+            ).all()
+            abandoned = [f"{r.deploy_id} {r.step} ({r.state})" for r in flying]
+            if abandoned and not force:
+                raise ScheduleInFlight(name, abandoned)
+            states = (*UNSUBMITTED, *IN_FLIGHT) if force else UNSUBMITTED
+            conn.execute(
+                a.update()
+                .where(a.c.schedule_name == name, a.c.state.in_(states))
+                .values(
+                    state="cancelled", reason="schedule_deleted", finished_at=now, updated_at=now,
+                    fix="the schedule was deleted; the deploy is left as it is",
+                )
+            )
+            conn.execute(
+                t.transitions.update()
+                .where(t.transitions.c.schedule_name == name, t.transitions.c.state == "open")
+                .values(state="cancelled")
+            )
+            conn.execute(t.schedules.delete().where(t.schedules.c.name == name))
             conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
             conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
-            self._event(conn, now, name, None, "schedule_deleted")
+            self._event(conn, now, name, None, "schedule_deleted",
+                        detail={"forced": force, "abandoned": abandoned})
+            audit.record(conn, at=now, actor=actor, action="schedule_deleted", kind="schedule",
+                         name=name, scope=row.scope, version=row.version)
+        return Deleted(int(row.version), abandoned)
 
     def owner_of(self, deploy_id: str) -> str | None:
         with self.engine.connect() as conn:
@@ -231,6 +328,20 @@ class Store(StatusMixin):
             rows = conn.execute(query).all()
         return [EventRow(r.id, r.at, r.schedule_name, r.deploy_id, r.kind, r.phase, r.reason, r.detail) for r in rows]
 
+    # -- audit log ---------------------------------------------------------------
+
+    def add_audit(
+        self, *, at: datetime, actor: str, action: str, kind: str, name: str,
+        scope: str | None = None, version: int | None = None, detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a write that is not one store transaction (an apply-now pass)."""
+        with self.begin() as conn:
+            audit.record(conn, at=at, actor=actor, action=action, kind=kind, name=name,
+                         scope=scope, version=version, detail=detail)
+
+    def list_audit(self, *, after_id: int = 0, limit: int = 100, name: str | None = None) -> list[audit.AuditRow]:
+        return audit.page(self.engine, after_id=after_id, limit=limit, name=name)
+
     # -- apply-now requests ------------------------------------------------------
 
     def request_apply_now(self, name: str, *, now: datetime, actor: str = "cli") -> int:
@@ -266,6 +377,20 @@ class Store(StatusMixin):
             )
 
 
+def _check_expected(name: str, current: int | None, expected: int | None) -> None:
+    """Refuse a conditional write whose expected version is not the stored one."""
+    if expected is None:
+        return
+    if expected == MUST_NOT_EXIST:
+        if current is not None:
+            raise ScheduleExists(name)
+        return
+    if current is None:
+        raise ScheduleNotFound(name)
+    if current != expected:
+        raise VersionMismatch(name, expected=expected, actual=current)
+
+
 def _schedule(row: Any) -> ScheduleRecord:
     spec = Schedule.model_validate(row.document)
     return ScheduleRecord(row.name, row.version, spec, row.enabled, row.created_at, row.updated_at)
@@ -275,4 +400,4 @@ def _request(row: Any) -> ApplyNowRequest:
     return ApplyNowRequest(row.id, row.schedule_name, row.actor, row.requested_at, row.state, row.result, row.handled_at)
 
 
-__all__ = ["GATES", "Store", "TargetStatusRow"]
+__all__ = ["GATES", "MUST_NOT_EXIST", "Store", "TargetStatusRow"]

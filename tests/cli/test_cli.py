@@ -103,7 +103,7 @@ def test_seed_png(tmp_path: Path) -> None:
         ({"windows.0.states.0.model_deploy_id": "md-x"}, "windows[0].states[0].model_deploy_id", "unknown_target"),
         ({"windows.1.name": "business-hours"}, "windows[1].name", "duplicate_window"),
         ({"windows.0.states.1.replicas": 0}, "windows[0].states[1].replicas", "replicas_zero"),
-        # recurring, so it conflicts whatever the wall clock (the CLI's horizon start) says
+        # two recurring windows of equal priority that meet every Wednesday
         ({"windows.1": {"name": "lunch", "kind": "recurring", "priority": 10, "cron": "0 12 * * WED",
                         "duration": "1h", "states": [{"model_deploy_id": "md-llama70b", "desired_state": "stopped"}]}},
          "windows[1].priority", "ambiguous_priority"),

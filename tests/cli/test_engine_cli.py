@@ -1,18 +1,23 @@
-"""The engine commands of ``gps-dagster``: schedules, status, gate, apply-now, dry-run, simulate, metrics."""
+"""The engine commands of ``gps-dagster``: schedules, status, gate, apply-now, dry-run, simulate,
+metrics.
+
+Each runs at the instant of ``GPS_CLOCK`` (the conftest pins Monday 19:00 +07; a test that needs
+business hours says ``at=TUESDAY_1000``), so the expected phases are exact at any wall-clock time.
+"""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from gps_dagster.cli.main import cli
 from gps_dagster.engine.engine import LOCK_NAME
 from gps_dagster.store import Store
+from tests.cli.cli_support import MONDAY_1900, TUESDAY_1000, instant, run
 
 ROOT = Path(__file__).parents[2]
 SEED = str(ROOT / "examples" / "seed-schedule.json")
@@ -25,10 +30,6 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.setenv("GPS_DB_URL", url)
     monkeypatch.setenv("GPS_POOL_FILE", POOL10)
     return {"url": url, "tmp": str(tmp_path)}
-
-
-def run(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args))
 
 
 def write(tmp: str, name: str, doc: dict[str, Any]) -> str:
@@ -86,28 +87,59 @@ def test_gate_defaults_to_off_and_status_reports_it(env: dict[str, str]) -> None
     assert run("gate", "sideways").exit_code == 2
 
 
-def test_apply_now_runs_a_pass_and_status_shows_each_target(env: dict[str, str]) -> None:
-    run("schedules", "apply", "-f", SEED)
-    run("gate", "enforce")
-    result = run("apply-now", "gpu-pool-h100-shared")
+def test_apply_now_runs_a_pass_at_the_runtime_clock_and_status_shows_each_target(
+    env: dict[str, str],
+) -> None:
+    run("schedules", "apply", "-f", SEED, at=TUESDAY_1000)
+    run("gate", "enforce", at=TUESDAY_1000)
+    result = run("apply-now", "gpu-pool-h100-shared", at=TUESDAY_1000)
     assert result.exit_code == 0, result.output
+    assert "gpu-pool-h100-shared v1: opened 1 plan(s), refused 0" in result.output
+    assert "md-llama70b: capacity_wait (insufficient_capacity)" in result.output
     doc = json.loads(run("status", "gpu-pool-h100-shared", "--format", "json").output)
     targets = {t["target"]: t for t in doc["targets"]}
-    assert set(targets) == {"md-llama70b", "md-qwen32b"}
-    assert all(t["phase"] not in ("", None) for t in targets.values())
-    assert all(t["interval_start"] for t in targets.values())
+    # Tuesday 10:00 +07 is business hours (08:00-18:00): B is released first, A waits for its GPUs
+    assert {t: (s["phase"], s["intent"]["source"]) for t, s in targets.items()} == {
+        "md-llama70b": ("capacity_wait", "business-hours"),
+        "md-qwen32b": ("releasing", "business-hours"),
+    }
+    assert {(s["interval_start"], s["interval_end"]) for s in targets.values()} == {
+        ("2026-10-20T01:00:00+00:00", "2026-10-20T11:00:00+00:00")}
+    # the pass ran at GPS_CLOCK
+    assert {s["since"] for s in targets.values()} == {"2026-10-20T03:00:00+00:00"}
+    last = targets["md-qwen32b"]["last_action"]
+    assert last == {"step": "stop", "state": "accepted", "reason": None}
 
 
-def test_apply_now_answers_busy_with_exit_3_while_another_pass_holds_the_lock(env: dict[str, str]) -> None:
-    from datetime import UTC, datetime
+def test_apply_now_outside_business_hours_finds_the_pool_converged(env: dict[str, str]) -> None:
+    run("schedules", "apply", "-f", SEED)
+    run("gate", "enforce")
+    assert run("apply-now", "gpu-pool-h100-shared").exit_code == 0
+    doc = json.loads(run("status", "gpu-pool-h100-shared", "--format", "json").output)
+    seen = {t["target"]: (t["phase"], t["intent"]["desired_state"], t["interval_start"])
+            for t in doc["targets"]}
+    assert seen == {
+        "md-llama70b": ("converged", "stopped", "2026-10-19T11:00:00+00:00"),
+        "md-qwen32b": ("converged", "running", "2026-10-19T11:00:00+00:00"),
+    }
+    assert Store.open(env["url"]).list_actions() == []  # nothing to do: A is stopped and B runs
 
+
+def test_apply_now_answers_busy_with_exit_3_while_another_pass_holds_the_lock(
+    env: dict[str, str],
+) -> None:
     run("schedules", "apply", "-f", SEED)
     store = Store.open(env["url"])
-    with store.lock(LOCK_NAME, holder="another-engine", now=datetime.now(UTC), ttl_s=600) as held:
+    lease = store.lock(LOCK_NAME, holder="another-engine", now=instant(MONDAY_1900), ttl_s=600)
+    with lease as held:
         assert held.acquired
         result = run("apply-now", "gpu-pool-h100-shared")
-    assert result.exit_code == 3
-    assert "409 busy" in result.output
+        assert result.exit_code == 3
+        assert "409 busy" in result.output
+        # the same lease, read by a CLI whose clock is past its TTL, no longer blocks
+        later = (instant(MONDAY_1900) + timedelta(seconds=601)).isoformat()
+        taken_over = run("apply-now", "gpu-pool-h100-shared", at=later)
+        assert taken_over.exit_code == 0, taken_over.output
 
 
 def test_apply_now_queue_records_a_request_for_the_dagster_sensor(env: dict[str, str]) -> None:
@@ -173,14 +205,30 @@ def test_simulate_draws_a_png(env: dict[str, str]) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_metrics_are_prometheus_text(env: dict[str, str]) -> None:
-    run("schedules", "apply", "-f", SEED)
-    run("gate", "enforce")
-    run("apply-now", "gpu-pool-h100-shared")
+@pytest.mark.parametrize(
+    ("at", "serving"),
+    [
+        (MONDAY_1900, {"md-llama70b": ("converged", "0.0"), "md-qwen32b": ("converged", "1.0")}),
+        (TUESDAY_1000,
+         {"md-llama70b": ("capacity_wait", "0.0"), "md-qwen32b": ("releasing", "1.0")}),
+    ],
+    ids=["outside-business-hours", "inside-business-hours"],
+)
+def test_metrics_are_prometheus_text(
+    env: dict[str, str], at: str, serving: dict[str, tuple[str, str]]
+) -> None:
+    run("schedules", "apply", "-f", SEED, at=at)
+    run("gate", "enforce", at=at)
+    run("apply-now", "gpu-pool-h100-shared", at=at)
     text = run("metrics").output
     assert "# TYPE deployschedule_target_serving gauge" in text
-    assert 'deployschedule_target_serving{phase="converged",schedule="gpu-pool-h100-shared",target="md-qwen32b"} 1.0' in text
-    assert "deployschedule_boundary_lag_seconds_bucket" in text
+    gauge = "deployschedule_target_serving"
+    lines = [line for line in text.splitlines() if line.startswith(gauge + "{")]
+    assert lines == [
+        f'{gauge}{{phase="{phase}",schedule="gpu-pool-h100-shared",target="{target}"}} {value}'
+        for target, (phase, value) in sorted(serving.items())
+    ]
+    assert "deployschedule_boundary_lag_seconds_count 1.0" in text
 
 
 def test_db_upgrade_reports_the_head_revision(env: dict[str, str]) -> None:
@@ -191,12 +239,22 @@ def test_db_upgrade_reports_the_head_revision(env: dict[str, str]) -> None:
     assert f"revision {migrate.head_revision()}" in result.output
 
 
-def test_engine_run_once_performs_one_pass_and_records_status(env: dict[str, str]) -> None:
-    run("schedules", "apply", "-f", SEED)
-    run("gate", "enforce")
-    result = run("engine", "run", "--once")
+def test_engine_run_once_performs_one_pass_at_the_runtime_clock_and_records_status(
+    env: dict[str, str],
+) -> None:
+    run("schedules", "apply", "-f", SEED, at=TUESDAY_1000)
+    run("gate", "enforce", at=TUESDAY_1000)
+    result = run("engine", "run", "--once", at=TUESDAY_1000)
     assert result.exit_code == 0, result.output
-    assert "gate=enforce" in result.output and "busy=False" in result.output
+    head = "2026-10-20T03:00:00+00:00 gate=enforce busy=False plans=1 steps="
+    assert result.output.startswith(head)
     statuses = Store.open(env["url"]).list_status("gpu-pool-h100-shared")
-    assert {s.deploy_id for s in statuses} == {"md-llama70b", "md-qwen32b"}
-    assert all(s.interval_start is not None for s in statuses)
+    phases = {s.deploy_id: s.phase for s in statuses}
+    assert phases == {"md-llama70b": "capacity_wait", "md-qwen32b": "releasing"}
+    assert {s.interval_start for s in statuses} == {instant("2026-10-20T08:00:00+07:00")}
+
+
+def test_engine_run_refuses_to_loop_on_a_frozen_clock(env: dict[str, str]) -> None:
+    result = run("engine", "run", "--interval", "1")
+    assert result.exit_code == 2
+    assert "GPS_CLOCK is a frozen instant" in result.output and "--once" in result.output

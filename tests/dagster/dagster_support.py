@@ -3,21 +3,19 @@ on a virtual clock, served to Dagster through ``StaticRuntime``."""
 
 from __future__ import annotations
 
+import shutil
 import warnings
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from gps_dagster.backends.sim import SimPool
 from gps_dagster.clocks import VirtualClock
-from gps_dagster.domain.pool import PoolSpec, parse_pool
 from gps_dagster.domain.schedules import parse_schedule
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.engine import Engine, EngineConfig
-from gps_dagster.store import Store
+from gps_dagster.engine import EngineConfig
+from gps_dagster.runtime import Runtime, build_runtime, settings_from_env
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -28,15 +26,6 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
-@dataclass
-class Runtime:
-    store: Store
-    core: SimPool
-    engine: Engine
-    clock: VirtualClock
-    pool: PoolSpec
-
-
 def make_runtime(
     url: str,
     *,
@@ -44,16 +33,16 @@ def make_runtime(
     pool_file: Path = EXAMPLES / "seed-pool-10.yaml",
     config: EngineConfig | None = None,
 ) -> Runtime:
+    """The composition root's runtime on a virtual clock, the pool file freshly loaded."""
     clock = VirtualClock(start)
-    store = Store.open(url)
-    pool = parse_pool(pool_file.read_text(), source=str(pool_file))
-    core = SimPool.create(store.engine, pool, clock, replace=True)
-    store.set_gate("enforce", now=clock.now())
-    return Runtime(store, core, Engine(store, core, clock, config), clock, pool)
+    settings = settings_from_env({}, db_url=url, pool_file=str(pool_file))
+    rt = build_runtime(settings, clock=clock, config=config, reload_pool=True)
+    rt.store.set_gate("enforce", now=clock.now())
+    return rt
 
 
 def seed_schedule(rt: Runtime, path: Path = EXAMPLES / "seed-schedule.json", **changes: Any) -> Schedule:
-    spec = parse_schedule(path.read_text(), source=str(path), horizon_start=rt.clock.now())
+    spec = parse_schedule(path.read_text(), source=str(path))
     if changes:
         spec = spec.model_copy(update=changes)
     rt.store.apply_schedule(spec, now=rt.clock.now())
@@ -144,3 +133,13 @@ class Daemon:
 
     def runs(self, **tags: str) -> list[dg.DagsterRun]:
         return list(self.instance.get_runs(dg.RunsFilter(tags=tags)))
+def faketime(at: datetime) -> list[str]:
+    """A command prefix that starts a child's wall clock at ``at`` (Debian ``faketime``).
+
+    Only for a third-party process that reads the wall clock itself (Dagster's CLI checks
+    partition keys against its own now); the product's processes get ``GPS_CLOCK`` instead.
+    """
+    exe = shutil.which("faketime")
+    if exe is None:
+        raise RuntimeError("faketime is not installed: apt-get install faketime (make test does)")
+    return [exe, "-f", "@" + at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")]

@@ -66,7 +66,7 @@ def test_apply_now_for_a_schedule_deleted_since_the_request_is_answered_and_does
     doc["name"] = "other"
     doc["targets"] = [{"model_deploy_id": "md-bge-embed", "default_state": "running"}]
     doc["windows"] = []
-    w.store.apply_schedule(load_schedule(doc, horizon_start=w.clock.now()), now=w.clock.now())
+    w.store.apply_schedule(load_schedule(doc), now=w.clock.now())
     rt = SimpleNamespace(store=w.store, core=w.pool, engine=w.engine, clock=w.clock)
     first = w.store.request_apply_now(w.spec.name, now=w.clock.now())
     second = w.store.request_apply_now("other", now=w.clock.now())

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.domain.spec import Schedule
-
-HORIZON = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def at(tz: str, *parts: int, fold: int = 0) -> datetime:
@@ -17,8 +15,9 @@ def at(tz: str, *parts: int, fold: int = 0) -> datetime:
     return datetime(*parts, tzinfo=ZoneInfo(tz), fold=fold)  # type: ignore[misc]
 
 
-def schedule(windows: list[dict[str, Any]], *, tz: str = "UTC", targets: list[dict[str, Any]] | None = None,
-             horizon: datetime = HORIZON) -> Schedule:
+def schedule(
+    windows: list[dict[str, Any]], *, tz: str = "UTC", targets: list[dict[str, Any]] | None = None
+) -> Schedule:
     """A valid schedule (every check run) with targets a (default stopped) and b (default running)."""
     doc = {
         "name": "t",
@@ -29,7 +28,7 @@ def schedule(windows: list[dict[str, Any]], *, tz: str = "UTC", targets: list[di
         ],
         "windows": windows,
     }
-    return load_schedule(doc, horizon_start=horizon)
+    return load_schedule(doc)
 
 
 def recurring(name: str, cron: str, duration: str, *, priority: int = 10, a: str = "running",

@@ -9,8 +9,6 @@ import pytest
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.domain.schedules import parse_schedule
 
-from .helpers import HORIZON
-
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
@@ -22,7 +20,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
     ],
 )
 def test_example_schedules(name: str, schedule_name: str, targets: tuple[str, ...], windows: tuple[str, ...]) -> None:
-    s = parse_schedule((EXAMPLES / name).read_text(), source=name, horizon_start=HORIZON)
+    s = parse_schedule((EXAMPLES / name).read_text(), source=name)
     assert (s.name, s.target_ids, tuple(w.name for w in s.windows)) == (schedule_name, targets, windows)
 
 

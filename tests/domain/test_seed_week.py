@@ -17,11 +17,12 @@ from gps_dagster.domain.evaluator import (
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.domain.spec import DesiredState
 
-from .helpers import HORIZON, at
+from .helpers import at
 
 HCM = "Asia/Ho_Chi_Minh"
-SEED = load_schedule(json.loads((Path(__file__).parents[2] / "examples" / "seed-schedule.json").read_text()),
-                     horizon_start=HORIZON)
+SEED = load_schedule(
+    json.loads((Path(__file__).parents[2] / "examples" / "seed-schedule.json").read_text())
+)
 A, B = "md-llama70b", "md-qwen32b"
 R, S = DesiredState.RUNNING, DesiredState.STOPPED
 

@@ -12,7 +12,7 @@ from gps_dagster.domain.pool import load_pool, parse_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.domain.timeline import gpu_timeline
 
-from .helpers import HORIZON, at
+from .helpers import at
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 HCM = "Asia/Ho_Chi_Minh"
@@ -20,7 +20,7 @@ WEEK = (at(HCM, 2026, 10, 19), at(HCM, 2026, 10, 26))
 
 
 def example_schedule(name: str):  # type: ignore[no-untyped-def]
-    return load_schedule(json.loads((EXAMPLES / name).read_text()), source=name, horizon_start=HORIZON)
+    return load_schedule(json.loads((EXAMPLES / name).read_text()), source=name)
 
 
 def example_pool(name: str):  # type: ignore[no-untyped-def]
@@ -60,7 +60,7 @@ def test_overcommit_is_flagged() -> None:
 def test_window_replicas_count_per_replica_gpus() -> None:
     doc = json.loads((EXAMPLES / "scenario2-schedule.json").read_text())
     doc["windows"][0]["states"][1]["desired_state"] = "running"  # qwen keeps running: 16 + 8 = 24
-    sched = load_schedule(doc, horizon_start=HORIZON)
+    sched = load_schedule(doc)
     segs = gpu_timeline(sched, example_pool("seed-pool-16.yaml"), *WEEK)
     assert [(s.start.hour, s.desired_gpus, s.overcommit) for s in segs[:3]] == [(0, 16, False), (8, 24, True), (18, 16, False)]
 

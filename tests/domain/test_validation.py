@@ -14,8 +14,6 @@ from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.schedules import load_schedule, parse_schedule
 from gps_dagster.domain.spec import OneShotWindow, RecurringWindow
 
-from .helpers import HORIZON
-
 SEED = json.loads((Path(__file__).parents[2] / "examples" / "seed-schedule.json").read_text())
 
 
@@ -23,7 +21,7 @@ def errors_of(mutate: Callable[[dict[str, Any]], None]) -> list[tuple[str, str]]
     doc = copy.deepcopy(SEED)
     mutate(doc)
     with pytest.raises(SpecInvalid) as info:
-        load_schedule(doc, source="seed", horizon_start=HORIZON)
+        load_schedule(doc, source="seed")
     assert all(e.fix for e in info.value.errors)
     assert info.value.source == "seed"
     return [(e.path, e.reason) for e in info.value.errors]
@@ -76,7 +74,7 @@ def test_each_bad_input_is_one_precise_error(mutate: Callable[[dict[str, Any]], 
 
 
 def test_the_seed_is_valid_and_frozen() -> None:
-    s = load_schedule(SEED, horizon_start=HORIZON)
+    s = load_schedule(SEED)
     assert s.name == "gpu-pool-h100-shared"
     assert isinstance(s.windows[0], RecurringWindow) and isinstance(s.windows[1], OneShotWindow)
     with pytest.raises(Exception, match="frozen"):
@@ -113,8 +111,7 @@ def test_replicas_zero_message_points_to_stopped() -> None:
     with pytest.raises(SpecInvalid) as info:
         load_schedule({**SEED, "windows": [{**SEED["windows"][0], "states": [
             {"model_deploy_id": "md-llama70b", "desired_state": "running"},
-            {"model_deploy_id": "md-qwen32b", "desired_state": "running", "replicas": 0}]}]},
-            horizon_start=HORIZON)
+            {"model_deploy_id": "md-qwen32b", "desired_state": "running", "replicas": 0}]}]})
     assert str(info.value.errors[0]) == (
         'windows[0].states[1].replicas: replicas_zero — use "desired_state": "stopped" to stop a deploy')
 
@@ -123,7 +120,7 @@ def test_ambiguous_priority_names_both_windows_and_the_first_overlap() -> None:
     doc = copy.deepcopy(SEED)
     doc["windows"][1]["priority"] = 10
     with pytest.raises(SpecInvalid) as info:
-        load_schedule(doc, horizon_start=HORIZON)
+        load_schedule(doc)
     fix = info.value.errors[0].fix
     assert "'business-hours'" in fix and "'maint-wed'" in fix
     assert "2026-10-21T13:00:00+07:00" in fix
@@ -134,29 +131,34 @@ def test_equal_priorities_that_agree_or_never_meet_are_fine() -> None:
     doc["windows"][1]["priority"] = 10
     doc["windows"][1]["active_from"] = "2026-10-24T13:00:00+07:00"  # a Saturday: no business hours
     doc["windows"][1]["active_until"] = "2026-10-24T15:00:00+07:00"
-    assert load_schedule(doc, horizon_start=HORIZON).windows[1].priority == 10
+    assert load_schedule(doc).windows[1].priority == 10
     doc = copy.deepcopy(SEED)
     doc["windows"][1]["priority"] = 10
     doc["windows"][1]["states"] = [{"model_deploy_id": "md-llama70b", "desired_state": "running"}]
-    assert load_schedule(doc, horizon_start=HORIZON).windows[1].priority == 10
+    assert load_schedule(doc).windows[1].priority == 10
 
 
-def test_ambiguity_is_only_checked_over_one_year_from_the_horizon() -> None:
+def test_a_past_one_shot_is_checked_over_its_own_span() -> None:
+    """Regression: only a year "from today" was checked, so a past clash was accepted."""
     doc = copy.deepcopy(SEED)
     doc["windows"][1]["priority"] = 10
-    late = HORIZON.replace(year=2028)  # the one-shot is in the past of this horizon
-    assert load_schedule(doc, horizon_start=late).name == SEED["name"]
+    doc["windows"][1]["active_from"] = "2020-10-21T13:00:00+07:00"  # a Wednesday, long ago
+    doc["windows"][1]["active_until"] = "2020-10-21T15:00:00+07:00"
+    with pytest.raises(SpecInvalid) as info:
+        load_schedule(doc)
+    assert info.value.reasons == ("ambiguous_priority",)
+    assert "2020-10-21T13:00:00+07:00" in info.value.errors[0].fix
 
 
 def test_overlap_uses_the_shortest_gap_between_fires() -> None:
     doc = copy.deepcopy(SEED)
     doc["windows"][0]["cron"] = "0 8,20 * * *"  # gaps of 12 h
     doc["windows"][0]["duration"] = "12h"  # touching occurrences do not overlap
-    assert load_schedule(doc, horizon_start=HORIZON).windows[0].duration.total_seconds() == 12 * 3600
+    assert load_schedule(doc).windows[0].duration.total_seconds() == 12 * 3600
     doc["windows"][0]["cron"] = "0 8,10 * * *"  # shortest gap 2 h
     doc["windows"][0]["duration"] = "2h1m"
     with pytest.raises(SpecInvalid) as info:
-        load_schedule(doc, horizon_start=HORIZON)
+        load_schedule(doc)
     assert info.value.reasons == ("overlapping_occurrences",)
 
 
@@ -166,7 +168,7 @@ def test_dst_shortens_a_daily_gap_to_23_hours() -> None:
     doc["windows"][0]["cron"] = "0 8 * * *"
     doc["windows"][0]["duration"] = "23h30m"  # fine in Hanoi (24 h gaps), too long in New York in March
     with pytest.raises(SpecInvalid) as info:
-        load_schedule(doc, horizon_start=HORIZON)
+        load_schedule(doc)
     assert info.value.reasons == ("overlapping_occurrences",)
     assert "1380 min" in info.value.errors[0].fix
 
@@ -174,8 +176,8 @@ def test_dst_shortens_a_daily_gap_to_23_hours() -> None:
 def test_yaml_and_json_text_parse_the_same() -> None:
     import yaml
 
-    from_json = parse_schedule(json.dumps(SEED), horizon_start=HORIZON)
-    from_yaml = parse_schedule(yaml.safe_dump(SEED), horizon_start=HORIZON)
+    from_json = parse_schedule(json.dumps(SEED))
+    from_yaml = parse_schedule(yaml.safe_dump(SEED))
     assert from_json == from_yaml
 
 
@@ -185,17 +187,12 @@ def test_yaml_and_json_text_parse_the_same() -> None:
 )
 def test_unparsable_text(text: str, reason: str) -> None:
     with pytest.raises(SpecInvalid) as info:
-        parse_schedule(text, horizon_start=HORIZON)
+        parse_schedule(text)
     assert info.value.reasons == (reason,)
 
 
-def test_horizon_must_be_aware() -> None:
-    with pytest.raises(ValueError, match="aware"):
-        load_schedule(SEED, horizon_start=HORIZON.replace(tzinfo=None))
-
-
 def test_document_round_trip() -> None:
-    s = load_schedule(SEED, horizon_start=HORIZON)
+    s = load_schedule(SEED)
     doc = s.to_document()
     assert doc["windows"][0]["duration"] == "10h"
-    assert load_schedule(doc, horizon_start=HORIZON) == s
+    assert load_schedule(doc) == s

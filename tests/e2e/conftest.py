@@ -33,9 +33,9 @@ from gps_dagster.cli.devserver import (
 
 
 def _open_transition(db_url: str, pool_file: Path) -> str:
-    from gps_dagster.runtime import build_runtime
+    from gps_dagster.runtime import build_runtime, settings_from_env
 
-    rt = build_runtime(db_url, pool_file)
+    rt = build_runtime(settings_from_env(backend="sim", db_url=db_url, pool_file=str(pool_file)))
     report = rt.engine.reconcile(trigger="sensor")
     assert len(report.plans) == 1, report
     rt.store.set_gate("off", now=rt.clock.now())

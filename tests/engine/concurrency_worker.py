@@ -1,8 +1,9 @@
 """One engine replica for ``test_concurrency``: run passes at shared virtual instants, log what it saw.
 
 Runs in its own process (multiprocessing ``spawn``). Every replica moves its
-own ``VirtualClock`` through the same list of instants and meets the others at
-a barrier before each pass, so the passes really start together. With
+own ``VirtualClock`` through the same list of instants (``skew_s`` seconds
+behind, for a replica whose clock lags: R-PASS-14) and meets the others at a
+barrier before each pass, so the passes really start together. With
 ``lockless`` the replica's pass lock is always granted, as if its lock
 connection had been lost: correctness must then come from the fence, the CAS
 and the idempotency keys alone (SPEC R-PASS-2).
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import traceback
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -28,7 +29,9 @@ class GrantedLock:
     def __enter__(self) -> GrantedLock:
         return self
 
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         return None
 
 
@@ -39,19 +42,33 @@ class LockLostStore(Store):
         return GrantedLock()
 
 
-def worker(url: str, pool: str, holder: str, instants: list[str], barrier: Any, out: str, lockless: bool) -> None:
+def worker(
+    url: str,
+    pool: str,
+    holder: str,
+    instants: list[str],
+    barrier: Any,
+    out: str,
+    lockless: bool,
+    skew_s: float = 0.0,
+) -> None:
     log: dict[str, Any] = {"holder": holder, "passes": [], "error": None}
     try:
         opened = Store.open(url, upgrade=False)
         store = LockLostStore(opened.engine) if lockless else opened
-        clock = VirtualClock(datetime.fromisoformat(instants[0]))
-        engine = Engine(store, SimPool.open(store.engine, pool, clock), clock, EngineConfig(holder=holder))
+        behind = timedelta(seconds=skew_s)
+        clock = VirtualClock(datetime.fromisoformat(instants[0]) - behind)
+        engine = Engine(
+            store, SimPool.open(store.engine, pool, clock), clock, EngineConfig(holder=holder)
+        )
         for at in instants:
-            clock.set(datetime.fromisoformat(at))
+            clock.set(datetime.fromisoformat(at) - behind)
             barrier.wait(timeout=60)
             report = engine.run_pass()
             versions = {s.deploy_id: s.status_version for s in store.list_status()}
-            log["passes"].append({"at": at, "busy": report.busy, "steps": len(report.steps), "versions": versions})
+            log["passes"].append(
+                {"at": at, "busy": report.busy, "steps": len(report.steps), "versions": versions}
+            )
     except BaseException:  # record it for the test, and free the others from the barrier
         log["error"] = traceback.format_exc()
         barrier.abort()

@@ -76,7 +76,7 @@ class World:
         return self.pool.get_deploy(target)
 
     def apply(self, doc: dict[str, Any]) -> Schedule:
-        self.spec = load_schedule(doc, horizon_start=self.clock.now())
+        self.spec = load_schedule(doc)
         self.store.apply_schedule(self.spec, now=self.clock.now())
         return self.spec
 
@@ -99,7 +99,7 @@ def make_world(
     store = Store.open(db_url)
     pool_spec = load_pool(copy.deepcopy(pool or seed_pool()))
     sim = SimPool.create(store.engine, pool_spec, clock, replace=True)
-    spec = load_schedule(copy.deepcopy(schedule or seed_schedule()), horizon_start=start)
+    spec = load_schedule(copy.deepcopy(schedule or seed_schedule()))
     store.apply_schedule(spec, now=start)
     store.set_gate(gate, now=start)
     eng = engine or Engine(store, sim, clock, config or EngineConfig())

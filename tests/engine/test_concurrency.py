@@ -5,8 +5,9 @@ work. Here three processes run passes at the same virtual instants across the
 08:00 and 18:00 swaps of the seed, meeting at a barrier before each pass. Two
 take the pass lock as usual (advisory lock on PostgreSQL, lease row on SQLite;
 one of them must find it busy); the third
-behaves as if its lock had been lost and always runs, so at every instant at
-least two engines act at once and only the fence, the status CAS and the
+behaves as if its lock had been lost and always runs — on a clock 2 s behind
+the others, so right after each swap it reads the old interval (R-PASS-14) —
+and at every instant at least two engines act at once and only the fence, the status CAS and the
 idempotency keys stand between them and a double mutation.
 """
 
@@ -27,7 +28,8 @@ from gps_dagster.clocks import VirtualClock
 from tests.engine.concurrency_worker import worker
 from tests.engine.harness import A, B, local, make_world
 
-REPLICAS = (("engine-a", False), ("engine-b", False), ("engine-c", True))
+REPLICAS = (("engine-a", False, 0.0), ("engine-b", False, 0.0), ("engine-c", True, 2.0))
+"""(holder, lockless, clock skew): the lock-lost replica's clock also lags 2 s (R-PASS-14)."""
 
 
 def instants(start: datetime, minutes: int) -> list[str]:
@@ -37,10 +39,10 @@ def instants(start: datetime, minutes: int) -> list[str]:
 def run_replicas(url: str, pool: str, at: list[str], tmp: Path) -> list[dict[str, Any]]:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(REPLICAS))
-    outs = [tmp / f"{holder}.json" for holder, _ in REPLICAS]
+    outs = [tmp / f"{holder}.json" for holder, _, _ in REPLICAS]
     procs = [
-        ctx.Process(target=worker, args=(url, pool, holder, at, barrier, str(out), lockless))
-        for (holder, lockless), out in zip(REPLICAS, outs, strict=True)
+        ctx.Process(target=worker, args=(url, pool, holder, at, barrier, str(out), lockless, skew))
+        for (holder, lockless, skew), out in zip(REPLICAS, outs, strict=True)
     ]
     for p in procs:
         p.start()
@@ -54,7 +56,9 @@ def run_replicas(url: str, pool: str, at: list[str], tmp: Path) -> list[dict[str
 
 
 @pytest.mark.postgres
-def test_three_engines_in_three_processes_mutate_once_and_never_regress(pg_url: str, tmp_path: Path) -> None:
+def test_three_engines_in_three_processes_mutate_once_and_never_regress(
+    pg_url: str, tmp_path: Path
+) -> None:
     three_replicas(pg_url, tmp_path)
 
 
@@ -68,7 +72,9 @@ def three_replicas(url: str, tmp_path: Path) -> None:
     at = instants(start, 7) + instants(local("2026-10-19T17:59:30"), 7)
     logs = run_replicas(url, w.pool.name, at, tmp_path)
 
-    log = SimPool.open(w.store.engine, w.pool.name, VirtualClock(local("2026-10-19T18:10"))).operation_log()
+    log = SimPool.open(
+        w.store.engine, w.pool.name, VirtualClock(local("2026-10-19T18:10"))
+    ).operation_log()
     triples = [(o.deploy_id, o.kind.value, o.idempotency_key) for o in log]
     assert len(triples) == len(set(triples))  # no duplicate mutation
     assert [(d, k) for d, k, _ in triples] == [(B, "stop"), (A, "start"), (A, "stop"), (B, "start")]

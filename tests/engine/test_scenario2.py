@@ -60,7 +60,7 @@ def serve_through(w: World, until_iso: str) -> list[int]:
 
 def test_a_has_zero_downtime_over_a_weekday() -> None:
     start = local("2026-10-19T00:00")
-    spec = load_schedule(example("scenario2-schedule.json"), horizon_start=start)
+    spec = load_schedule(example("scenario2-schedule.json"))
     rep = simulate(spec, load_pool(example("seed-pool-16.yaml")), start, start + timedelta(days=1))
     assert rep.downtime_seconds == {A: 0.0}
     assert rep.max_gpus_in_use <= 16

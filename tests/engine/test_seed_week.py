@@ -13,7 +13,7 @@ TZ = SEED_MONDAY.tzinfo
 
 
 def _week():  # type: ignore[no-untyped-def]
-    spec = load_schedule(seed_schedule(), horizon_start=SEED_MONDAY)
+    spec = load_schedule(seed_schedule())
     return simulate(spec, load_pool(seed_pool()), SEED_MONDAY, SEED_MONDAY + timedelta(days=7))
 
 

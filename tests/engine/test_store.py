@@ -20,7 +20,7 @@ NOW = SEED_MONDAY
 
 
 def schedule(doc: dict[str, Any] | None = None) -> Schedule:
-    return load_schedule(doc or seed_schedule(), horizon_start=NOW)
+    return load_schedule(doc or seed_schedule())
 
 
 def other(*targets: str, name: str = "batch-nightly") -> Schedule:

@@ -347,8 +347,7 @@ def test_second_schedule_claiming_b_is_target_owned_and_persists_nothing(sqlite_
     other = load_schedule(
         {"name": "batch-nightly", "timezone": "UTC", "targets": [
             {"model_deploy_id": "md-other", "default_state": "running"},
-            {"model_deploy_id": B, "default_state": "running"}]},
-        horizon_start=MORNING,
+            {"model_deploy_id": B, "default_state": "running"}]}
     )
     with pytest.raises(TargetOwned) as err:
         w.store.apply_schedule(other, now=MORNING)

@@ -128,7 +128,7 @@ class EngineWorld(Sim):
 
 def engine_world(db_url: str, spec: PoolSpec, schedule: dict[str, Any], start: datetime) -> EngineWorld:
     sim = open_sim(db_url, spec, start)
-    parsed = load_schedule(copy.deepcopy(schedule), horizon_start=start)
+    parsed = load_schedule(copy.deepcopy(schedule))
     sim.store.apply_schedule(parsed, now=start)
     sim.store.set_gate("enforce", now=start)
     engine = Engine(sim.store, sim.pool, sim.clock, EngineConfig(), **hooks(sim.store, sim.pool))

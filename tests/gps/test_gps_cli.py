@@ -17,6 +17,7 @@ AT = "2026-10-19T08:00:00+07:00"
 @pytest.fixture
 def run(db_url: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("GPS_DB_URL", db_url)
+    monkeypatch.setenv("GPS_CLOCK", AT)  # a write without --at is stamped with it, never the wall clock
 
     def invoke(*args: str) -> Result:
         return CliRunner().invoke(reservations_group, list(args), catch_exceptions=False)

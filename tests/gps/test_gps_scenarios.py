@@ -46,7 +46,7 @@ def _reopen(url: str, pool: str, at: datetime) -> SimPool:
 
 
 def test_gpu42_swaps_a_and_b_around_c_within_budget(sqlite_url: str) -> None:
-    spec = load_schedule(gpu42_schedule(), horizon_start=MONDAY)
+    spec = load_schedule(gpu42_schedule())
     end = MONDAY + timedelta(days=2)
     rep = simulate(spec, load_pool(example_pool("gpu42-pool.yaml")), MONDAY, end, db_url=sqlite_url)
     assert {t: s["phase"] for t, s in rep.final_status.items()} == {A: "converged", B: "converged", C: "converged"}
@@ -67,7 +67,7 @@ def test_scenario2_with_reservations_lands_b_only_on_r2(sqlite_url: str) -> None
     doc = example_pool("scenario2-reservations-pool.yaml")
     r2 = set(doc["reservations"][1]["gpu_uuids"])
     assert r2 == node_uuids(doc["name"], "hgx-02")
-    spec = load_schedule(example_schedule("scenario2-schedule.json"), horizon_start=MONDAY)
+    spec = load_schedule(example_schedule("scenario2-schedule.json"))
     end = MONDAY + timedelta(hours=20)
     rep = simulate(spec, load_pool(doc), MONDAY, end, db_url=sqlite_url)
     assert {t: s["phase"] for t, s in rep.final_status.items()} == {"md-llama70b": "converged", "md-qwen-8gpu": "converged"}

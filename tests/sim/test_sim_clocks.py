@@ -35,6 +35,15 @@ def test_naive_datetimes_are_rejected() -> None:
 
 
 def test_both_clocks_satisfy_the_port() -> None:
-    wall = WallClock()
-    assert isinstance(wall, Clock) and isinstance(VirtualClock(datetime.now(UTC)), Clock)
+    wall = WallClock(source=lambda: 1_792_465_200.25)  # the system clock's reading, injected
+    assert isinstance(wall, Clock)
+    assert isinstance(VirtualClock(datetime(2026, 10, 19, tzinfo=UTC)), Clock)
+    assert wall.now() == datetime(2026, 10, 20, 3, 0, 0, 250_000, tzinfo=UTC)
     assert wall.now().tzinfo is UTC
+
+
+def test_the_wall_clock_reads_the_system_clock_by_default() -> None:
+    import inspect
+    import time
+
+    assert inspect.signature(WallClock).parameters["source"].default is time.time

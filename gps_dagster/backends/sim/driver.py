@@ -30,7 +30,7 @@ from gps_dagster.backends.sim.dynamics import (
     release,
 )
 from gps_dagster.domain.pool import FaultSpec, fault_problem
-from gps_dagster.ports import AdmissionRefused, NotFound, Operation, OperationState
+from gps_dagster.ports import AdmissionRefused, DeployView, NotFound, Operation, OperationState
 
 if TYPE_CHECKING:
     from gps_dagster.backends.sim.mutations import Blocks
@@ -94,6 +94,19 @@ class DriverMixin:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(o).where(o.c.pool == self.name).order_by(o.c.seq)).all()
         return [views.to_operation(r, OperationState(r.state)) for r in rows]
+
+    def observe(self) -> dict[str, DeployView]:
+        """Every deploy of the pool, read the way an observer would: injected faults do not apply.
+
+        For reports and samples (``gps_dagster.simulation``): a sampler going
+        through the ``Core`` reads would consume (or trip over) the one-shot
+        faults meant for the engine.
+        """
+        with self._tx() as (ctx, _b):
+            d = t.deploys
+            query = sa.select(d).where(d.c.pool == self.name).order_by(d.c.ordinal)
+            rows = list(ctx.conn.execute(query))
+            return views.deploy_views(ctx, rows)
 
     def deploy_ids(self) -> list[str]:
         d = t.deploys

@@ -32,14 +32,20 @@ from gps_dagster.domain.models import Frozen
 
 class ExclusiveBinding(Frozen):
     mode: Literal["exclusive"] = "exclusive"
-    gpus_per_replica: int = Field(ge=1, description="Whole GPUs of one replica, all on one reservation.")
+    gpus_per_replica: int = Field(
+        ge=1, le=65_536, strict=True,
+        description="Whole GPUs of one replica, all on one reservation.",
+    )
     reservations: tuple[str, ...] = Field(min_length=1, description="Reservation ids a replica may land on.")
 
 
 class TimeSlicedBinding(Frozen):
     mode: Literal["time_sliced"] = "time_sliced"
     reservation: str = Field(min_length=1, description="The shared reservation this deploy is a member of.")
-    memory_mib: int = Field(ge=1, description="VRAM share admitted against the reservation's budget.")
+    memory_mib: int = Field(
+        ge=1, le=10_000_000, strict=True,
+        description="VRAM share admitted against the reservation's budget.",
+    )
 
 
 Binding = Annotated[ExclusiveBinding | TimeSlicedBinding, Field(discriminator="mode")]

@@ -77,7 +77,9 @@ class ReservationSpec(Frozen):
     gpu_uuids: tuple[GpuUuid, ...] = Field(min_length=1, description="NVIDIA GPU UUIDs, ``GPU-<uuid>``.")
     namespace: str = Field(description="Namespace the members run in, e.g. ``cmp-vision``.")
     mode: SharingMode
-    gpu_memory_mib: int = Field(ge=1, description="Memory of one GPU in MiB (H200: 143771).")
+    gpu_memory_mib: int = Field(
+        ge=1, le=10_000_000, strict=True, description="Memory of one GPU in MiB (H200: 143771)."
+    )
     headroom: Decimal = Field(
         default=DEFAULT_HEADROOM,
         description="Fraction of GPU memory admission may hand out (time-sliced budget).",

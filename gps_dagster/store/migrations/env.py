@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from alembic import context
 
+import gps_dagster.store.api_tables
 import gps_dagster.store.launches
 import gps_dagster.store.reservation_tables
 import gps_dagster.store.tables  # noqa: F401  (declares tables on metadata)

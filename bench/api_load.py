@@ -1,0 +1,181 @@
+"""Benchmark: the schedule API under load on loopback (SQLite, the seed pool).
+
+Starts ``gps-dagster serve`` as a subprocess on 127.0.0.1 over a fresh SQLite store with the
+seed schedule and 9 more, then runs ``--clients`` concurrent clients (default 50) for
+``--seconds`` (default 60), each looping over: list schedules, read a status, dry-run an
+instant. Prints requests/s and p50/p99 per kind, against a baseline measured in the same run:
+``GET /healthz`` (no database) under the same concurrency, so the ratio survives a noisy
+machine. Then an apply-now burst under contention: every answer must be 200, 409 ``busy`` or
+429, never a 5xx. Bounded in count and time; it stops by itself and kills its server.
+
+Goal (issue 14): p99 ≤ 100 ms for the reads on SQLite, no error.
+
+    .venv/bin/python bench/api_load.py [--seconds 60] [--clients 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = json.loads((ROOT / "examples" / "seed-schedule.json").read_text())
+POOL = ROOT / "examples" / "seed-pool-10.yaml"
+GPS = ROOT / ".venv" / "bin" / "gps-dagster"
+MAX_REQUESTS = 2_000_000
+"""Hard bound on requests per phase, whatever --seconds says."""
+
+
+def requests_for(name: str) -> list[tuple[str, str, str, dict | None]]:
+    """(kind, method, path, body) of one client loop."""
+    one = f"/admin/deploy-schedules/{name}"
+    return [("list", "GET", "/admin/deploy-schedules?limit=20", None),
+            ("status", "GET", f"{one}/status", None),
+            ("dry-run", "POST", f"{one}:dry-run", {"at": "2026-10-21T14:00:00+07:00"})]
+
+
+async def load(base: str, token: str, *, names: list[str], clients: int, seconds: float,
+               max_requests: int = MAX_REQUESTS, baseline: bool = False) -> dict[str, list[float]]:
+    """Run ``clients`` loops for ``seconds`` (or ``max_requests``); latencies per kind, errors under 'error'."""
+    out: dict[str, list[float]] = defaultdict(list)
+    deadline = time.monotonic() + seconds
+    sent = 0
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=30) as client:
+
+        async def one(i: int) -> None:
+            nonlocal sent
+            plan = [("healthz", "GET", "/healthz", None)] if baseline else requests_for(names[i % len(names)])
+            while time.monotonic() < deadline and sent < max_requests:
+                for kind, method, path, body in plan:
+                    sent += 1
+                    t0 = time.perf_counter()
+                    try:
+                        r = await client.request(method, path, json=body)
+                        outcome = kind if r.status_code == 200 else f"error {kind} {r.status_code}"
+                    except httpx.HTTPError as exc:
+                        outcome = f"error {kind} {type(exc).__name__}"
+                    out[outcome].append(time.perf_counter() - t0)
+
+        await asyncio.gather(*(one(i) for i in range(clients)))
+    return out
+
+
+async def contention(base: str, token: str, name: str, n: int = 40) -> dict[int, int]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+        answers = await asyncio.gather(*(client.post(f"/admin/deploy-schedules/{name}-{i % 10}:apply-now")
+                                         for i in range(n)))
+    codes: dict[int, int] = defaultdict(int)
+    for a in answers:
+        codes[a.status_code] += 1
+    return dict(codes)
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000 if len(values) > 1 else 0.0
+
+
+def report(title: str, lat: dict[str, list[float]], seconds: float) -> None:
+    total = sum(len(v) for v in lat.values())
+    errors = sum(len(v) for k, v in lat.items() if k.startswith("error"))
+    print(f"{title}: {total / seconds:,.0f} requests/s, {errors} error(s)")
+    for kind, values in sorted(lat.items()):
+        print(f"  {kind:8} n={len(values):7,}  p50 {pct(values, 50):7.1f} ms  p99 {pct(values, 99):7.1f} ms")
+
+
+def errors_of(lat: dict[str, list[float]]) -> int:
+    return sum(len(v) for k, v in lat.items() if k.startswith("error"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    url = f"sqlite:///{tmp / 'bench.sqlite'}"
+    env = {**os.environ, "GPS_DB_URL": url, "GPS_POOL_FILE": str(POOL)}
+    token = subprocess.run([str(GPS), "tokens", "create", "--name", "bench", "--scope", "admin"], env=env,
+                           check=True, capture_output=True, text=True).stdout.strip()
+    port = free_port()
+    log = open(tmp / "serve.log", "wb")  # noqa: SIM115 - lives as long as the server
+    proc = subprocess.Popen([str(GPS), "serve", "--port", str(port)], env=env, stdout=log, stderr=log,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return proc, base, token
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise SystemExit(f"server did not start: see {tmp / 'serve.log'}")
+
+
+def seed_schedules(base: str, token: str) -> list[str]:
+    names = []
+    headers = {"Authorization": f"Bearer {token}"}
+    for i in range(10):
+        doc = {**SEED, "name": f"bench-{i}"}
+        if i:  # one owner per deploy: the others name deploys the pool does not have (ineligible)
+            doc["targets"] = [{**t, "model_deploy_id": f"{t['model_deploy_id']}-{i}"} for t in SEED["targets"]]
+            doc["windows"] = [{**w, "states": [{**s, "model_deploy_id": f"{s['model_deploy_id']}-{i}"}
+                                               for s in w["states"]]} for w in SEED["windows"]]
+        r = httpx.post(f"{base}/admin/deploy-schedules", json=doc, headers=headers, timeout=30)
+        r.raise_for_status()
+        names.append(doc["name"])
+    return names
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--clients", type=int, default=50)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gps-api-bench-") as tmp:
+        proc, base, token = start_server(Path(tmp))
+        try:
+            names = seed_schedules(base, token)
+            base_s = min(10.0, args.seconds)
+            baseline = asyncio.run(load(base, token, names=names, clients=args.clients, seconds=base_s, baseline=True))
+            report(f"baseline GET /healthz, {args.clients} clients, {base_s:.0f} s", baseline, base_s)
+            lat = asyncio.run(load(base, token, names=names, clients=args.clients, seconds=args.seconds))
+            report(f"load: list + status + dry-run, {args.clients} clients, {args.seconds:.0f} s", lat, args.seconds)
+            reads = lat["list"] + lat["status"]
+            ratio = pct(reads, 99) / max(pct(baseline["healthz"], 99), 1e-6)
+            print(f"reads p99 {pct(reads, 99):.1f} ms = {ratio:.1f}x the /healthz p99 (goal ≤ 100 ms)")
+            codes = asyncio.run(contention(base, token, "bench"))
+            print(f"apply-now burst of 40 under contention: {codes}")
+            bad = sum(n for c, n in codes.items() if c >= 500) + errors_of(lat) + errors_of(baseline)
+            if bad:
+                log = (Path(tmp) / "serve.log").read_text(errors="replace").splitlines()
+                print("server log, errors:", *[line for line in log if "ERROR" in line or "Error" in line][-20:],
+                      sep="\n  ")
+            return 1 if bad else 0
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

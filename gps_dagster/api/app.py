@@ -1,0 +1,79 @@
+"""The ASGI application of ``gps-dagster serve``: the schedule API and the timeline page.
+
+Two surfaces with the same operations (SPEC §10): ``/admin/…`` for the
+platform team and ``/api/v1/cmp/projects/{project}/…`` for tenants. The
+OpenAPI document is served at ``/openapi.json`` and checked in as
+``docs/openapi.json`` (a test keeps them equal). ``/ui/…`` serves the
+timeline page, outside the OpenAPI document.
+"""
+
+
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query
+
+from gps_dagster import __version__
+from gps_dagster.api import auth, errors, ui
+from gps_dagster.api.limits import BodyLimit
+from gps_dagster.api.models import AuditEntry, AuditPage
+from gps_dagster.api.reservations import admin_reservation_routes, reservation_routes
+from gps_dagster.api.schedules import Caller, schedule_routes
+from gps_dagster.api.services import ApiServices
+from gps_dagster.store.tokens import TokenRecord
+
+ADMIN = "/admin"
+TENANT = "/api/v1/cmp/projects/{project}"
+DESCRIPTION = """Deploy schedules, their status, timeline, apply-now and dry-run, and GPU reservations.
+
+Authenticate with `Authorization: Bearer <token>` (`gps-dagster tokens create`). An `admin`
+token may use every surface; a `cmp:<project>` token only its own project's. Errors share one
+body: `status`, `reason`, `message`, `fix`, `path`, `errors[]`.
+"""
+
+
+def create_app(services: ApiServices) -> FastAPI:
+    """The app over ``services`` (store, core, engine, clock, pool, limits)."""
+    app = FastAPI(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
+                  docs_url="/docs", redoc_url=None)
+    app.state.services = services
+    errors.install(app)
+
+    def admin(who: Annotated[TokenRecord, Depends(auth.principal)]) -> Caller:
+        auth.require_admin(who)
+        return Caller(who, "admin", services)
+
+    def tenant(project: str, who: Annotated[TokenRecord, Depends(auth.principal)]) -> Caller:
+        return Caller(who, auth.tenant_scope(who, project), services)
+
+    schedule_routes(app, base=f"{ADMIN}/deploy-schedules", tag="admin", caller=admin)
+    schedule_routes(app, base=f"{TENANT}/deploy-schedules", tag="tenant", caller=tenant)
+    reservation_routes(app, base=f"{ADMIN}/reservations", tag="admin", caller=admin)
+    admin_reservation_routes(app, base=f"{ADMIN}/reservations", caller=admin)
+    reservation_routes(app, base=f"{TENANT}/reservations", tag="tenant", caller=tenant)
+    _audit_route(app, admin, services)
+
+    @app.get("/healthz", tags=["health"], operation_id="healthz", summary="Liveness (no auth)")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    ui.install(app, services)
+    app.add_middleware(BodyLimit, max_bytes=services.limits.max_body_bytes)
+    return app
+
+
+def _audit_route(app: FastAPI, admin: Any, services: ApiServices) -> None:
+    limits = services.limits
+
+    @app.get(f"{ADMIN}/audit", response_model=AuditPage, tags=["admin"], operation_id="admin_audit",
+             responses=errors.error_responses(400, 401, 403), summary="Every write: who, what, when, version")
+    def audit(c: Annotated[Caller, Depends(admin)],
+              limit: Annotated[int, Query(ge=1, le=limits.max_page_size)] = limits.default_page_size,
+              page_token: Annotated[int, Query(ge=0, le=2**62)] = 0,
+              name: Annotated[str | None, Query(max_length=200)] = None) -> AuditPage:
+        rows = c.services.store.list_audit(after_id=page_token, limit=limit + 1, name=name)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        items = [AuditEntry(id=r.id, at=r.at, actor=r.actor, action=r.action, object_kind=r.object_kind,
+                            object_name=r.object_name, scope=r.scope, version=r.version, detail=r.detail)
+                 for r in rows]
+        return AuditPage(items=items, next_page_token=str(rows[-1].id) if more else None)

@@ -1,0 +1,221 @@
+"""Request and response bodies of the schedule API, as they appear in the OpenAPI document.
+
+Schedule documents themselves are validated by the domain (``load_schedule``),
+not by these models, so the API refuses them with the same field paths,
+reasons and fixes as the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from gps_dagster.api.errors import FieldProblem
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScheduleOut(BaseModel):
+    name: str
+    version: int = Field(description="Bumped by every change; send it back in If-Match.")
+    scope: str
+    enabled: bool
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    document: dict[str, Any] = Field(description="The schedule as stored.")
+    warnings: list[FieldProblem] = Field(
+        default_factory=list, description="Fields dropped from the request (tenant placement fields, Q5)."
+    )
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleOut]
+    next_page_token: str | None = Field(description="Pass as page_token for the next page; null at the end.")
+
+
+class LastAction(BaseModel):
+    step: str
+    state: str
+    reason: str | None
+
+
+class TargetStatus(BaseModel):
+    target: str
+    phase: str
+    reason: str | None
+    fix: str | None
+    interval_start: str | None
+    interval_end: str | None
+    intent: dict[str, Any] | None
+    last_action: LastAction | None
+    since: str
+
+
+class StatusOut(BaseModel):
+    schedule: str
+    version: int
+    gate: str = Field(description="The execution gate: off | observe | enforce.")
+    targets: list[TargetStatus]
+
+
+class Interval(BaseModel):
+    start: str
+    end: str | None
+    desired_state: str
+    replicas: int | None
+    allow_downtime: bool
+    source: str = Field(description="The window in force, or 'default'.")
+
+
+class GpuPoint(BaseModel):
+    start: str
+    end: str
+    desired_gpus: int
+    capacity: int
+    overcommit: bool = False
+
+
+class Occurrence(BaseModel):
+    start: str
+    end: str
+
+
+class WindowBand(BaseModel):
+    name: str
+    kind: str
+    priority: int
+    targets: list[str]
+    occurrences: list[Occurrence]
+
+
+class TimelineOut(BaseModel):
+    schedule: str
+    timezone: str
+    from_: str = Field(alias="from")
+    to: str
+    targets: dict[str, list[Interval]]
+    gpu: list[GpuPoint] | None = Field(default=None, description="Desired GPUs vs capacity; null without a pool.")
+    windows: list[WindowBand]
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class DryRunIn(Strict):
+    """An instant (``at``) or a range (``from`` + ``to``); ``schedule`` dry-runs an unsaved edit."""
+
+    at: AwareDatetime | None = None
+    from_: AwareDatetime | None = Field(default=None, alias="from")
+    to: AwareDatetime | None = None
+    schedule: dict[str, Any] | None = Field(default=None, description="An edited schedule document.")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class DryRunAt(BaseModel):
+    schedule: str
+    at: str
+    intents: dict[str, dict[str, Any]]
+    steps: list[dict[str, Any]]
+    warnings: list[dict[str, Any]]
+
+
+class DryRunOut(BaseModel):
+    schedule: str
+    version: int | None = Field(description="The stored version dry-run; null for an unsaved edit.")
+    instant: DryRunAt = Field(description="The plan at ``at`` (or at ``from`` for a range).")
+    boundaries: list[DryRunAt] = Field(
+        default_factory=list, description="A range: the plan at every intent boundary after ``from``."
+    )
+    warnings: list[dict[str, Any]] = Field(default_factory=list, description="Overcommit over the range.")
+
+
+class StepOut(BaseModel):
+    target: str
+    state: str
+    phase: str | None
+    reason: str | None
+    fix: str | None
+
+
+class ScheduleOutcome(BaseModel):
+    schedule: str
+    version: int
+    opened: int
+    refused: int
+
+
+class ApplyNowOut(BaseModel):
+    at: str
+    gate: str
+    schedules: list[ScheduleOutcome]
+    steps: list[StepOut]
+
+
+class AuditEntry(BaseModel):
+    id: int
+    at: AwareDatetime
+    actor: str
+    action: str
+    object_kind: str
+    object_name: str
+    scope: str | None
+    version: int | None
+    detail: dict[str, Any] | None
+
+
+class AuditPage(BaseModel):
+    items: list[AuditEntry]
+    next_page_token: str | None
+
+
+class Member(BaseModel):
+    deploy_id: str
+    memory_mib: int | None
+    state: str
+
+
+class ReservationOut(BaseModel):
+    id: str
+    state: str
+    generation: int
+    node: str
+    namespace: str
+    mode: str
+    gpus: list[str]
+    gpu_memory_mib: int
+    headroom: str
+    budget_mib: int = Field(description="floor(GPU memory × headroom): e.g. 143771 × 0.95 = 136582.")
+    members: list[Member]
+
+
+class ReservationList(BaseModel):
+    items: list[ReservationOut]
+
+
+class AdmissionIn(Strict):
+    deploy_id: str = Field(min_length=1, max_length=200)
+    memory_mib: int = Field(ge=1, le=10_000_000, description="The changed memory_mib to try.")
+    at: AwareDatetime | None = Field(default=None, description="Whose members run: intents at this instant.")
+    schedule: str | None = Field(default=None, max_length=128, description="The schedule deciding intents.")
+
+
+class AdmissionOut(BaseModel):
+    reservation_id: str
+    deploy_id: str
+    memory_mib: int
+    admitted: bool
+    reason: str | None
+    fix: str | None
+    budget_mib: int
+    running_mib: int
+    proposed_mib: int
+    total_mib: int
+    members: list[Member]
+
+
+class RepinIn(Strict):
+    gpu_uuids: list[str] = Field(min_length=1, max_length=64)
+    generation: int = Field(ge=1, description="The generation you read (the fence of R-GPS-9).")

@@ -1,0 +1,79 @@
+"""``gps-dagster tokens …``: bearer tokens of the schedule API (create, list, revoke).
+
+``create`` prints the token once, on stdout alone (so ``TOKEN=$(gps-dagster
+tokens create …)`` works); only its hash is stored. Every create and revoke
+is in the audit log, with the OS user as the actor.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from gps_dagster.cli import wiring
+from gps_dagster.cli.engine_cmds import refuse
+from gps_dagster.cli.inputs import cli_actor
+from gps_dagster.cli.wiring import store_options
+from gps_dagster.runtime import Settings, build_clock
+from gps_dagster.store.errors import StoreError
+from gps_dagster.store.tokens import TokenRecord, TokenRepository
+
+
+def _repo(settings: Settings) -> TokenRepository:
+    return TokenRepository(wiring.store(settings).engine)
+
+
+def _row(t: TokenRecord) -> dict[str, str | None]:
+    return {"id": t.id, "name": t.name, "scope": t.scope, "created_at": t.created_at.isoformat(),
+            "created_by": t.created_by, "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None}
+
+
+@click.group("tokens")
+def tokens_group() -> None:
+    """Bearer tokens of `gps-dagster serve` (scope admin or cmp:<project>)."""
+
+
+@tokens_group.command("create")
+@click.option("--name", required=True, help="Who or what holds the token (shown in the audit log).")
+@click.option("--scope", required=True, help="admin, or cmp:<project> for a tenant.")
+@store_options
+def create(name: str, scope: str, settings: Settings) -> None:
+    """Create a token and print it once (it cannot be shown again)."""
+    try:
+        record, token = _repo(settings).create(
+            name, scope, now=build_clock(settings).now(), actor=cli_actor()
+        )
+    except StoreError as exc:
+        refuse(exc)
+    click.echo(f"created token {record.id} '{record.name}' scope {record.scope}; store it now, "
+               "it is not shown again", err=True)
+    click.echo(token)
+
+
+@tokens_group.command("list")
+@store_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def list_(settings: Settings, fmt: str) -> None:
+    """List tokens (never their secrets)."""
+    rows = [_row(t) for t in _repo(settings).list()]
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from gps_dagster.cli import render
+
+    click.echo(render.table(["ID", "NAME", "SCOPE", "CREATED", "REVOKED"],
+                            [[r["id"] or "", r["name"] or "", r["scope"] or "", r["created_at"] or "",
+                              r["revoked_at"] or ""] for r in rows]))
+
+
+@tokens_group.command("revoke")
+@click.argument("ref")
+@store_options
+def revoke(ref: str, settings: Settings) -> None:
+    """Revoke the token with id (or unique name) REF; it stops working at once."""
+    try:
+        record = _repo(settings).revoke(ref, now=build_clock(settings).now(), actor=cli_actor())
+    except StoreError as exc:
+        refuse(exc)
+    click.echo(f"revoked token {record.id} '{record.name}'")

@@ -1,0 +1,125 @@
+"""The engine loop: passes on a tick, with an injected clock and sleeper (STYLE.md move 3).
+
+``engine run`` and the tests drive the same object (as dagster-k8s's client
+takes its sleeper and timer as constructor arguments; ``production_loop``
+builds the real ones). A pass runs every ``interval_s`` seconds — sooner when
+an intent boundary comes first — and the loop survives whatever a pass raises
+(a database outage included, SPEC R-PASS-15): the error is logged, reported
+to ``on_error``, and the next tick tries again.
+
+``stop()`` may be called from a signal handler or another thread: the
+production sleeper waits on the event ``stop`` sets, so the loop wakes at
+once, and a pass in progress ends between two schedules.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+from gps_dagster.domain.evaluator import next_boundary
+from gps_dagster.engine.engine import Engine
+from gps_dagster.engine.reports import PassReport
+from gps_dagster.ports import Clock
+
+log = logging.getLogger(__name__)
+
+Sleeper = Callable[[float], object]
+"""Waits about that many seconds (a virtual clock's sleeper just advances it)."""
+
+
+class EngineLoop:
+    """Runs passes until stopped; one failed pass never ends the loop."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock,
+        sleeper: Sleeper | None = None,
+        interval_s: float = 30.0,
+        wake_at_boundaries: bool = True,
+        on_pass: Callable[[PassReport], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self.engine, self.clock, self.interval_s = engine, clock, interval_s
+        self.wake_at_boundaries = wake_at_boundaries
+        self.on_pass, self.on_error = on_pass, on_error
+        self._stopping = threading.Event()
+        self.sleeper: Sleeper = sleeper if sleeper is not None else self._stopping.wait
+        self.passes = 0
+        self.failures = 0
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        """Ask the loop to end: it wakes now and returns after the schedule in progress."""
+        self._stopping.set()
+
+    def run(self, *, max_passes: int | None = None) -> int:
+        """Pass, sleep, pass ... until ``stop()`` (or ``max_passes``); returns the passes run."""
+        ran = 0
+        while not self.stopping and (max_passes is None or ran < max_passes):
+            self.tick()
+            ran += 1
+            if self.stopping or (max_passes is not None and ran >= max_passes):
+                break
+            self.sleeper(self.next_wait())
+        return ran
+
+    def tick(self) -> PassReport | None:
+        """One pass; None when it raised (logged, counted, reported to ``on_error``)."""
+        self.passes += 1
+        try:
+            report = self.engine.run_pass(stop=self._stopping.is_set)
+        except Exception as exc:  # the loop owns what a pass lets out: it goes on (R-PASS-15)
+            self.failures += 1
+            log.error(
+                "engine pass failed; next try in %.0f s: %s", self.interval_s, exc, exc_info=exc
+            )
+            if self.on_error is not None:
+                self.on_error(exc)
+            return None
+        if self.on_pass is not None:
+            self.on_pass(report)
+        return report
+
+    def next_wait(self) -> float:
+        """Seconds until the next pass: the interval, or less when a boundary comes first."""
+        now = self.clock.now()
+        wake = now + timedelta(seconds=self.interval_s)
+        if self.wake_at_boundaries:
+            try:
+                records = self.engine.store.list_schedules()
+            except Exception as exc:  # the store is down: keep the plain interval
+                log.warning("could not read the schedules' boundaries: %s", exc)
+                records = []
+            for record in records:
+                nb = next_boundary(record.spec, now)
+                if nb is not None and nb < wake:
+                    wake = nb
+        return max(0.0, (wake - self.clock.now()).total_seconds())
+
+
+def production_loop(
+    engine: Engine,
+    *,
+    clock: Clock,
+    interval_s: float,
+    wake_at_boundaries: bool = True,
+    on_pass: Callable[[PassReport], None] | None = None,
+    on_error: Callable[[Exception], None] | None = None,
+) -> EngineLoop:
+    """The loop ``engine run`` uses: real waits on the stop event (``stop()`` wakes it)."""
+    return EngineLoop(
+        engine,
+        clock=clock,
+        interval_s=interval_s,
+        wake_at_boundaries=wake_at_boundaries,
+        on_pass=on_pass,
+        on_error=on_error,
+    )

@@ -1,0 +1,130 @@
+"""Bearer tokens of the schedule API: created once, stored hashed, compared in constant time.
+
+A token reads ``gpsd_<id>_<secret>``. The id is public (it names the token in
+``tokens list`` and the audit log); only the SHA-256 of the secret is stored.
+A plain hash is enough because the secret is 256 random bits: nothing to
+brute-force, unlike a password. Verification always hashes and compares, even
+for an unknown id, so the time taken says nothing about which ids exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from gps_dagster.store import audit
+from gps_dagster.store.api_tables import api_tokens
+from gps_dagster.store.errors import StoreError
+
+PREFIX = "gpsd"
+SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})$")
+"""The scopes a token may carry: the schedule scopes of R-MODEL-9."""
+_TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,100}})$")
+_DUMMY = hashlib.sha256(b"no such token").hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    id: str
+    name: str
+    scope: str
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None
+
+    @property
+    def project(self) -> str | None:
+        """The CMP project of a tenant token, None for an admin token."""
+        return self.scope.split(":", 1)[1] if self.scope.startswith("cmp:") else None
+
+    @property
+    def actor(self) -> str:
+        """How the audit log names the holder: ``token:<name>(<id>)``."""
+        return f"token:{self.name}({self.id})"
+
+
+class InvalidScope(StoreError):
+    http_status = 400
+    reason = "invalid_scope"
+
+    def __init__(self, scope: str) -> None:
+        super().__init__(f"'{scope}' is not a token scope", fix="use 'admin' or 'cmp:<project>'")
+
+
+class TokenNotFound(StoreError):
+    http_status = 404
+    reason = "token_not_found"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"no token with id or name '{ref}'", fix="see `gps-dagster tokens list`")
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class TokenRepository:
+    """Create, list, revoke and verify API tokens."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def create(self, name: str, scope: str, *, now: datetime, actor: str) -> tuple[TokenRecord, str]:
+        """A new token; returns its record and the plaintext, which is never readable again."""
+        if not SCOPE.match(scope):
+            raise InvalidScope(scope)
+        token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+        with self._engine.begin() as conn:
+            conn.execute(api_tokens.insert().values(
+                id=token_id, name=name, scope=scope, secret_sha256=_digest(secret),
+                created_at=now, created_by=actor,
+            ))
+            audit.record(conn, at=now, actor=actor, action="token_created", kind="token",
+                         name=token_id, scope=scope, detail={"name": name})
+        return TokenRecord(token_id, name, scope, now, actor, None), f"{PREFIX}_{token_id}_{secret}"
+
+    def list(self) -> list[TokenRecord]:
+        with self._engine.connect() as conn:
+            rows = conn.execute(sa.select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.id)).all()
+        return [_record(r) for r in rows]
+
+    def revoke(self, ref: str, *, now: datetime, actor: str) -> TokenRecord:
+        """Revoke the token with id (or unique name) ``ref``; revoking twice is success."""
+        with self._engine.begin() as conn:
+            rows = conn.execute(
+                sa.select(api_tokens).where(sa.or_(api_tokens.c.id == ref, api_tokens.c.name == ref))
+            ).all()
+            if len(rows) != 1:
+                raise TokenNotFound(ref)
+            row = rows[0]
+            if row.revoked_at is None:
+                conn.execute(api_tokens.update().where(api_tokens.c.id == row.id).values(revoked_at=now))
+                audit.record(conn, at=now, actor=actor, action="token_revoked", kind="token",
+                             name=row.id, scope=row.scope, detail={"name": row.name})
+            revoked = row.revoked_at or now
+        return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, revoked)
+
+    def verify(self, token: str) -> TokenRecord | None:
+        """The live token ``token`` names, or None (unknown, malformed, wrong secret or revoked)."""
+        match = _TOKEN.match(token)
+        token_id, secret = (match.group(1), match.group(2)) if match else ("", token)
+        row = None
+        if match:
+            with self._engine.connect() as conn:
+                row = conn.execute(sa.select(api_tokens).where(api_tokens.c.id == token_id)).first()
+        stored = row.secret_sha256 if row is not None else _DUMMY
+        good = hmac.compare_digest(_digest(secret), stored)
+        if row is None or not good or row.revoked_at is not None:
+            return None
+        return _record(row)
+
+
+def _record(row: sa.Row) -> TokenRecord:  # type: ignore[type-arg]
+    return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, row.revoked_at)
