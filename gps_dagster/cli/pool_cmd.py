@@ -1,16 +1,21 @@
-"""``gps-dagster pool``: look at the simulated GPU pool.
+"""``gps-dagster pool``: look at the GPU pool.
 
 ``pool show --pool FILE`` loads a pool file into a throw-away SQLite database
 and prints it as placed at load time; without ``--pool`` it prints the pool(s)
 of the configured store (``GPS_DB_URL`` / ``--db``), as the engine sees them.
 Both read the pool at the runtime's clock (``GPS_CLOCK``, else the wall clock).
+``pool show --backend kubernetes`` asks the cluster instead, through the core the
+composition root builds: GPU nodes (capacity, allocatable, requested, free), the
+pods holding GPUs on each (device UUIDs included) and GPU pods still pending.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,14 +24,14 @@ from gps_dagster.cli import render, wiring
 from gps_dagster.cli.inputs import fail
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.pool import parse_pool
-from gps_dagster.ports import Clock, NotFound
-from gps_dagster.runtime import SettingsInvalid, build_clock, db_url
+from gps_dagster.ports import Clock, CoreError, NotFound
+from gps_dagster.runtime import Settings, SettingsInvalid, build_clock, db_url
 from gps_dagster.store.db import create_db_engine
 
 
 @click.group("pool")
 def pool_group() -> None:
-    """The simulated GPU pool (nodes, GPUs, deploys)."""
+    """The GPU pool: the simulated one, or a cluster's nodes and pods (--backend kubernetes)."""
 
 
 @pool_group.command("show")
@@ -44,11 +49,8 @@ def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig
     settings = wiring.settings(db_url=db, backend=backend, kubeconfig=kubeconfig,
                                kube_context=kube_context)
     if settings.backend != "sim":
-        fail(SettingsInvalid([FieldError(
-            "--backend", "pool_show_sim_only",
-            f"`pool show` reads the simulated pool, not {settings.backend}: list the cluster's "
-            "nodes and pods with kubectl (kubectl get nodes,pods -A)",
-        )]))
+        _show_cluster(settings, fmt)
+        return
     clock = build_clock(settings)
     try:
         if pool_file:
@@ -64,6 +66,44 @@ def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig
         click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
         return
     click.echo("\n\n".join(render_table(s) for s in snaps))
+
+
+def _show_cluster(settings: Settings, fmt: str) -> None:
+    rt = wiring.runtime(settings)
+    try:
+        inventory = getattr(rt.core, "inventory", None)  # read-back beyond the port, if offered
+        if inventory is None:
+            fail(SettingsInvalid([FieldError(
+                "--backend", "pool_show_unsupported",
+                f"the {settings.backend} core cannot list its nodes; use kubectl get nodes,pods -A",
+            )]))
+        inv = inventory()
+    except CoreError as exc:
+        raise click.ClickException(f"{exc.reason}: {exc}") from None
+    finally:
+        rt.close()
+    if fmt == "json":
+        click.echo(json.dumps(dataclasses.asdict(inv), indent=2))
+        return
+    click.echo(render_inventory(inv))
+
+
+def render_inventory(inv: Any) -> str:
+    """Nodes, the GPU pods each holds, and GPU pods waiting for a node."""
+    requested = sum(n.requested for n in inv.nodes)
+    head = f"cluster: {inv.gpus} GPUs on {len(inv.nodes)} node(s), {requested} requested"
+    nodes = render.table(
+        ["NODE", "FLAVOR", "REGION", "GPUS", "ALLOCATABLE", "REQUESTED", "FREE", "READY"],
+        [[n.name, n.flavor, n.region, str(n.capacity), str(n.allocatable), str(n.requested), str(n.free),
+          "yes" if n.ready else "no"] for n in inv.nodes],
+    )
+    rows = [[p.namespace, p.name, n.name, p.deploy or "-", str(p.gpus), p.phase,
+             "terminating" if p.terminating else ("ready" if p.ready else "not ready"), ",".join(p.devices) or "-"]
+            for n in inv.nodes for p in n.pods]
+    rows += [[p.namespace, p.name, "-", p.deploy or "-", str(p.gpus), p.phase or "Pending", "pending", "-"]
+             for p in inv.pending]
+    pods = render.table(["NAMESPACE", "POD", "NODE", "DEPLOY", "GPUS", "PHASE", "STATE", "GPU UUIDS"], rows)
+    return "\n".join([head, "", nodes, "", pods])
 
 
 def _from_file(path: Path, clock: Clock) -> list[PoolSnapshot]:
