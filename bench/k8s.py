@@ -142,7 +142,7 @@ def measure(cluster: ClusterPool, api: Kube, admin: Kube, clock: WallClock, db_u
     store = Store.open(db_url)
     now = clock.now()
     for i in range(DEPLOYS // 2):
-        store.apply_schedule(load_schedule(schedule_doc(i), horizon_start=now), now=now)
+        store.apply_schedule(load_schedule(schedule_doc(i)), now=now)
     store.set_gate("enforce", now=now)
     engine = Engine(store, core, clock, EngineConfig(page_size=1000))
     engine.run_pass()  # opens the initial intervals (nothing to do)
@@ -201,7 +201,7 @@ def boundary_lag(
         for k in range((BOUNDARIES + 1) // 2)
     ]
     doc = schedule_doc(0, windows)
-    store.apply_schedule(load_schedule(doc, horizon_start=clock.now()), now=clock.now())
+    store.apply_schedule(load_schedule(doc), now=clock.now())
     engine = Engine(store, core, clock, EngineConfig(pass_interval_s=30, page_size=1000))
     rt = types.SimpleNamespace(clock=clock, store=store)
     driver = cluster.drive(every_s=0.1)

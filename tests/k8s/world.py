@@ -211,7 +211,7 @@ def make_world(
         store_engine=store.engine,
         policy_namespace=cluster.layout.system,
     )
-    spec = load_schedule(copy.deepcopy(schedule), horizon_start=start)
+    spec = load_schedule(copy.deepcopy(schedule))
     store.apply_schedule(spec, now=start)
     store.set_gate(gate, now=start)
     engine = Engine(store, core, clock, config or EngineConfig(), **hooks(store, core))
