@@ -1,4 +1,4 @@
-"""Benchmark: the Kubernetes adapter on the real control plane, 100 fake nodes × 8 GPUs, 200 deploys.
+"""Benchmark: the Kubernetes adapter on a real control plane, 100 fake nodes × 8 GPUs, 200 deploys.
 
 Prints, each against a baseline measured in the same run (the same number of plain ``list``
 calls to the same API server, so the ratio survives a noisy machine):
@@ -158,7 +158,8 @@ def measure(cluster: ClusterPool, api: Kube, admin: Kube, clock: WallClock, db_u
     base = plain_lists(admin, cluster.layout.admin, n_calls)
     p = statistics.median(times)
     print(
-        f"  pass over {DEPLOYS // 2} schedules ({DEPLOYS} targets): p50 {p:.3f} s, {n_calls} API calls; "
+        f"  pass over {DEPLOYS // 2} schedules ({DEPLOYS} targets): p50 {p:.3f} s, {n_calls} "
+        "API calls; "
         f"baseline {n_calls} plain lists {base:.3f} s; ratio {p / base:.2f}x",
         flush=True,
     )
@@ -172,7 +173,8 @@ def measure(cluster: ClusterPool, api: Kube, admin: Kube, clock: WallClock, db_u
     n_prev = int(statistics.median(per))
     base = plain_lists(admin, cluster.layout.admin, n_prev * 30) / 30
     print(
-        f"  preview_capacity: p50 {statistics.median(previews) * 1000:.0f} ms, p95 {pct(previews, 0.95) * 1000:.0f} ms, "
+        f"  preview_capacity: p50 {statistics.median(previews) * 1000:.0f} ms, p95 "
+        f"{pct(previews, 0.95) * 1000:.0f} ms, "
         f"{n_prev} API calls; baseline {n_prev} plain lists {base * 1000:.0f} ms; "
         f"ratio {statistics.median(previews) / base:.2f}x",
         flush=True,
@@ -229,7 +231,8 @@ def boundary_lag(
 
 def main() -> None:
     print(
-        f"bench/k8s.py — the Kubernetes adapter on a real control plane ({datetime.now(UTC):%Y-%m-%d})",
+        "bench/k8s.py — the Kubernetes adapter on a real control plane "
+        f"({datetime.now(UTC):%Y-%m-%d})",
         flush=True,
     )
     with exit_on_signals():

@@ -94,16 +94,23 @@ def render_inventory(inv: Any) -> str:
     head = f"cluster: {inv.gpus} GPUs on {len(inv.nodes)} node(s), {requested} requested"
     nodes = render.table(
         ["NODE", "FLAVOR", "REGION", "GPUS", "ALLOCATABLE", "REQUESTED", "FREE", "READY"],
-        [[n.name, n.flavor, n.region, str(n.capacity), str(n.allocatable), str(n.requested), str(n.free),
-          "yes" if n.ready else "no"] for n in inv.nodes],
+        [[n.name, n.flavor, n.region, str(n.capacity), str(n.allocatable), str(n.requested),
+          str(n.free), "yes" if n.ready else "no"] for n in inv.nodes],
     )
-    rows = [[p.namespace, p.name, n.name, p.deploy or "-", str(p.gpus), p.phase,
-             "terminating" if p.terminating else ("ready" if p.ready else "not ready"), ",".join(p.devices) or "-"]
-            for n in inv.nodes for p in n.pods]
-    rows += [[p.namespace, p.name, "-", p.deploy or "-", str(p.gpus), p.phase or "Pending", "pending", "-"]
-             for p in inv.pending]
-    pods = render.table(["NAMESPACE", "POD", "NODE", "DEPLOY", "GPUS", "PHASE", "STATE", "GPU UUIDS"], rows)
+    rows = [_pod_row(p, n.name) for n in inv.nodes for p in n.pods]
+    rows += [_pod_row(p, "-") for p in inv.pending]
+    header = ["NAMESPACE", "POD", "NODE", "DEPLOY", "GPUS", "PHASE", "STATE", "GPU UUIDS"]
+    pods = render.table(header, rows)
     return "\n".join([head, "", nodes, "", pods])
+
+
+def _pod_row(p: Any, node: str) -> list[str]:
+    if node == "-":
+        state = "pending"
+    else:
+        state = "terminating" if p.terminating else ("ready" if p.ready else "not ready")
+    return [p.namespace, p.name, node, p.deploy or "-", str(p.gpus), p.phase or "Pending", state,
+            ",".join(p.devices) or "-"]
 
 
 def _from_file(path: Path, clock: Clock) -> list[PoolSnapshot]:

@@ -82,7 +82,7 @@ class Hit:
 
 
 class FaultLayer:
-    """Wraps the REST client of one ``ApiClient``; faults fire on the requests of the running call."""
+    """Wraps the REST client of one ``ApiClient``; faults fire on the running call's requests."""
 
     def __init__(self, api: Kube) -> None:
         self.rest = api.api_client.rest_client
@@ -260,7 +260,7 @@ class K8sHarness:
         self.clock.advance(max(target - self.clock.now().timestamp(), 0.0))
         self.settle()
 
-    # -- faults ---------------------------------------------------------------------------------------
+    # -- faults ------------------------------------------------------------------------------------
 
     def inject(self, fault: FaultSpec) -> None:
         if fault.effect in ONE_SHOT_EFFECTS:

@@ -98,7 +98,7 @@ def view(w: Any, own: list[dict[str, Any]]) -> Any:
 
 
 def test_a_scaled_to_zero_deploy_counts_pods_no_controller_deleted_yet_as_terminating() -> None:
-    """Right after the scale to 0 the pod still holds its GPUs: not converged, whatever the state."""
+    """Right after the scale to 0 the pod still holds its GPUs: not converged, whatever the state"""
     v = view(deployment(0, ready=1), [pod("p1")])
     assert v.state is DeployState.STOPPED and v.terminating_pods == 1 and not v.converged_stopped
     v = view(deployment(0, ready=0), [pod("p1", deleting=True)])

@@ -51,7 +51,7 @@ class K8sWorld:
     pool_spec: PoolSpec
     samples: list[Sample] = field(default_factory=list)
 
-    # -- time ----------------------------------------------------------------------------------------
+    # -- time --------------------------------------------------------------------------------------
 
     def settle(self) -> None:
         self.cluster.settle()
@@ -98,7 +98,7 @@ class K8sWorld:
             self.advance_to(min(nxt, until))
         return passes
 
-    # -- reads ---------------------------------------------------------------------------------------
+    # -- reads -------------------------------------------------------------------------------------
 
     def status(self, target: str) -> TargetStatusRow:
         row = self.store.get_status(self.spec.name, target)
@@ -124,7 +124,7 @@ class K8sWorld:
         self.cluster.close()
         self.store.engine.dispose()
 
-    # -- the invariant --------------------------------------------------------------------------------
+    # -- the invariant -----------------------------------------------------------------------------
 
     def check(self) -> None:
         api = self.cluster.kube

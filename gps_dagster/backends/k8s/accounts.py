@@ -76,7 +76,7 @@ def gpu_quotas(quotas: Sequence[Obj]) -> list[tuple[str, int, int]]:
 def check_quota(
     kube: Kube, w: Workload, *, gpus_per_replica: int, delta: int, bound_time_sliced: bool
 ) -> QuotaStatus:
-    """Read-only: would ``delta`` more replicas fit the namespace's GPU quota? ``QuotaRefused`` if not."""
+    """Read-only: do ``delta`` more replicas fit the namespace's GPU quota? (``QuotaRefused``)"""
     requested = 0 if bound_time_sliced else max(delta, 0) * gpus_per_replica
     project = w.labels.get(names.PROJECT) or None
     quotas = kube.items(
@@ -90,7 +90,8 @@ def check_quota(
     name, hard, used = min(limits, key=lambda x: x[1] - x[2])
     if used + requested > hard:
         raise QuotaRefused(
-            f"ResourceQuota {w.namespace}/{name}: {used} {QUOTA_KEY} used + {requested} requested > hard {hard}",
+            f"ResourceQuota {w.namespace}/{name}: {used} {QUOTA_KEY} used + {requested} "
+            f"requested > hard {hard}",
             project=project,
             quota=hard,
             used=used,

@@ -122,7 +122,7 @@ class Kube:
         )
 
     def has_lws(self) -> bool:
-        """Whether the LeaderWorkerSet API is served (its CRD installed); discovery needs no RBAC."""
+        """Whether the LeaderWorkerSet API is served (CRD installed); discovery needs no RBAC."""
         path = f"/apis/{names.LWS_GROUP}/{names.LWS_VERSION}"
         try:
             self.api_client.call_api(

@@ -146,7 +146,8 @@ class K8sCore(MutationsMixin):
         )
         if not found:
             raise NotFound(
-                f"no CMP endpoint {endpoint_id!r} (no workload labelled {names.ENDPOINT}={endpoint_id})"
+                f"no CMP endpoint {endpoint_id!r} (no workload labelled "
+                f"{names.ENDPOINT}={endpoint_id})"
             )
         snap = self._snapshot({w.namespace for w in found})
         return tuple(self._view(w, snap) for w in found)
@@ -254,7 +255,7 @@ class K8sCore(MutationsMixin):
         """GPU nodes, what each holds, and the GPU pods still waiting (``pool show``)."""
         return inventory.cluster_inventory(self.kube, self.namespaces)
 
-    # -- reservations (SPEC §8) ----------------------------------------------------------------------
+    # -- reservations (SPEC §8) --------------------------------------------------------------------
 
     def _members(self) -> list[tuple[Workload, Binding | None, int]]:
         return [

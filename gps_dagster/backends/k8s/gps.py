@@ -110,7 +110,7 @@ class Reservations:
         except ReservationNotFound as exc:
             raise NotFound(str(exc), reason="unknown_reservation") from exc
 
-    # -- admission (R-GPS-3) -------------------------------------------------------------------------
+    # -- admission (R-GPS-3) -----------------------------------------------------------------------
 
     def decide(
         self,
@@ -178,14 +178,14 @@ class Reservations:
         )
 
     def locked(self, reservation_id: str) -> Any:
-        """A store transaction holding the reservation's row lock (admission is serialised on it)."""
+        """A store transaction holding the reservation's row lock (admission serialises on it)."""
         if self.engine is None:
             raise AdmissionRefused(
                 "reservation_ledger_unwired", "no reservation ledger (store) is wired"
             )
         return _Locked(self, self.engine, reservation_id)
 
-    # -- render (R-GPS-5) ------------------------------------------------------------------------------
+    # -- render (R-GPS-5) --------------------------------------------------------------------------
 
     def policy(self) -> kai.SchedulingPolicy:
         try:
@@ -198,7 +198,8 @@ class Reservations:
         except NotFound as exc:
             raise AdmissionRefused(
                 "scheduling_policy_missing",
-                f"no ConfigMap {self.policy_namespace}/{names.POLICY_CONFIGMAP}: create it with at least "
+                f"no ConfigMap {self.policy_namespace}/{names.POLICY_CONFIGMAP}: create it "
+                "with at least "
                 "scheduler_name (e.g. kai-scheduler) before starting reservation-bound deploys",
             ) from exc
         data = {k: v for k, v in (cm.get("data") or {}).items() if v}
@@ -245,7 +246,7 @@ class Reservations:
         meta = {k: v for k, v in out.manifest["metadata"].items() if k in ("labels", "annotations")}
         return {"metadata": meta, "spec": out.manifest["spec"]}
 
-    # -- holder (R-GPS-6) ------------------------------------------------------------------------------
+    # -- holder (R-GPS-6) --------------------------------------------------------------------------
 
     def ensure_holder(
         self, w: Workload, b: Binding | None, running_members: Collection[str]
@@ -286,7 +287,7 @@ class Reservations:
         except NotFound:
             return
 
-    # -- capacity and witness (R-GPS-2, R-GPS-7) -------------------------------------------------------
+    # -- capacity and witness (R-GPS-2, R-GPS-7) ---------------------------------------------------
 
     def capacity(
         self, b: Binding, gpus_per_replica: int, delta: int, holding: Sequence[Pod]

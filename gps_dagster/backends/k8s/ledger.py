@@ -15,8 +15,9 @@ once.
 generation and the count of product mutations (a persist-only write of a LeaderWorkerSet
 changes no generation). A raw resourceVersion would go stale every time a
 controller writes the status (a pod became ready), turning every follow-up into a spurious
-conflict; ``metadata.generation`` moves exactly when someone changes the spec — or, on a Deployment, its
-annotations (a manual ``kubectl scale``, the HPA, us). The resourceVersion is still the precondition of every write:
+conflict; ``metadata.generation`` moves exactly when someone changes the spec — or, on a
+Deployment, its annotations (a manual ``kubectl scale``, the HPA, us). The resourceVersion is
+still the precondition of every write:
 each mutation re-reads the object, compares this ETag, and patches with that read's
 resourceVersion, so a write that lands in between is a 409, never a lost update.
 """

@@ -53,7 +53,8 @@ def refuse_broken(w: Workload) -> None:
     if failed(w):
         raise AdmissionRefused(
             "deploy_failed",
-            f"{w.ref} is FAILED (Progressing=False, ProgressDeadlineExceeded); fix its rollout first",
+            f"{w.ref} is FAILED (Progressing=False, ProgressDeadlineExceeded); fix its rollout "
+            "first",
         )
 
 
@@ -62,7 +63,8 @@ def stop(w: Workload, *, aliases: tuple[str, ...], allow_aliased_downtime: bool)
     if aliases and not allow_aliased_downtime:
         raise AdmissionRefused(
             "alias_requires_consent",
-            f"{w.deploy_id} serves aliases {', '.join(aliases)}; stopping it needs allow_aliased_downtime=True",
+            f"{w.deploy_id} serves aliases {', '.join(aliases)}; stopping it needs "
+            "allow_aliased_downtime=True",
         )
     if w.replicas == 0:
         return NOTHING

@@ -19,7 +19,7 @@ ENDPOINT = PREFIX + "endpoint"
 ALIAS_OF = PREFIX + "alias-of"
 """On a Service: the deploy id this Service is an alias (a serving name) of."""
 
-# -- annotations on a workload -----------------------------------------------------------------------
+# -- annotations on a workload ---------------------------------------------------------------------
 ALIASES = PREFIX + "aliases"
 """Comma-separated serving aliases of the deploy (the other source of the alias guard)."""
 REPLICAS = PREFIX + "replicas"
@@ -32,9 +32,9 @@ OPERATIONS = PREFIX + "operations"
 RESERVATION = PREFIX + "reservation"
 """GPU reservation binding (JSON, the pool file's shape): exclusive or time-sliced."""
 
-# -- annotations on namespaces -----------------------------------------------------------------------
+# -- annotations on namespaces ---------------------------------------------------------------------
 BILLING = PREFIX + "billing"
-"""``unpaid`` refuses starts and scale-ups of the namespace's CMP deploys (default billing check)."""
+"""``unpaid`` refuses starts and scale-ups of the namespace's CMP deploys (default billing)."""
 
 # -- read from the cluster -------------------------------------------------------------------------
 GPU = "nvidia.com/gpu"
@@ -45,12 +45,12 @@ HOSTNAME = "kubernetes.io/hostname"
 DEVICE_ANNOTATION = "nvidia.com/container.{container}.gpus.devices"
 """Per container, the comma-separated GPU UUIDs the device plugin / binder gave the pod."""
 
-# -- the scheduling policy object (GPS, R-GPS-5) ----------------------------------------------------
+# -- the scheduling policy object (GPS, R-GPS-5) ---------------------------------------------------
 POLICY_CONFIGMAP = "gps-dagster-scheduling-policy"
 """ConfigMap holding ``SchedulingPolicy`` fields (scheduler_name, queue_template, ...)."""
 POLICY_NAMESPACE = "gps-dagster-system"
 
-# -- LeaderWorkerSet ---------------------------------------------------------------------------------
+# -- LeaderWorkerSet -------------------------------------------------------------------------------
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 LWS_VERSION = "v1"
 LWS_PLURAL = "leaderworkersets"

@@ -251,7 +251,8 @@ def one(deploy_id: str, found: list[Workload]) -> Workload:
     if len(found) > 1:
         refs = ", ".join(sorted(w.ref for w in found))
         raise Permanent(
-            f"deploy id {deploy_id} labels {len(found)} workloads ({refs}); keep the label on exactly one",
+            f"deploy id {deploy_id} labels {len(found)} workloads ({refs}); keep the label on "
+            "exactly one",
             reason="duplicate_deploy_id",
         )
     return found[0]

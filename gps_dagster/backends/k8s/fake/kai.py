@@ -96,7 +96,8 @@ class KaiBinder:
                 return node, ""
         return (
             None,
-            f"0/{len(self.sim.nodes)} nodes: reservation {','.join(rsvs)} has fewer than {need} free GPUs",
+            f"0/{len(self.sim.nodes)} nodes: reservation {','.join(rsvs)} has fewer than "
+            f"{need} free GPUs",
         )
 
     def _bind(self, pod: Obj, node: str) -> None:

@@ -82,7 +82,7 @@ class NodeSimulator:
         self._allocatable: dict[str, int] = {}
         self._heartbeat: fnodes.Heartbeat | None = None
 
-    # -- lifecycle ----------------------------------------------------------------------------------
+    # -- lifecycle ---------------------------------------------------------------------------------
 
     def register(self, *, heartbeat: bool = True) -> NodeSimulator:
         wanted = {n: self.allocatable(n) for n in self.nodes}
@@ -104,7 +104,7 @@ class NodeSimulator:
     def _iso(self) -> str:
         return datetime.fromtimestamp(self._now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    # -- GPU accounting -------------------------------------------------------------------------------
+    # -- GPU accounting ----------------------------------------------------------------------------
 
     def allocatable(self, node: str) -> int:
         spec = self.nodes[node]
@@ -137,7 +137,7 @@ class NodeSimulator:
                 out.append(u)
         return out
 
-    # -- the sync step ----------------------------------------------------------------------------------
+    # -- the sync step -----------------------------------------------------------------------------
 
     def sync(self) -> bool:
         """Apply every transition due at ``now``; True when anything changed."""
@@ -234,7 +234,7 @@ class NodeSimulator:
             del self.unpublished[u]
         return bool(due)
 
-    # -- a newly bound pod ------------------------------------------------------------------------------
+    # -- a newly bound pod -------------------------------------------------------------------------
 
     def _admit(self, pod: Obj, now: float) -> bool:
         meta, node = pod["metadata"], str(pods.node(pod))

@@ -94,7 +94,7 @@ class ClusterPool:
         """Run the fakes on a background thread (wall-clock demo and benchmark)."""
         return Driver(self.steps(), every_s).start()
 
-    # -- creation ---------------------------------------------------------------------------------------
+    # -- creation ----------------------------------------------------------------------------------
 
     def create(self, *, heartbeat: bool = True) -> ClusterPool:
         """Create everything; running deploys are Ready at once (the pool's state at load).
@@ -295,7 +295,7 @@ class ClusterPool:
         rsvs = [self.reservations[r] for r in binding.reservations if r in self.reservations]
         return exclusive_template(template, rsvs, project=d.project or ns, policy=policy)
 
-    # -- foreign workloads --------------------------------------------------------------------------------
+    # -- foreign workloads -------------------------------------------------------------------------
 
     def add_foreign(
         self,
@@ -306,7 +306,8 @@ class ClusterPool:
         node: str | None = None,
         flavor: str | None = None,
     ) -> None:
-        """``static``: one pod holding ``gpus`` now; ``intruder``: ``gpus`` 1-GPU pods grabbing free GPUs."""
+        """``static``: one pod holding ``gpus`` now; ``intruder``: ``gpus`` 1-GPU pods that grab
+        free GPUs as they appear."""
         selector = {POOL_LABEL: self.layout.prefix}
         if node:
             selector[names.HOSTNAME] = node
@@ -368,7 +369,7 @@ class ClusterPool:
                 continue
         raise NotFound(f"no foreign workload {workload_id!r}")
 
-    # -- teardown -----------------------------------------------------------------------------------------
+    # -- teardown ----------------------------------------------------------------------------------
 
     def close(self) -> None:
         """Delete the namespaces and force the pods out (no kubelet confirms), then the nodes."""

@@ -54,7 +54,8 @@ def settle(
             return rounds
         if time.monotonic() > deadline:
             raise NotSettled(
-                f"cluster not settled after {timeout_s} s: {problems[:5] or 'the fakes keep moving'}"
+                f"cluster not settled after {timeout_s} s: "
+                f"{problems[:5] or 'the fakes keep moving'}"
             )
         time.sleep(poll_s)
 
@@ -105,7 +106,8 @@ def _workloads(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
             seen != (int(meta.get("generation") or 0), len(live), ready) or len(live) != want
         ):
             out.append(
-                f"replicaset {ns}/{meta['name']}: want {want}, live {len(live)}, ready {ready}, status {seen}"
+                f"replicaset {ns}/{meta['name']}: want {want}, live {len(live)}, ready "
+                f"{ready}, status {seen}"
             )
         for o in meta.get("ownerReferences") or []:
             by_owner.setdefault(o.get("uid", ""), [0, 0])
@@ -168,7 +170,8 @@ def _pending(kube: Kube, ours: list[Obj]) -> list[str]:
         )
         if fits or not pods.unschedulable(p):
             out.append(
-                f"pod {pods.namespace(p)}/{pods.name(p)} pending ({'fits' if fits else 'not yet judged'})"
+                f"pod {pods.namespace(p)}/{pods.name(p)} pending "
+                f"({'fits' if fits else 'not yet judged'})"
             )
     return out
 
