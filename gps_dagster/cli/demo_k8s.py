@@ -15,7 +15,6 @@ import argparse
 import shutil
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from gps_dagster.backends.k8s import Kube, connect
@@ -24,9 +23,10 @@ from gps_dagster.backends.k8s.fake.lws import install_crd
 from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.cli.devserver import REPO, DagsterDev, prepare_home
 from gps_dagster.cli.teardown import exit_on_signals, signals_held
-from gps_dagster.clocks import WallClock
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.domain.schedules import parse_schedule
+from gps_dagster.ports import Clock
+from gps_dagster.runtime import clock_from_env
 from gps_dagster.store import Store
 
 BANNER = """
@@ -52,9 +52,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def seed(db_url: str, schedule: Path) -> None:
+def seed(db_url: str, schedule: Path, clock: Clock) -> None:
     store = Store.open(db_url)
-    now = datetime.now(UTC)
+    now = clock.now()
     store.apply_schedule(parse_schedule(schedule.read_text(), source=str(schedule)), now=now)
     store.set_gate("enforce", now=now)
     store.engine.dispose()
@@ -85,7 +85,8 @@ def _run(args: argparse.Namespace, plane: cp.ControlPlane) -> int:
     kube = Kube(connect(str(plane.kubeconfig), None))
     install_crd(kube)
     spec = parse_pool(args.pool.read_text(), source=str(args.pool))
-    pool = ClusterPool(kube, WallClock(), spec, prefix="demo").create()
+    clock = clock_from_env()  # the wall clock, as the runtime's (GPS_CLOCK would freeze the fakes)
+    pool = ClusterPool(kube, clock, spec, prefix="demo").create()
     driver = pool.drive(every_s=0.5)
     var = REPO / "var"
     home, data = var / "dagster_home_k8s", var / "demo_k8s"
@@ -100,7 +101,7 @@ def _run(args: argparse.Namespace, plane: cp.ControlPlane) -> int:
         "GPS_NAMESPACES": ",".join(pool.namespaces),
         "DAGSTER_HOME": str(home),
     }
-    seed(env["GPS_DB_URL"], args.schedule)
+    seed(env["GPS_DB_URL"], args.schedule, clock)
     dev = DagsterDev(dagster_home=home, env=env, host=args.host, port=args.port)
     print(
         f"demo: cluster ready in {plane.started_s:.1f} s; starting dagster dev on {dev.url} ...",
