@@ -68,6 +68,43 @@ def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig
     click.echo("\n\n".join(render_table(s) for s in snaps))
 
 
+@pool_group.command("describe")
+@click.argument("deploy")
+@wiring.BACKEND_OPTIONS[0]
+@wiring.BACKEND_OPTIONS[1]
+@wiring.BACKEND_OPTIONS[2]
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def describe(deploy: str, backend: str | None, kubeconfig: str | None, kube_context: str | None,
+             fmt: str) -> None:
+    """One deploy on the cluster: conditions, Warning events and pods, in the API's own words."""
+    settings = wiring.settings(backend=backend, kubeconfig=kubeconfig, kube_context=kube_context)
+    rt = wiring.runtime(settings)
+    try:
+        read = getattr(rt.core, "describe", None)
+        if read is None:
+            fail(SettingsInvalid([FieldError(
+                "--backend", "pool_describe_unsupported",
+                f"the {settings.backend} core keeps no events; use `gps-dagster pool show`",
+            )]))
+        story = read(deploy)
+    except CoreError as exc:
+        raise click.ClickException(f"{exc.reason}: {exc}") from None
+    finally:
+        rt.close()
+    if fmt == "json":
+        click.echo(json.dumps(story, indent=2))
+        return
+    click.echo(f"{story['deploy']}: {story['workload']}, {story['replicas']} replica(s)")
+    for c in story["conditions"]:
+        click.echo(f"  condition {c['type']}={c['status']} {c.get('reason') or ''} {c.get('message') or ''}")
+    for w in story["warnings"]:
+        click.echo(f"  warning {w['object']}: {w['reason']}: {w['message']} (x{w['count']})")
+    for p in story["pods"]:
+        where = p["node"] or "not placed"
+        click.echo(f"  pod {p['name']} on {where}: {p['phase']}, {p['gpus']} GPU(s) "
+                   f"{','.join(p['devices']) or ''} {p['scheduling']}".rstrip())
+
+
 def _show_cluster(settings: Settings, fmt: str) -> None:
     rt = wiring.runtime(settings)
     try:

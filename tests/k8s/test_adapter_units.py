@@ -342,3 +342,17 @@ def test_selectors_match_like_the_api_server() -> None:
         sel, {"a": "1", "b": "z"}
     )
     assert not selector_matches({}, {"a": "1"})  # an empty workload selector selects nothing
+
+
+def test_a_labelled_workload_of_another_kind_is_ineligible_for_the_engine() -> None:
+    from gps_dagster.domain.kinds import DeployKind
+    from gps_dagster.domain.schedules import load_schedule
+    from gps_dagster.engine.eligibility import ineligible_reason
+    from tests.engine.harness import seed_schedule
+
+    sts = from_object("StatefulSet", {**deployment(0).raw})
+    assert sts.deploy_kind is DeployKind.OTHER
+    v = view(sts, [])
+    assert ineligible_reason(load_schedule(seed_schedule()), v) == "unsupported_kind"
+    job = from_object("Job", {**deployment(0).raw})
+    assert job.deploy_kind is DeployKind.BATCH

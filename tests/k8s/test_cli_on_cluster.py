@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gps_dagster.backends.k8s.fake.pools import ClusterPool
+from gps_dagster.backends.k8s.fake.pools import ClusterPool, wait_quotas_counted
 from gps_dagster.cli.main import cli
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import load_pool
@@ -86,3 +86,34 @@ def test_pool_show_lists_the_clusters_nodes_gpus_and_pods(cluster: Any) -> None:
     assert sum(n["requested"] for n in ours.values()) == 10  # A (8) + C (2)
     held = {p["deploy"]: p["gpus"] for n in ours.values() for p in n["pods"]}
     assert held == {A: 8, C: 2}
+
+
+def test_pool_describe_reads_back_a_refusal_in_the_api_servers_words(cluster: Any) -> None:
+    """A Deployment the ResourceQuota refuses: the ReplicaSet's FailedCreate, quoted."""
+    pool, env = cluster
+    _, ns, name = pool.workloads[B]
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "tight"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+    }
+    pool.kube.call(
+        pool.kube.core.create_namespaced_resource_quota, ns, quota, what="quota", mutating=True
+    )
+    wait_quotas_counted(pool.kube, [ns])
+    pool.kube.merge_patch(
+        pool.kube.apps.patch_namespaced_deployment,
+        name,
+        ns,
+        body={"spec": {"replicas": 1}},
+        what="scale B by hand",
+    )
+    text = ""
+    for _ in range(100):  # the ReplicaSet controller reports the refusal within milliseconds
+        text = run(env, "pool", "describe", B).output
+        if "exceeded quota" in text:
+            break
+    assert "FailedCreate" in text and "exceeded quota: tight" in text
+    data = json.loads(run(env, "pool", "describe", C, "--format", "json").output)
+    assert data["deploy"] == C and [p["gpus"] for p in data["pods"]] == [2]
