@@ -20,8 +20,8 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
-import types
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,12 @@ from gps_dagster.backends.k8s import K8sCore, Kube, connect
 from gps_dagster.backends.k8s import controlplane as cp
 from gps_dagster.backends.k8s.fake.lws import install_crd
 from gps_dagster.backends.k8s.fake.pools import ClusterPool
-from gps_dagster.cli.engine_cmds import sleep_for
 from gps_dagster.cli.teardown import exit_on_signals, signals_held
 from gps_dagster.clocks import WallClock
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
+from gps_dagster.engine.loop import production_loop
 from gps_dagster.store import Store
 
 NODES = int(os.environ.get("GPS_BENCH_K8S_NODES", "100"))
@@ -205,16 +205,16 @@ def boundary_lag(
     doc = schedule_doc(0, windows)
     store.apply_schedule(load_schedule(doc), now=clock.now())
     engine = Engine(store, core, clock, EngineConfig(pass_interval_s=30, page_size=1000))
-    rt = types.SimpleNamespace(clock=clock, store=store)
+    loop = production_loop(engine, clock=clock, interval_s=30)  # what `engine run` runs
     driver = cluster.drive(every_s=0.1)
     edges = [first + timedelta(seconds=k * GAP_S) for k in range(2 * len(windows))]
     until = edges[-1] + timedelta(seconds=GAP_S)
+    stopper = threading.Timer((until - clock.now()).total_seconds(), loop.stop)
+    stopper.start()
     try:
-        while clock.now() < until:
-            engine.run_pass()
-            pause = min(sleep_for(rt, 30), (until - clock.now()).total_seconds())
-            time.sleep(max(0.0, pause))
+        loop.run()
     finally:
+        stopper.cancel()
         driver.stop()
     lags = []
     for edge in edges:
