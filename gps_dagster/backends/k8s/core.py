@@ -37,6 +37,7 @@ from gps_dagster.backends.k8s.workloads import (
 )
 from gps_dagster.backends.k8s.writes import MutationsMixin
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
+from gps_dagster.domain.render import kai
 from gps_dagster.ports import (
     AdmissionPreview,
     AliasInfo,
@@ -60,6 +61,8 @@ class Snapshot:
     """Pods, alias Services and HPAs of some namespaces, read once for many views."""
 
     pods: list[Obj] = field(default_factory=list)
+    every_pod: bool = True
+    """Whether ``pods`` holds every pod of the namespaces (else only a workload's)."""
     services: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     hpa: set[tuple[str, str, str]] = field(default_factory=set)
 
@@ -96,7 +99,7 @@ class K8sCore(MutationsMixin):
     def _snapshot(
         self, namespaces: set[str], *, selector: dict[str, Any] | None = None
     ) -> Snapshot:
-        snap = Snapshot()
+        snap = Snapshot(every_pod=selector is None)
         for ns in sorted(namespaces):
             query = {"label_selector": selector_string(selector)} if selector else {}
             snap.pods += self.kube.items(
@@ -126,7 +129,9 @@ class K8sCore(MutationsMixin):
             binding=gps_mod.binding_view(b),
         )
         if isinstance(b, TimeSlicedBinding) and view.state is DeployState.READY:
-            self.gps.drop_holder(b)  # a member runs again: the GPU group no longer needs the holder
+            holder = kai.holder_name(b.reservation)  # a member runs again: the holder can go
+            if not snap.every_pod or any(pods.name(p) == holder for p in snap.pods):
+                self.gps.drop_holder(b)
         return view
 
     def _view_one(self, w: Workload) -> DeployView:
