@@ -96,7 +96,7 @@ class SimPool(DriverMixin):
         reservation ledger first (kept as they are if already there: the
         ledger, not the file, is the source of truth).
         """
-        t.metadata.create_all(engine)
+        t.ensure_schema(engine)
         if spec.reservations:
             record_reservations(engine, spec, clock)
         has_ledger = _has_ledger(engine)  # probed outside the write transaction (SQLite locks)
@@ -112,12 +112,12 @@ class SimPool(DriverMixin):
 
     @classmethod
     def open(cls, engine: Engine, name: str, clock: Clock) -> SimPool:
-        t.metadata.create_all(engine)
+        t.ensure_schema(engine)
         return cls(engine, name, clock)
 
     @staticmethod
     def pool_names(engine: Engine) -> list[str]:
-        t.metadata.create_all(engine)
+        t.ensure_schema(engine)
         with engine.connect() as conn:
             return [r[0] for r in conn.execute(sa.select(t.pools.c.name).order_by(t.pools.c.name))]
 
