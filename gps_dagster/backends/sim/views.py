@@ -20,6 +20,7 @@ from sqlalchemy.engine import Row
 from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import Ctx, eligible
+from gps_dagster.domain.fitting import groups_fitting
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.ports import (
     CapacityPreview,
@@ -165,20 +166,6 @@ def to_operation(op: Row[Any], state: OperationState) -> Operation:
         replicas=op.replicas,
         persist_only=bool(op.persist_only),
     )
-
-
-def groups_fitting(slots: list[int], npr: int, cap: int) -> int:
-    """Most groups (≤ cap) of ``npr`` distinct nodes formable from per-node slot counts.
-
-    ``m`` groups fit iff Σ min(slots_i, m) ≥ m · npr (each node serves a group once).
-    """
-    best = 0
-    for m in range(1, cap + 1):
-        if sum(min(s, m) for s in slots) >= m * npr:
-            best = m
-        else:
-            break
-    return best
 
 
 def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> CapacityPreview:
