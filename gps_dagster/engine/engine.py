@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.errors import Busy
+from gps_dagster.engine.due import next_due
 from gps_dagster.engine.planning import Planner, Prefetch
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.ports import Clock, Core
+from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
 from gps_dagster.store.repository import Store
@@ -86,39 +89,138 @@ class Engine:
     ) -> PassReport:
         now = self.clock.now()
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
+        if schedule is not None:
+            return self._one(schedule, report, trigger=trigger, execute=execute)
+        # Due work first, found by index and shared between replicas by claims: a boundary
+        # is served whatever page the cursor is on. Then the steady sweep of one page.
+        served = self._serve_due(report, now=now, trigger=trigger, execute=execute, stop=stop)
+        if report.stopped:
+            return report
         with self.store.lock(
             LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s
         ) as lock:
             if not lock.acquired:
-                if schedule is not None:
-                    raise Busy(schedule)
                 report.busy = True
                 return report
-            records = self._records(schedule, report)
+            page = records = self._records(None, report)
+            claims = self.store.claim_schedules(
+                [r.name for r in records],
+                holder=self.config.holder,
+                now=now,
+                lease_s=self.config.claim_ttl_s,
+            )
+            # a page schedule another replica serves now, or served above: not visited twice
+            mine = {c.name for c in claims if c.name not in served}
+            records = [r for r in records if r.name in mine]
+            claims = [c for c in claims if c.name in mine]
+            self.store.finish_due(
+                [NextDue(n, -1, None) for n in served & {r.name for r in page}],
+                holder=self.config.holder,
+            )
+            self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop,
+                        page=True)
+        return report
+
+    def _one(self, name: str, report: PassReport, *, trigger: str, execute: bool) -> PassReport:
+        """A pass for one schedule (apply-now, a sensor), under the pass lock (409 when busy)."""
+        with self.store.lock(
+            LOCK_NAME, holder=self.config.holder, now=report.at, ttl_s=self.config.lock_ttl_s
+        ) as lock:
+            if not lock.acquired:
+                raise Busy(name)
+            record = self.store.get_schedule(name)
+            claims = list(self.store.due_rows([name]).values())
+            self._serve([record], claims, report, trigger=trigger, execute=execute,
+                        force=trigger == "apply_now")
+        return report
+
+    def _serve_due(
+        self,
+        report: PassReport,
+        *,
+        now: datetime,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None,
+    ) -> set[str]:
+        """Claim and serve the schedules due at ``now``, a batch at a time, until none is left.
+
+        Returns the schedules served; ``stop`` is asked between schedules (``report.stopped``).
+        """
+        served: set[str] = set()
+        while not report.stopped:
+            claims = self.store.claim_due(
+                holder=self.config.holder,
+                now=now,
+                limit=self.config.due_batch,
+                lease_s=self.config.claim_ttl_s,
+            )
+            again = [c for c in claims if c.name in served]  # due again within this pass: next one
+            self.store.finish_due(
+                [NextDue(c.name, -1, None) for c in again], holder=self.config.holder
+            )
+            claims = [c for c in claims if c.name not in served]
+            if not claims:
+                break
+            served.update(c.name for c in claims)
+            records = self.store.schedules_named([c.name for c in claims])
+            self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop)
+        return served
+
+    def _serve(
+        self,
+        records: list[ScheduleRecord],
+        claims: list[DueClaim],
+        report: PassReport,
+        *,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None = None,
+        force: bool = False,
+        page: bool = False,
+    ) -> None:
+        """Visit ``records`` (one batch); write each one's next due and drop the claims."""
+        visited: list[tuple[ScheduleRecord, datetime, bool]] = []
+        try:
             prefetch = self._prefetch(records)
             for index, record in enumerate(records):
                 if stop is not None and stop():
-                    self._stop_at(records, index, report)
+                    if page:
+                        self._stop_at(records, index, report)
+                    report.stopped = True
                     break
+                at = self.clock.now()
+                ok = True
                 try:
-                    self._visit(
-                        record,
-                        report,
-                        prefetch,
-                        trigger=trigger,
-                        execute=execute,
-                        force=schedule is not None and trigger == "apply_now",
-                    )
+                    self._visit(record, report, prefetch, trigger=trigger, execute=execute,
+                                force=force)
                 except Exception as exc:  # one schedule's failure never stops the others
                     self._schedule_failed(record.name, exc, report)
-        return report
+                    ok = False
+                visited.append((record, at, ok))
+        finally:
+            self._finish_due(visited, claims, report)
 
-    def _stop_at(self, records: list[ScheduleRecord], index: int, report: PassReport) -> None:
-        """Ended early: the next pass starts with the first schedule not visited."""
-        report.stopped = True
-        if index > 0 and len(records) > 1:
-            report.cursor = records[index - 1].name
-            self._set_cursor(report.cursor)
+    def _finish_due(
+        self,
+        visited: list[tuple[ScheduleRecord, datetime, bool]],
+        claims: list[DueClaim],
+        report: PassReport,
+    ) -> None:
+        by_name = {c.name: c for c in claims}
+        seen = {r.name for r, _, _ in visited}
+        outcomes = {o.schedule: o for o in report.schedules}
+        flying = self.store.schedules_in_flight(sorted(seen)) if seen else set()
+        out = [NextDue(c.name, -1, None) for c in claims if c.name not in seen]  # claim dropped
+        for record, at, ok in visited:
+            claim = by_name.get(record.name)
+            if claim is None:
+                continue
+            failed = not ok or bool(getattr(outcomes.get(record.name), "errors", None))
+            due = next_due(record, claim, at, report.gate, self.config, failed=failed,
+                           in_flight=record.name in flying)
+            out.append(NextDue(record.name, claim.revision, due))
+        self.store.finish_due(out, holder=self.config.holder)
 
     def _schedule_failed(self, name: str, exc: Exception, report: PassReport) -> None:
         log.error("pass: schedule %s failed; the pass goes on with the others", name, exc_info=exc)
@@ -259,6 +361,14 @@ class Engine:
         return out
 
     # -- the Dagster-facing surface -------------------------------------------------
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """The earliest instant any schedule needs a pass (by index; for sensors and sleeps)."""
+        return self.store.next_due(now)
+
+    def due_schedules(self, now: datetime, limit: int = 1000) -> list[str]:
+        """Names of the schedules due at ``now`` that no replica is serving (by index)."""
+        return self.store.due_names(now, limit)
 
     def execute_step(self, step_id: str) -> StepOutcome:
         """Advance one step now (a Dagster op); never blocks."""
