@@ -17,8 +17,8 @@ from datetime import datetime
 
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
-from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.due import next_due
+from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.planning import Planner, Prefetch
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef

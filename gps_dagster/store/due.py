@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta

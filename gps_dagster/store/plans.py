@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 from gps_dagster.store.status import CasConflict, _action, _cas, _get_status, _transition
@@ -84,6 +85,7 @@ class PlansMixin:
         try:
             with self.engine.begin() as conn:
                 conn.execute(t.transitions.insert().values(**transition))
+                metric_totals.count_lags(conn, [transition.get("lag_seconds")])
                 if steps:
                     conn.execute(t.actions.insert(), [dict(s) for s in steps])
                 if supersede:  # steps before statuses, as in write_steps: no lock-order deadlock
@@ -91,6 +93,7 @@ class PlansMixin:
                     _supersede(conn, schedule, supersede, tid, now)
                 for seen, changes in updates:
                     _cas(conn, seen, now, changes, changes.pop("_events", ()))
+                metric_totals.flush(conn)
         except (IntegrityError, CasConflict):
             return False
         return True
@@ -114,6 +117,7 @@ class PlansMixin:
                         touched.add(moved)
                 for transition_id in sorted(touched):
                     _close(conn, transition_id)
+                metric_totals.flush(conn)
         except CasConflict:
             return False
         return True
@@ -190,6 +194,9 @@ def _write_step(conn: Connection, w: StepWrite, now: datetime) -> str | None:
     if row is None or row.state not in w.expect:
         return None
     conn.execute(a.update().where(a.c.id == w.action_id).values(updated_at=now, **w.changes))
+    state = w.changes.get("state")
+    if state in FINISHED and row.state not in FINISHED:
+        metric_totals.count_finished(conn, [(row.step, state, w.changes.get("reason", row.reason))])
     if w.status is not None:
         seen = w.status_seen or _locked_status(conn, row.schedule_name, row.deploy_id)
         if seen is not None and seen.transition_id == row.transition_id:
@@ -244,11 +251,12 @@ def _supersede(
         a.c.transition_id != keep,
     )
     rows = conn.execute(
-        sa.select(a.c.id, a.c.transition_id).where(*where).order_by(a.c.id).with_for_update()
+        sa.select(a.c.id, a.c.transition_id, a.c.step).where(*where).order_by(a.c.id).with_for_update()
     ).all()
     older = {r.transition_id for r in rows}
     if not older:
         return
+    metric_totals.count_finished(conn, [(r.step, "superseded", "superseded") for r in rows])
     conn.execute(
         a.update()
         .where(*where)

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.store import audit, due, migrate, specs
+from gps_dagster.store import audit, due, metric_totals, migrate, specs
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
 from gps_dagster.store.errors import (
@@ -242,6 +242,10 @@ class Store(PlansMixin, StatusMixin, due.DueMixin):
             if abandoned and not force:
                 raise ScheduleInFlight(name, abandoned)
             states = (*UNSUBMITTED, *IN_FLIGHT) if force else UNSUBMITTED
+            ending = conn.execute(
+                sa.select(a.c.step).where(a.c.schedule_name == name, a.c.state.in_(states))
+            ).scalars()
+            metric_totals.count_finished(conn, [(step, "cancelled", "schedule_deleted") for step in ending])
             conn.execute(
                 a.update()
                 .where(a.c.schedule_name == name, a.c.state.in_(states))
@@ -261,6 +265,7 @@ class Store(PlansMixin, StatusMixin, due.DueMixin):
             conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
             self._event(conn, now, name, None, "schedule_deleted",
                         detail={"forced": force, "abandoned": abandoned})
+            metric_totals.flush(conn)
             audit.record(conn, at=now, actor=actor, action="schedule_deleted", kind="schedule",
                          name=name, scope=row.scope, version=row.version)
         return Deleted(int(row.version), abandoned)
