@@ -12,18 +12,21 @@ from doing anything twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.planning import Planner, Prefetch
+from gps_dagster.engine.batch import BatchRunner, core_session
+from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.ports import Clock, Core
+from gps_dagster.store.bulk import Draft
 from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
@@ -59,6 +62,7 @@ class Engine:
         )
         self.runner = StepRunner(store, core, clock, self.config, reservation_check)
         self.observer = Observer(store, core, clock, self.config, self.runner, witness)
+        self.batch = BatchRunner(store, core, clock, self.config, self.runner, self.observer)
 
     # -- passes ------------------------------------------------------------------
 
@@ -179,27 +183,87 @@ class Engine:
         force: bool = False,
         page: bool = False,
     ) -> None:
-        """Visit ``records`` (one batch); write each one's next due and drop the claims."""
+        """Visit ``records`` as one batch; write each one's next due and drop the claims.
+
+        Reads are shared (one prefetch, one core session for the plans' preflights), plans
+        with nothing to supersede open together, and their steps move together
+        (``engine/batch.py``).
+        """
         visited: list[tuple[ScheduleRecord, datetime, bool]] = []
         try:
             prefetch = self._prefetch(records)
-            for index, record in enumerate(records):
-                if stop is not None and stop():
-                    if page:
-                        self._stop_at(records, index, report)
-                    report.stopped = True
-                    break
-                at = self.clock.now()
-                ok = True
-                try:
-                    self._visit(record, report, prefetch, trigger=trigger, execute=execute,
-                                force=force)
-                except Exception as exc:  # one schedule's failure never stops the others
-                    self._schedule_failed(record.name, exc, report)
-                    ok = False
-                visited.append((record, at, ok))
+            self._in_flight(prefetch, report)
+            drafts: list[tuple[Draft, ScheduleOutcome, bool]] = []
+            self.planner.drafts = drafts
+            try:
+                with core_session(self.core):
+                    self._visit_all(records, report, prefetch, visited, trigger=trigger,
+                                    force=force, stop=stop, page=page)
+            finally:
+                self.planner.drafts = None
+            fresh = self._open_drafts(drafts, report)
+            if execute and report.gate == "enforce" and visited:
+                names = [r.name for r, _, _ in visited]
+                report.steps += self.batch.run(names, fresh, prefetch.reads)
         finally:
             self._finish_due(visited, claims, report)
+
+    def _visit_all(
+        self,
+        records: list[ScheduleRecord],
+        report: PassReport,
+        prefetch: Prefetch,
+        visited: list[tuple[ScheduleRecord, datetime, bool]],
+        *,
+        trigger: str,
+        force: bool,
+        stop: Callable[[], bool] | None,
+        page: bool,
+    ) -> None:
+        for index, record in enumerate(records):
+            if stop is not None and stop():
+                if page:
+                    self._stop_at(records, index, report)
+                report.stopped = True
+                return
+            at = self.clock.now()
+            ok = True
+            try:
+                self._visit(record, report, prefetch, trigger=trigger, force=force)
+            except Exception as exc:  # one schedule's failure never stops the others
+                self._schedule_failed(record.name, exc, report)
+                ok = False
+            visited.append((record, at, ok))
+
+    def _in_flight(self, prefetch: Prefetch, report: PassReport) -> None:
+        """Observe the batch's accepted steps, resubmit its unconfirmed ones, re-read statuses."""
+        flying = [a for steps in prefetch.in_flight.values() for a in steps]
+        if not flying:
+            return
+        report.steps += self.batch.observe(
+            [a for a in flying if a.state == "accepted"], prefetch.reads
+        )
+        if report.gate == "enforce":
+            report.steps += [self.runner.execute(a.id) for a in flying if a.state == "submitting"]
+        names = sorted(prefetch.in_flight)
+        prefetch.statuses.update(self.store.statuses_for(names))
+        prefetch.refreshed.update(names)
+
+    def _open_drafts(
+        self, drafts: list[tuple[Draft, ScheduleOutcome, bool]], report: PassReport
+    ) -> set[str]:
+        """Open the collected plans in one transaction; the ids of those opened."""
+        if not drafts:
+            return set()
+        opened = self.store.open_many([d for d, _, _ in drafts], now=self.clock.now())
+        for draft, outcome, refused in drafts:
+            tid = str(draft.transition["id"])
+            if tid not in opened:
+                continue
+            (outcome.refused if refused else outcome.opened).append(tid)
+            if not refused:
+                report.plans.append(plan_ref(draft.transition, draft.steps))
+        return opened
 
     def _finish_due(
         self,
@@ -319,18 +383,9 @@ class Engine:
         prefetch: Prefetch,
         *,
         trigger: str,
-        execute: bool,
         force: bool,
     ) -> None:
-        name = record.name
-        in_flight = prefetch.in_flight.get(name, [])
-        report.steps += [
-            self.observer.observe_action(a) for a in in_flight if a.state == "accepted"
-        ]
-        if report.gate == "enforce":
-            report.steps += [
-                self.runner.execute(a.id) for a in in_flight if a.state == "submitting"
-            ]
+        drafted = len(self.planner.drafts or ())
         outcome = self.planner.visit(
             record,
             now=self.clock.now(),
@@ -340,10 +395,8 @@ class Engine:
             prefetch=prefetch,
         )
         report.schedules.append(outcome)
-        for tid in outcome.opened:
-            report.plans.append(self.pending_steps(tid))
-        if execute and report.gate == "enforce" and (in_flight or outcome.opened):
-            report.steps += self.advance(name)
+        if len(self.planner.drafts or ()) == drafted:  # opened on its own (not a draft)
+            report.plans += [self.pending_steps(tid) for tid in outcome.opened]
 
     def advance(self, schedule: str) -> list[StepOutcome]:
         """Execute every step of the schedule's open plans that can move now, in plan order."""
@@ -383,6 +436,7 @@ class Engine:
         return ready
 
     def pending_steps(self, transition_id: str) -> PlanRef:
+        """The plan as the Dagster transition job receives it."""
         tr = self.store.get_transition(transition_id)
         if tr is None:
             raise KeyError(transition_id)
@@ -402,3 +456,22 @@ class Engine:
             trigger=tr.trigger,
             order=tr.order,
         )
+
+
+def plan_ref(transition: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> PlanRef:
+    """``Engine.pending_steps`` of a plan just opened, from the rows written (no read)."""
+    refs = [
+        StepRef(str(a["id"]), str(a["deploy_id"]), str(a["step"]), str(a["order"]))
+        for a in sorted(steps, key=lambda x: int(x["seq"]))
+    ]
+    return PlanRef(
+        transition_id=str(transition["id"]),
+        schedule=str(transition["schedule_name"]),
+        schedule_version=int(transition["schedule_version"]),
+        interval_start=transition["boundary_at"],
+        targets=tuple(transition["targets"]),
+        release_steps=tuple(r for r in refs if r.order == "release"),
+        acquire_steps=tuple(r for r in refs if r.order == "acquire"),
+        trigger=str(transition["trigger"]),
+        order=str(transition["order"]),
+    )

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,6 +27,9 @@ from gps_dagster.store import tables as t
 from gps_dagster.store.plans import FINISHED, StepWrite, transition_state
 from gps_dagster.store.records import TargetStatusRow
 from gps_dagster.store.status import _status
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 CHUNK = 500
 StatusKey = tuple[str, str]
@@ -48,6 +52,29 @@ class Fenced:
     ok: bool
     reason: str | None = None
     status: TargetStatusRow | None = None
+
+
+class BulkMixin:
+    """The store's batch writers, each ONE transaction."""
+
+    engine: Engine
+
+    def write_each(self, writes: Sequence[StepWrite], *, now: datetime) -> dict[str, str]:
+        """Independent step writes (``apply_writes``); the steps that moved -> transition id."""
+        with self.engine.begin() as conn:
+            return apply_writes(conn, writes, now)
+
+    def fence_many(
+        self, items: Sequence[tuple[Any, TargetStatusRow, Mapping[str, Any]]], *, now: datetime
+    ) -> dict[str, Fenced]:
+        """The fence of many steps (``fence_many``)."""
+        with self.engine.begin() as conn:
+            return fence_many(conn, items, now)
+
+    def open_many(self, drafts: Sequence[Draft], *, now: datetime) -> set[str]:
+        """Open plans with nothing to supersede (``open_many``); the ids opened."""
+        with self.engine.begin() as conn:
+            return open_many(conn, drafts, now)
 
 
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
@@ -194,13 +221,13 @@ def apply_writes(
         query = sa.select(a.c.id, a.c.state, a.c.schedule_name, a.c.deploy_id,
                           a.c.transition_id, a.c.step, a.c.reason)
         query = query.where(a.c.id.in_(list(part))).order_by(a.c.id).with_for_update()
-        rows.update({r.id: r for r in conn.execute(query)})
+        rows.update({r.id: SimpleNamespace(**r._mapping) for r in conn.execute(query)})
     moved: list[tuple[StepWrite, Any]] = []
     for w in writes:
         row = rows.get(w.action_id)
         if row is not None and row.state in w.expect:
             moved.append((w, row))
-            rows[w.action_id] = row._replace(state=w.changes.get("state", row.state))
+            rows[w.action_id] = SimpleNamespace(**{**vars(row), "state": w.changes.get("state", row.state)})
     if not moved:
         return {}
     update_rows(conn, a, ("id",), [{"id": w.action_id, "updated_at": now, **w.changes}

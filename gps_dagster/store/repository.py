@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.store import audit, due, metric_totals, migrate, specs
+from gps_dagster.store import audit, bulk, due, metric_totals, migrate, specs
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
 from gps_dagster.store.errors import (
@@ -62,7 +62,7 @@ class Deleted:
     abandoned: list[str]
 
 
-class Store(PlansMixin, StatusMixin, due.DueMixin):
+class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:
@@ -181,6 +181,17 @@ class Store(PlansMixin, StatusMixin, due.DueMixin):
                 sa.select(t.schedules.c.version, t.schedules.c.enabled).where(t.schedules.c.name == name)
             ).first()
         return None if row is None else (int(row.version), bool(row.enabled))
+
+    def schedule_states(self, names: Sequence[str]) -> dict[str, tuple[int, bool]]:
+        """(version, enabled) of these schedules, without their documents."""
+        s = t.schedules
+        out: dict[str, tuple[int, bool]] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(names), 1000):
+                chunk = list(names[i : i + 1000])
+                rows = conn.execute(sa.select(s.c.name, s.c.version, s.c.enabled).where(s.c.name.in_(chunk)))
+                out.update({r.name: (int(r.version), bool(r.enabled)) for r in rows})
+        return out
 
     def list_schedules(self) -> list[ScheduleRecord]:
         with self.engine.connect() as conn:
