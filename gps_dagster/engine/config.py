@@ -38,5 +38,9 @@ class EngineConfig:
     accepted are observed, capacity waits re-previewed); otherwise after ``pass_interval_s``."""
     claim_ttl_s: float = 120.0
     """How long a replica's claim on due schedules lasts; a crashed replica's claims expire."""
+    retention_days: float = 30.0
+    """Finished plans, steps and events older than this are pruned (``db prune``, the loop)."""
+    prune_interval_s: float = 3600.0
+    """How often ``engine run`` prunes on its own (0: never)."""
     holder: str = field(default_factory=default_holder)
     """Name of this engine replica (lease holder, event detail)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from gps_dagster.engine.config import EngineConfig
@@ -29,6 +29,7 @@ from gps_dagster.ports import Clock, Core
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
+from gps_dagster.store.retention import Pruned, prune
 from gps_dagster.store.records import ActionRow, ScheduleRecord
 from gps_dagster.store.repository import Store
 
@@ -418,6 +419,11 @@ class Engine:
     def next_due(self, now: datetime) -> datetime | None:
         """The earliest instant any schedule needs a pass (by index; for sensors and sleeps)."""
         return self.store.next_due(now)
+
+    def prune(self, now: datetime, *, days: float | None = None) -> Pruned:
+        """Delete finished history older than the retention (never a row in flight)."""
+        keep = self.config.retention_days if days is None else days
+        return prune(self.store.engine, before=now - timedelta(days=keep))
 
     def due_schedules(self, now: datetime, limit: int = 1000) -> list[str]:
         """Names of the schedules due at ``now`` that no replica is serving (by index)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.reports import PassReport
@@ -51,6 +51,7 @@ class EngineLoop:
         self.sleeper: Sleeper = sleeper if sleeper is not None else self._stopping.wait
         self.passes = 0
         self.failures = 0
+        self.pruned_at: datetime | None = None
 
     @property
     def stopping(self) -> bool:
@@ -86,7 +87,23 @@ class EngineLoop:
             return None
         if self.on_pass is not None:
             self.on_pass(report)
+        self._prune()
         return report
+
+    def _prune(self) -> None:
+        """Retention, once per ``prune_interval_s`` (R-PASS-15: a failure is logged, not raised)."""
+        every = self.engine.config.prune_interval_s
+        now = self.clock.now()
+        if every <= 0 or (self.pruned_at is not None and now - self.pruned_at < timedelta(seconds=every)):
+            return
+        self.pruned_at = now
+        try:
+            done = self.engine.prune(now)
+        except Exception as exc:  # retention only saves space: the next interval tries again
+            log.warning("retention pass failed: %s", exc, exc_info=exc)
+            return
+        if done.transitions or done.events:
+            log.info("retention: deleted %s", done)
 
     def next_wait(self) -> float:
         """Seconds until the next pass: the interval, or less when a boundary comes first."""
