@@ -14,10 +14,10 @@ This module imports neither SQLAlchemy nor Dagster.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from gps_dagster.domain.errors import GpsError, PermanentError, TemporaryError

@@ -208,6 +208,7 @@ class BatchRunner:
         fits: list[ActionRow] = []
         waits: list[StepWrite] = []
         later: list[tuple[ActionRow, Exception | None]] = []  # handled once the session is over
+        failed: Exception | None
         now = self.clock.now()
         with core_session(self.core):
             for a in acquires:
@@ -215,7 +216,8 @@ class BatchRunner:
                 try:
                     preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
                 except Exception as exc:  # the step's owner decides
-                    later.append((a, exc))
+                    failed = exc
+                    later.append((a, failed))
                     continue
                 if not isinstance(preview, Insufficient):
                     fits.append(a)
@@ -229,8 +231,8 @@ class BatchRunner:
                                            Phase.CAPACITY_WAIT.value, preview.reason))
         if waits:
             self.store.write_each(waits, now=now)
-        for a, exc in later:
-            out.append(self.runner.owned(exc, a.id, a) if exc else self.runner.execute(a.id))
+        for a, error in later:
+            out.append(self.runner.owned(error, a.id, a) if error else self.runner.execute(a.id))
         return fits
 
     def _submit_all(

@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from gps_dagster.engine.batch import BatchRunner, core_session
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.batch import BatchRunner, core_session
 from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
@@ -29,9 +29,9 @@ from gps_dagster.ports import Clock, Core
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
-from gps_dagster.store.retention import Pruned, prune
 from gps_dagster.store.records import ActionRow, ScheduleRecord
 from gps_dagster.store.repository import Store
+from gps_dagster.store.retention import Pruned, prune
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +286,12 @@ class Engine:
                            in_flight=record.name in flying)
             out.append(NextDue(record.name, claim.revision, due))
         self.store.finish_due(out, holder=self.config.holder)
+
+    def _stop_at(self, records: list[ScheduleRecord], index: int, report: PassReport) -> None:
+        """Ended early in the sweep: the next pass starts with the first schedule not visited."""
+        if index > 0 and len(records) > 1:
+            report.cursor = records[index - 1].name
+            self._set_cursor(report.cursor)
 
     def _schedule_failed(self, name: str, exc: Exception, report: PassReport) -> None:
         log.error("pass: schedule %s failed; the pass goes on with the others", name, exc_info=exc)

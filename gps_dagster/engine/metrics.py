@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import sqlalchemy as sa
-
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
-
 from sqlalchemy.engine import Connection
 
 from gps_dagster.store import metric_totals

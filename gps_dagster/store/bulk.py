@@ -315,9 +315,10 @@ def fence_many(
     deploys = sorted({x.deploy_id for x, _, _ in items})
     for part in chunks(deploys):
         tc = t.target_claims
-        owners.update(dict(conn.execute(  # type: ignore[arg-type]
+        rows = conn.execute(
             sa.select(tc.c.deploy_id, tc.c.schedule_name).where(tc.c.deploy_id.in_(list(part)))
-        ).all()))
+        )
+        owners.update({str(d): str(s) for d, s in rows})
     out: dict[str, Fenced] = {}
     passing = []
     for x, seen, changes in items:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -33,17 +33,17 @@ PENDING = "gps_metric_deltas"
 """``Connection.info`` key of the deltas a transaction has not written yet."""
 
 
-def add(conn: Connection, deltas: Counter[Key] | dict[Key, float]) -> None:
+def add(conn: Connection, deltas: Mapping[Key, float]) -> None:
     """Add ``deltas`` to the totals when ``flush`` runs, last in the same transaction.
 
     Kept per transaction: deltas of a transaction that rolled back are never written.
     """
     txn = conn.get_transaction()
-    held = conn.info.get(PENDING)
+    held: tuple[object, dict[Key, float]] | None = conn.info.get(PENDING)
     if held is None or held[0] is not txn:
-        held = conn.info[PENDING] = (txn, Counter())
+        held = conn.info[PENDING] = (txn, {})
     for key, delta in deltas.items():
-        held[1][key] += delta
+        held[1][key] = held[1].get(key, 0.0) + delta
 
 
 def flush(conn: Connection) -> None:
@@ -51,7 +51,7 @@ def flush(conn: Connection) -> None:
     held = conn.info.pop(PENDING, None)
     if held is None or held[0] is not conn.get_transaction():
         return
-    deltas: Counter[Key] = held[1]
+    deltas: dict[Key, float] = held[1]
     insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
     for (metric, labels), delta in sorted(deltas.items()):
         if not delta:
@@ -74,15 +74,14 @@ def count_finished(conn: Connection, finished: Iterable[tuple[str, str, str | No
 
 def count_lags(conn: Connection, lags: Iterable[float | None]) -> None:
     """Transitions opened, with their boundary lag (None: no boundary, not counted)."""
-    deltas: Counter[Key] = Counter()
+    deltas: dict[Key, float] = {}
     for lag in lags:
         if lag is None:
             continue
-        for b in LAG_BUCKETS:
-            if lag <= b:
-                deltas[(LAG_BUCKET, json.dumps([str(b)]))] += 1
-        deltas[(LAG_SUM, "[]")] += lag  # type: ignore[assignment]
-        deltas[(LAG_COUNT, "[]")] += 1
+        keys = [(LAG_BUCKET, json.dumps([str(b)])) for b in LAG_BUCKETS if lag <= b]
+        for key in [*keys, (LAG_COUNT, "[]")]:
+            deltas[key] = deltas.get(key, 0.0) + 1
+        deltas[(LAG_SUM, "[]")] = deltas.get((LAG_SUM, "[]"), 0.0) + lag
     add(conn, deltas)
 
 

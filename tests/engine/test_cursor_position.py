@@ -64,3 +64,27 @@ def test_a_due_schedule_on_the_last_page_is_served_at_its_boundary(db_url: str) 
     assert stop.step == "stop" and stop.submitted_at == BOUNDARY  # served at the boundary
     assert "s4" in [o.schedule for o in report.schedules]
     assert [o.deploy_id for o in sim.operation_log()] == ["d4"]
+
+
+def test_a_sweep_asked_to_stop_leaves_the_cursor_on_the_last_schedule_visited(
+    db_url: str,
+) -> None:
+    clock = VirtualClock(NOON)
+    store = Store.open(db_url)
+    sim = SimPool.create(store.engine, load_pool(copy.deepcopy(pool())), clock)
+    for i in range(5):
+        store.apply_schedule(load_schedule(schedule(i, boundary=False)), now=clock.now())
+    store.set_gate("enforce", now=clock.now())
+    engine = Engine(store, sim, clock, EngineConfig(page_size=3))
+    engine.run_pass()  # all due once; then only the steady sweep visits them
+    store.set_cursor(None, now=clock.now())
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 2  # two schedules of the page, then stop
+
+    report = engine.run_pass(stop=stop)
+    assert report.stopped and [o.schedule for o in report.schedules] == ["s0", "s1"]
+    assert store.get_cursor() == "s1"
+    assert [o.schedule for o in engine.run_pass().schedules] == ["s2", "s3", "s4"]

@@ -19,7 +19,7 @@ from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.engine import Engine
 from gps_dagster.store.due import NextDue
-from tests.engine.harness import A, B, a_running_pool, local, make_world, op_triples, seed_schedule
+from tests.engine.harness import A, a_running_pool, local, make_world, op_triples, seed_schedule
 
 EVENING = local("2026-10-19T17:59:30")
 
