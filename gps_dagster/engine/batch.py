@@ -35,13 +35,8 @@ from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer
 from gps_dagster.engine.endings import first_order
 from gps_dagster.engine.reports import StepOutcome
-from gps_dagster.engine.steps import (
-    SUBMITTED,
-    StepRunner,
-    accepted_write,
-    capacity_write,
-    wait_deadline,
-)
+from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
+from gps_dagster.engine.steps import SUBMITTED, StepRunner
 from gps_dagster.ports import BatchingCore, Clock, Core, DeployView, Insufficient
 from gps_dagster.store.plans import StepWrite
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow

@@ -142,10 +142,12 @@ class SimPool(DriverMixin):
             return
         with self._tx() as (ctx, blocks):
             self._session = Session(ctx, blocks)
+            ctx.free = free_by_node(ctx)
             try:
                 yield
             finally:
                 session, self._session = self._session, None
+                ctx.free = None
             if session.mutated:
                 self._commit_changes(ctx)
 
@@ -162,8 +164,13 @@ class SimPool(DriverMixin):
                 return
             self._session.mutated = True
             self._session.previews = None  # what is free changed: previews start again
-            with ctx.conn.begin_nested():
-                yield ctx, blocks
+            free = None if ctx.free is None else dict(ctx.free)
+            try:
+                with ctx.conn.begin_nested():
+                    yield ctx, blocks
+            except BaseException:
+                ctx.free = free  # the savepoint undid the call: so is its allocation
+                raise
             return
         with self.engine.begin() as conn:
             query = sa.select(t.pools.c.clock_at, t.pools.c.next_event_at).where(t.pools.c.name == self.name)
