@@ -113,15 +113,7 @@ def lock_statuses(conn: Connection, keys: Iterable[StatusKey]) -> dict[StatusKey
     wanted = sorted(set(keys))
     out: dict[StatusKey, TargetStatusRow] = {}
     for part in chunks(wanted):
-        by_schedule: dict[str, list[str]] = {}
-        for s, d in part:
-            by_schedule.setdefault(s, []).append(d)
-        cond = sa.or_(
-            *(
-                sa.and_(ts.c.schedule_name == s, ts.c.deploy_id.in_(ds))
-                for s, ds in by_schedule.items()
-            )
-        )
+        cond = sa.tuple_(ts.c.schedule_name, ts.c.deploy_id).in_(list(part))
         query = sa.select(ts).where(cond).order_by(ts.c.schedule_name, ts.c.deploy_id)
         for row in conn.execute(query.with_for_update()):
             out[(row.schedule_name, row.deploy_id)] = _status(row)
