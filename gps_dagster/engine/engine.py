@@ -84,6 +84,14 @@ class Engine:
         """A pass that opens plans but leaves their steps to the caller (Dagster runs)."""
         return self._pass(schedule=schedule, trigger=trigger, execute=False)
 
+    def reconcile_due(self, *, trigger: str = "boundary") -> PassReport:
+        """Serve only the schedules due now (claimed, in batches), opening plans without running
+        their steps: the boundary sensor's one call per tick (no sweep page, no pass lock)."""
+        now = self.clock.now()
+        report = PassReport(at=now, trigger=trigger, gate=self._gate())
+        self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
+        return report
+
     def _pass(
         self,
         *,

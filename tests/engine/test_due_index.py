@@ -143,3 +143,14 @@ def test_a_mark_during_a_visit_is_not_lost(db_url: str) -> None:
     w.store.apply_schedule(load_schedule(seed_schedule()), now=now)  # revision moves on
     w.store.finish_due([NextDue(claim.name, claim.revision, now + timedelta(hours=6))], holder="r")
     assert w.store.due_at(claim.name) == now
+
+
+def test_reconcile_due_opens_the_due_plans_for_dagster_and_runs_no_step(db_url: str) -> None:
+    w = make_world(db_url, pool=a_running_pool(), start=EVENING)
+    w.engine.run_pass()
+    assert w.engine.reconcile_due().plans == []  # nothing due at 17:59:30
+    w.clock.set(local("2026-10-19T18:00"))
+    report = w.engine.reconcile_due()
+    (plan,) = report.plans
+    assert [s.deploy_id for s in plan.release_steps] == [A] and op_triples(w) == []
+    assert w.store.due_at(w.spec.name) == local("2026-10-19T18:00:02")  # steps pending: soon
