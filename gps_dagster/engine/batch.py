@@ -8,10 +8,10 @@ transactions per step. Here the steps of one batch of schedules move together:
 2. the steps that may move are sorted out with one read of the batch's open
    plans and statuses; acquires are previewed in one core session (previews
    in a session count the groups found fitting before as taken);
-3. one fence transaction moves them all to ``submitting``; one core session
-   submits them (each call its own idempotency key; a session is durable only
-   as a whole, before anything is recorded as accepted); one transaction
-   records them accepted (each a CAS on the status its fence left);
+3. one fence transaction moves them all to ``submitting``; core sessions of
+   ``SUBMIT_SESSION`` calls submit them (each call its own idempotency key; a
+   session is durable before anything of it is recorded accepted); one
+   transaction records them accepted (each a CAS on the status its fence left);
 4. acquires released by those submissions go in a second round.
 
 Per-step rules are those of ``steps.StepRunner``, which still handles every
@@ -45,6 +45,12 @@ from gps_dagster.store.repository import Store
 log = logging.getLogger(__name__)
 
 MOVABLE = ("pending", "capacity_wait")
+SUBMIT_SESSION = 50
+"""Mutations per core session. A session is one transaction with a savepoint per mutation;
+PostgreSQL keeps 64 subtransactions per transaction in shared memory and, past that, every
+other session's snapshot checks go through ``pg_subtrans``: keep a session below it. Durable
+earlier than the whole batch is safe: nothing is recorded accepted before its session ends,
+and a step left ``submitting`` is resubmitted with the same idempotency key."""
 
 
 @contextlib.contextmanager
@@ -280,17 +286,19 @@ class BatchRunner:
         self, go: list[tuple[ActionRow, TargetStatusRow]], out: list[StepOutcome]
     ) -> int:
         calls: dict[str, list[object] | Exception] = {}
-        try:
-            with core_session(self.core):
-                for a, _status in go:
-                    try:
-                        calls[a.id] = self.runner.call_core(a)
-                    except Exception as exc:  # judged below, once the session is over
-                        calls[a.id] = exc
-        except Exception as exc:  # the session did not commit: nothing it did is durable
-            log.warning("batched submit of %d step(s) not confirmed: %s", len(go), exc)
-            out += [self.runner.owned(exc, a.id, a, event="submit_unconfirmed") for a, _ in go]
-            return 0
+        for start in range(0, len(go), SUBMIT_SESSION):
+            part = go[start : start + SUBMIT_SESSION]
+            try:
+                with core_session(self.core):
+                    for a, _status in part:
+                        try:
+                            calls[a.id] = self.runner.call_core(a)
+                        except Exception as exc:  # judged below, once the session is over
+                            calls[a.id] = exc
+            except Exception as exc:  # the session did not commit: nothing it did is durable
+                log.warning("batched submit of %d step(s) not confirmed: %s", len(part), exc)
+                for a, _ in part:
+                    calls[a.id] = exc
         now = self.clock.now()
         writes = []
         for a, status in go:
