@@ -100,11 +100,13 @@ def update_rows(
             types = [table.c[k].type for k in keys] + [table.c[c].type for c in cols]
             v = sa.values(*(sa.column(n, ty) for n, ty in zip(names, types, strict=True)), name="v")
             v = v.data([tuple(r[k] for k in keys) + tuple(r[c] for c in cols) for r in part])
-            conn.execute(
+            stmt = (
                 table.update()
                 .where(*(table.c[k] == v.c[f"k_{k}"] for k in keys))
                 .values(**{c: sa.cast(v.c[f"c_{c}"], table.c[c].type) for c in cols})
             )
+            # VALUES data is part of the statement: never keep it in the compiled cache
+            conn.execution_options(compiled_cache=None).execute(stmt)
 
 
 def lock_statuses(conn: Connection, keys: Iterable[StatusKey]) -> dict[StatusKey, TargetStatusRow]:

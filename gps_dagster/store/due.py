@@ -216,7 +216,7 @@ def _finish(conn: Connection, items: Sequence[NextDue], holder: str) -> None:
         name="v",
     ).data([(v.name, v.revision, v.due_at) for v in items])
     mine = d.c.claimed_by == holder
-    conn.execute(
+    stmt = (
         d.update()
         .where(d.c.name == rows.c.n)
         .values(
@@ -228,6 +228,7 @@ def _finish(conn: Connection, items: Sequence[NextDue], holder: str) -> None:
             claimed_until=sa.case((mine, sa.null()), else_=d.c.claimed_until),
         )
     )
+    conn.execution_options(compiled_cache=None).execute(stmt)  # its data is in the statement
 
 
 def _chunks(items: Sequence[NextDue], size: int) -> Iterable[Sequence[NextDue]]:
