@@ -115,21 +115,18 @@ class Engine:
             if not lock.acquired:
                 report.busy = True
                 return report
-            page = records = self._records(None, report)
-            claims = self.store.claim_schedules(
-                [r.name for r in records],
-                holder=self.config.holder,
-                now=now,
-                lease_s=self.config.claim_ttl_s,
-            )
-            # a page schedule another replica serves now, or served above: not visited twice
-            mine = {c.name for c in claims if c.name not in served}
-            records = [r for r in records if r.name in mine]
-            claims = [c for c in claims if c.name in mine]
-            self.store.finish_due(
-                [NextDue(n, -1, None) for n in served & {r.name for r in page}],
-                holder=self.config.holder,
-            )
+            page = self._records(None, report)
+            # The sweep claims nothing (no write per page): it skips what another replica has
+            # claimed now and what this pass already served; a claim taken while it visits
+            # means at worst a second visit, which the fence, CAS and keys make harmless.
+            rows = self.store.due_rows([r.name for r in page])
+            now_ = self.clock.now()
+            records = [
+                r for r in page
+                if r.name not in served and r.name in rows
+                and not _claimed_elsewhere(rows[r.name], self.config.holder, now_)
+            ]
+            claims = [rows[r.name] for r in records]
             self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop,
                         page=True)
         return report
@@ -292,6 +289,8 @@ class Engine:
             failed = not ok or bool(getattr(outcomes.get(record.name), "errors", None))
             due = next_due(record, claim, at, report.gate, self.config, failed=failed,
                            in_flight=record.name in flying)
+            if due == claim.due_at and claim.claimed_by != self.config.holder:
+                continue  # a sweep visit that changed nothing: nothing to write
             out.append(NextDue(record.name, claim.revision, due))
         self.store.finish_due(out, holder=self.config.holder)
 
@@ -476,6 +475,14 @@ class Engine:
             trigger=tr.trigger,
             order=tr.order,
         )
+
+
+def _claimed_elsewhere(row: DueClaim, holder: str, now: datetime) -> bool:
+    return (
+        row.claimed_by not in (None, holder)
+        and row.claimed_until is not None
+        and row.claimed_until > now
+    )
 
 
 def plan_ref(transition: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> PlanRef:

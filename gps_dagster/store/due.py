@@ -43,6 +43,8 @@ class DueClaim:
     revision: int
     due_at: datetime | None = None
     """When it was due as claimed (None: never); a visit keeps a future one as it is."""
+    claimed_by: str | None = None
+    claimed_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,18 +126,23 @@ class DueMixin:
                 .values(claimed_by=holder, claimed_until=until)
                 .returning(d.c.name, d.c.version, d.c.revision, d.c.due_at)
             ).all()
-        claims = (DueClaim(r.name, r.version, r.revision, r.due_at) for r in rows)
+        claims = (DueClaim(r.name, r.version, r.revision, r.due_at, holder, until) for r in rows)
         return sorted(claims, key=lambda c: c.name)
 
     def due_rows(self, names: Sequence[str]) -> dict[str, DueClaim]:
         """These schedules' due rows as they stand (a visit under the pass lock, no claim)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(d.c.name, d.c.version, d.c.revision, d.c.due_at).where(
-                    d.c.name.in_(list(names))
-                )
+                sa.select(
+                    d.c.name, d.c.version, d.c.revision, d.c.due_at, d.c.claimed_by,
+                    d.c.claimed_until,
+                ).where(d.c.name.in_(list(names)))
             ).all()
-        return {r.name: DueClaim(r.name, r.version, r.revision, r.due_at) for r in rows}
+        return {
+            r.name: DueClaim(r.name, r.version, r.revision, r.due_at, r.claimed_by,
+                             r.claimed_until)
+            for r in rows
+        }
 
     def schedules_in_flight(self, names: Sequence[str]) -> set[str]:
         """Which of these schedules have a step that may still move (the partial index)."""
