@@ -316,8 +316,17 @@ def replica(url: str, holder: str, n: int, go: Any, out: Any) -> None:
     start = time.perf_counter()
     while submitted(store, "release") < n and time.perf_counter() - start < 3600:
         steps += len(engine.run_pass().steps)
-    out.put((holder, steps, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    out.put((holder, steps, peak_rss_mb()))
     store.engine.dispose()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (``VmHWM``). Not ``ru_maxrss``: Linux carries that across exec,
+    so a spawned replica would report the peak of the benchmark process that started it."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def replicas(server: str, template: str, n: int, count: int) -> dict[str, float]:
@@ -350,8 +359,12 @@ def run_all(server: str) -> None:
     print("bench/storm.py — one boundary for every schedule, PostgreSQL + simulated pool",
           flush=True)
     rows: list[str] = []
+    only = os.environ.get("GPS_BENCH_ONLY", "")  # "replicas": that figure alone
     for n in sizes:
         template = build(server, n)
+        if only == "replicas":
+            rows += replica_rows(server, template, n)
+            continue
         s = storm(server, template, n)
         rows.append(f"{n:,} schedules × 2 targets: boundary → every release submitted: "
                     f"{s['release']:.1f} s (goal {'≤ 5 s' if n <= 1000 else '≤ 40 s'}); "
@@ -378,15 +391,20 @@ def run_all(server: str) -> None:
             rows.append(f"{n:,}: due boundary on the last cursor page served {c['lag']:.2f} s after it "
                         f"(goal ≤ 2 s; before: up to {c['old_worst'] / 60:.0f} min)")
             print("  " + rows[-1], flush=True)
-        one = replicas(server, template, n, 1)
-        three = replicas(server, template, n, 3)
-        rows.append(f"{n:,}: 1 replica {one['elapsed']:.1f} s ({one['throughput']:.0f} schedules/s), "
-                    f"3 replicas {three['elapsed']:.1f} s ({three['throughput']:.0f} schedules/s): "
-                    f"{three['throughput'] / one['throughput']:.2f}× (goal ≥ 2.5×, {os.cpu_count()} cores); "
-                    f"duplicate mutations {three['duplicates']:.0f}; engine RSS {one['rss_mb']:.0f} MB "
-                    f"(goal ≤ 400 MB)")
-        print("  " + rows[-1], flush=True)
+        rows += replica_rows(server, template, n)
     print("\nsummary\n  " + "\n  ".join(rows), flush=True)
+
+
+def replica_rows(server: str, template: str, n: int) -> list[str]:
+    one = replicas(server, template, n, 1)
+    three = replicas(server, template, n, 3)
+    rows = [f"{n:,}: 1 replica {one['elapsed']:.1f} s ({one['throughput']:.0f} schedules/s), "
+            f"3 replicas {three['elapsed']:.1f} s ({three['throughput']:.0f} schedules/s): "
+            f"{three['throughput'] / one['throughput']:.2f}× (goal ≥ 2.5×, {os.cpu_count()} cores); "
+            f"duplicate mutations {three['duplicates']:.0f}; engine RSS {one['rss_mb']:.0f} MB "
+            f"(peak of the replica process; goal ≤ 400 MB)"]
+    print("  " + rows[-1], flush=True)
+    return rows
 
 
 def main() -> None:
