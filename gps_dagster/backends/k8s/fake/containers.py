@@ -57,6 +57,8 @@ class LocalImage:
     workdir: str = "/"
     env: Mapping[str, str] = field(default_factory=dict)
     """The image's ENV (e.g. PATH with the venv's bin first)."""
+    paths: Mapping[str, str] = field(default_factory=dict)
+    """Where the image's own files are on this machine (``/opt/gps`` → the repository)."""
 
 
 @dataclass(frozen=True)
@@ -93,14 +95,15 @@ def resolve(
     volumes = _volumes(kube, ns, spec.get("volumes") or [], root / "volumes")
     mounts = _mounts(container.get("volumeMounts") or [], volumes)
     env = _env(kube, pod, container)
-    if SA_PATH in mounts:
+    files = {**image.paths, **mounts}  # a mount hides the image's files under it
+    env = {k: _remap(_expand(v, env), files) for k, v in env.items()}
+    if SA_PATH in mounts:  # a path of ours: never remapped (it may lie under a mount path)
         env.setdefault("KUBECONFIG", _kubeconfig(Path(mounts[SA_PATH]), root, cluster))
-    env = {k: _remap(_expand(v, env), mounts) for k, v in env.items()}
     base = {"HOSTNAME": meta["name"], "HOME": str(_home(root)), "LANG": "C.UTF-8"}
-    full_env = {**base, **image.env, **env}
+    full_env = {**base, **{k: _remap(v, files) for k, v in image.env.items()}, **env}
     argv = _argv(container, image, full_env)
-    cwd = _remap(container.get("workingDir") or image.workdir, mounts)
-    return ProcessSpec(tuple(_remap(a, mounts) for a in argv), full_env, cwd, mounts)
+    cwd = _remap(container.get("workingDir") or image.workdir, files)
+    return ProcessSpec(tuple(_remap(a, files) for a in argv), full_env, cwd, mounts)
 
 
 # -- volumes ---------------------------------------------------------------------------------------
