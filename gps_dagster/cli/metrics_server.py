@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from gps_dagster.domain.errors import FieldError, GpsError
 from gps_dagster.runtime import SettingsInvalid, open_store, settings_from_env
@@ -96,7 +96,7 @@ def _handler(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
                 reason = getattr(exc, "reason", type(exc).__name__)
                 self._send(503, f"metrics unavailable: {reason}: {exc}\n", "text/plain")
                 return
-            self._send(200, body, CONTENT_TYPE_LATEST)
+            self._send(200, body, CONTENT_TYPE_PLAIN_0_0_4)  # every Prometheus 2.x and 3.x
 
         def _send(self, status: int, body: str, content_type: str) -> None:
             data = body.encode()

@@ -20,8 +20,11 @@ starts, it does what a kubelet does, through the API:
 
 A mount cannot appear at its ``mountPath`` for a local process either; paths are remapped
 instead: an environment value, command word, arg or working directory equal to a mount path
-(or under it) points into the pod's local directory. The process starts with the image's
-environment plus the pod's, never the host's.
+(or under it) points into the pod's local directory, and likewise the image's own paths
+(``LocalImage.paths``: ``/opt/gps`` → the repository). A path written *inside* a shell script is
+not remapped (pass it as a word of its own, as the chart and dagster-k8s do). The process
+starts with the image's environment plus the pod's, never the host's, as the current user
+(``runAsUser`` cannot be honoured here).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from gps_dagster.ports import NotFound
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ConfigPending(Exception):
@@ -225,7 +229,8 @@ def _env(kube: Kube, pod: Obj, container: Obj) -> dict[str, str]:
         else:
             ref = src["secretRef"]
             data = _decoded(_read(kube, ns, "secret", ref["name"], bool(ref.get("optional"))))
-        env.update({prefix + k: v for k, v in data.items()})
+        # a key that is no environment variable name is skipped (the kubelet's 1.20 rule)
+        env.update({prefix + k: v for k, v in data.items() if _NAME.match(prefix + k)})
     for var in container.get("env") or []:
         value = _value(kube, pod, var)
         if value is not None:
