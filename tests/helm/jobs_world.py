@@ -109,10 +109,18 @@ class JobsWorld:
 
 @contextlib.contextmanager
 def jobs_world(
-    kubeconfig: str, pg_url: str, root: Path, clock: Clock, *, first: dict[str, Any] | None = None
+    kubeconfig: str,
+    pg_url: str,
+    root: Path,
+    clock: Clock,
+    *,
+    first: dict[str, Any] | None = None,
+    k8s_launcher: bool = True,
 ) -> Iterator[JobsWorld]:
     """The world of the module docstring; ``first`` is the schedule applied before Dagster starts
-    (default: the swap window open since 10 minutes)."""
+    (default: the swap window open since 10 minutes). ``k8s_launcher=False`` drops the run
+    launcher from the installed dagster.yaml (Dagster's default: a local subprocess per run),
+    the baseline the benchmark compares the Job path with."""
     suffix = uuid.uuid4().hex[:6]
     spec = parse_pool(pool_text(f"jobs-{suffix}-gpu"))
     release = ChartRelease(kubeconfig, pg_url, root, clock=clock)
@@ -140,7 +148,7 @@ def jobs_world(
                                              root / "adapter.kubeconfig", cluster=release.cluster)
         home = root / "dagster_home"
         home.mkdir()
-        (home / "dagster.yaml").write_text(_installed_instance(release))
+        (home / "dagster.yaml").write_text(_installed_instance(release, k8s_launcher))
         now = clock.now()
         first = first or schedule(now - timedelta(minutes=10), now + timedelta(hours=2))
         store.apply_schedule(parse_schedule(json.dumps(first)), now=now)
@@ -164,11 +172,14 @@ def jobs_world(
         store.engine.dispose()
 
 
-def _installed_instance(release: ChartRelease) -> str:
+def _installed_instance(release: ChartRelease, k8s_launcher: bool) -> str:
     cm = release.kube.call(
         release.kube.core.read_namespaced_config_map, f"{release.fullname}-instance",
         release.namespace, what="instance configmap",
     )
     text = str(cm["data"]["dagster.yaml"])
-    yaml.safe_load(text)  # as installed, parsed once here so a broken file fails early
-    return text
+    doc = yaml.safe_load(text)  # as installed, parsed here so a broken file fails early
+    if k8s_launcher:
+        return text
+    doc.pop("run_launcher")
+    return str(yaml.safe_dump(doc))
