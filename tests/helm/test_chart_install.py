@@ -186,7 +186,9 @@ def test_a_url_without_psycopg2_fails_the_install_in_the_migration_hook(
     release: ChartRelease,
 ) -> None:
     rel = release
-    rel.put_db_secret(rel.db_url.replace("postgresql+psycopg2://", "postgresql://", 1))
+    bare = rel.db_url.replace("postgresql+psycopg2://", "postgresql://", 1)
+    assert bare != rel.db_url
+    rel.put_db_secret(bare)
     done = rel.install(rel.values(), timeout="60s", check=False)
     assert done.returncode != 0
     assert "pre-install" in done.stderr and "failed" in done.stderr
