@@ -8,7 +8,6 @@ its reason and fix, storing nothing.
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,9 @@ from gps_dagster.store.api_tables import api_tokens
 from gps_dagster.store.tokens import TokenRepository
 from tests.cli.cli_support import run
 
-TOKEN = f"gpsd_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"
+TOKEN = "gpsd_0123456789ab_" + "s3cr3t-Token_value" * 3
+"""A fixed token (test ids must be equal on every xdist worker)."""
+OTHER_SECRET = "gpsd_0123456789ab_" + "another-secret-value" * 2  # same id, other secret
 IMPORT = ("tokens", "import", "--name", "helm-admin", "--scope", "admin", "--from-env", "TOK")
 
 
@@ -73,8 +74,9 @@ def test_a_revoked_imported_token_stays_revoked_on_the_next_upgrade(
     [
         ("", "token_missing"),
         ("not-a-token", "invalid_token"),
-        (TOKEN.rsplit("_", 1)[0] + "_" + secrets.token_urlsafe(32), "token_id_taken"),
+        (OTHER_SECRET, "token_id_taken"),
     ],
+    ids=["missing", "malformed", "id-taken"],
 )
 def test_bad_tokens_are_refused_with_a_reason_and_store_nothing_new(
     db: str, monkeypatch: pytest.MonkeyPatch, value: str, reason: str
