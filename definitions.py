@@ -16,3 +16,8 @@ import os
 from gps_dagster.dagster_defs import build_definitions
 
 defs = build_definitions(reconcile_interval_s=int(os.environ.get("GPS_RECONCILE_INTERVAL_S", "30")))
+
+# In the code-location pod the chart sets GPS_METRICS_PORT: /metrics and /healthz for Prometheus.
+from gps_dagster.cli.metrics_server import serve_from_env  # noqa: E402
+
+metrics_server = serve_from_env()

@@ -23,6 +23,7 @@ import click
 
 from gps_dagster.cli import render, wiring
 from gps_dagster.cli.inputs import IsoDateTime, cli_actor, fail, load_schedule_file
+from gps_dagster.cli.metrics_server import Heartbeat, MetricsServer
 from gps_dagster.cli.wiring import core_options, store_options
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.engine import operations
@@ -290,8 +291,13 @@ def engine_group() -> None:
 @click.option("--interval", default=30.0, show_default=True, type=click.FloatRange(min=0.5), help="Seconds between passes.")
 @click.option("--wake-at-boundaries/--fixed-interval", default=True, show_default=True,
               help="Also wake exactly at the next intent boundary instead of waiting for the next tick.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Serve /metrics (Prometheus) and /healthz (pass loop alive) on this port.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="Address of the metrics server (0.0.0.0 in a pod).")
 @core_options
-def engine_run(once: bool, interval: float, wake_at_boundaries: bool, settings: Settings) -> None:
+def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_port: int | None,
+               metrics_host: str, settings: Settings) -> None:
     """Run passes forever (every --interval seconds), or once.
 
     A failed pass (a database outage included) is logged and the next tick tries again;
@@ -304,10 +310,21 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, settings: 
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # a store that is not up yet is a clear error (exit 1): the supervisor restarts us
     rt = wiring.runtime(settings, config=EngineConfig(pass_interval_s=interval))
+    beat = Heartbeat(stale_after_s=3 * interval + 300)  # a long pass on a slow database is alive
+
+    def on_pass(report: PassReport) -> None:
+        beat.beat()
+        _print_pass(report)
+
+    def on_error(exc: Exception) -> None:
+        beat.beat()  # alive: the loop survived the failure and will try again
+        click.echo(f"pass failed: {exc}", err=True)
+
     loop = production_loop(
         rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
-        on_pass=_print_pass, on_error=lambda exc: click.echo(f"pass failed: {exc}", err=True),
+        on_pass=on_pass, on_error=on_error,
     )
+    server = _metrics_server(rt, metrics_host, metrics_port, beat)
 
     def _on_signal(_signum: int, _frame: object) -> None:
         if loop.stopping:
@@ -316,12 +333,29 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, settings: 
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    with contextlib.suppress(KeyboardInterrupt):  # the second signal: stop now
-        loop.run(max_passes=1 if once else None)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # the second signal: stop now
+            loop.run(max_passes=1 if once else None)
+    finally:
+        if server is not None:
+            server.stop()
     if not once:
         click.echo("stopped", err=True)
     if once and loop.failures:
         sys.exit(1)
+
+
+def _metrics_server(rt: Runtime, host: str, port: int | None, beat: Heartbeat) -> MetricsServer | None:
+    if port is None:
+        return None
+    from gps_dagster.engine.metrics import render as render_metrics
+
+    try:
+        server = MetricsServer(lambda: render_metrics(rt.store), host=host, port=port, alive=beat.alive)
+    except OSError as exc:
+        raise click.UsageError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc})") from exc
+    click.echo(f"metrics on http://{host}:{server.port}/metrics", err=True)
+    return server.start()
 
 
 def _print_pass(report: PassReport) -> None:

@@ -8,6 +8,7 @@ is in the audit log, with the OS user as the actor.
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -49,6 +50,33 @@ def create(name: str, scope: str, settings: Settings) -> None:
     click.echo(f"created token {record.id} '{record.name}' scope {record.scope}; store it now, "
                "it is not shown again", err=True)
     click.echo(token)
+
+
+@tokens_group.command("import")
+@click.option("--name", required=True, help="Who or what holds the token (shown in the audit log).")
+@click.option("--scope", required=True, help="admin, or cmp:<project> for a tenant.")
+@click.option("--from-env", "from_env", required=True, metavar="VAR",
+              help="Environment variable holding the token (never on the command line).")
+@store_options
+def import_(name: str, scope: str, from_env: str, settings: Settings) -> None:
+    """Register an existing token (e.g. the Helm chart's Secret); its hash only is stored.
+
+    Importing the same token again changes nothing: safe in an upgrade hook.
+    """
+    token = os.environ.get(from_env, "").strip()
+    if not token:
+        click.echo(f"error: token_missing — ${from_env} is empty or unset — fix: set it to the "
+                   "token (e.g. from the chart's api-token Secret)", err=True)
+        raise SystemExit(1)
+    try:
+        record, stored = _repo(settings).adopt(
+            token, name, scope, now=build_clock(settings).now(), actor=cli_actor()
+        )
+    except StoreError as exc:
+        refuse(exc)
+    state = "revoked" if record.revoked_at else "live"
+    verb = "imported" if stored else "already registered"
+    click.echo(f"{verb}: token {record.id} '{record.name}' scope {record.scope} ({state})")
 
 
 @tokens_group.command("list")

@@ -58,6 +58,28 @@ class InvalidScope(StoreError):
         super().__init__(f"'{scope}' is not a token scope", fix="use 'admin' or 'cmp:<project>'")
 
 
+class InvalidToken(StoreError):
+    http_status = 400
+    reason = "invalid_token"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the token is not of the form gpsd_<12 hex>_<20-100 of A-Z a-z 0-9 _ ->",
+            fix="give a token made by `gps-dagster tokens create` or the Helm chart's Secret",
+        )
+
+
+class TokenIdTaken(StoreError):
+    http_status = 409
+    reason = "token_id_taken"
+
+    def __init__(self, token_id: str) -> None:
+        super().__init__(
+            f"a different token already has id {token_id}",
+            fix="generate a new token (delete the Secret and upgrade, or `tokens create`)",
+        )
+
+
 class TokenNotFound(StoreError):
     http_status = 404
     reason = "token_not_found"
@@ -89,6 +111,34 @@ class TokenRepository:
             audit.record(conn, at=now, actor=actor, action="token_created", kind="token",
                          name=token_id, scope=scope, detail={"name": name})
         return TokenRecord(token_id, name, scope, now, actor, None), f"{PREFIX}_{token_id}_{secret}"
+
+    def adopt(
+        self, token: str, name: str, scope: str, *, now: datetime, actor: str
+    ) -> tuple[TokenRecord, bool]:
+        """Register a token made elsewhere (the Helm chart's Secret): (record, newly stored).
+
+        Only the hash is stored, as for ``create``. Importing the same token again changes
+        nothing (a revoked one stays revoked); a different token with the same id is refused.
+        """
+        match = _TOKEN.match(token)
+        if not match:
+            raise InvalidToken()
+        if not SCOPE.match(scope):
+            raise InvalidScope(scope)
+        token_id, digest = match.group(1), _digest(match.group(2))
+        with self._engine.begin() as conn:
+            row = conn.execute(sa.select(api_tokens).where(api_tokens.c.id == token_id)).first()
+            if row is not None:
+                if not hmac.compare_digest(row.secret_sha256, digest):
+                    raise TokenIdTaken(token_id)
+                return _record(row), False
+            conn.execute(api_tokens.insert().values(
+                id=token_id, name=name, scope=scope, secret_sha256=digest,
+                created_at=now, created_by=actor,
+            ))
+            audit.record(conn, at=now, actor=actor, action="token_imported", kind="token",
+                         name=token_id, scope=scope, detail={"name": name})
+        return TokenRecord(token_id, name, scope, now, actor, None), True
 
     def list(self) -> list[TokenRecord]:
         with self._engine.connect() as conn:

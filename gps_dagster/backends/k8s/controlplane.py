@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BUILD_SCRIPT = "tools/k8s/build_control_plane.sh"
+FEATURE_GATES = "--feature-gates=TTLAfterFinished=true"
+"""Alpha in 1.20 (beta, on by default, from 1.21): a finished Job with
+``ttlSecondsAfterFinished`` is deleted by the TTL controller, as dagster-k8s's run Jobs expect."""
 ADMIN_TOKEN_ENV = "GPS_TEST_K8S_TOKEN"
 
 
@@ -298,6 +301,7 @@ def _start_apiserver(
             "--service-cluster-ip-range=10.96.0.0/24",
             "--endpoint-reconciler-type=none",
             "--enable-priority-and-fairness=false",
+            FEATURE_GATES,
             "--v=0",
         ],
     )
@@ -318,6 +322,7 @@ def _start_controllers(plane: ControlPlane, bins: dict[str, Path], pki: dict[str
             f"--port={free_port()}",
             "--concurrent-deployment-syncs=10",
             "--concurrent-replicaset-syncs=10",
+            FEATURE_GATES,
             "--v=0",
         ],
     )

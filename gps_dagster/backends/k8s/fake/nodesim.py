@@ -12,7 +12,9 @@ have done by then, through the API only:
   reports by a lower allocatable ``nvidia.com/gpu`` — lowered *before* the pod goes, so the
   scheduler never sees a GPU that is not back yet;
 * GPUs of a reservation are not advertised as ``nvidia.com/gpu`` (KAI owns them in production;
-  here ``kai.KaiBinder`` binds the reservation-bound pods), so unbound work never lands on them.
+  here ``kai.KaiBinder`` binds the reservation-bound pods), so unbound work never lands on them;
+* with a ``runner.PodRunner``, the pods of Jobs whose image it knows are really executed as
+  local processes, and their phase follows the exit code (``runner`` module docstring).
 
 Allocatable = GPUs − unpublished − reserved GPUs no pod holds. Times are the clock's (virtual in
 tests); ``next_event_at`` tells a driver when the next transition is due.
@@ -24,6 +26,7 @@ import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
@@ -32,6 +35,9 @@ from gps_dagster.backends.k8s.fake.nodes import GpuNode
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import Clock, NotFound
+
+if TYPE_CHECKING:
+    from gps_dagster.backends.k8s.fake.runner import PodRunner
 
 RESERVATIONS = names.PREFIX + "reservations"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -52,6 +58,8 @@ class Track:
     ready: bool = False
     deleting_since: float | None = None
     grace_s: float = 0.0
+    executed: bool = False
+    """Whether the runner executes this pod (a Job pod of a local image)."""
 
 
 class NodeSimulator:
@@ -66,8 +74,9 @@ class NodeSimulator:
         start_delay_s: float = 120.0,
         publish_lag_s: float = 0.0,
         reservations: Iterable[Reservation] = (),
+        runner: PodRunner | None = None,
     ) -> None:
-        self.kube, self.clock = kube, clock
+        self.kube, self.clock, self.runner = kube, clock, runner
         self.nodes = {n.name: n for n in nodes}
         self.start_delay_s, self.publish_lag_s = start_delay_s, publish_lag_s
         self.reservations = {r.id: r for r in reservations}
@@ -155,7 +164,11 @@ class NodeSimulator:
             elif pods.deleting(pod) and track.deleting_since is None:
                 track.deleting_since = now
                 track.grace_s = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+                if track.executed and self.runner is not None:
+                    self.runner.deleting(uid)
                 changed = True
+            elif track.executed:
+                changed |= self._follow(pod)
             elif (
                 not track.ready
                 and track.ready_at is not None
@@ -193,6 +206,8 @@ class NodeSimulator:
             if t.deleting_since is not None and t.deleting_since + t.grace_s <= now
         ]
         for track in due:
+            if track.executed and self.runner is not None:
+                self.runner.deleted(track.uid)
             self._release(track, now)
             self._publish_allocatable(
                 track.node, only_lower=True
@@ -237,6 +252,8 @@ class NodeSimulator:
     # -- a newly bound pod -------------------------------------------------------------------------
 
     def _admit(self, pod: Obj, now: float) -> bool:
+        if self.runner is not None and self.runner.wants(pod):
+            return self._admit_executed(pod, now)
         meta, node = pod["metadata"], str(pods.node(pod))
         deploy = (meta.get("labels") or {}).get(names.DEPLOY_ID)
         existing = pods.devices(pod)
@@ -271,6 +288,30 @@ class NodeSimulator:
         if not existing:
             self._annotate(pod, uuids)
         self._set_running(track, ready=track.ready_at is not None and track.ready_at <= now)
+        return True
+
+    def _admit_executed(self, pod: Obj, now: float) -> bool:
+        assert self.runner is not None
+        meta = pod["metadata"]
+        track = Track(
+            meta["uid"], meta["namespace"], meta["name"], str(pods.node(pod)), (), False, None
+        )
+        track.executed = True
+        self.tracks[track.uid] = track
+        if pods.deleting(pod):  # deleted before it ever started: nothing to run
+            track.deleting_since = now
+            track.grace_s = float(meta.get("deletionGracePeriodSeconds") or 0)
+            return True
+        self._patch_status(meta["namespace"], meta["name"], self.runner.admit(pod, at=self._iso()))
+        return True
+
+    def _follow(self, pod: Obj) -> bool:
+        assert self.runner is not None
+        status = self.runner.follow(pod, at=self._iso())
+        if status is None:
+            return False
+        meta = pod["metadata"]
+        self._patch_status(meta["namespace"], meta["name"], status)
         return True
 
     def _rsv_ids(self, pod: Obj) -> list[str]:
