@@ -5,7 +5,11 @@ seed schedule and 9 more, then runs ``--clients`` concurrent clients (default 50
 ``--seconds`` (default 60), each looping over: list schedules, read a status, dry-run an
 instant. Prints requests/s and p50/p99 per kind, against a baseline measured in the same run:
 ``GET /healthz`` (no database) under the same concurrency, so the ratio survives a noisy
-machine. Then an apply-now burst under contention: every answer must be 200, 409 ``busy`` or
+machine, and the server's CPU time per request (from /proc: what a request costs, whatever the
+load). Two loads: *saturating* (every client loops without pause: the throughput; its latency
+is queueing, 50 clients / throughput by Little's law) and *paced* (every client sends one request
+every ``--pace`` seconds, default 0.5 s: 100 requests/s offered by 50 clients, the latency an
+SLO is stated at). Then an apply-now burst under contention: every answer must be 200, 409 ``busy`` or
 429, never a 5xx. Bounded in count and time; it stops by itself and kills its server.
 
 Goal (issue 14): p99 ≤ 100 ms for the reads on SQLite, no error.
@@ -28,6 +32,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -48,7 +53,8 @@ def requests_for(name: str) -> list[tuple[str, str, str, dict | None]]:
 
 
 async def load(base: str, token: str, *, names: list[str], clients: int, seconds: float,
-               max_requests: int = MAX_REQUESTS, baseline: bool = False) -> dict[str, list[float]]:
+               max_requests: int = MAX_REQUESTS, baseline: bool = False,
+               pace: float = 0.0) -> dict[str, list[float]]:
     """Run ``clients`` loops for ``seconds`` (or ``max_requests``); latencies per kind, errors under 'error'."""
     out: dict[str, list[float]] = defaultdict(list)
     deadline = time.monotonic() + seconds
@@ -70,6 +76,8 @@ async def load(base: str, token: str, *, names: list[str], clients: int, seconds
                     except httpx.HTTPError as exc:
                         outcome = f"error {kind} {type(exc).__name__}"
                     out[outcome].append(time.perf_counter() - t0)
+                    if pace:  # the next request at the next slot of this client
+                        await asyncio.sleep(max(0.0, pace - (time.perf_counter() - t0)))
 
         await asyncio.gather(*(one(i) for i in range(clients)))
     return out
@@ -100,6 +108,23 @@ def report(title: str, lat: dict[str, list[float]], seconds: float) -> None:
 
 def errors_of(lat: dict[str, list[float]]) -> int:
     return sum(len(v) for k, v in lat.items() if k.startswith("error"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(proc: subprocess.Popen[bytes], run: Any) -> tuple[dict[str, list[float]], float]:
+    """The latencies of ``run()`` and the server's CPU milliseconds per request during it."""
+    before, mine = cpu_seconds(proc.pid), time.process_time()
+    lat = run()
+    n = max(1, sum(len(v) for v in lat.values()))
+    client = (time.process_time() - mine) * 1000 / n
+    print(f"  (load generator CPU {client:.2f} ms per request; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    return lat, (cpu_seconds(proc.pid) - before) * 1000 / n
 
 
 def free_port() -> int:
@@ -147,19 +172,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--pace", type=float, default=0.5, help="seconds between a client's requests")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gps-api-bench-") as tmp:
         proc, base, token = start_server(Path(tmp))
         try:
             names = seed_schedules(base, token)
             base_s = min(10.0, args.seconds)
-            baseline = asyncio.run(load(base, token, names=names, clients=args.clients, seconds=base_s, baseline=True))
+            kw = {"names": names, "clients": args.clients}
+            baseline, cpu_h = measured(proc, lambda: asyncio.run(
+                load(base, token, seconds=base_s, baseline=True, **kw)))
             report(f"baseline GET /healthz, {args.clients} clients, {base_s:.0f} s", baseline, base_s)
-            lat = asyncio.run(load(base, token, names=names, clients=args.clients, seconds=args.seconds))
-            report(f"load: list + status + dry-run, {args.clients} clients, {args.seconds:.0f} s", lat, args.seconds)
+            print(f"  server CPU {cpu_h:.2f} ms per request")
+            lat, cpu_r = measured(proc, lambda: asyncio.run(
+                load(base, token, seconds=args.seconds, **kw)))
+            report(f"saturating load: list + status + dry-run, {args.clients} clients, "
+                   f"{args.seconds:.0f} s", lat, args.seconds)
+            print(f"  server CPU {cpu_r:.2f} ms per request ({cpu_r / max(cpu_h, 1e-6):.1f}x /healthz)")
             reads = lat["list"] + lat["status"]
             ratio = pct(reads, 99) / max(pct(baseline["healthz"], 99), 1e-6)
-            print(f"reads p99 {pct(reads, 99):.1f} ms = {ratio:.1f}x the /healthz p99 (goal ≤ 100 ms)")
+            print(f"  reads p99 {pct(reads, 99):.1f} ms = {ratio:.1f}x the /healthz p99 (queueing: "
+                  f"{args.clients} clients with no pause)")
+            paced, _ = measured(proc, lambda: asyncio.run(
+                load(base, token, seconds=args.seconds, pace=args.pace, **kw)))
+            offered = args.clients / args.pace
+            report(f"paced load: {args.clients} clients, one request every {args.pace:g} s each "
+                   f"({offered:,.0f} requests/s offered), {args.seconds:.0f} s", paced, args.seconds)
+            preads = paced["list"] + paced["status"]
+            print(f"  reads p99 {pct(preads, 99):.1f} ms (goal ≤ 100 ms)")
+            lat = {**lat, **{f"{k} paced": v for k, v in paced.items()}}
             codes = asyncio.run(contention(base, token, "bench"))
             print(f"apply-now burst of 40 under contention: {codes}")
             bad = sum(n for c, n in codes.items() if c >= 500) + errors_of(lat) + errors_of(baseline)
