@@ -1,7 +1,7 @@
-"""Assets: reservations (one dynamic partition each), target status, the hourly timeline.
+"""Assets: reservations (one dynamic partition each) and the hourly timeline.
 
-``target_status`` is observed, never materialised: the sensors and ops
-record one observation per status change. ``gpu_reservations`` carries the
+The deploys' own assets (one per managed deploy, with its phase check) are in
+``deploys.py``. ``gpu_reservations`` carries the
 two GPS asset checks; they report "no reservation" until reservations exist
 in the ledger. ``schedule_timeline`` is hourly-partitioned with a single-run
 backfill policy, so ``dagster asset materialize --partition-range`` computes a
@@ -23,13 +23,6 @@ TIMELINE_START = "2026-01-01-00:00"
 
 reservation_partitions = dg.DynamicPartitionsDefinition(name=names.RESERVATION_PARTITIONS)
 hourly = dg.HourlyPartitionsDefinition(start_date=TIMELINE_START, timezone="UTC")
-
-target_status = dg.AssetSpec(
-    names.TARGET_STATUS_ASSET,
-    description="Phase of every scheduled target (observations: schedule, deploy_id, phase, reason, fix).",
-    group_name="gps",
-)
-
 
 @dg.asset(
     name=names.RESERVATIONS_ASSET,

@@ -1,5 +1,12 @@
 """Boundary schedules: Dagster cron ticks at the start and end of every recurring window.
 
+Up to ``max_boundary_schedules`` (200 by default) a code location gets one readable Dagster
+schedule per window edge (``demo_swap__business_hours__start``), so the Automation page shows
+each window's next ticks. A larger fleet (10,000 schedules would be 20,000 Dagster schedules)
+gets one fixed ``gps_every_minute`` schedule instead: each minute it asks the due-work seam
+(``due.py``) which schedules have a boundary in the minute just begun and passes over them —
+the same ~1.5 s lag as a window's own cron — and its skip reason names the next boundaries.
+
 A tick asks the engine for a pass over its deploy schedule and launches the
 plans it opens; it never decides start vs end from its own wall time (DST
 moves ticks: Dagster fires ``30 2`` at 03:00 on spring-forward day). The
@@ -11,6 +18,7 @@ sensor (``gps_boundaries``) within seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -43,43 +51,114 @@ def _tick(schedule_name: str, edge: str, origin: str) -> Any:
     return evaluate
 
 
-def boundary_schedules(
-    schedule: Schedule, jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
-) -> list[dg.ScheduleDefinition]:
-    """Start and end schedules of every recurring window of ``schedule``."""
-    job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
-    out: list[dg.ScheduleDefinition] = []
+def window_edges(schedule: Schedule) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(window, edge, crons) of every recurring window edge a cron can express."""
+    out = []
     for window in schedule.windows:
         if not isinstance(window, RecurringWindow):
             continue
-        edges: list[tuple[str, tuple[str, ...] | None]] = [
+        for edge, crons in (
             ("start", start_crons(window.cron)),
             ("end", end_crons(window.cron, window.duration)),
-        ]
-        for edge, crons in edges:
-            if crons is None:
-                continue  # not expressible as crons: gps_boundaries serves it
-            name = names.boundary_schedule_name(schedule.name, window.name, edge)
-            out.append(
-                dg.ScheduleDefinition(
-                    name=name,
-                    cron_schedule=list(crons) if len(crons) > 1 else crons[0],
-                    job=job,
-                    execution_fn=_tick(schedule.name, edge, schedule_origin(name)),
-                    execution_timezone=schedule.timezone,
-                    required_resource_keys={"gps"},
-                    default_status=default_status,
-                    tags={names.TAG_SCHEDULE: schedule.name},
-                    description=f"{edge} of window {window.name} of deploy schedule {schedule.name}: a pass.",
-                )
-            )
+        ):
+            if crons is not None:  # else not expressible as crons: gps_boundaries serves it
+                out.append((window.name, edge, crons))
     return out
+
+
+def boundary_schedules(
+    schedule: Schedule,
+    jobs: Mapping[str, dg.JobDefinition],
+    default_status: dg.DefaultScheduleStatus,
+    schedule_names: Mapping[tuple[str, str, str], str] | None = None,
+) -> list[dg.ScheduleDefinition]:
+    """Start and end schedules of every recurring window of ``schedule``."""
+    job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
+    named = schedule_names or names.boundary_schedule_names(
+        (schedule.name, w, e) for w, e, _ in window_edges(schedule)
+    )
+    out: list[dg.ScheduleDefinition] = []
+    for window, edge, crons in window_edges(schedule):
+        name = named[(schedule.name, window, edge)]
+        out.append(
+            dg.ScheduleDefinition(
+                name=name,
+                cron_schedule=list(crons) if len(crons) > 1 else crons[0],
+                job=job,
+                execution_fn=_tick(schedule.name, edge, schedule_origin(name)),
+                execution_timezone=schedule.timezone,
+                required_resource_keys={"gps"},
+                default_status=default_status,
+                tags={names.TAG_SCHEDULE: schedule.name},
+                description=f"{edge} of window {window} of deploy schedule {schedule.name}: "
+                "a pass.",
+            )
+        )
+    return out
+
+
+MAX_BOUNDARY_SCHEDULES = 200
 
 
 def all_boundary_schedules(
-    schedules: Iterable[Schedule], jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
+    schedules: Iterable[Schedule],
+    jobs: Mapping[str, dg.JobDefinition],
+    default_status: dg.DefaultScheduleStatus,
+    *,
+    max_boundary_schedules: int = MAX_BOUNDARY_SCHEDULES,
 ) -> list[dg.ScheduleDefinition]:
+    """One schedule per window edge, or the fixed ``gps_every_minute`` above the limit."""
+    specs = list(schedules)
+    edges = [(s.name, w, e) for s in specs for w, e, _ in window_edges(s)]
+    if len(edges) > max_boundary_schedules:
+        return [build_minute_schedule(jobs, default_status)]
+    named = names.boundary_schedule_names(edges)
     out: list[dg.ScheduleDefinition] = []
-    for schedule in schedules:
-        out.extend(boundary_schedules(schedule, jobs, default_status))
+    for schedule in specs:
+        out.extend(boundary_schedules(schedule, jobs, default_status, named))
     return out
+
+
+def build_minute_schedule(
+    jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
+) -> dg.ScheduleDefinition:
+    """Every minute: a pass over the schedules with a boundary in the minute just begun.
+
+    It targets the release-first job; an acquire-first plan it opens is left to the reconcile
+    sensor (never-launched plans are launched by its next tick)."""
+    job = jobs[names.TRANSITION_JOB]
+    origin = schedule_origin(names.MINUTE_SCHEDULE)
+
+    def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
+        from gps_dagster.dagster_defs.due import next_due
+        from gps_dagster.dagster_defs.sensors import serve_due
+
+        runtime = context.resources.gps.get_runtime()
+        now = runtime.clock.now()
+        since = now - timedelta(seconds=MINUTE_LOOKBACK_S)
+        requests, lines, _busy = serve_due(
+            runtime, since, now, origin=origin, trigger="boundary", instance=context.instance
+        )
+        requests = [r for r in requests if r.job_name == job.name]
+        if requests:
+            yield from requests
+            return
+        upcoming = ", ".join(f"{n} at {at.isoformat()}" for at, n in next_due(runtime, now)[:5])
+        done = "; ".join(lines) or "no boundary in the last minute"
+        yield dg.SkipReason(f"{done}. Next: {upcoming or 'none'}"[:900])
+
+    return dg.ScheduleDefinition(
+        name=names.MINUTE_SCHEDULE,
+        cron_schedule="* * * * *",
+        job=job,
+        execution_fn=evaluate,
+        required_resource_keys={"gps"},
+        default_status=default_status,
+        description="Boundaries of every deploy schedule (the fleet is too large for one Dagster "
+        "schedule per window): a pass over the schedules due this minute.",
+    )
+
+
+MINUTE_LOOKBACK_S = 65
+"""A tick looks back a little over a minute, so a tick that came late misses no boundary (a
+boundary seen twice only costs a pass that finds the interval already processed)."""

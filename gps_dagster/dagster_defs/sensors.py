@@ -1,8 +1,9 @@
 """Sensors: reconcile (paging), boundaries, capacity wait, apply-now, reservation partitions.
 
-Each sensor is a few lines over one engine call; its durable state is the
-Dagster cursor (visible in the UI), its output run requests with deterministic
-run keys. Waiting never happens in an op: a sensor polls instead.
+Each sensor is a few lines over one engine call; its durable state is the Dagster cursor
+(visible in the UI), its output run requests with deterministic run keys, and the deploys'
+status changes as asset events (observation + phase check, ``deploys.py``). A tick that
+launches nothing says why in its skip reason. Waiting never happens in a sensor.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from typing import Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys_from_store, status_events
+from gps_dagster.dagster_defs.due import due_schedules
 from gps_dagster.dagster_defs.plans import (
     acquire_request,
     claim_launches,
+    group_tags,
     plan_requests,
     resume_request,
     sensor_origin,
@@ -27,7 +31,7 @@ from gps_dagster.dagster_defs.plans import (
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound
 
-_IN_FLIGHT = [
+IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -53,29 +57,16 @@ class ReconcileCursor:
         return json.dumps({"after": self.after, "seen": self.seen}, sort_keys=True)
 
 
-def status_observations(store: Any, seen: dict[str, int]) -> list[dg.AssetObservation]:
-    """One observation of ``target_status`` per target whose status changed since ``seen``."""
-    out: list[dg.AssetObservation] = []
-    for row in store.list_status():
-        key = f"{row.schedule}/{row.deploy_id}"
-        if seen.get(key) == row.status_version:
-            continue
-        seen[key] = row.status_version
-        out.append(
-            dg.AssetObservation(
-                asset_key=names.TARGET_STATUS_ASSET,
-                metadata={
-                    "schedule": row.schedule,
-                    "deploy_id": row.deploy_id,
-                    "phase": row.phase,
-                    "reason": row.reason or "",
-                    "fix": row.fix or "",
-                    "interval_start": row.interval_start.isoformat() if row.interval_start else "",
-                    "status_version": row.status_version,
-                },
-            )
-        )
-    return out
+def status_observations(
+    store: Any, seen: dict[str, int]
+) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
+    """Observation + phase check of every deploy whose status changed since ``seen``."""
+    rows = changed_rows(store, seen)
+    return status_events(rows, deploy_keys_from_store(store)) if rows else []
+
+
+def _runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[dg.DagsterRun]:
+    return list(instance.get_runs(dg.RunsFilter(tags=tags)))
 
 
 def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str]) -> list[dg.RunRequest]:
@@ -84,10 +75,8 @@ def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str
     Never launched (a tick's request lost in a daemon crash) or gate not
     enforcing: the plan run is requested again under its own run key, which
     the daemon drops once that run exists. Gate enforcing and the plan run
-    finished with steps left pending: a resume run, at most one in flight per
-    transition, and only when a pending step can move now. A step waiting for
-    another one (``acquire_first``: the releases wait while the acquire loads)
-    gets no run until the step it waits for is done.
+    finished with steps left pending: a resume run (in the plan run's group), at
+    most one in flight per transition, and only when a pending step can move now.
     """
     gate = runtime.store.get_gate()
     out: list[dg.RunRequest] = []
@@ -98,38 +87,30 @@ def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str
         if not pending:
             continue
         tags = {names.TAG_TRANSITION: tr.id}
-        runs = instance.get_runs_count(dg.RunsFilter(tags=tags))
-        if runs == 0 or gate != "enforce":
+        runs = _runs(instance, tags)
+        if not runs or gate != "enforce":
             out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
         elif not _in_flight(instance, tags) and can_move(runtime, pending):
             plan = runtime.engine.pending_steps(tr.id)
-            out.extend(resume_request(r, runs) for r in plan_requests([plan]))
+            group = group_tags(runs)
+            out.extend(resume_request(r, len(runs), group) for r in plan_requests([plan]))
     return out
 
 
 def _in_flight(instance: dg.DagsterInstance, tags: dict[str, str]) -> int:
-    return instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT))
+    return instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=IN_FLIGHT))
 
 
 def can_move(runtime: Any, pending: Sequence[Any]) -> bool:
-    """Whether a run would advance any of these steps now (the engine's own preview).
-
-    The preview applies the step's prerequisites, capacity and staleness rules
-    without submitting; a step it ends (cancelled behind a failed step,
-    superseded by an edit) needs no run either.
-    """
+    """Whether a run would advance any of these steps now (the engine's own preview)."""
     return any(runtime.engine.runner.execute(a.id, submit=False).state == "ready" for a in pending)
 
 
 def reconcile_tick(
     runtime: Any, cursor: ReconcileCursor, instance: dg.DagsterInstance
-) -> tuple[list[dg.RunRequest], ReconcileCursor, list[dg.AssetObservation]]:
+) -> tuple[list[dg.RunRequest], ReconcileCursor, list[Any]]:
     """One engine pass over the next page of schedules (the engine keeps the durable
-    cursor, R-PASS-3); launch the plans it opened and any open plan left pending.
-
-    Plan requests go through the launch claims: a plan another origin launched
-    is left to it (see ``claim_launches``).
-    """
+    cursor, R-PASS-3); launch the plans it opened and any open plan left pending."""
     report = runtime.engine.reconcile(trigger="sensor")
     new = ReconcileCursor(after=cursor.after, seen=dict(cursor.seen))
     requests: list[dg.RunRequest] = []
@@ -155,39 +136,70 @@ def build_reconcile_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
     )
     def reconcile(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
-        requests, cursor, observations = reconcile_tick(runtime, ReconcileCursor.parse(context.cursor), context.instance)
-        return dg.SensorResult(run_requests=requests, cursor=cursor.dump(), asset_events=observations)
+        requests, cursor, events = reconcile_tick(
+            runtime, ReconcileCursor.parse(context.cursor), context.instance
+        )
+        skip = None if requests else _reconcile_skip_text(events)
+        return dg.SensorResult(run_requests=requests, cursor=cursor.dump(), asset_events=events,
+                               skip_reason=skip)
 
     return reconcile
+
+
+def _reconcile_skip_text(events: Sequence[Any]) -> str:
+    changed = sum(1 for e in events if isinstance(e, dg.AssetObservation))
+    tail = f"; {changed} deploy status change(s) recorded" if changed else ""
+    return "pass done: no new intent interval and no plan left pending — nothing to launch" + tail
+
+
+def serve_due(
+    runtime: Any,
+    since: datetime,
+    now: datetime,
+    *,
+    origin: str,
+    trigger: str,
+    instance: dg.DagsterInstance | None,
+) -> tuple[list[dg.RunRequest], list[str], bool]:
+    """A pass for every schedule with a boundary in ``[since, now)``; their plans' requests,
+    one line per schedule served, and whether a pass was busy (retry the range)."""
+    requests: list[dg.RunRequest] = []
+    lines: list[str] = []
+    for name in due_schedules(runtime, since, now):
+        try:
+            report = runtime.engine.reconcile(schedule=name, trigger=trigger)
+        except Busy:
+            return claim_launches(runtime, requests, origin=origin, instance=instance)[0], lines, True
+        except ScheduleNotFound:
+            continue  # deleted since the scan
+        opened = [p for p in report.plans if p.release_steps or p.acquire_steps]
+        lines.append(f"{name}: {len(opened)} plan(s)" if opened else f"{name}: intent already met")
+        requests.extend(plan_requests(report.plans))
+    claimed, skipped = claim_launches(runtime, requests, origin=origin, instance=instance)
+    return claimed, lines + [f"skipped {s}" for s in skipped], False
 
 
 def boundary_tick(
     runtime: Any, last: datetime | None, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], datetime]:
     """Passes for the schedules whose intent changed in ``[last, now)``."""
-    from gps_dagster.domain.evaluator import boundaries
+    requests, _lines, now = boundary_tick_explained(runtime, last, instance)
+    return requests, now
 
+
+def boundary_tick_explained(
+    runtime: Any, last: datetime | None, instance: dg.DagsterInstance | None = None
+) -> tuple[list[dg.RunRequest], list[str], datetime]:
     now = runtime.clock.now()
     if last is None or last >= now:
-        return [], now
-    requests: list[dg.RunRequest] = []
-    for record in runtime.store.list_schedules():
-        if not boundaries(record.spec, last, now):
-            continue
-        try:
-            report = runtime.engine.reconcile(schedule=record.name, trigger="boundary")
-        except Busy:
-            # another pass holds the lock: retry the same range next tick
-            return _claimed(runtime, requests, instance), last
-        requests.extend(plan_requests(report.plans))
-    return _claimed(runtime, requests, instance), now
-
-
-def _claimed(
-    runtime: Any, requests: list[dg.RunRequest], instance: dg.DagsterInstance | None
-) -> list[dg.RunRequest]:
+        return [], ["first tick: boundaries are watched from now on"], now
     origin = sensor_origin(names.BOUNDARY_SENSOR)
-    return claim_launches(runtime, requests, origin=origin, instance=instance)[0]
+    requests, lines, busy = serve_due(
+        runtime, last, now, origin=origin, trigger="boundary", instance=instance
+    )
+    if busy:  # another pass holds the lock: retry the same range next tick
+        return requests, [*lines, "another pass holds the lock: retried next tick"], last
+    return requests, lines, now
 
 
 def build_boundary_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
@@ -202,25 +214,31 @@ def build_boundary_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, 
     def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
         last = datetime.fromisoformat(context.cursor) if context.cursor else None
-        requests, now = boundary_tick(runtime, last, context.instance)
-        return dg.SensorResult(run_requests=requests, cursor=now.isoformat())
+        requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
+        skip = None
+        if not requests:
+            served = "; ".join(lines) if lines else "no intent boundary since the last tick"
+            skip = f"nothing to launch: {served}"[:900]
+        return dg.SensorResult(run_requests=requests, cursor=now.isoformat(), skip_reason=skip)
 
     return boundary
 
 
 def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
-    """Acquire-only runs for capacity-waiting steps that now fit, one per transition."""
+    """``gps_acquire`` runs for capacity-waiting steps that now fit, one per transition, each
+    in the run group of its transition's earlier runs."""
     by_transition: dict[str, list[Any]] = defaultdict(list)
     for step in runtime.engine.capacity_waits():
         by_transition[step_transition(runtime, step)].append(step)
     requests: list[dg.RunRequest] = []
     for transition_id, steps in sorted(by_transition.items()):
         tags = {names.TAG_TRANSITION: transition_id, names.TAG_PHASE: "acquire"}
-        if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT)):
+        if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=IN_FLIGHT)):
             continue  # its acquire run is queued or running already
         attempt = instance.get_runs_count(dg.RunsFilter(tags=tags))
         plan = runtime.engine.pending_steps(transition_id)
-        requests.append(acquire_request(plan, steps, attempt))
+        group = group_tags(_runs(instance, {names.TAG_TRANSITION: transition_id}))
+        requests.append(acquire_request(plan, steps, attempt, group))
     return requests
 
 
@@ -240,20 +258,30 @@ def build_capacity_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, 
         default_status=default_status,
         description="Re-previews targets in capacity_wait; launches the acquire when it fits, times out to capacity_unavailable.",
     )
-    def capacity_wait(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    def capacity_wait(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
         requests = capacity_tick(runtime, context.instance)
-        if not requests:
-            return dg.SkipReason("no capacity-waiting step fits yet")
-        return dg.SensorResult(run_requests=requests)
+        skip = None if requests else _capacity_skip(runtime)
+        return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
     return capacity_wait
+
+
+def _capacity_skip(runtime: Any) -> str:
+    waiting = runtime.store.list_actions(states=("capacity_wait",))
+    if not waiting:
+        return "no step waits for capacity"
+    who = ", ".join(sorted({a.deploy_id for a in waiting}))
+    return f"{len(waiting)} step(s) wait for capacity and none fits yet: {who}"[:900]
 
 
 def apply_now_tick(
     runtime: Any, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], list[str]]:
-    """Serve pending apply-now requests: a pass for each schedule; busy answers 409."""
+    """Serve pending apply-now requests: a pass for each schedule; busy answers 409.
+
+    Every request gets an answer in the store (``apply-now --queue --wait`` prints it) and a
+    line in the tick: the run(s) it launched, or why none was needed."""
     requests: list[dg.RunRequest] = []
     log: list[str] = []
     for req in runtime.store.pending_apply_now():
@@ -272,11 +300,23 @@ def apply_now_tick(
         plans, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=instance
         )
+        plans = [r.with_replaced_attrs(tags={**r.tags, names.TAG_APPLY_NOW: str(req.id)}) for r in plans]
         log.extend(f"apply-now #{req.id} {req.schedule}: skipped {line}" for line in skipped)
         requests.extend(plans)
-        runtime.store.finish_apply_now(req.id, result=f"200 ok: {len(plans)} run(s)", now=now)
-        log.append(f"apply-now #{req.id} {req.schedule}: {len(plans)} run(s)")
+        answer = _apply_now_answer(runtime, req.schedule, plans, report)
+        runtime.store.finish_apply_now(req.id, result=answer, now=now)
+        log.append(f"apply-now #{req.id} {req.schedule}: {answer}")
     return requests, log
+
+
+def _apply_now_answer(runtime: Any, schedule: str, plans: Sequence[dg.RunRequest], report: Any) -> str:
+    if plans:
+        targets = ", ".join(sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t}))
+        return f"200 ok: {len(plans)} run(s) for {targets}"
+    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in runtime.store.list_status(schedule))
+    refused = sum(len(s.refused) for s in report.schedules)
+    why = f"{refused} target(s) refused by preflight; " if refused else ""
+    return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
 
 
 def build_apply_now_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
@@ -294,6 +334,8 @@ def build_apply_now_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
             context.log.info(line)
         if not log:
             return dg.SkipReason("no apply-now request")
+        if not requests:
+            return dg.SkipReason("; ".join(log)[:900])
         return dg.SensorResult(run_requests=requests)
 
     return apply_now
