@@ -116,4 +116,5 @@ def _build(
             build_reservation_sensor(interval_s=30, default_status=sensor_status),
         ],
         resources={"gps": resource},
+        executor=dg.in_process_executor,  # asset jobs too: no process spawned per step
     )
