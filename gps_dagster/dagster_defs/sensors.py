@@ -361,17 +361,25 @@ def build_reservation_sensor(*, interval_s: int, default_status: dg.DefaultSenso
         default_status=default_status,
         description="Keeps one gpu_reservations partition per reservation in the ledger.",
     )
-    def reservation_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        wanted = set(reservation_ids(context.resources.gps.get_runtime()))
+    def reservation_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        from gps_dagster.dagster_defs.ledger import reservation_events
+
+        runtime = context.resources.gps.get_runtime()
+        wanted = set(reservation_ids(runtime))
         have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
         add, drop = sorted(wanted - have), sorted(have - wanted)
-        if not add and not drop:
-            return dg.SkipReason(f"{len(have)} reservation partition(s), up to date")
         reqs: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
         if add:
             reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
         if drop:
             reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
-        return dg.SensorResult(dynamic_partitions_requests=reqs)
+        seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+        # events name partitions: only those that exist (a new one is added by this tick)
+        events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
+        skip = None
+        if not reqs and not events:
+            skip = f"{len(have)} reservation partition(s) up to date, members unchanged"
+        return dg.SensorResult(dynamic_partitions_requests=reqs, asset_events=events,
+                               cursor=json.dumps(seen, sort_keys=True), skip_reason=skip)
 
     return reservation_partitions
