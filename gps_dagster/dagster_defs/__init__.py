@@ -28,6 +28,7 @@ from gps_dagster.dagster_defs.assets import (
     schedule_timeline,
 )
 from gps_dagster.dagster_defs.automation import build_automation
+from gps_dagster.dagster_defs.batches import build_batch_job
 from gps_dagster.dagster_defs.deploys import DeployKeys, asset_specs, build_deploy_checks
 from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_job
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
@@ -93,14 +94,15 @@ def _build(
         dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
     )
     transitions = [build_transition_job(RELEASE_FIRST), build_transition_job(ACQUIRE_FIRST)]
-    jobs = [*transitions, build_acquire_job()]
+    batch = build_batch_job()
+    jobs = [*transitions, build_acquire_job(), batch]
     keys = DeployKeys.of((s.name, t.model_deploy_id) for s in schedules for t in s.targets)
     deploy_assets = asset_specs(schedules, keys)
     deploy_checks = build_deploy_checks(deploy_assets, keys)
     asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks)
     resource: Any = as_resource(gps) if isinstance(gps, StaticRuntime) else gps
     boundary = all_boundary_schedules(
-        schedules, {j.name: j for j in transitions}, schedule_status,
+        schedules, {j.name: j for j in [*transitions, batch]}, schedule_status,
         max_boundary_schedules=max_boundary_schedules,
     )
     return dg.Definitions(

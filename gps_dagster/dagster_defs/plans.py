@@ -164,6 +164,25 @@ def resume_request(
     return request.with_replaced_attrs(run_key=names.resume_run_key(tid, attempt), tags=tags)
 
 
+def batch_of(origin: str) -> str | None:
+    """The batch a claim's origin launched its plan in (``<origin>#<batch id>``), if any."""
+    return origin.split("#", 1)[1] if "#" in origin else None
+
+
+def transition_runs(
+    runtime: Any, instance: dg.DagsterInstance, transition_id: str
+) -> list[dg.DagsterRun]:
+    """The runs of one transition, newest first: its own, else the batch run it was in."""
+    own = list(instance.get_runs(dg.RunsFilter(tags={names.TAG_TRANSITION: transition_id})))
+    if own:
+        return own
+    claim = LaunchClaims(runtime.store.engine).get(names.plan_run_key(transition_id))
+    batch = batch_of(claim.origin) if claim is not None else None
+    if batch is None:
+        return []
+    return list(instance.get_runs(dg.RunsFilter(tags={names.TAG_BATCH: batch})))
+
+
 def sensor_origin(name: str) -> str:
     return f"sensor:{name}"
 
@@ -218,4 +237,7 @@ def _took_over(
         return False
     if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
         return False  # its run exists: the owner launched it
+    batch = batch_of(held.origin)
+    if batch and instance.get_runs_count(dg.RunsFilter(tags={names.TAG_BATCH: batch})):
+        return False  # launched within a storm's batch run
     return claims.take_over(held, origin=origin, now=now)

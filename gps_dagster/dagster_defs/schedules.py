@@ -124,9 +124,12 @@ def build_minute_schedule(
 ) -> dg.ScheduleDefinition:
     """Every minute: a pass over the schedules with a boundary in the minute just begun.
 
-    It targets the release-first job; an acquire-first plan it opens is left to the reconcile
+    A Dagster schedule launches one job: this one launches the release-first plans it opens as
+    one ``gps_transition_batch`` run per tick; an acquire-first plan is left to the reconcile
     sensor (never-launched plans are launched by its next tick)."""
-    job = jobs[names.TRANSITION_JOB]
+    from gps_dagster.dagster_defs.batches import BATCH_JOB
+
+    job = jobs[BATCH_JOB]
     origin = schedule_origin(names.MINUTE_SCHEDULE)
 
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
@@ -137,7 +140,8 @@ def build_minute_schedule(
         now = runtime.clock.now()
         since = now - timedelta(seconds=MINUTE_LOOKBACK_S)
         requests, lines, _busy = serve_due(
-            runtime, since, now, origin=origin, trigger="boundary", instance=context.instance
+            runtime, since, now, origin=origin, trigger="boundary", instance=context.instance,
+            always_batch=True,
         )
         requests = [r for r in requests if r.job_name == job.name]
         if requests:

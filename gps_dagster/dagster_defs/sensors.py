@@ -27,7 +27,9 @@ from gps_dagster.dagster_defs.plans import (
     plan_requests,
     resume_request,
     sensor_origin,
+    transition_runs,
 )
+from gps_dagster.dagster_defs.batches import batched
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound
 
@@ -87,18 +89,18 @@ def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str
         if not pending:
             continue
         tags = {names.TAG_TRANSITION: tr.id}
-        runs = _runs(instance, tags)
+        runs = transition_runs(runtime, instance, tr.id)
         if not runs or gate != "enforce":
             out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
-        elif not _in_flight(instance, tags) and can_move(runtime, pending):
+        elif not _any_in_flight(runs) and can_move(runtime, pending):
             plan = runtime.engine.pending_steps(tr.id)
             group = group_tags(runs)
             out.extend(resume_request(r, len(runs), group) for r in plan_requests([plan]))
     return out
 
 
-def _in_flight(instance: dg.DagsterInstance, tags: dict[str, str]) -> int:
-    return instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=IN_FLIGHT))
+def _any_in_flight(runs: Sequence[dg.DagsterRun]) -> bool:
+    return any(r.status in IN_FLIGHT for r in runs)
 
 
 def can_move(runtime: Any, pending: Sequence[Any]) -> bool:
@@ -160,6 +162,7 @@ def serve_due(
     origin: str,
     trigger: str,
     instance: dg.DagsterInstance | None,
+    always_batch: bool = False,
 ) -> tuple[list[dg.RunRequest], list[str], bool]:
     """A pass for every schedule with a boundary in ``[since, now)``; their plans' requests,
     one line per schedule served, and whether a pass was busy (retry the range)."""
@@ -175,8 +178,11 @@ def serve_due(
         opened = [p for p in report.plans if p.release_steps or p.acquire_steps]
         lines.append(f"{name}: {len(opened)} plan(s)" if opened else f"{name}: intent already met")
         requests.extend(plan_requests(report.plans))
-    claimed, skipped = claim_launches(runtime, requests, origin=origin, instance=instance)
-    return claimed, lines + [f"skipped {s}" for s in skipped], False
+    claimed, skipped = batched(runtime, requests, origin=origin, trigger=trigger,
+                               instance=instance, always=always_batch)
+    if len(lines) > 20:  # a storm: the skip reason / log says how many, not each one
+        lines = [f"{len(lines)} schedule(s) due: {len(requests)} plan(s)"]
+    return claimed, lines + [f"skipped {s}" for s in skipped[:20]], False
 
 
 def boundary_tick(
@@ -237,7 +243,7 @@ def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequ
             continue  # its acquire run is queued or running already
         attempt = instance.get_runs_count(dg.RunsFilter(tags=tags))
         plan = runtime.engine.pending_steps(transition_id)
-        group = group_tags(_runs(instance, {names.TAG_TRANSITION: transition_id}))
+        group = group_tags(transition_runs(runtime, instance, transition_id))
         requests.append(acquire_request(plan, steps, attempt, group))
     return requests
 

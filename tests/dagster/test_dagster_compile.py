@@ -15,6 +15,7 @@ from dagster_support import EXAMPLES, REPO, Runtime, faketime, make_runtime, see
 from gps_dagster.cli.devserver import materialize_timeline, prepare_home
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.assets import overcommit_check, placement_check
+from gps_dagster.dagster_defs.batches import BATCH_JOB
 from gps_dagster.dagster_defs.resources import as_resource
 from gps_dagster.domain.spec import TransitionOrder
 
@@ -25,7 +26,7 @@ DAGSTER = str(Path(sys.executable).with_name("dagster"))
 def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitions) -> None:
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == {
-        names.TRANSITION_JOB, names.TRANSITION_JOB_ACQUIRE_FIRST, names.ACQUIRE_JOB,
+        names.TRANSITION_JOB, names.TRANSITION_JOB_ACQUIRE_FIRST, names.ACQUIRE_JOB, BATCH_JOB,
         names.TIMELINE_JOB, names.CHECKS_JOB, names.DEPLOY_CHECKS_JOB,
     }
     assert {s.name for s in repo.sensor_defs} == {
