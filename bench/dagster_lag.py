@@ -75,14 +75,26 @@ query Runs($job: String) {
 
 
 def pool_doc(pairs: int, stop_grace: float) -> dict[str, Any]:
-    nodes = [{"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(pairs)]
+    nodes = [
+        {"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(pairs)
+    ]
     deploys = []
     for i in range(pairs):
         deploys += [
-            {"id": f"a{i}", "kind": "dgd", "gpus_per_replica": 8, "state": "stopped",
-             "node_selector": [f"n{i}"]},
-            {"id": f"b{i}", "kind": "dgd", "gpus_per_replica": 6, "state": "running",
-             "node_selector": [f"n{i}"]},
+            {
+                "id": f"a{i}",
+                "kind": "dgd",
+                "gpus_per_replica": 8,
+                "state": "stopped",
+                "node_selector": [f"n{i}"],
+            },
+            {
+                "id": f"b{i}",
+                "kind": "dgd",
+                "gpus_per_replica": 6,
+                "state": "running",
+                "node_selector": [f"n{i}"],
+            },
         ]
     timings = {"stop_grace_s": stop_grace, "publish_lag_s": 0, "start_delay_s": 0}
     return {"name": "bench-pool", "nodes": nodes, "deploys": deploys, "sim": {"timings": timings}}
@@ -90,17 +102,29 @@ def pool_doc(pairs: int, stop_grace: float) -> dict[str, Any]:
 
 def schedule_doc(i: int) -> dict[str, Any]:
     return {
-        "name": f"bench-lag-{i}", "timezone": "UTC",
+        "name": f"bench-lag-{i}",
+        "timezone": "UTC",
         "targets": [
-            {"model_deploy_id": f"a{i}", "default_state": "stopped", "default_allow_downtime": True},
+            {
+                "model_deploy_id": f"a{i}",
+                "default_state": "stopped",
+                "default_allow_downtime": True,
+            },
             {"model_deploy_id": f"b{i}", "default_state": "running"},
         ],
-        "windows": [{
-            "name": "every-other-minute", "kind": "recurring", "priority": 10,
-            "cron": "*/2 * * * *", "duration": "1m",
-            "states": [{"model_deploy_id": f"a{i}", "desired_state": "running"},
-                       {"model_deploy_id": f"b{i}", "desired_state": "stopped"}],
-        }],
+        "windows": [
+            {
+                "name": "every-other-minute",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "*/2 * * * *",
+                "duration": "1m",
+                "states": [
+                    {"model_deploy_id": f"a{i}", "desired_state": "running"},
+                    {"model_deploy_id": f"b{i}", "desired_state": "stopped"},
+                ],
+            }
+        ],
     }
 
 
@@ -168,8 +192,9 @@ def measure(boundaries: int, pairs: int, grace: float) -> dict[str, Any]:
     seed_database(db_url, pool_file=root / "pool.yaml", schedule_files=files)
     home = prepare_home(root / "dagster_home")
     env = {"GPS_DB_URL": db_url, "GPS_POOL_FILE": str(root / "pool.yaml")}
-    dev = DagsterDev(dagster_home=home, env=env, port=free_port(),
-                     definitions=root / "bench_definitions.py")
+    dev = DagsterDev(
+        dagster_home=home, env=env, port=free_port(), definitions=root / "bench_definitions.py"
+    )
     dev.start()
     rows: dict[str, Any] = {}
     base: list[float] = []
@@ -194,15 +219,22 @@ def measure(boundaries: int, pairs: int, grace: float) -> dict[str, Any]:
     release = [r["release_lag"] for r in rows.values()]
     acquire = [r["acquire_lag"] for r in rows.values()]
     return {
-        "boundaries": len(rows), "pairs": pairs, "stop_grace_s": grace, "publish_lag_s": 0,
-        "release_p50": percentile(release, 0.5), "release_p95": percentile(release, 0.95),
+        "boundaries": len(rows),
+        "pairs": pairs,
+        "stop_grace_s": grace,
+        "publish_lag_s": 0,
+        "release_p50": percentile(release, 0.5),
+        "release_p95": percentile(release, 0.95),
         "release_max": max(release, default=float("nan")),
-        "acquire_p50": percentile(acquire, 0.5), "acquire_p95": percentile(acquire, 0.95),
+        "acquire_p50": percentile(acquire, 0.5),
+        "acquire_p95": percentile(acquire, 0.95),
         "acquire_max": max(acquire, default=float("nan")),
         "served_by": sorted({r["served_by"] for r in rows.values()}),
-        "baseline_n": len(base), "baseline_p50": percentile(base, 0.5),
+        "baseline_n": len(base),
+        "baseline_p50": percentile(base, 0.5),
         "baseline_p95": percentile(base, 0.95),
-        "rows": rows, "left_processes": left,
+        "rows": rows,
+        "left_processes": left,
     }
 
 
@@ -215,15 +247,23 @@ def main(argv: list[str] | None = None) -> int:
     with exit_on_signals():  # SIGTERM/SIGHUP too: dagster dev is always stopped
         r = measure(args.boundaries, args.pairs, args.stop_grace)
     ratio = r["release_p95"] / r["baseline_p95"] if r["baseline_p95"] else float("nan")
-    print(f"\nboundaries {r['boundaries']} ({r['pairs']} schedules), publish lag 0, stop grace "
-          f"{r['stop_grace_s']:.0f} s, acquire served by {', '.join(r['served_by'])}")
-    print(f"  boundary → first release op started: p50 {r['release_p50']:.2f} s  "
-          f"p95 {r['release_p95']:.2f} s  max {r['release_max']:.2f} s   (goal p95 ≤ 3 s)")
-    print(f"  preview fits → acquire op started:   p50 {r['acquire_p50']:.2f} s  "
-          f"p95 {r['acquire_p95']:.2f} s  max {r['acquire_max']:.2f} s   (goal p95 ≤ 6 s)")
-    print(f"  baseline, empty cron job (* * * * *) → op started: p50 {r['baseline_p50']:.2f} s  "
-          f"p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} ticks;  release p95 / baseline "
-          f"p95 = {ratio:.2f}")
+    print(
+        f"\nboundaries {r['boundaries']} ({r['pairs']} schedules), publish lag 0, stop grace "
+        f"{r['stop_grace_s']:.0f} s, acquire served by {', '.join(r['served_by'])}"
+    )
+    print(
+        f"  boundary → first release op started: p50 {r['release_p50']:.2f} s  "
+        f"p95 {r['release_p95']:.2f} s  max {r['release_max']:.2f} s   (goal p95 ≤ 3 s)"
+    )
+    print(
+        f"  preview fits → acquire op started:   p50 {r['acquire_p50']:.2f} s  "
+        f"p95 {r['acquire_p95']:.2f} s  max {r['acquire_max']:.2f} s   (goal p95 ≤ 6 s)"
+    )
+    print(
+        f"  baseline, empty cron job (* * * * *) → op started: p50 {r['baseline_p50']:.2f} s  "
+        f"p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} ticks;  release p95 / baseline "
+        f"p95 = {ratio:.2f}"
+    )
     out = REPO / "var" / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "dagster_lag.json").write_text(json.dumps({**r, "ratio": ratio}, indent=2, default=str))

@@ -81,10 +81,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--pool", type=Path, default=REPO / "examples" / "demo-pool.yaml")
     parser.add_argument(
-        "--schedule", type=Path, action="append", default=None,
+        "--schedule",
+        type=Path,
+        action="append",
+        default=None,
         help="schedule file (repeatable; default: the two demo schedules)",
     )
-    parser.add_argument("--var", type=Path, default=REPO / "var", help="where the demo's state lives")
+    parser.add_argument(
+        "--var", type=Path, default=REPO / "var", help="where the demo's state lives"
+    )
     parser.add_argument(
         "--no-timeline", action="store_true", help="skip the 24-hour timeline backfill at start"
     )
@@ -124,8 +129,21 @@ def start_api(
     store.engine.dispose()
     log = open(log_dir / "demo-api.log", "wb")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gps_dagster.cli.main", "serve", "--host", host, "--port", str(port)],
-        env={**os.environ, **env}, stdout=log, stderr=log, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "gps_dagster.cli.main",
+            "serve",
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ],
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     return proc, token
 
 
@@ -146,8 +164,10 @@ def cancel_leftover_runs(dagster_home: Path) -> list[str]:
 
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     left = [
-        dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
-        dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+        dg.DagsterRunStatus.QUEUED,
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
     ]
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         runs = list(instance.get_runs(dg.RunsFilter(statuses=left)))
@@ -156,7 +176,9 @@ def cancel_leftover_runs(dagster_home: Path) -> list[str]:
     return [r.run_id for r in runs]
 
 
-def demo_env_values(env: dict[str, str], dev: DagsterDev, api_url: str, token: str) -> dict[str, str]:
+def demo_env_values(
+    env: dict[str, str], dev: DagsterDev, api_url: str, token: str
+) -> dict[str, str]:
     """What a second terminal needs: the demo's settings, its URLs and token, quiet warnings."""
     return {
         **{k: v for k, v in env.items() if k != "GPS_RECONCILE_INTERVAL_S"},
@@ -177,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: {exc}", file=sys.stderr)
         return 1
     if not args.no_timeline:
-        print("demo: materialising the last 24 hours of schedule_timeline (one run) ...", flush=True)
+        print(
+            "demo: materialising the last 24 hours of schedule_timeline (one run) ...", flush=True
+        )
         first, last = hourly_key(now - timedelta(hours=24)), hourly_key(now - timedelta(hours=1))
         done = materialize_timeline(env, first, last)
         if done.returncode != 0:
@@ -198,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         print(BANNER.format(url=dev.url, api=api_url, env_file=shown), flush=True)
         while dev.proc is not None and dev.proc.poll() is None:
             time.sleep(1)
-        print(f"demo: dagster dev exited ({dev.proc.returncode if dev.proc else '?'}); see {dev.log_path}")
+        print(
+            f"demo: dagster dev exited ({dev.proc.returncode if dev.proc else '?'}); "
+            f"see {dev.log_path}"
+        )
         return 1
     except KeyboardInterrupt:
         print("\ndemo: stopping dagster dev ...", flush=True)
@@ -209,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         left = dev.stop()
         canceled = cancel_leftover_runs(home)
         note = f"; {len(canceled)} unfinished run(s) marked canceled" if canceled else ""
-        print("demo: stopped" + (f"; still alive: {left}" if left else ", no process left") + note,
-              flush=True)
+        print(
+            "demo: stopped" + (f"; still alive: {left}" if left else ", no process left") + note,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

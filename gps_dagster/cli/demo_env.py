@@ -60,5 +60,7 @@ def hint(cwd: Path, environ: Mapping[str, str]) -> str | None:
         return None
     if not pid or not _alive(pid) or environ.get("GPS_DB_URL") == demo.get("GPS_DB_URL"):
         return None
-    return (f"note: a demo is running (pid {pid}) on another store; run `. {ENV_FILE}` first "
-            "to act on it")
+    return (
+        f"note: a demo is running (pid {pid}) on another store; run `. {ENV_FILE}` first "
+        "to act on it"
+    )

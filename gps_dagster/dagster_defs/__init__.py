@@ -102,7 +102,9 @@ def _build(
     asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks)
     resource: Any = as_resource(gps) if isinstance(gps, StaticRuntime) else gps
     boundary = all_boundary_schedules(
-        schedules, {j.name: j for j in [*transitions, batch]}, schedule_status,
+        schedules,
+        {j.name: j for j in [*transitions, batch]},
+        schedule_status,
         max_boundary_schedules=max_boundary_schedules,
     )
     return dg.Definitions(
@@ -111,10 +113,14 @@ def _build(
         jobs=[*jobs, *asset_jobs],
         schedules=[*boundary, *housekeeping],
         sensors=[
-            build_reconcile_sensor(jobs, interval_s=ticks.reconcile_s, default_status=sensor_status),
+            build_reconcile_sensor(
+                jobs, interval_s=ticks.reconcile_s, default_status=sensor_status
+            ),
             build_boundary_sensor(jobs, interval_s=ticks.boundary_s, default_status=sensor_status),
             build_capacity_sensor(jobs, interval_s=ticks.capacity_s, default_status=sensor_status),
-            build_apply_now_sensor(jobs, interval_s=ticks.apply_now_s, default_status=sensor_status),
+            build_apply_now_sensor(
+                jobs, interval_s=ticks.apply_now_s, default_status=sensor_status
+            ),
             build_reservation_sensor(interval_s=30, default_status=sensor_status),
         ],
         resources={"gps": resource},

@@ -17,7 +17,6 @@ import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.assets import (
-    hourly,
     overcommit_check,
     placement_check,
     schedule_timeline,

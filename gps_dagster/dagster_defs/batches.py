@@ -74,7 +74,9 @@ def batch_plan_op(context: OpExecutionContext) -> Iterator[Any]:
     plans = context.op_config["plans"]
     releases = [s for p in plans for s in p["release_steps"]]
     acquires = [s for p in plans for s in p["acquire_steps"]]
-    context.log.info(f"{len(plans)} plan(s): {len(releases)} release, {len(acquires)} acquire step(s)")
+    context.log.info(
+        f"{len(plans)} plan(s): {len(releases)} release, {len(acquires)} acquire step(s)"
+    )
     for i, chunk in enumerate(_chunks(releases)):
         yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}", output_name="releases")
     yield dg.Output(acquires, output_name="acquires")
@@ -85,32 +87,46 @@ def _run_batch(context: OpExecutionContext, steps: list[dict[str, str]], what: s
     out = []
     for step in steps:
         outcome = engine.execute_step(step["step_id"])
-        out.append({"deploy_id": step["deploy_id"], "state": outcome.state,
-                    "reason": outcome.reason or ""})
+        out.append(
+            {"deploy_id": step["deploy_id"], "state": outcome.state, "reason": outcome.reason or ""}
+        )
     states: dict[str, int] = {}
     for o in out:
         states[o["state"]] = states.get(o["state"], 0) + 1
-    context.add_output_metadata({"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}})
+    context.add_output_metadata(
+        {"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}}
+    )
     return out
 
 
-@dg.op(name="release_batch", required_resource_keys={"gps"},
-       description="Stop / scale down a batch of targets (a failure ends only its own plan).")
+@dg.op(
+    name="release_batch",
+    required_resource_keys={"gps"},
+    description="Stop / scale down a batch of targets (a failure ends only its own plan).",
+)
 def release_batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
     return _run_batch(context, steps, "release")
 
 
-@dg.op(name="all_released_batches", out=dg.DynamicOut(list),
-       description="Fan-in: every release batch ran; fan the acquire steps out in batches.")
-def batch_fan_in_op(context: OpExecutionContext, done: list[Any], acquires: list[Any]) -> Iterator[Any]:
+@dg.op(
+    name="all_released_batches",
+    out=dg.DynamicOut(list),
+    description="Fan-in: every release batch ran; fan the acquire steps out in batches.",
+)
+def batch_fan_in_op(
+    context: OpExecutionContext, done: list[Any], acquires: list[Any]
+) -> Iterator[Any]:
     context.log.info(f"{sum(len(d) for d in done)} release step(s) ran; acquire {len(acquires)}")
     for i, chunk in enumerate(_chunks(list(acquires))):
         yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}")
 
 
-@dg.op(name="acquire_batch", required_resource_keys={"gps"},
-       description="Start / scale up a batch of targets whose capacity fits; the others wait "
-       f"in capacity_wait for {names.CAPACITY_WAIT_SENSOR}.")
+@dg.op(
+    name="acquire_batch",
+    required_resource_keys={"gps"},
+    description="Start / scale up a batch of targets whose capacity fits; the others wait "
+    f"in capacity_wait for {names.CAPACITY_WAIT_SENSOR}.",
+)
 def acquire_batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
     return _run_batch(context, steps, "acquire")
 
@@ -120,19 +136,27 @@ def batch_done_op(
     context: OpExecutionContext, done: list[Any], released: list[Any]
 ) -> dict[str, Any]:
     steps = [s for batch in [*released, *done] for s in batch]
-    failed = [f"{s['deploy_id']} ({s['reason']})" for s in steps if s["state"] in ("failed", "cancelled")]
+    failed = [
+        f"{s['deploy_id']} ({s['reason']})" for s in steps if s["state"] in ("failed", "cancelled")
+    ]
     waiting = sum(1 for s in steps if s["state"] == "capacity_wait")
     context.log.info(f"{len(steps)} step(s); {waiting} wait for capacity")
     if failed:
-        raise dg.Failure(description=f"{len(failed)} step(s) ended: {', '.join(failed[:20])}",
-                         allow_retries=False)
+        raise dg.Failure(
+            description=f"{len(failed)} step(s) ended: {', '.join(failed[:20])}",
+            allow_retries=False,
+        )
     return {"steps": len(steps), "capacity_wait": waiting}
 
 
 def build_batch_job() -> dg.JobDefinition:
-    @dg.job(name=BATCH_JOB, executor_def=dg.in_process_executor, tags={"gps/kind": "batch"},
-            description="The release-first plans one tick opened together (a storm), with ops "
-            f"per batch of {STEPS_PER_OP} steps: releases, fan-in, acquires.")
+    @dg.job(
+        name=BATCH_JOB,
+        executor_def=dg.in_process_executor,
+        tags={"gps/kind": "batch"},
+        description="The release-first plans one tick opened together (a storm), with ops "
+        f"per batch of {STEPS_PER_OP} steps: releases, fan-in, acquires.",
+    )
     def batch() -> None:
         releases, acquires = batch_plan_op()
         done = releases.map(release_batch_op).collect()
@@ -143,8 +167,13 @@ def build_batch_job() -> dg.JobDefinition:
 
 
 def batched(
-    runtime: Any, requests: list[dg.RunRequest], *, origin: str, trigger: str,
-    instance: dg.DagsterInstance | None, always: bool = False,
+    runtime: Any,
+    requests: list[dg.RunRequest],
+    *,
+    origin: str,
+    trigger: str,
+    instance: dg.DagsterInstance | None,
+    always: bool = False,
 ) -> tuple[list[dg.RunRequest], list[str]]:
     """Claim ``requests`` (see ``claim_launches``); above the threshold (or ``always``), the
     release-first plan requests won become one batch run (acquire-first ones keep their own)."""
@@ -152,8 +181,12 @@ def batched(
 
     if not always and not should_batch(requests):
         return claim_launches(runtime, requests, origin=origin, instance=instance)
-    merge = [r for r in requests if r.job_name == names.TRANSITION_JOB
-             and r.run_config["ops"][PLAN_OP]["config"].get("order", RELEASE_FIRST) == RELEASE_FIRST]
+    merge = [
+        r
+        for r in requests
+        if r.job_name == names.TRANSITION_JOB
+        and r.run_config["ops"][PLAN_OP]["config"].get("order", RELEASE_FIRST) == RELEASE_FIRST
+    ]
     rest = [r for r in requests if r not in merge]
     bid = batch_id(merge)
     won, skipped = claim_launches(runtime, merge, origin=f"{origin}#{bid}", instance=instance)

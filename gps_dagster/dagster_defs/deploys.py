@@ -18,7 +18,7 @@ read the same status rows. They are declared in chunks of ``CHECK_CHUNK`` deploy
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,7 +127,8 @@ def check_evaluation(row: Any, keys: DeployKeys) -> dg.AssetCheckEvaluation:
     if severity is None:
         description = f"{row.phase}: nothing wrong"
     elif severity == dg.AssetCheckSeverity.WARN:
-        description = f"drift_detected: {row.reason or 'changed by hand'} — respected, not reverted"
+        why = row.reason or "changed by hand"
+        description = f"drift_detected: {why} — respected, not reverted"
     else:
         description = f"{row.phase} ({row.reason or '-'}): {row.fix or ''}"
     return dg.AssetCheckEvaluation(
@@ -160,8 +161,9 @@ def changed_rows(store: Any, seen: dict[str, int]) -> list[Any]:
     return out
 
 
-def report_deploy(instance: dg.DagsterInstance, store: Any, keys: DeployKeys, schedule: str,
-                  deploy_id: str) -> Any:
+def report_deploy(
+    instance: dg.DagsterInstance, store: Any, keys: DeployKeys, schedule: str, deploy_id: str
+) -> Any:
     """Record the deploy's current status now (from an op: the UI need not wait for a sensor)."""
     row = store.get_status(schedule, deploy_id)
     if row is not None:
@@ -204,14 +206,19 @@ def _checks(name: str, chunk: Sequence[dg.AssetSpec], keys: DeployKeys) -> dg.As
             row = store.get_status(schedule, deploy)
             if row is None:
                 yield dg.AssetCheckResult(
-                    asset_key=check_key.asset_key, check_name=names.CHECK_DEPLOY_PHASE,
-                    passed=True, description="no status yet: the engine has not seen it",
+                    asset_key=check_key.asset_key,
+                    check_name=names.CHECK_DEPLOY_PHASE,
+                    passed=True,
+                    description="no status yet: the engine has not seen it",
                 )
                 continue
             ev = check_evaluation(row, keys)
             yield dg.AssetCheckResult(
-                asset_key=check_key.asset_key, check_name=names.CHECK_DEPLOY_PHASE,
-                passed=ev.passed, severity=ev.severity, description=ev.description,
+                asset_key=check_key.asset_key,
+                check_name=names.CHECK_DEPLOY_PHASE,
+                passed=ev.passed,
+                severity=ev.severity,
+                description=ev.description,
                 metadata=ev.metadata,
             )
 

@@ -16,7 +16,9 @@ from gps_dagster.domain.evaluator import boundaries, next_boundary
 DUE_LIMIT = 10_000
 
 
-def due_schedules(runtime: Any, since: datetime, now: datetime, limit: int = DUE_LIMIT) -> list[str]:
+def due_schedules(
+    runtime: Any, since: datetime, now: datetime, limit: int = DUE_LIMIT
+) -> list[str]:
     """Names of the schedules whose intent changes in ``[since, now)``, at most ``limit``."""
     due = [r.name for r in runtime.store.list_schedules() if boundaries(r.spec, since, now)]
     return due[:limit]

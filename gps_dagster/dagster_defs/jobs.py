@@ -20,7 +20,6 @@ No op waits beyond that bounded watch. The in-process executor is used on purpos
 multiprocess one costs ~14 s per 7-step run on a 2-core machine, FACTS.md).
 """
 
-
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,7 +38,9 @@ PLAN_CONFIG = {
     "release_steps": dg.Field([_STEP], default_value=[], description="Steps that free GPUs."),
     "acquire_steps": dg.Field([_STEP], default_value=[], description="Steps that take GPUs."),
     "order": dg.Field(
-        str, default_value=RELEASE_FIRST, description="release_first | acquire_first | acquire_only."
+        str,
+        default_value=RELEASE_FIRST,
+        description="release_first | acquire_first | acquire_only.",
     ),
 }
 POLL_EVERY_S = 0.5
@@ -183,8 +184,9 @@ def capacity_wait_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[
         f"({meta.get('status_reason') or 'capacity not published yet'}); "
         f"capacity_unavailable if it does not fit by {deadline or 'its deadline'}"
     )
-    context.add_output_metadata({**meta, "deferred_to": names.CAPACITY_WAIT_SENSOR,
-                                 "deadline": deadline})
+    context.add_output_metadata(
+        {**meta, "deferred_to": names.CAPACITY_WAIT_SENSOR, "deadline": deadline}
+    )
     return dict(step, state="capacity_wait")
 
 

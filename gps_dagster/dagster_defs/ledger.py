@@ -23,12 +23,14 @@ def _members(runtime: Any, reservation_id: str) -> list[dict[str, Any]]:
     for deploy in runtime.core.reservation_deploys(reservation_id):
         binding = deploy.reservation
         uuids = list(runtime.core.witness(deploy.id).uuids) if deploy.ready_replicas else []
-        out.append({
-            "deploy_id": deploy.id,
-            "state": deploy.state.value,
-            "memory_mib": getattr(binding, "memory_mib", None),
-            "witnessed_uuids": ", ".join(uuids),
-        })
+        out.append(
+            {
+                "deploy_id": deploy.id,
+                "state": deploy.state.value,
+                "memory_mib": getattr(binding, "memory_mib", None),
+                "witnessed_uuids": ", ".join(uuids),
+            }
+        )
     return sorted(out, key=lambda m: m["deploy_id"])
 
 
@@ -55,18 +57,22 @@ def reservation_events(
         if seen.get(rid) == digest:
             continue
         seen[rid] = digest
-        out.append(dg.AssetObservation(
-            asset_key=names.RESERVATIONS_ASSET,
-            partition=rid,
-            metadata={
-                "node": rsv.node,
-                "gpu_uuids": ", ".join(rsv.gpu_uuids),
-                "mode": str(rsv.mode.value),
-                "budget_mib": rsv.budget_mib,
-                "members": dg.MetadataValue.json(members),
-                "started": ", ".join(m["deploy_id"] for m in members if m["state"] != "STOPPED"),
-            },
-        ))
+        out.append(
+            dg.AssetObservation(
+                asset_key=names.RESERVATIONS_ASSET,
+                partition=rid,
+                metadata={
+                    "node": rsv.node,
+                    "gpu_uuids": ", ".join(rsv.gpu_uuids),
+                    "mode": str(rsv.mode.value),
+                    "budget_mib": rsv.budget_mib,
+                    "members": dg.MetadataValue.json(members),
+                    "started": ", ".join(
+                        m["deploy_id"] for m in members if m["state"] != "STOPPED"
+                    ),
+                },
+            )
+        )
         out += [
             dg.AssetCheckEvaluation(
                 asset_key=dg.AssetKey(names.RESERVATIONS_ASSET),

@@ -91,7 +91,9 @@ def boundary_schedule_name(schedule: str, window: str, edge: str) -> str:
     return f"{clean(schedule)}__{clean(window)}__{edge}"
 
 
-def boundary_schedule_names(edges: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+def boundary_schedule_names(
+    edges: Iterable[tuple[str, str, str]],
+) -> dict[tuple[str, str, str], str]:
     """Collision-safe names of (schedule, window, edge) boundary schedules."""
     wanted = list(dict.fromkeys(edges))
     plain = {e: boundary_schedule_name(*e) for e in wanted}

@@ -139,7 +139,10 @@ def acquire_request(
         run_key=names.acquire_run_key(plan.transition_id, attempt),
         job_name=names.ACQUIRE_JOB,
         run_config=run_config(
-            transition_id=plan.transition_id, schedule=plan.schedule, release=(), acquire=steps,
+            transition_id=plan.transition_id,
+            schedule=plan.schedule,
+            release=(),
+            acquire=steps,
             order=ACQUIRE_ONLY,
         ),
         tags={**tags, **(group or {})},

@@ -140,7 +140,12 @@ def build_minute_schedule(
         now = runtime.clock.now()
         since = now - timedelta(seconds=MINUTE_LOOKBACK_S)
         requests, lines, _busy = serve_due(
-            runtime, since, now, origin=origin, trigger="boundary", instance=context.instance,
+            runtime,
+            since,
+            now,
+            origin=origin,
+            trigger="boundary",
+            instance=context.instance,
             always_batch=True,
         )
         requests = [r for r in requests if r.job_name == job.name]

@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs.batches import batched
 from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys_from_store, status_events
 from gps_dagster.dagster_defs.due import due_schedules
 from gps_dagster.dagster_defs.plans import (
@@ -29,7 +30,6 @@ from gps_dagster.dagster_defs.plans import (
     sensor_origin,
     transition_runs,
 )
-from gps_dagster.dagster_defs.batches import batched
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound
 
@@ -71,7 +71,9 @@ def _runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[dg.Dagster
     return list(instance.get_runs(dg.RunsFilter(tags=tags)))
 
 
-def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str]) -> list[dg.RunRequest]:
+def open_plan_requests(
+    runtime: Any, instance: dg.DagsterInstance, skip: set[str]
+) -> list[dg.RunRequest]:
     """Requests for open transitions whose steps are still ``pending``.
 
     Never launched (a tick's request lost in a daemon crash) or gate not
@@ -88,7 +90,6 @@ def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str
         pending = runtime.store.list_actions(transition_id=tr.id, states=("pending",))
         if not pending:
             continue
-        tags = {names.TAG_TRANSITION: tr.id}
         runs = transition_runs(runtime, instance, tr.id)
         if not runs or gate != "enforce":
             out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
@@ -127,14 +128,17 @@ def reconcile_tick(
     return requests, new, observations
 
 
-def build_reconcile_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_reconcile_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.RECONCILE_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Pages over the schedules from a durable cursor, opens transitions and launches them.",
+        description="Pages over the schedules from a durable cursor, opens transitions and "
+        "launches them.",
     )
     def reconcile(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
@@ -142,8 +146,9 @@ def build_reconcile_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
             runtime, ReconcileCursor.parse(context.cursor), context.instance
         )
         skip = None if requests else _reconcile_skip_text(events)
-        return dg.SensorResult(run_requests=requests, cursor=cursor.dump(), asset_events=events,
-                               skip_reason=skip)
+        return dg.SensorResult(
+            run_requests=requests, cursor=cursor.dump(), asset_events=events, skip_reason=skip
+        )
 
     return reconcile
 
@@ -172,14 +177,19 @@ def serve_due(
         try:
             report = runtime.engine.reconcile(schedule=name, trigger=trigger)
         except Busy:
-            return claim_launches(runtime, requests, origin=origin, instance=instance)[0], lines, True
+            return (
+                claim_launches(runtime, requests, origin=origin, instance=instance)[0],
+                lines,
+                True,
+            )
         except ScheduleNotFound:
             continue  # deleted since the scan
         opened = [p for p in report.plans if p.release_steps or p.acquire_steps]
         lines.append(f"{name}: {len(opened)} plan(s)" if opened else f"{name}: intent already met")
         requests.extend(plan_requests(report.plans))
-    claimed, skipped = batched(runtime, requests, origin=origin, trigger=trigger,
-                               instance=instance, always=always_batch)
+    claimed, skipped = batched(
+        runtime, requests, origin=origin, trigger=trigger, instance=instance, always=always_batch
+    )
     if len(lines) > 20:  # a storm: the skip reason / log says how many, not each one
         lines = [f"{len(lines)} schedule(s) due: {len(requests)} plan(s)"]
     return claimed, lines + [f"skipped {s}" for s in skipped[:20]], False
@@ -208,14 +218,17 @@ def boundary_tick_explained(
     return requests, lines, now
 
 
-def build_boundary_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_boundary_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.BOUNDARY_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Intent boundaries no cron can express (one-shot windows, DST-shifted ends): a pass at once.",
+        description="Intent boundaries no cron can express (one-shot windows, DST-shifted "
+        "ends): a pass at once.",
     )
     def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
@@ -255,14 +268,17 @@ def step_transition(runtime: Any, step: Any) -> str:
     return str(tid)
 
 
-def build_capacity_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_capacity_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.CAPACITY_WAIT_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Re-previews targets in capacity_wait; launches the acquire when it fits, times out to capacity_unavailable.",
+        description="Re-previews targets in capacity_wait; launches the acquire when it fits, "
+        "times out to capacity_unavailable.",
     )
     def capacity_wait(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
@@ -294,11 +310,20 @@ def apply_now_tick(
         try:
             report = runtime.engine.reconcile(schedule=req.schedule, trigger="apply_now")
         except Busy as exc:
-            runtime.store.finish_apply_now(req.id, result=f"{exc.http_status} busy", now=runtime.clock.now(), state="busy")
+            runtime.store.finish_apply_now(
+                req.id, result=f"{exc.http_status} busy", now=runtime.clock.now(), state="busy"
+            )
             log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} busy")
             continue
-        except ScheduleNotFound as exc:  # deleted since the request: answered, never blocks the others
-            runtime.store.finish_apply_now(req.id, result=f"{exc.http_status} {exc.reason}", now=runtime.clock.now(), state="failed")
+        except (
+            ScheduleNotFound
+        ) as exc:  # deleted since the request: answered, never blocks the others
+            runtime.store.finish_apply_now(
+                req.id,
+                result=f"{exc.http_status} {exc.reason}",
+                now=runtime.clock.now(),
+                state="failed",
+            )
             log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} {exc.reason}")
             continue
         now = runtime.clock.now()
@@ -306,7 +331,9 @@ def apply_now_tick(
         plans, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=instance
         )
-        plans = [r.with_replaced_attrs(tags={**r.tags, names.TAG_APPLY_NOW: str(req.id)}) for r in plans]
+        plans = [
+            r.with_replaced_attrs(tags={**r.tags, names.TAG_APPLY_NOW: str(req.id)}) for r in plans
+        ]
         log.extend(f"apply-now #{req.id} {req.schedule}: skipped {line}" for line in skipped)
         requests.extend(plans)
         answer = _apply_now_answer(runtime, req.schedule, plans, report)
@@ -315,9 +342,13 @@ def apply_now_tick(
     return requests, log
 
 
-def _apply_now_answer(runtime: Any, schedule: str, plans: Sequence[dg.RunRequest], report: Any) -> str:
+def _apply_now_answer(
+    runtime: Any, schedule: str, plans: Sequence[dg.RunRequest], report: Any
+) -> str:
     if plans:
-        targets = ", ".join(sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t}))
+        targets = ", ".join(
+            sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t})
+        )
         return f"200 ok: {len(plans)} run(s) for {targets}"
     phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in runtime.store.list_status(schedule))
     refused = sum(len(s.refused) for s in report.schedules)
@@ -325,14 +356,17 @@ def _apply_now_answer(runtime: Any, schedule: str, plans: Sequence[dg.RunRequest
     return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
 
 
-def build_apply_now_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_apply_now_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.APPLY_NOW_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that schedule (409 when busy).",
+        description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that "
+        "schedule (409 when busy).",
     )
     def apply_now(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         requests, log = apply_now_tick(context.resources.gps.get_runtime(), context.instance)
@@ -359,7 +393,9 @@ def reservation_ids(runtime: Any) -> list[str]:
     return ledger_ids(ReservationRepository(engine))
 
 
-def build_reservation_sensor(*, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_reservation_sensor(
+    *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.RESERVATION_SENSOR,
         minimum_interval_seconds=interval_s,
@@ -385,7 +421,11 @@ def build_reservation_sensor(*, interval_s: int, default_status: dg.DefaultSenso
         skip = None
         if not reqs and not events:
             skip = f"{len(have)} reservation partition(s) up to date, members unchanged"
-        return dg.SensorResult(dynamic_partitions_requests=reqs, asset_events=events,
-                               cursor=json.dumps(seen, sort_keys=True), skip_reason=skip)
+        return dg.SensorResult(
+            dynamic_partitions_requests=reqs,
+            asset_events=events,
+            cursor=json.dumps(seen, sort_keys=True),
+            skip_reason=skip,
+        )
 
     return reservation_partitions

@@ -34,9 +34,9 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     copy = tmp_path / "dg-project"
     shutil.copytree(PROJECT, copy)
     defs = copy / "gps_dg_example" / "defs" / "gps" / "defs.yaml"
-    defs.write_text(defs.read_text().replace(
-        "../../../../demo-pool.yaml", str(EXAMPLES / "demo-pool.yaml")
-    ))
+    defs.write_text(
+        defs.read_text().replace("../../../../demo-pool.yaml", str(EXAMPLES / "demo-pool.yaml"))
+    )
     home = tmp_path / "dagster_home"
     home.mkdir()
     env = {
@@ -49,8 +49,15 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _dg(project: Path, env: dict[str, str], *args: str, prefix: list[str] | None = None) -> Any:
-    return subprocess.run([*(prefix or []), DG, *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=240, check=False)
+    return subprocess.run(
+        [*(prefix or []), DG, *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
 
 
 def test_dg_lists_the_component_and_checks_the_example_project(
@@ -93,8 +100,16 @@ def test_dg_launch_backfills_the_timeline_on_the_instance(
     project: tuple[Path, dict[str, str]],
 ) -> None:
     path, env = project
-    out = _dg(path, env, "launch", "--assets", names.TIMELINE_ASSET,
-              "--partition-range", "2026-10-19-00:00...2026-10-19-05:00", prefix=faketime(AFTER))
+    out = _dg(
+        path,
+        env,
+        "launch",
+        "--assets",
+        names.TIMELINE_ASSET,
+        "--partition-range",
+        "2026-10-19-00:00...2026-10-19-05:00",
+        prefix=faketime(AFTER),
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         (run,) = instance.get_runs()

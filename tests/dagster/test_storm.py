@@ -23,32 +23,62 @@ PAIRS = BATCH_THRESHOLD + 4
 
 def _fleet(tmp_path: Path, url: str) -> Any:
     """PAIRS schedules, each swapping its own pair on its own node at 08:00 +07."""
-    nodes = [{"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(PAIRS)]
+    nodes = [
+        {"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(PAIRS)
+    ]
     deploys = []
     for i in range(PAIRS):
         deploys += [
-            {"id": f"a{i}", "kind": "dgd", "gpus_per_replica": 8, "state": "stopped",
-             "node_selector": [f"n{i}"]},
-            {"id": f"b{i}", "kind": "dgd", "gpus_per_replica": 6, "state": "running",
-             "node_selector": [f"n{i}"]},
+            {
+                "id": f"a{i}",
+                "kind": "dgd",
+                "gpus_per_replica": 8,
+                "state": "stopped",
+                "node_selector": [f"n{i}"],
+            },
+            {
+                "id": f"b{i}",
+                "kind": "dgd",
+                "gpus_per_replica": 6,
+                "state": "running",
+                "node_selector": [f"n{i}"],
+            },
         ]
-    pool = {"name": "storm", "nodes": nodes, "deploys": deploys,
-            "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}}}
+    pool = {
+        "name": "storm",
+        "nodes": nodes,
+        "deploys": deploys,
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
     (tmp_path / "pool.yaml").write_text(yaml.safe_dump(pool))
-    rt = make_runtime(url, pool_file=tmp_path / "pool.yaml", start=MONDAY_0800 - timedelta(minutes=5))
+    rt = make_runtime(
+        url, pool_file=tmp_path / "pool.yaml", start=MONDAY_0800 - timedelta(minutes=5)
+    )
     for i in range(PAIRS):
         doc = {
-            "name": f"team-{i}", "timezone": "Asia/Ho_Chi_Minh",
+            "name": f"team-{i}",
+            "timezone": "Asia/Ho_Chi_Minh",
             "targets": [
-                {"model_deploy_id": f"a{i}", "default_state": "stopped", "default_allow_downtime": True},
+                {
+                    "model_deploy_id": f"a{i}",
+                    "default_state": "stopped",
+                    "default_allow_downtime": True,
+                },
                 {"model_deploy_id": f"b{i}", "default_state": "running"},
             ],
-            "windows": [{
-                "name": "business-hours", "kind": "recurring", "priority": 10,
-                "cron": "0 8 * * 1-5", "duration": "10h",
-                "states": [{"model_deploy_id": f"a{i}", "desired_state": "running"},
-                           {"model_deploy_id": f"b{i}", "desired_state": "stopped"}],
-            }],
+            "windows": [
+                {
+                    "name": "business-hours",
+                    "kind": "recurring",
+                    "priority": 10,
+                    "cron": "0 8 * * 1-5",
+                    "duration": "10h",
+                    "states": [
+                        {"model_deploy_id": f"a{i}", "desired_state": "running"},
+                        {"model_deploy_id": f"b{i}", "desired_state": "stopped"},
+                    ],
+                }
+            ],
         }
         rt.store.apply_schedule(parse_schedule(json.dumps(doc), source="fleet"), now=rt.clock.now())
     rt.engine.reconcile(trigger="sensor")  # 07:55: the fleet is at its intent
@@ -70,15 +100,20 @@ def test_a_storm_of_plans_is_one_batch_run_and_one_failure_ends_only_its_plan(
     (result,) = daemon.submit(requests, sensor=names.BOUNDARY_SENSOR)
     assert not result.success  # batch_done names the failed step, after every other plan ran
     failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert [e.step_key for e in failure] == ["batch_done"] and "b3" in str(failure[0].event_specific_data)
+    assert [e.step_key for e in failure] == ["batch_done"] and "b3" in str(
+        failure[0].event_specific_data
+    )
     states = {a.deploy_id: a.state for a in rt.store.list_actions()}
     assert states.pop("b3") == "failed" and states.pop("a3") == "cancelled"
     assert {states[f"b{i}"] for i in range(PAIRS) if i != 3} == {"accepted"}
     assert {states[f"a{i}"] for i in range(PAIRS) if i != 3} == {"accepted"}
     # no other origin launches a batched plan again: its claim names the batch
     rt.clock.advance(600)
-    assert not [r for r in daemon.evaluate_sensor(names.RECONCILE_SENSOR) if r.run_key
-                and r.run_key.endswith(":plan")]
+    assert not [
+        r
+        for r in daemon.evaluate_sensor(names.RECONCILE_SENSOR)
+        if r.run_key and r.run_key.endswith(":plan")
+    ]
 
 
 def test_a_large_fleet_gets_one_every_minute_schedule_that_serves_every_boundary(
@@ -87,12 +122,16 @@ def test_a_large_fleet_gets_one_every_minute_schedule_that_serves_every_boundary
     rt = _fleet(tmp_path, sqlite_url)
     defs = build_definitions(StaticRuntime(rt), max_boundary_schedules=2 * PAIRS - 1)
     boundary = {s.name for s in defs.get_repository_def().schedule_defs} - {
-        names.TIMELINE_SCHEDULE, names.CHECKS_SCHEDULE}
+        names.TIMELINE_SCHEDULE,
+        names.CHECKS_SCHEDULE,
+    }
     assert boundary == {names.MINUTE_SCHEDULE}  # not 2 * PAIRS Dagster schedules
     daemon = Daemon(defs, rt, instance)
     early = defs.resolve_schedule_def(names.MINUTE_SCHEDULE).evaluate_tick(
-        dg.build_schedule_context(instance=instance, resources={"gps": _res(rt)},
-                                  scheduled_execution_time=rt.clock.now()))
+        dg.build_schedule_context(
+            instance=instance, resources={"gps": _res(rt)}, scheduled_execution_time=rt.clock.now()
+        )
+    )
     assert "Next: team-0 at 2026-10-19T08:00:00+07:00" in (early.skip_message or "")
     rt.clock.set(MONDAY_0800 + timedelta(seconds=1.5))
     (batch,) = daemon.evaluate_schedule(names.MINUTE_SCHEDULE, MONDAY_0800)
@@ -111,7 +150,11 @@ def _res(rt: Any) -> Any:
 @pytest.mark.parametrize("limit", [200])
 def test_a_small_fleet_keeps_readable_per_window_schedules(limit: int, rt: Any) -> None:
     seed_schedule(rt)
-    names_ = {s.name for s in build_definitions(StaticRuntime(rt), max_boundary_schedules=limit)
-              .get_repository_def().schedule_defs}
+    names_ = {
+        s.name
+        for s in build_definitions(StaticRuntime(rt), max_boundary_schedules=limit)
+        .get_repository_def()
+        .schedule_defs
+    }
     assert "gpu_pool_h100_shared__business_hours__start" in names_
     assert names.MINUTE_SCHEDULE not in names_

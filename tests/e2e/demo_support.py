@@ -24,8 +24,13 @@ from gps_dagster.cli.devserver import REPO, free_port, graphql, group_members
 
 T = TypeVar("T")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -47,7 +52,11 @@ class Demo:
         """``command`` in bash after ``. var/demo/env``, from the repository (as the README)."""
         script = f". {self.env_file} && {command}"
         return subprocess.run(
-            ["bash", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+            ["bash", "-c", script],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             env={k: v for k, v in os.environ.items() if not k.startswith(("GPS_", "DAGSTER_"))},
             check=False,
         )
@@ -61,9 +70,22 @@ def start_demo(var: Path) -> Demo:
     log = var.parent / f"{var.name}-demo.log"
     out = open(log, "wb")  # noqa: SIM115 - the demo's output for the whole test
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gps_dagster.cli.demo", "--var", str(var), "--port", str(port),
-         "--api-port", str(api_port), "--no-timeline"],
-        cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "gps_dagster.cli.demo",
+            "--var",
+            str(var),
+            "--port",
+            str(port),
+            "--api-port",
+            str(api_port),
+            "--no-timeline",
+        ],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
         env={k: v for k, v in os.environ.items() if not k.startswith(("GPS_", "DAGSTER_"))},
     )

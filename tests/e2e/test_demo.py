@@ -93,8 +93,12 @@ def test_the_readme_commands_act_on_the_running_demo(demo: Demo) -> None:
         if command.startswith(("dagster asset materialize", "dg launch")):
             lines = (out.stdout + out.stderr).strip().splitlines()
             assert out.returncode == 0, out.stdout + out.stderr
-            assert len(lines) <= 3 and not any("DEBUG" in ln or "Warning" in ln for ln in lines), lines
-            assert _asset_job_runs(demo) == before + 1  # on the demo's instance, not a throw-away one
+            assert len(lines) <= 3 and not any("DEBUG" in ln or "Warning" in ln for ln in lines), (
+                lines
+            )
+            assert (
+                _asset_job_runs(demo) == before + 1
+            )  # on the demo's instance, not a throw-away one
         else:
             _check(out, command)
 
@@ -102,14 +106,26 @@ def test_the_readme_commands_act_on_the_running_demo(demo: Demo) -> None:
 def test_a_command_that_misses_the_demo_says_how_to_reach_it(demo: Demo) -> None:
     exe = Path(sys.executable).with_name("gps-dagster")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPS_", "DAGSTER_"))}
-    out = subprocess.run([str(exe), "gate"], cwd=demo.var.parent, capture_output=True, text=True,
-                         env=env, timeout=60, check=False)
+    out = subprocess.run(
+        [str(exe), "gate"],
+        cwd=demo.var.parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert "a demo is running" in out.stderr and ". var/demo/env" in out.stderr, out.stderr
 
 
 def _acquire_run(demo: Demo) -> dict[str, Any] | None:
-    done = [r for r in runs(demo, gps__phase="acquire") if r["status"] == "SUCCESS"
-            and r["jobName"] == names.ACQUIRE_JOB and tag(r, names.TAG_SCHEDULE) == "demo-swap"]
+    done = [
+        r
+        for r in runs(demo, gps__phase="acquire")
+        if r["status"] == "SUCCESS"
+        and r["jobName"] == names.ACQUIRE_JOB
+        and tag(r, names.TAG_SCHEDULE) == "demo-swap"
+    ]
     return done[0] if done else None
 
 
@@ -134,7 +150,10 @@ def _browser(demo: Demo, artifacts: Path, visits: list[tuple[str, str, str]]) ->
     texts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="gps-chromium-") as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+            profile,
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_FLAGS,
             viewport={"width": 1500, "height": 1000},
         )
         try:
@@ -185,24 +204,34 @@ def test_the_catalog_shows_both_targets_with_phases_and_the_reservation_members(
         return bool(records) and "members" in records[0].asset_observation.metadata  # type: ignore[union-attr]
 
     wait_for(members_observed, 120, "the reservation's members observed")
-    texts = _browser(demo, artifacts, [
-        ("catalog", "/assets", "deploy / md_qwen32b"),
-        ("deploy-a", "/assets/deploy/md_llama70b", "status_version"),
-        ("reservation", "/assets/gpu_reservations?view=events", "md-vision-embed"),
-    ])
+    texts = _browser(
+        demo,
+        artifacts,
+        [
+            ("catalog", "/assets", "deploy / md_qwen32b"),
+            ("deploy-a", "/assets/deploy/md_llama70b", "status_version"),
+            ("reservation", "/assets/gpu_reservations?view=events", "md-vision-embed"),
+        ],
+    )
     catalog = texts["catalog"]
     for name in ("deploy / md_llama70b", "deploy / md_qwen32b", "deploy / md_vision_chat"):
         assert name in catalog
     assert "md_bge_embed" not in catalog  # C is in no schedule
-    assert re.search(r"phase\s+.*\s+(pending|releasing|capacity_wait|acquiring|awaiting_ready|"
-                     r"converged)", texts["deploy-a"], re.S)
+    assert re.search(
+        r"phase\s+.*\s+(pending|releasing|capacity_wait|acquiring|awaiting_ready|"
+        r"converged)",
+        texts["deploy-a"],
+        re.S,
+    )
     assert "rsv-gpu42-shared" in texts["reservation"] and "memory_mib" in texts["reservation"]
 
 
 def _latest_check(demo: Demo, deploy: str) -> Any:
     import dagster as dg
 
-    key = dg.AssetCheckKey(dg.AssetKey(["deploy", deploy.replace("-", "_")]), names.CHECK_DEPLOY_PHASE)
+    key = dg.AssetCheckKey(
+        dg.AssetKey(["deploy", deploy.replace("-", "_")]), names.CHECK_DEPLOY_PHASE
+    )
     with _instance(demo) as instance:
         record = instance.get_latest_asset_check_evaluation_record(key)
     return None if record is None else record.evaluation
@@ -211,15 +240,19 @@ def _latest_check(demo: Demo, deploy: str) -> Any:
 def _converged_running(demo: Demo, schedule: str) -> str | None:
     out = demo.sh(f"gps-dagster status {schedule} --format json")
     rows = json.loads(out.stdout)["targets"] if out.returncode == 0 else []
-    running = [r["target"] for r in rows if r["phase"] == "converged"
-               and (r["intent"] or {}).get("desired_state") == "running"]
+    running = [
+        r["target"]
+        for r in rows
+        if r["phase"] == "converged" and (r["intent"] or {}).get("desired_state") == "running"
+    ]
     return running[0] if running else None
 
 
 def test_a_manual_stop_after_convergence_is_drift_and_turns_the_check_yellow(demo: Demo) -> None:
     """U1 through the operator command: respected, not reverted, and the check warns."""
-    deploy = wait_for(lambda: _converged_running(demo, "demo-gpu42"), 240,
-                      "a demo-gpu42 target converged running")
+    deploy = wait_for(
+        lambda: _converged_running(demo, "demo-gpu42"), 240, "a demo-gpu42 target converged running"
+    )
     stopped = demo.sh(f"gps-dagster pool stop {deploy}")
     assert stopped.returncode == 0, stopped.stderr
 
@@ -230,8 +263,10 @@ def test_a_manual_stop_after_convergence_is_drift_and_turns_the_check_yellow(dem
     warned = wait_for(yellow, 60, f"{deploy}'s phase check warning on drift")
     assert warned.severity.value == "WARN" and "drift_detected" in (warned.description or "")
     status = demo.sh("gps-dagster status demo-gpu42 --format json").stdout
-    assert any(r["target"] == deploy and r["phase"] == "drift_detected"
-               for r in json.loads(status)["targets"])
+    assert any(
+        r["target"] == deploy and r["phase"] == "drift_detected"
+        for r in json.loads(status)["targets"]
+    )
 
 
 def test_an_injected_alias_blocked_turns_the_deploy_check_red(
@@ -239,8 +274,11 @@ def test_an_injected_alias_blocked_turns_the_deploy_check_red(
 ) -> None:
     # A running by hand while a new version of demo-swap wants it stopped without consent
     assert demo.sh(f"gps-dagster pool stop {B}").returncode == 0
-    wait_for(lambda: demo.sh(f"gps-dagster pool start {A}").returncode == 0 or None, 90,
-             "A started by hand once B's GPUs are free")
+    wait_for(
+        lambda: demo.sh(f"gps-dagster pool start {A}").returncode == 0 or None,
+        90,
+        "A started by hand once B's GPUs are free",
+    )
     doc = (REPO / "examples" / "demo-schedule.json").read_text()
     doc = re.sub(r'"windows": \[.*\]\s*}', '"windows": []\n}', doc, flags=re.S)
     doc = doc.replace('"default_allow_downtime": true', '"default_allow_downtime": false')
@@ -256,11 +294,17 @@ def test_an_injected_alias_blocked_turns_the_deploy_check_red(
         return ev if ev is not None and not ev.passed else None
 
     evaluation = wait_for(red, 60, "A's phase check failing")
-    assert evaluation.severity.value == "ERROR" and "alias_blocked" in (evaluation.description or "")
-    texts = _browser(demo, artifacts, [
-        ("alias-blocked", "/assets/deploy/md_llama70b?view=checks", "phase"),
-        ("alias-blocked-events", "/assets/deploy/md_llama70b", "alias_blocked"),
-    ])
+    assert evaluation.severity.value == "ERROR" and "alias_blocked" in (
+        evaluation.description or ""
+    )
+    texts = _browser(
+        demo,
+        artifacts,
+        [
+            ("alias-blocked", "/assets/deploy/md_llama70b?view=checks", "phase"),
+            ("alias-blocked-events", "/assets/deploy/md_llama70b", "alias_blocked"),
+        ],
+    )
     assert "Failed" in texts["alias-blocked"]
 
 
@@ -271,7 +315,11 @@ def test_stopping_the_demo_leaves_nothing_behind(demo: Demo) -> None:
     left = stop_demo(demo)
     assert left == [], f"processes left behind: {left}"
     assert not demo.env_file.exists()
-    unfinished = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
-                  dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+    unfinished = [
+        dg.DagsterRunStatus.QUEUED,
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
+    ]
     with dg.DagsterInstance.from_config(home) as instance:
         assert instance.get_runs_count(dg.RunsFilter(statuses=unfinished)) == 0
