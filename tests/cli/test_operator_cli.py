@@ -117,3 +117,21 @@ def test_runs_left_queued_or_started_are_canceled_when_the_demo_stops(tmp_path: 
         statuses = {r.run_id: r.status for r in instance.get_runs()}
     assert statuses[queued.run_id] == statuses[started.run_id] == dg.DagsterRunStatus.CANCELED
     assert statuses[done.run_id] == dg.DagsterRunStatus.SUCCESS
+
+
+def test_dagster_runs_prints_a_header_and_says_when_there_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gps_dagster.cli import devserver
+
+    monkeypatch.setattr(devserver, "runs_by_tag", lambda url, key, value: [])
+    empty = run("dagster", "runs", "demo-swap", "--url", "http://127.0.0.1:1")
+    assert empty.exit_code == 0 and "no transition run of 'demo-swap'" in empty.output
+    one = {"runId": "0123456789", "status": "SUCCESS", "startTime": 0.0,
+           "tags": [{"key": "gps/phase", "value": "plan"}, {"key": "gps/trigger", "value": "sensor"},
+                    {"key": "gps/targets", "value": "a,b"}]}
+    monkeypatch.setattr(devserver, "runs_by_tag", lambda url, key, value: [one])
+    listed = run("dagster", "runs", "demo-swap", "--url", "http://127.0.0.1:1")
+    lines = listed.output.splitlines()
+    assert lines[0].split() == ["RUN", "STATUS", "STARTED", "PHASE", "TRIGGER", "TARGETS"]
+    assert lines[1].split()[0] == "01234567" and lines[1].split()[-1] == "a,b"
