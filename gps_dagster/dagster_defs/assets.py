@@ -8,7 +8,6 @@ backfill policy, so ``dagster asset materialize --partition-range`` computes a
 week of plans in one run.
 """
 
-
 import warnings
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +22,7 @@ TIMELINE_START = "2026-01-01-00:00"
 
 reservation_partitions = dg.DynamicPartitionsDefinition(name=names.RESERVATION_PARTITIONS)
 hourly = dg.HourlyPartitionsDefinition(start_date=TIMELINE_START, timezone="UTC")
+
 
 @dg.asset(
     name=names.RESERVATIONS_ASSET,
@@ -63,19 +63,25 @@ def _ledger_check(context: AssetCheckExecutionContext, which: str) -> dg.AssetCh
     ids = reservation_ids(runtime)
     if not ids:
         return dg.AssetCheckResult(
-            passed=True, description="no reservation in the ledger: nothing to check", metadata={"reservations": 0}
+            passed=True,
+            description="no reservation in the ledger: nothing to check",
+            metadata={"reservations": 0},
         )
     run = checks.placement_check if which == names.CHECK_PLACEMENT else checks.overcommit_check
     outcomes = {rid: run(repo, runtime.core, rid) for rid in ids}
     failed = {rid: o for rid, o in outcomes.items() if not o.passed}
     metadata: dict[str, Any] = {"reservations": len(ids), "failed": len(failed)}
     for rid, o in outcomes.items():
-        metadata[rid] = dg.MetadataValue.json({"passed": o.passed, "description": o.description, **o.metadata})
+        metadata[rid] = dg.MetadataValue.json(
+            {"passed": o.passed, "description": o.description, **o.metadata}
+        )
     first = next(iter(failed.values()), None)
     return dg.AssetCheckResult(
         passed=not failed,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=first.description if first else "; ".join(f"{rid}: {o.description}" for rid, o in outcomes.items())[:900],
+        description=first.description
+        if first
+        else "; ".join(f"{rid}: {o.description}" for rid, o in outcomes.items())[:900],
         metadata=metadata,
     )
 
@@ -115,7 +121,12 @@ def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, 
             {"start": s.start.isoformat(), "end": s.end.isoformat(), "desired_gpus": s.desired_gpus}
             for s in segs
         ]
-    return {"capacity": pool.capacity, "peak_desired_gpus": peak, "overcommit_segments": over, "schedules": per_schedule}
+    return {
+        "capacity": pool.capacity,
+        "peak_desired_gpus": peak,
+        "overcommit_segments": over,
+        "schedules": per_schedule,
+    }
 
 
 def runtime_pool(runtime: Any) -> Any:

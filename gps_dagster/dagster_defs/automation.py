@@ -35,15 +35,23 @@ def build_automation(
     )
     jobs: list[Any] = [timeline_job, checks_job]
     if deploy_checks:
-        jobs.append(dg.define_asset_job(
-            names.DEPLOY_CHECKS_JOB, selection=dg.AssetSelection.checks(*deploy_checks)
-        ))
+        jobs.append(
+            dg.define_asset_job(
+                names.DEPLOY_CHECKS_JOB, selection=dg.AssetSelection.checks(*deploy_checks)
+            )
+        )
     schedules = [
         dg.build_schedule_from_partitioned_job(
-            timeline_job, name=names.TIMELINE_SCHEDULE, minute_of_hour=1, default_status=schedule_status
+            timeline_job,
+            name=names.TIMELINE_SCHEDULE,
+            minute_of_hour=1,
+            default_status=schedule_status,
         ),
         dg.ScheduleDefinition(
-            name=names.CHECKS_SCHEDULE, job=checks_job, cron_schedule="*/10 * * * *", default_status=schedule_status
+            name=names.CHECKS_SCHEDULE,
+            job=checks_job,
+            cron_schedule="*/10 * * * *",
+            default_status=schedule_status,
         ),
     ]
     return jobs, schedules

@@ -36,8 +36,10 @@ def should_batch(requests: Sequence[dg.RunRequest]) -> bool:
     return len(plans) > BATCH_THRESHOLD
 
 
-def batch_request(requests: Sequence[dg.RunRequest], bid: str, trigger: str) -> dg.RunRequest:
-    """One run for these release-first plan requests."""
+def batch_request(
+    requests: Sequence[dg.RunRequest], bid: str, trigger: str, phase: str = "batch"
+) -> dg.RunRequest:
+    """One run for these plan requests (release-first plans, or acquire-only runs)."""
     plans = [dict(r.run_config["ops"][PLAN_OP]["config"]) for r in requests]
     for p in plans:
         p.pop("order", None)
@@ -52,7 +54,7 @@ def batch_request(requests: Sequence[dg.RunRequest], bid: str, trigger: str) -> 
             names.TAG_BATCH: bid,
             names.TAG_PLANS: str(len(plans)),
             names.TAG_TRIGGER: trigger,
-            names.TAG_PHASE: "batch",
+            names.TAG_PHASE: phase,
             names.TAG_INTERVAL: intervals[0] if len(intervals) == 1 else "",
             **one,
         },
@@ -77,7 +79,8 @@ def batch_plan_op(context: OpExecutionContext) -> Iterator[Any]:
     context.log.info(
         f"{len(plans)} plan(s): {len(releases)} release, {len(acquires)} acquire step(s)"
     )
-    for i, chunk in enumerate(_chunks(releases)):
+    # at least one (maybe empty) batch: a fan-out of nothing would skip everything after it
+    for i, chunk in enumerate(list(_chunks(releases)) or [[]]):
         yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}", output_name="releases")
     yield dg.Output(acquires, output_name="acquires")
 
@@ -117,7 +120,7 @@ def batch_fan_in_op(
     context: OpExecutionContext, done: list[Any], acquires: list[Any]
 ) -> Iterator[Any]:
     context.log.info(f"{sum(len(d) for d in done)} release step(s) ran; acquire {len(acquires)}")
-    for i, chunk in enumerate(_chunks(list(acquires))):
+    for i, chunk in enumerate(list(_chunks(list(acquires))) or [[]]):
         yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}")
 
 

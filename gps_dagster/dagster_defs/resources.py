@@ -47,15 +47,16 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     pool_file: str | None = Field(
         default=None,
         description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else "
-                    "examples/seed-pool-10.yaml.",
+        "examples/seed-pool-10.yaml.",
     )
     backend: str | None = Field(
-        default=None, description="sim or kubernetes; None = $GPS_BACKEND, else sim.",
+        default=None,
+        description="sim or kubernetes; None = $GPS_BACKEND, else sim.",
     )
     kubeconfig: str | None = Field(
         default=None,
         description="Kubeconfig file (kubernetes); None = $GPS_KUBECONFIG, $KUBECONFIG or "
-                    "in-cluster.",
+        "in-cluster.",
     )
     kube_context: str | None = Field(
         default=None,
@@ -65,7 +66,7 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     capacity_poll_s: float = Field(
         default=10.0,
         description="Seconds an admit op watches a capacity preview before it hands the "
-                    "acquire to the capacity-wait sensor (0 = hand over at once).",
+        "acquire to the capacity-wait sensor (0 = hand over at once).",
     )
 
     def sleep(self, seconds: float) -> None:
@@ -73,8 +74,11 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def get_runtime(self) -> Any:
         return cached_runtime(
-            db_url=self.db_url, pool_file=self.pool_file, backend=self.backend,
-            kubeconfig=self.kubeconfig, kube_context=self.kube_context,
+            db_url=self.db_url,
+            pool_file=self.pool_file,
+            backend=self.backend,
+            kubeconfig=self.kubeconfig,
+            kube_context=self.kube_context,
         )
 
 

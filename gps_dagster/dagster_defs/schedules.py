@@ -25,6 +25,7 @@ import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.crons import end_crons, start_crons
+from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_requests, schedule_origin
 from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
 from gps_dagster.engine.errors import Busy
@@ -32,9 +33,10 @@ from gps_dagster.engine.errors import Busy
 
 def _tick(schedule_name: str, edge: str, origin: str) -> Any:
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
-        runtime = context.resources.gps.get_runtime()
+        gps = context.resources.gps
+        runtime = gps.get_runtime()
         try:
-            report = runtime.engine.reconcile(schedule=schedule_name, trigger=f"boundary_{edge}")
+            report = reconcile_one(gps, runtime, schedule_name, f"boundary_{edge}")
         except Busy:
             yield dg.SkipReason("another pass holds the lock; the reconcile sensor follows up")
             return

@@ -18,9 +18,15 @@ from typing import Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.batches import batched
+from gps_dagster.dagster_defs.batches import (
+    BATCH_THRESHOLD,
+    batch_id,
+    batch_request,
+    batched,
+)
 from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys_from_store, status_events
 from gps_dagster.dagster_defs.due import due_schedules
+from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import (
     acquire_request,
     claim_launches,
@@ -33,6 +39,7 @@ from gps_dagster.dagster_defs.plans import (
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound
 
+ACQUIRE_BATCH = "acquire_batch"
 IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -168,6 +175,7 @@ def serve_due(
     trigger: str,
     instance: dg.DagsterInstance | None,
     always_batch: bool = False,
+    gps: Any = None,
 ) -> tuple[list[dg.RunRequest], list[str], bool]:
     """A pass for every schedule with a boundary in ``[since, now)``; their plans' requests,
     one line per schedule served, and whether a pass was busy (retry the range)."""
@@ -175,7 +183,7 @@ def serve_due(
     lines: list[str] = []
     for name in due_schedules(runtime, since, now):
         try:
-            report = runtime.engine.reconcile(schedule=name, trigger=trigger)
+            report = reconcile_one(gps, runtime, name, trigger)
         except Busy:
             return (
                 claim_launches(runtime, requests, origin=origin, instance=instance)[0],
@@ -204,14 +212,17 @@ def boundary_tick(
 
 
 def boundary_tick_explained(
-    runtime: Any, last: datetime | None, instance: dg.DagsterInstance | None = None
+    runtime: Any,
+    last: datetime | None,
+    instance: dg.DagsterInstance | None = None,
+    gps: Any = None,
 ) -> tuple[list[dg.RunRequest], list[str], datetime]:
     now = runtime.clock.now()
     if last is None or last >= now:
         return [], ["first tick: boundaries are watched from now on"], now
     origin = sensor_origin(names.BOUNDARY_SENSOR)
     requests, lines, busy = serve_due(
-        runtime, last, now, origin=origin, trigger="boundary", instance=instance
+        runtime, last, now, origin=origin, trigger="boundary", instance=instance, gps=gps
     )
     if busy:  # another pass holds the lock: retry the same range next tick
         return requests, [*lines, "another pass holds the lock: retried next tick"], last
@@ -233,7 +244,9 @@ def build_boundary_sensor(
     def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
         last = datetime.fromisoformat(context.cursor) if context.cursor else None
-        requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
+        requests, lines, now = boundary_tick_explained(
+            runtime, last, context.instance, context.resources.gps
+        )
         skip = None
         if not requests:
             served = "; ".join(lines) if lines else "no intent boundary since the last tick"
@@ -250,6 +263,9 @@ def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequ
     for step in runtime.engine.capacity_waits():
         by_transition[step_transition(runtime, step)].append(step)
     requests: list[dg.RunRequest] = []
+    batch_tags = {names.TAG_PHASE: ACQUIRE_BATCH}
+    if instance.get_runs_count(dg.RunsFilter(tags=batch_tags, statuses=IN_FLIGHT)):
+        return []  # a storm's acquire batch is on its way: it takes every step that fits
     for transition_id, steps in sorted(by_transition.items()):
         tags = {names.TAG_TRANSITION: transition_id, names.TAG_PHASE: "acquire"}
         if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=IN_FLIGHT)):
@@ -258,6 +274,10 @@ def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequ
         plan = runtime.engine.pending_steps(transition_id)
         group = group_tags(transition_runs(runtime, instance, transition_id))
         requests.append(acquire_request(plan, steps, attempt, group))
+    if len(requests) > BATCH_THRESHOLD:  # a storm: one run, not one per transition
+        attempt = instance.get_runs_count(dg.RunsFilter(tags=batch_tags))
+        bid = f"{batch_id(requests)}-{attempt}"
+        return [batch_request(requests, bid, "capacity_wait", phase=ACQUIRE_BATCH)]
     return requests
 
 

@@ -21,7 +21,7 @@ from gps_dagster.domain.schedules import parse_schedule
 PAIRS = BATCH_THRESHOLD + 4
 
 
-def _fleet(tmp_path: Path, url: str) -> Any:
+def _fleet(tmp_path: Path, url: str, stop_grace_s: float = 0) -> Any:
     """PAIRS schedules, each swapping its own pair on its own node at 08:00 +07."""
     nodes = [
         {"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(PAIRS)
@@ -48,7 +48,7 @@ def _fleet(tmp_path: Path, url: str) -> Any:
         "name": "storm",
         "nodes": nodes,
         "deploys": deploys,
-        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+        "sim": {"timings": {"stop_grace_s": stop_grace_s, "publish_lag_s": 0, "start_delay_s": 0}},
     }
     (tmp_path / "pool.yaml").write_text(yaml.safe_dump(pool))
     rt = make_runtime(
@@ -158,3 +158,22 @@ def test_a_small_fleet_keeps_readable_per_window_schedules(limit: int, rt: Any) 
     }
     assert "gpu_pool_h100_shared__business_hours__start" in names_
     assert names.MINUTE_SCHEDULE not in names_
+
+
+def test_the_acquires_a_storm_deferred_are_one_batch_run_too(
+    tmp_path: Path, sqlite_url: str, instance: dg.DagsterInstance
+) -> None:
+    rt = _fleet(tmp_path, sqlite_url, stop_grace_s=60)
+    defs = build_definitions(StaticRuntime(rt))
+    daemon = Daemon(defs, rt, instance)
+    daemon.evaluate_sensor(names.BOUNDARY_SENSOR)
+    rt.clock.set(MONDAY_0800 + timedelta(seconds=1))
+    daemon.submit(daemon.evaluate_sensor(names.BOUNDARY_SENSOR), sensor=names.BOUNDARY_SENSOR)
+    waiting = [a for a in rt.store.list_actions() if a.state == "capacity_wait"]
+    assert len(waiting) == PAIRS  # every A waits for its B's GPUs
+    rt.clock.advance(61)
+    (batch,) = daemon.evaluate_sensor(names.CAPACITY_WAIT_SENSOR)  # not PAIRS acquire runs
+    assert batch.job_name == BATCH_JOB and batch.tags[names.TAG_PHASE] == "acquire_batch"
+    (result,) = daemon.submit([batch], sensor=names.CAPACITY_WAIT_SENSOR)
+    assert result.success
+    assert {a.state for a in rt.store.list_actions() if a.order == "acquire"} == {"accepted"}
