@@ -139,6 +139,12 @@ def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.O
     deadline = runtime.clock.now().timestamp() + capacity_poll_s(gps)
     while True:
         preview = _preview(runtime, step["step_id"])
+        if preview.state == "pending":  # its releases were not submitted (the gate is off)
+            context.log.info(
+                f"{step['deploy_id']}: left pending ({preview.reason or 'releases not submitted'}): "
+                "neither acquired nor waiting; the reconcile sensor resumes the plan"
+            )
+            return  # both outputs absent: acquire and capacity_wait are skipped
         if preview.state != "capacity_wait":
             context.log.info(f"{step['deploy_id']}: {preview.state} → acquire")
             yield dg.Output(step, "fits", metadata={"preview": preview.state})

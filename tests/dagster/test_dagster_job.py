@@ -99,7 +99,7 @@ def test_a_capacity_taken_between_preview_and_submit_fails_the_acquire_op_honest
 ) -> None:
     from gps_dagster.dagster_defs import jobs
 
-    monkeypatch.setattr(jobs, "_preview", lambda runtime, step_id: jobs._Passed("pending"))
+    monkeypatch.setattr(jobs, "_preview", lambda runtime, step_id: jobs._Passed("ready"))
     result, _ = _run(defs, rt, instance)
     (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failure.step_key.startswith("acquire[")  # type: ignore[union-attr]
@@ -164,3 +164,18 @@ def test_run_tags_name_schedule_targets_interval_and_trigger(
     assert tags[names.TAG_TRIGGER] == "sensor"
     assert tags[names.TAG_PHASE] == "plan"
     assert request.run_key == f"{tags[names.TAG_TRANSITION]}:plan"
+
+
+def test_with_the_gate_off_the_acquire_is_skipped_not_shown_as_done(
+    defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
+) -> None:
+    (plan,) = rt.engine.reconcile(trigger="sensor").plans
+    rt.store.set_gate("off", now=rt.clock.now())  # turned off after the plan opened
+    request = plan_request(plan)
+    result = defs.resolve_job_def(request.job_name or "").execute_in_process(
+        run_config=request.run_config, tags=request.tags, instance=instance
+    )
+    assert result.success  # nothing went wrong: the plan waits for the gate
+    skipped = sorted(_kinds(_steps(result, "STEP_SKIPPED")))
+    assert skipped == ["acquire", "capacity_wait", "done"]
+    assert {a.state for a in rt.store.list_actions()} == {"pending"}
