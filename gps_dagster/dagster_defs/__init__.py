@@ -29,7 +29,12 @@ from gps_dagster.dagster_defs.assets import (
 )
 from gps_dagster.dagster_defs.automation import build_automation
 from gps_dagster.dagster_defs.batches import build_batch_job
-from gps_dagster.dagster_defs.deploys import DeployKeys, asset_specs, build_deploy_checks
+from gps_dagster.dagster_defs.deploys import (
+    LEAN_ABOVE,
+    DeployKeys,
+    asset_specs,
+    build_deploy_checks,
+)
 from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_job
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
 from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_resource
@@ -99,7 +104,8 @@ def _build(
     keys = DeployKeys.of((s.name, t.model_deploy_id) for s in schedules for t in s.targets)
     deploy_assets = asset_specs(schedules, keys)
     deploy_checks = build_deploy_checks(deploy_assets, keys)
-    asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks)
+    small = len(deploy_assets) <= LEAN_ABOVE
+    asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks if small else ())
     resource: Any = as_resource(gps) if isinstance(gps, StaticRuntime) else gps
     boundary = all_boundary_schedules(
         schedules,

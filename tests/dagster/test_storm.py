@@ -177,3 +177,21 @@ def test_the_acquires_a_storm_deferred_are_one_batch_run_too(
     (result,) = daemon.submit([batch], sensor=names.CAPACITY_WAIT_SENSOR)
     assert result.success
     assert {a.state for a in rt.store.list_actions() if a.order == "acquire"} == {"accepted"}
+
+
+def test_a_large_fleet_gets_lean_deploy_assets_and_keeps_every_phase_check(rt: Any) -> None:
+    from gps_dagster.dagster_defs.deploys import LEAN_ABOVE
+
+    specs = []
+    for i in range(LEAN_ABOVE // 2 + 1):
+        doc = {"name": f"t-{i}", "timezone": "UTC", "targets": [
+            {"model_deploy_id": f"a{i}", "default_state": "stopped"},
+            {"model_deploy_id": f"b{i}", "default_state": "running"}]}
+        specs.append(parse_schedule(json.dumps(doc), source="fleet"))
+    repo = build_definitions(StaticRuntime(rt), schedules=specs).get_repository_def()
+    deploys = [k for k in repo.asset_graph.get_all_asset_keys() if k.path[0] == "deploy"]
+    assert len(deploys) == 2 * len(specs) > LEAN_ABOVE
+    assert repo.asset_graph.get(deploys[0]).description is None  # lean: no per-asset text
+    checks = [k for k in repo.asset_graph.asset_check_keys if k.name == names.CHECK_DEPLOY_PHASE]
+    assert len(checks) == len(deploys)  # every deploy still has its phase check
+    assert names.DEPLOY_CHECKS_JOB not in {j.name for j in repo.get_all_jobs()}
