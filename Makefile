@@ -14,11 +14,18 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+BACKEND ?= sim
+
 demo: $(STAMP)
 	mkdir -p var
+ifeq ($(BACKEND),kubernetes)
+	bash tools/k8s/build_control_plane.sh
+	$(PY) -m gps_dagster.cli.demo_k8s
+else
 	$(VENV)/bin/gps-dagster simulate examples/seed-schedule.json --pool examples/seed-pool-10.yaml \
 		--from 2026-10-19T00:00:00+07:00 --to 2026-10-26T00:00:00+07:00 --png var/seed-week.png
 	$(PY) -m gps_dagster.cli.demo
+endif
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gps_dagster tests bench definitions.py
@@ -27,7 +34,8 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	sh tools/ensure_chromium.sh
-	$(PY) tools/with_postgres.py -- $(PY) -m pytest -n 2 --dist loadfile tests
+	bash tools/k8s/build_control_plane.sh
+	$(PY) tools/with_postgres.py -- $(PY) tools/with_k8s.py -- $(PY) -m pytest -n 2 --dist loadfile tests
 	sh tools/faketime_tests.sh $(PY)
 
 bench: $(STAMP)

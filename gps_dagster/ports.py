@@ -14,6 +14,7 @@ This module imports neither SQLAlchemy nor Dagster.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -383,3 +384,19 @@ class Core(Protocol):
     def reservation_deploys(self, reservation_id: str) -> tuple[DeployView, ...]:
         """Deploys bound to the reservation (exclusive or time-sliced), in a stable order."""
         ...
+
+
+@runtime_checkable
+class BatchingCore(Protocol):
+    """Optional: a core that serves many calls from one session (issue 13).
+
+    Inside ``with core.batch():`` every call behaves as on its own — same
+    results, same errors, a failed mutation changes nothing — but may share one
+    transaction or connection, and mutations are durable only when the block
+    exits without raising. ``preview_capacity`` inside a block counts the
+    groups earlier previews of the same block found fitting as taken (the
+    caller is about to start them), so a batch never plans two starts on one
+    free GPU. A core without it is called one call at a time.
+    """
+
+    def batch(self) -> AbstractContextManager[None]: ...

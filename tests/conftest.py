@@ -56,6 +56,28 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator[str]:
+    """The kubeconfig of a real control plane: ``make test``'s (``GPS_TEST_KUBECONFIG``), else one
+    started here. A missing binary is a ``ControlPlaneError`` that fails the test: never a skip."""
+    from gps_dagster.backends.k8s import Kube, connect
+    from gps_dagster.backends.k8s import controlplane as cp
+    from gps_dagster.backends.k8s.fake.lws import install_crd
+
+    path = os.environ.get("GPS_TEST_KUBECONFIG")
+    plane = None
+    if not path:
+        plane = cp.start()
+        path = str(plane.kubeconfig)
+        os.environ.update(plane.env())
+    install_crd(Kube(connect(path, None)))
+    yield path
+    if plane is not None:
+        plane.stop()
+        for key in plane.env():
+            os.environ.pop(key, None)
+
+
 @pytest.fixture
 def fake_k8s(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """Install the FAKE kubernetes backend module (tests/fake_k8s_backend.py) for one test."""

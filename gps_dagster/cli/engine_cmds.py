@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 import click
@@ -199,6 +199,21 @@ def db_upgrade(settings: Settings) -> None:
 
     store = open_store(settings, upgrade=False)
     click.echo(f"database at revision {migrate.upgrade(store.engine)}")
+
+
+@db.command("prune")
+@click.option("--older-than", "days", type=click.FloatRange(min=0), default=None,
+              help="Days of finished history to keep (default: the retention, 30).")
+@store_options
+def db_prune(days: float | None, settings: Settings) -> None:
+    """Delete finished plans, steps and events older than the retention (never one in flight)."""
+    from gps_dagster.store.retention import prune
+
+    keep = EngineConfig().retention_days if days is None else days
+    now = build_clock(settings).now()
+    done = prune(wiring.store(settings).engine, before=now - timedelta(days=keep))
+    click.echo(f"pruned history older than {keep:g} day(s): {done.transitions} plan(s), "
+               f"{done.actions} step(s), {done.events} event(s), {done.requests} apply-now request(s)")
 
 
 # -- apply-now, dry-run, engine run -------------------------------------------------------------

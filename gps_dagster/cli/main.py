@@ -24,7 +24,7 @@ from gps_dagster.cli.reservations_cmd import reservations_group
 from gps_dagster.cli.serve_cmd import serve
 from gps_dagster.cli.simulate_cmd import simulate_cmd
 from gps_dagster.cli.tokens_cmd import tokens_group
-from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.domain.errors import GpsError, SpecInvalid, TemporaryError
 from gps_dagster.domain.evaluator import intervals
 from gps_dagster.domain.timeline import GpuSegment
 from gps_dagster.domain.timeline_doc import build_timeline
@@ -33,7 +33,28 @@ MAX_RANGE = timedelta(days=3660)
 """Longest timeline the CLI computes in one call (ten years)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class ProductGroup(click.Group):
+    """The root group: a product error no command caught is one line with its fix, exit 1.
+
+    Commands catch what they expect; this is the owner of the rest (a database outage while
+    listing, a core refusal in a read), so no user ever sees a traceback for them.
+    """
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except SpecInvalid as exc:
+            fail(exc)
+        except GpsError as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            fix = getattr(exc, "fix", None) or (
+                "retry later" if isinstance(exc, TemporaryError) else "see the message"
+            )
+            click.echo(f"error: {reason} — {exc} — fix: {fix}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=ProductGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gps-dagster")
 def cli() -> None:
     """Share a GPU pool between model deployments by time of day."""

@@ -1,4 +1,4 @@
-"""``gps-dagster pool``: look at the simulated GPU pool, and act on it by hand.
+"""``gps-dagster pool``: look at the GPU pool, and act on the simulated one by hand.
 
 ``pool show --pool FILE`` loads a pool file into a throw-away SQLite database
 and prints it as placed at load time; without ``--pool`` it prints the pool(s)
@@ -11,10 +11,15 @@ the deploy's current ETag and a fresh idempotency key, through the core's own ad
 (quota, reservation VRAM budget: a manual start is refused like the engine's would be). The
 engine sees them as what they are: after convergence, a manual change is ``drift_detected``,
 respected and not reverted until the intent changes (SPEC R-PASS-5, U1).
+
+``pool show --backend kubernetes`` asks the cluster instead, through the core the
+composition root builds: GPU nodes (capacity, allocatable, requested, free), the
+pods holding GPUs on each (device UUIDs included) and GPU pods still pending.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -31,13 +36,13 @@ from gps_dagster.cli.inputs import fail
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.ports import Clock, CoreError, NotFound
-from gps_dagster.runtime import SettingsInvalid, build_clock, db_url
+from gps_dagster.runtime import Settings, SettingsInvalid, build_clock, db_url
 from gps_dagster.store.db import create_db_engine
 
 
 @click.group("pool")
 def pool_group() -> None:
-    """The simulated GPU pool (nodes, GPUs, deploys)."""
+    """The GPU pool: the simulated one, or a cluster's nodes and pods (--backend kubernetes)."""
 
 
 @pool_group.command("show")
@@ -55,11 +60,8 @@ def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig
     settings = wiring.settings(db_url=db, backend=backend, kubeconfig=kubeconfig,
                                kube_context=kube_context)
     if settings.backend != "sim":
-        fail(SettingsInvalid([FieldError(
-            "--backend", "pool_show_sim_only",
-            f"`pool show` reads the simulated pool, not {settings.backend}: list the cluster's "
-            "nodes and pods with kubectl (kubectl get nodes,pods -A)",
-        )]))
+        _show_cluster(settings, fmt)
+        return
     clock = build_clock(settings)
     try:
         if pool_file:
@@ -75,6 +77,88 @@ def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig
         click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
         return
     click.echo("\n\n".join(render_table(s) for s in snaps))
+
+
+@pool_group.command("describe")
+@click.argument("deploy")
+@wiring.BACKEND_OPTIONS[0]
+@wiring.BACKEND_OPTIONS[1]
+@wiring.BACKEND_OPTIONS[2]
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def describe(deploy: str, backend: str | None, kubeconfig: str | None, kube_context: str | None,
+             fmt: str) -> None:
+    """One deploy on the cluster: conditions, Warning events and pods, in the API's own words."""
+    settings = wiring.settings(backend=backend, kubeconfig=kubeconfig, kube_context=kube_context)
+    rt = wiring.runtime(settings)
+    try:
+        read = getattr(rt.core, "describe", None)
+        if read is None:
+            fail(SettingsInvalid([FieldError(
+                "--backend", "pool_describe_unsupported",
+                f"the {settings.backend} core keeps no events; use `gps-dagster pool show`",
+            )]))
+        story = read(deploy)
+    except CoreError as exc:
+        raise click.ClickException(f"{exc.reason}: {exc}") from None
+    finally:
+        rt.close()
+    if fmt == "json":
+        click.echo(json.dumps(story, indent=2))
+        return
+    click.echo(f"{story['deploy']}: {story['workload']}, {story['replicas']} replica(s)")
+    for c in story["conditions"]:
+        click.echo(f"  condition {c['type']}={c['status']} {c.get('reason') or ''} {c.get('message') or ''}")
+    for w in story["warnings"]:
+        click.echo(f"  warning {w['object']}: {w['reason']}: {w['message']} (x{w['count']})")
+    for p in story["pods"]:
+        where = p["node"] or "not placed"
+        click.echo(f"  pod {p['name']} on {where}: {p['phase']}, {p['gpus']} GPU(s) "
+                   f"{','.join(p['devices']) or ''} {p['scheduling']}".rstrip())
+
+
+def _show_cluster(settings: Settings, fmt: str) -> None:
+    rt = wiring.runtime(settings)
+    try:
+        inventory = getattr(rt.core, "inventory", None)  # read-back beyond the port, if offered
+        if inventory is None:
+            fail(SettingsInvalid([FieldError(
+                "--backend", "pool_show_unsupported",
+                f"the {settings.backend} core cannot list its nodes; use kubectl get nodes,pods -A",
+            )]))
+        inv = inventory()
+    except CoreError as exc:
+        raise click.ClickException(f"{exc.reason}: {exc}") from None
+    finally:
+        rt.close()
+    if fmt == "json":
+        click.echo(json.dumps(dataclasses.asdict(inv), indent=2))
+        return
+    click.echo(render_inventory(inv))
+
+
+def render_inventory(inv: Any) -> str:
+    """Nodes, the GPU pods each holds, and GPU pods waiting for a node."""
+    requested = sum(n.requested for n in inv.nodes)
+    head = f"cluster: {inv.gpus} GPUs on {len(inv.nodes)} node(s), {requested} requested"
+    nodes = render.table(
+        ["NODE", "FLAVOR", "REGION", "GPUS", "ALLOCATABLE", "REQUESTED", "FREE", "READY"],
+        [[n.name, n.flavor, n.region, str(n.capacity), str(n.allocatable), str(n.requested),
+          str(n.free), "yes" if n.ready else "no"] for n in inv.nodes],
+    )
+    rows = [_pod_row(p, n.name) for n in inv.nodes for p in n.pods]
+    rows += [_pod_row(p, "-") for p in inv.pending]
+    header = ["NAMESPACE", "POD", "NODE", "DEPLOY", "GPUS", "PHASE", "STATE", "GPU UUIDS"]
+    pods = render.table(header, rows)
+    return "\n".join([head, "", nodes, "", pods])
+
+
+def _pod_row(p: Any, node: str) -> list[str]:
+    if node == "-":
+        state = "pending"
+    else:
+        state = "terminating" if p.terminating else ("ready" if p.ready else "not ready")
+    return [p.namespace, p.name, node, p.deploy or "-", str(p.gpus), p.phase or "Pending", state,
+            ",".join(p.devices) or "-"]
 
 
 def _from_file(path: Path, clock: Clock) -> list[PoolSnapshot]:

@@ -23,9 +23,11 @@ class DeployKind(StrEnum):
     FINETUNE = "finetune"
     BATCH = "batch"
     FWC = "fwc"
+    OTHER = "other"
+    """A workload kind the product does not manage (a labelled StatefulSet, DaemonSet, ...)."""
 
 
-UNSUPPORTED_KINDS = frozenset({DeployKind.FINETUNE, DeployKind.BATCH, DeployKind.FWC})
+UNSUPPORTED_KINDS = frozenset({DeployKind.FINETUNE, DeployKind.BATCH, DeployKind.FWC, DeployKind.OTHER})
 """Kinds a schedule may not touch at all: ``ineligible{unsupported_kind}``."""
 
 

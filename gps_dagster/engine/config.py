@@ -31,5 +31,16 @@ class EngineConfig:
     behind a stored interval still plans nothing, and emits a ``clock_skew`` event."""
     lock_ttl_s: float = 120.0
     """Lease length of the SQLite pass lock (PostgreSQL uses a session advisory lock)."""
+    due_batch: int = 500
+    """Due schedules claimed and served together (one batch of reads and writes)."""
+    follow_up_s: float = 2.0
+    """A schedule with steps in flight is due again this soon while the gate enforces (steps
+    accepted are observed, capacity waits re-previewed); otherwise after ``pass_interval_s``."""
+    claim_ttl_s: float = 120.0
+    """How long a replica's claim on due schedules lasts; a crashed replica's claims expire."""
+    retention_days: float = 30.0
+    """Finished plans, steps and events older than this are pruned (``db prune``, the loop)."""
+    prune_interval_s: float = 3600.0
+    """How often ``engine run`` prunes on its own (0: never)."""
     holder: str = field(default_factory=default_holder)
     """Name of this engine replica (lease holder, event detail)."""

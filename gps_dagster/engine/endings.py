@@ -72,6 +72,11 @@ class Endings:
     def converge(self, a: ActionRow, deploy: DeployView) -> bool:
         """The deploy shows what the step asked for: step, status and plan move together."""
         now = self.clock.now()
+        return self.store.write_steps([self.convergence(a, deploy, now)], now=now)
+
+    @staticmethod
+    def convergence(a: ActionRow, deploy: DeployView, now: datetime) -> StepWrite:
+        """The write of step ``a`` converging on ``deploy``."""
         status = {
             "phase": Phase.CONVERGED.value,
             "reason": None,
@@ -82,14 +87,13 @@ class Endings:
                 "ready_replicas": deploy.ready_replicas,
             },
         }
-        write = StepWrite(
+        return StepWrite(
             a.id,
             ("accepted",),
             {"state": "converged", "finished_at": now},
             status=status,
             events=({"kind": "action_converged", "detail": {"step": a.step}},),
         )
-        return self.store.write_steps([write], now=now)
 
     def _dependents(self, failed: ActionRow, v: Verdict, now: datetime) -> list[StepWrite]:
         tr = self.store.get_transition(failed.transition_id)

@@ -12,19 +12,26 @@ from doing anything twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
+from gps_dagster.engine.batch import BatchRunner, core_session
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
+from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.planning import Planner, Prefetch
+from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.ports import Clock, Core
+from gps_dagster.store.bulk import Draft
+from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
 from gps_dagster.store.repository import Store
+from gps_dagster.store.retention import Pruned, prune
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +63,7 @@ class Engine:
         )
         self.runner = StepRunner(store, core, clock, self.config, reservation_check)
         self.observer = Observer(store, core, clock, self.config, self.runner, witness)
+        self.batch = BatchRunner(store, core, clock, self.config, self.runner, self.observer)
 
     # -- passes ------------------------------------------------------------------
 
@@ -76,6 +84,14 @@ class Engine:
         """A pass that opens plans but leaves their steps to the caller (Dagster runs)."""
         return self._pass(schedule=schedule, trigger=trigger, execute=False)
 
+    def reconcile_due(self, *, trigger: str = "boundary") -> PassReport:
+        """Serve only the schedules due now (claimed, in batches), opening plans without running
+        their steps: the boundary sensor's one call per tick (no sweep page, no pass lock)."""
+        now = self.clock.now()
+        report = PassReport(at=now, trigger=trigger, gate=self._gate())
+        self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
+        return report
+
     def _pass(
         self,
         *,
@@ -86,36 +102,200 @@ class Engine:
     ) -> PassReport:
         now = self.clock.now()
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
+        if schedule is not None:
+            return self._one(schedule, report, trigger=trigger, execute=execute)
+        # Due work first, found by index and shared between replicas by claims: a boundary
+        # is served whatever page the cursor is on. Then the steady sweep of one page.
+        served = self._serve_due(report, now=now, trigger=trigger, execute=execute, stop=stop)
+        if report.stopped:
+            return report
         with self.store.lock(
             LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s
         ) as lock:
             if not lock.acquired:
-                if schedule is not None:
-                    raise Busy(schedule)
                 report.busy = True
                 return report
-            records = self._records(schedule, report)
-            prefetch = self._prefetch(records)
-            for index, record in enumerate(records):
-                if stop is not None and stop():
-                    self._stop_at(records, index, report)
-                    break
-                try:
-                    self._visit(
-                        record,
-                        report,
-                        prefetch,
-                        trigger=trigger,
-                        execute=execute,
-                        force=schedule is not None and trigger == "apply_now",
-                    )
-                except Exception as exc:  # one schedule's failure never stops the others
-                    self._schedule_failed(record.name, exc, report)
+            page = self._records(None, report)
+            # The sweep claims nothing (no write per page): it skips what another replica has
+            # claimed now and what this pass already served; a claim taken while it visits
+            # means at worst a second visit, which the fence, CAS and keys make harmless.
+            rows = self.store.due_rows([r.name for r in page])
+            now_ = self.clock.now()
+            records = [
+                r for r in page
+                if r.name not in served and r.name in rows
+                and not _claimed_elsewhere(rows[r.name], self.config.holder, now_)
+            ]
+            claims = [rows[r.name] for r in records]
+            self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop,
+                        page=True)
         return report
 
+    def _one(self, name: str, report: PassReport, *, trigger: str, execute: bool) -> PassReport:
+        """A pass for one schedule (apply-now, a sensor), under the pass lock (409 when busy)."""
+        with self.store.lock(
+            LOCK_NAME, holder=self.config.holder, now=report.at, ttl_s=self.config.lock_ttl_s
+        ) as lock:
+            if not lock.acquired:
+                raise Busy(name)
+            record = self.store.get_schedule(name)
+            claims = list(self.store.due_rows([name]).values())
+            self._serve([record], claims, report, trigger=trigger, execute=execute,
+                        force=trigger == "apply_now")
+        return report
+
+    def _serve_due(
+        self,
+        report: PassReport,
+        *,
+        now: datetime,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None,
+    ) -> set[str]:
+        """Claim and serve the schedules due at ``now``, a batch at a time, until none is left.
+
+        Returns the schedules served; ``stop`` is asked between schedules (``report.stopped``).
+        """
+        served: set[str] = set()
+        while not report.stopped:
+            claims = self.store.claim_due(
+                holder=self.config.holder,
+                now=now,
+                limit=self.config.due_batch,
+                lease_s=self.config.claim_ttl_s,
+            )
+            again = [c for c in claims if c.name in served]  # due again within this pass: next one
+            self.store.finish_due(
+                [NextDue(c.name, -1, None) for c in again], holder=self.config.holder
+            )
+            claims = [c for c in claims if c.name not in served]
+            if not claims:
+                break
+            served.update(c.name for c in claims)
+            records = self.store.schedules_named([c.name for c in claims])
+            self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop)
+        return served
+
+    def _serve(
+        self,
+        records: list[ScheduleRecord],
+        claims: list[DueClaim],
+        report: PassReport,
+        *,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None = None,
+        force: bool = False,
+        page: bool = False,
+    ) -> None:
+        """Visit ``records`` as one batch; write each one's next due and drop the claims.
+
+        Reads are shared (one prefetch, one core session for the plans' preflights), plans
+        with nothing to supersede open together, and their steps move together
+        (``engine/batch.py``).
+        """
+        visited: list[tuple[ScheduleRecord, datetime, bool]] = []
+        try:
+            prefetch = self._prefetch(records)
+            self._in_flight(prefetch, report)
+            drafts: list[tuple[Draft, ScheduleOutcome, bool]] = []
+            self.planner.drafts = drafts
+            try:
+                with core_session(self.core):
+                    self._visit_all(records, report, prefetch, visited, trigger=trigger,
+                                    force=force, stop=stop, page=page)
+            finally:
+                self.planner.drafts = None
+            fresh = self._open_drafts(drafts, report)
+            if execute and report.gate == "enforce" and visited:
+                names = [r.name for r, _, _ in visited]
+                report.steps += self.batch.run(names, fresh, prefetch.reads)
+        finally:
+            self._finish_due(visited, claims, report)
+
+    def _visit_all(
+        self,
+        records: list[ScheduleRecord],
+        report: PassReport,
+        prefetch: Prefetch,
+        visited: list[tuple[ScheduleRecord, datetime, bool]],
+        *,
+        trigger: str,
+        force: bool,
+        stop: Callable[[], bool] | None,
+        page: bool,
+    ) -> None:
+        for index, record in enumerate(records):
+            if stop is not None and stop():
+                if page:
+                    self._stop_at(records, index, report)
+                report.stopped = True
+                return
+            at = self.clock.now()
+            ok = True
+            try:
+                self._visit(record, report, prefetch, trigger=trigger, force=force)
+            except Exception as exc:  # one schedule's failure never stops the others
+                self._schedule_failed(record.name, exc, report)
+                ok = False
+            visited.append((record, at, ok))
+
+    def _in_flight(self, prefetch: Prefetch, report: PassReport) -> None:
+        """Observe the batch's accepted steps, resubmit its unconfirmed ones, re-read statuses."""
+        flying = [a for steps in prefetch.in_flight.values() for a in steps]
+        if not flying:
+            return
+        report.steps += self.batch.observe(
+            [a for a in flying if a.state == "accepted"], prefetch.reads
+        )
+        if report.gate == "enforce":
+            report.steps += [self.runner.execute(a.id) for a in flying if a.state == "submitting"]
+        names = sorted(prefetch.in_flight)
+        prefetch.statuses.update(self.store.statuses_for(names))
+        prefetch.refreshed.update(names)
+
+    def _open_drafts(
+        self, drafts: list[tuple[Draft, ScheduleOutcome, bool]], report: PassReport
+    ) -> set[str]:
+        """Open the collected plans in one transaction; the ids of those opened."""
+        if not drafts:
+            return set()
+        opened = self.store.open_many([d for d, _, _ in drafts], now=self.clock.now())
+        for draft, outcome, refused in drafts:
+            tid = str(draft.transition["id"])
+            if tid not in opened:
+                continue
+            (outcome.refused if refused else outcome.opened).append(tid)
+            if not refused:
+                report.plans.append(plan_ref(draft.transition, draft.steps))
+        return opened
+
+    def _finish_due(
+        self,
+        visited: list[tuple[ScheduleRecord, datetime, bool]],
+        claims: list[DueClaim],
+        report: PassReport,
+    ) -> None:
+        by_name = {c.name: c for c in claims}
+        seen = {r.name for r, _, _ in visited}
+        outcomes = {o.schedule: o for o in report.schedules}
+        flying = self.store.schedules_in_flight(sorted(seen)) if seen else set()
+        out = [NextDue(c.name, -1, None) for c in claims if c.name not in seen]  # claim dropped
+        for record, at, ok in visited:
+            claim = by_name.get(record.name)
+            if claim is None:
+                continue
+            failed = not ok or bool(getattr(outcomes.get(record.name), "errors", None))
+            due = next_due(record, claim, at, report.gate, self.config, failed=failed,
+                           in_flight=record.name in flying)
+            if due == claim.due_at and claim.claimed_by != self.config.holder:
+                continue  # a sweep visit that changed nothing: nothing to write
+            out.append(NextDue(record.name, claim.revision, due))
+        self.store.finish_due(out, holder=self.config.holder)
+
     def _stop_at(self, records: list[ScheduleRecord], index: int, report: PassReport) -> None:
-        """Ended early: the next pass starts with the first schedule not visited."""
-        report.stopped = True
+        """Ended early in the sweep: the next pass starts with the first schedule not visited."""
         if index > 0 and len(records) > 1:
             report.cursor = records[index - 1].name
             self._set_cursor(report.cursor)
@@ -217,18 +397,9 @@ class Engine:
         prefetch: Prefetch,
         *,
         trigger: str,
-        execute: bool,
         force: bool,
     ) -> None:
-        name = record.name
-        in_flight = prefetch.in_flight.get(name, [])
-        report.steps += [
-            self.observer.observe_action(a) for a in in_flight if a.state == "accepted"
-        ]
-        if report.gate == "enforce":
-            report.steps += [
-                self.runner.execute(a.id) for a in in_flight if a.state == "submitting"
-            ]
+        drafted = len(self.planner.drafts or ())
         outcome = self.planner.visit(
             record,
             now=self.clock.now(),
@@ -238,10 +409,8 @@ class Engine:
             prefetch=prefetch,
         )
         report.schedules.append(outcome)
-        for tid in outcome.opened:
-            report.plans.append(self.pending_steps(tid))
-        if execute and report.gate == "enforce" and (in_flight or outcome.opened):
-            report.steps += self.advance(name)
+        if len(self.planner.drafts or ()) == drafted:  # opened on its own (not a draft)
+            report.plans += [self.pending_steps(tid) for tid in outcome.opened]
 
     def advance(self, schedule: str) -> list[StepOutcome]:
         """Execute every step of the schedule's open plans that can move now, in plan order."""
@@ -260,6 +429,19 @@ class Engine:
 
     # -- the Dagster-facing surface -------------------------------------------------
 
+    def next_due(self, now: datetime) -> datetime | None:
+        """The earliest instant any schedule needs a pass (by index; for sensors and sleeps)."""
+        return self.store.next_due(now)
+
+    def prune(self, now: datetime, *, days: float | None = None) -> Pruned:
+        """Delete finished history older than the retention (never a row in flight)."""
+        keep = self.config.retention_days if days is None else days
+        return prune(self.store.engine, before=now - timedelta(days=keep))
+
+    def due_schedules(self, now: datetime, limit: int = 1000) -> list[str]:
+        """Names of the schedules due at ``now`` that no replica is serving (by index)."""
+        return self.store.due_names(now, limit)
+
     def execute_step(self, step_id: str) -> StepOutcome:
         """Advance one step now (a Dagster op); never blocks."""
         return self.runner.execute(step_id)
@@ -273,6 +455,7 @@ class Engine:
         return ready
 
     def pending_steps(self, transition_id: str) -> PlanRef:
+        """The plan as the Dagster transition job receives it."""
         tr = self.store.get_transition(transition_id)
         if tr is None:
             raise KeyError(transition_id)
@@ -292,3 +475,30 @@ class Engine:
             trigger=tr.trigger,
             order=tr.order,
         )
+
+
+def _claimed_elsewhere(row: DueClaim, holder: str, now: datetime) -> bool:
+    return (
+        row.claimed_by not in (None, holder)
+        and row.claimed_until is not None
+        and row.claimed_until > now
+    )
+
+
+def plan_ref(transition: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> PlanRef:
+    """``Engine.pending_steps`` of a plan just opened, from the rows written (no read)."""
+    refs = [
+        StepRef(str(a["id"]), str(a["deploy_id"]), str(a["step"]), str(a["order"]))
+        for a in sorted(steps, key=lambda x: int(x["seq"]))
+    ]
+    return PlanRef(
+        transition_id=str(transition["id"]),
+        schedule=str(transition["schedule_name"]),
+        schedule_version=int(transition["schedule_version"]),
+        interval_start=transition["boundary_at"],
+        targets=tuple(transition["targets"]),
+        release_steps=tuple(r for r in refs if r.order == "release"),
+        acquire_steps=tuple(r for r in refs if r.order == "acquire"),
+        trigger=str(transition["trigger"]),
+        order=str(transition["order"]),
+    )

@@ -3,7 +3,8 @@
 ``engine run`` and the tests drive the same object (as dagster-k8s's client
 takes its sleeper and timer as constructor arguments; ``production_loop``
 builds the real ones). A pass runs every ``interval_s`` seconds — sooner when
-an intent boundary comes first — and the loop survives whatever a pass raises
+a schedule is due first (an intent boundary, steps in flight: ``Engine.next_due``,
+read from the due index) — and the loop survives whatever a pass raises
 (a database outage included, SPEC R-PASS-15): the error is logged, reported
 to ``on_error``, and the next tick tries again.
 
@@ -17,9 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.reports import PassReport
 from gps_dagster.ports import Clock
@@ -51,6 +51,7 @@ class EngineLoop:
         self.sleeper: Sleeper = sleeper if sleeper is not None else self._stopping.wait
         self.passes = 0
         self.failures = 0
+        self.pruned_at: datetime | None = None
 
     @property
     def stopping(self) -> bool:
@@ -86,7 +87,23 @@ class EngineLoop:
             return None
         if self.on_pass is not None:
             self.on_pass(report)
+        self._prune()
         return report
+
+    def _prune(self) -> None:
+        """Retention, once per ``prune_interval_s`` (R-PASS-15: a failure is logged, not raised)."""
+        every = self.engine.config.prune_interval_s
+        now = self.clock.now()
+        if every <= 0 or (self.pruned_at is not None and now - self.pruned_at < timedelta(seconds=every)):
+            return
+        self.pruned_at = now
+        try:
+            done = self.engine.prune(now)
+        except Exception as exc:  # retention only saves space: the next interval tries again
+            log.warning("retention pass failed: %s", exc, exc_info=exc)
+            return
+        if done.transitions or done.events:
+            log.info("retention: deleted %s", done)
 
     def next_wait(self) -> float:
         """Seconds until the next pass: the interval, or less when a boundary comes first."""
@@ -94,14 +111,12 @@ class EngineLoop:
         wake = now + timedelta(seconds=self.interval_s)
         if self.wake_at_boundaries:
             try:
-                records = self.engine.store.list_schedules()
+                due = self.engine.next_due(now)  # the due index: one indexed read, no parsing
             except Exception as exc:  # the store is down: keep the plain interval
-                log.warning("could not read the schedules' boundaries: %s", exc)
-                records = []
-            for record in records:
-                nb = next_boundary(record.spec, now)
-                if nb is not None and nb < wake:
-                    wake = nb
+                log.warning("could not read when schedules are next due: %s", exc)
+                due = None
+            if due is not None and due < wake:
+                wake = due
         return max(0.0, (wake - self.clock.now()).total_seconds())
 
 

@@ -32,6 +32,7 @@ from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.ports import Core, DeployState, DeployView, NotFound, Transient
+from gps_dagster.store.bulk import Draft
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
 
@@ -67,9 +68,18 @@ class Prefetch:
     reads: dict[str, DeployView]
     in_flight: dict[str, list[ActionRow]]
 
+    refreshed: set[str] = field(default_factory=set)
+    """Schedules whose statuses were read again after their in-flight steps were observed."""
+
     def dirty(self, schedule: str) -> bool:
         """In-flight steps may have moved its statuses since the prefetch: re-read them."""
         return bool(self.in_flight.get(schedule))
+
+    def status(self, schedule: str, target: str) -> TargetStatusRow | None:
+        """The prefetched status when it is still current (None: read it now)."""
+        if self.dirty(schedule) and schedule not in self.refreshed:
+            return None
+        return self.statuses.get((schedule, target))
 
 
 @dataclass
@@ -112,6 +122,9 @@ class Planner:
     ) -> None:
         self.store, self.core, self.reservation_check = store, core, reservation_check
         self.max_clock_skew_s, self.holder = max_clock_skew_s, holder
+        self.drafts: list[tuple[Draft, ScheduleOutcome, bool]] | None = None
+        """When set (a batch), plans with nothing to supersede are collected here and opened
+        together by the caller (``Store.open_many``) instead of one transaction each."""
 
     def visit(
         self,
@@ -170,11 +183,7 @@ class Planner:
         out: ScheduleOutcome,
         prefetch: Prefetch | None,
     ) -> Candidate | None:
-        status = (
-            prefetch.statuses.get((spec.name, target))
-            if prefetch and not prefetch.dirty(spec.name)
-            else None
-        )
+        status = prefetch.status(spec.name, target) if prefetch is not None else None
         if status is None:
             status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
         interval = current_interval(spec, target, now)
@@ -366,6 +375,9 @@ class Planner:
         updates = [(c.status, self._status_change(c, version, tid, refusals, now)) for c in cands]
         # Older plans' unsubmitted steps are dropped in the same transaction (none when quiet).
         supersede = [] if quiet else [c.status.deploy_id for c in cands]
+        if quiet and self.drafts is not None:
+            self.drafts.append((Draft(transition, steps, updates), out, bool(refusals)))
+            return
         if self.store.open_transition(transition, steps, updates, now=now, supersede=supersede):
             (out.refused if refusals else out.opened).append(tid)
 

@@ -12,7 +12,7 @@ standalone pass and the Dagster release/acquire ops.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from gps_dagster.domain.phases import Phase
@@ -23,9 +23,9 @@ from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.endings import Endings, first_order
 from gps_dagster.engine.failures import RETRY_SINCE, End, Retry, clock_of, judge
 from gps_dagster.engine.outcomes import Verdict, verdict
-from gps_dagster.engine.planning import capacity_deadline
 from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.engine.reports import StepOutcome
+from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
 from gps_dagster.ports import (
     AliasGuardUnavailable,
     Clock,
@@ -225,48 +225,22 @@ class StepRunner:
 
     def _capacity(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome | None:
         now = self.clock.now()
-        end = (a.detail or {}).get("interval_end")
-        deadline = a.deadline_at or capacity_deadline(
-            a.interval_start,
-            a.created_at,
-            datetime.fromisoformat(end) if end else None,
-            self.config.capacity_wait_s,
-        )
+        deadline = wait_deadline(a, self.config)
         preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
         if not isinstance(preview, Insufficient):
             return None
-        detail = {
-            **(a.detail or {}),
-            "free_by_node": dict(preview.free_by_node),
-            "preview_reason": preview.reason,
-        }
         if now >= deadline:
+            detail = {
+                **(a.detail or {}),
+                "free_by_node": dict(preview.free_by_node),
+                "preview_reason": preview.reason,
+            }
             extra = f"waited until {deadline.isoformat()} for {a.delta_replicas} replica group(s) of {a.deploy_id}"
             return self.endings.fail(
                 a, verdict(Phase.CAPACITY_UNAVAILABLE, extra=extra, detail=detail)
             )
         if a.state != "capacity_wait":
-            status_changes = {
-                "phase": Phase.CAPACITY_WAIT.value,
-                "reason": preview.reason,
-                "fix": None,
-                "detail": {
-                    "deadline": deadline.isoformat(),
-                    "free_by_node": dict(preview.free_by_node),
-                },
-            }
-            self.store.write_steps(
-                [
-                    StepWrite(
-                        a.id,
-                        ("pending",),
-                        {"state": "capacity_wait", "deadline_at": deadline, "detail": detail},
-                        status=status_changes,
-                        status_seen=status,
-                    )
-                ],
-                now=now,
-            )
+            self.store.write_steps([capacity_write(a, preview, deadline, status)], now=now)
         return StepOutcome(
             a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value, preview.reason
         )
@@ -380,59 +354,34 @@ class StepRunner:
         now = self.clock.now()
         try:
             ops = self._call_core(a)
+        except Exception as exc:
+            return self.submit_failed(a, exc)
+        self.store.write_steps([accepted_write(a, ops, status, self.config, now, resubmit)], now=now)
+        return self._outcome(a, "accepted")
+
+    def submit_failed(self, a: ActionRow, exc: Exception) -> StepOutcome:
+        """What a submit that raised ``exc`` becomes (the step is ``submitting``)."""
         # the answer was lost: retried with the same key, on the submit's own clock
-        except Transient as exc:
+        if isinstance(exc, Transient):
             return self.owned(exc, a.id, a, event="submit_unconfirmed")
-        except EtagMismatch:
+        if isinstance(exc, EtagMismatch):
             return self._etag_conflict(a)
-        except endpoints.PartialExecution as part:
-            extra = f"members not done: {', '.join(part.members)}"
+        if isinstance(exc, endpoints.PartialExecution):
+            extra = f"members not done: {', '.join(exc.members)}"
             return self.endings.fail(
                 a,
                 verdict(
                     Phase.PARTIAL_EXECUTION,
                     "partial_execution",
                     extra=extra,
-                    detail={"receipt": part.receipt},
+                    detail={"receipt": exc.receipt},
                 ),
             )
-        timeout = (
-            self.config.stop_timeout_s if a.order == "release" else self.config.readiness_timeout_s
-        )
-        phase = Phase.RELEASING if a.order == "release" else Phase.AWAITING_READY
-        events: list[dict[str, Any]] = [
-            {
-                "kind": "action_accepted",
-                "detail": {
-                    "step": a.step,
-                    "operations": [op.id for op in ops],
-                    "resubmitted": resubmit,
-                },
-            }
-        ]
-        if a.step == StepKind.SCALE_DOWN.value:
-            events.append({"kind": "capacity_reduced", "detail": {"replicas": a.replicas}})
-        # CAS on the status this submit was fenced with: if anyone wrote since (the step may
-        # already have converged), theirs is newer and stays (R-PASS-11: no regression).
-        self.store.write_steps(
-            [
-                StepWrite(
-                    a.id,
-                    ("submitting",),
-                    {
-                        "state": "accepted",
-                        "accepted_at": now,
-                        "operation_ids": [op.id for op in ops],
-                        "deadline_at": now + timedelta(seconds=timeout),
-                    },
-                    status={"phase": phase.value, "last_action_id": a.id},
-                    status_seen=status,
-                    events=tuple(events),
-                )
-            ],
-            now=now,
-        )
-        return self._outcome(a, "accepted")
+        return self.owned(exc, a.id, a)
+
+    def call_core(self, a: ActionRow) -> list[Any]:
+        """The core call(s) of step ``a`` with its idempotency key (raises what the core raises)."""
+        return self._call_core(a)
 
     def _call_core(self, a: ActionRow) -> list[Any]:
         etag = a.etag_used or ""

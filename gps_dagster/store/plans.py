@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 from gps_dagster.store.status import CasConflict, _action, _cas, _get_status, _transition
@@ -84,6 +85,7 @@ class PlansMixin:
         try:
             with self.engine.begin() as conn:
                 conn.execute(t.transitions.insert().values(**transition))
+                metric_totals.count_lags(conn, [transition.get("lag_seconds")])
                 if steps:
                     conn.execute(t.actions.insert(), [dict(s) for s in steps])
                 if supersede:  # steps before statuses, as in write_steps: no lock-order deadlock
@@ -91,6 +93,7 @@ class PlansMixin:
                     _supersede(conn, schedule, supersede, tid, now)
                 for seen, changes in updates:
                     _cas(conn, seen, now, changes, changes.pop("_events", ()))
+                metric_totals.flush(conn)
         except (IntegrityError, CasConflict):
             return False
         return True
@@ -114,9 +117,30 @@ class PlansMixin:
                         touched.add(moved)
                 for transition_id in sorted(touched):
                     _close(conn, transition_id)
+                metric_totals.flush(conn)
         except CasConflict:
             return False
         return True
+
+    def open_plans(
+        self, schedules: Sequence[str]
+    ) -> list[tuple[TransitionRow, list[ActionRow]]]:
+        """The open plans of these schedules with all their steps (two indexed reads)."""
+        tr, a = t.transitions, t.actions
+        plans: dict[str, TransitionRow] = {}
+        steps: dict[str, list[ActionRow]] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(schedules), 1000):
+                chunk = list(schedules[i : i + 1000])
+                query = sa.select(tr).where(tr.c.schedule_name.in_(chunk), tr.c.state == "open")
+                plans.update({r.id: _transition(r) for r in conn.execute(query)})
+            ids = sorted(plans)
+            for i in range(0, len(ids), 1000):
+                query = sa.select(a).where(a.c.transition_id.in_(ids[i : i + 1000]))
+                for r in conn.execute(query.order_by(a.c.created_at, a.c.seq)):
+                    steps.setdefault(r.transition_id, []).append(_action(r))
+        ordered = sorted(plans.values(), key=lambda x: (x.created_at, x.id))
+        return [(p, steps.get(p.id, [])) for p in ordered]
 
     def get_transition(self, transition_id: str) -> TransitionRow | None:
         with self.engine.connect() as conn:
@@ -190,6 +214,9 @@ def _write_step(conn: Connection, w: StepWrite, now: datetime) -> str | None:
     if row is None or row.state not in w.expect:
         return None
     conn.execute(a.update().where(a.c.id == w.action_id).values(updated_at=now, **w.changes))
+    state = w.changes.get("state")
+    if state in FINISHED and row.state not in FINISHED:
+        metric_totals.count_finished(conn, [(row.step, state, w.changes.get("reason", row.reason))])
     if w.status is not None:
         seen = w.status_seen or _locked_status(conn, row.schedule_name, row.deploy_id)
         if seen is not None and seen.transition_id == row.transition_id:
@@ -244,11 +271,12 @@ def _supersede(
         a.c.transition_id != keep,
     )
     rows = conn.execute(
-        sa.select(a.c.id, a.c.transition_id).where(*where).order_by(a.c.id).with_for_update()
+        sa.select(a.c.id, a.c.transition_id, a.c.step).where(*where).order_by(a.c.id).with_for_update()
     ).all()
     older = {r.transition_id for r in rows}
     if not older:
         return
+    metric_totals.count_finished(conn, [(r.step, "superseded", "superseded") for r in rows])
     conn.execute(
         a.update()
         .where(*where)

@@ -14,7 +14,7 @@ Database errors are translated at this edge: a connection-level error is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.store import audit, migrate
+from gps_dagster.store import audit, bulk, due, metric_totals, migrate, specs
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
 from gps_dagster.store.errors import (
@@ -40,6 +40,7 @@ from gps_dagster.store.errors import (
 from gps_dagster.store.locks import PassLock
 from gps_dagster.store.plans import UNSUBMITTED, PlansMixin
 from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
+from gps_dagster.store.scale_tables import schedule_due
 from gps_dagster.store.status import StatusMixin
 
 GATES = ("off", "observe", "enforce")
@@ -61,7 +62,7 @@ class Deleted:
     abandoned: list[str]
 
 
-class Store(PlansMixin, StatusMixin):
+class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:
@@ -134,6 +135,7 @@ class Store(PlansMixin, StatusMixin):
                     .values(version=version, scope=spec.scope, enabled=spec.enabled, document=doc, updated_at=now)
                 )
             self._claim(conn, spec, now)
+            due.mark_due(conn, spec.name, version, doc, now)  # a new version is planned at once
             self._event(conn, now, spec.name, None, "schedule_applied", detail={"version": version})
             audit.record(conn, at=now, actor=actor, action="schedule_created" if version == 1 else "schedule_replaced",
                          kind="schedule", name=spec.name, scope=spec.scope, version=version)
@@ -172,8 +174,8 @@ class Store(PlansMixin, StatusMixin):
 
     def find_schedule(self, name: str) -> ScheduleRecord | None:
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(t.schedules).where(t.schedules.c.name == name)).first()
-        return _schedule(row) if row is not None else None
+            found = specs.load(conn, t.schedules.c.name == name)
+        return found[0] if found else None
 
     def get_schedule(self, name: str) -> ScheduleRecord:
         record = self.find_schedule(name)
@@ -189,24 +191,41 @@ class Store(PlansMixin, StatusMixin):
             ).first()
         return None if row is None else (int(row.version), bool(row.enabled))
 
+    def schedule_states(self, names: Sequence[str]) -> dict[str, tuple[int, bool]]:
+        """(version, enabled) of these schedules, without their documents."""
+        s = t.schedules
+        out: dict[str, tuple[int, bool]] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(names), 1000):
+                chunk = list(names[i : i + 1000])
+                rows = conn.execute(sa.select(s.c.name, s.c.version, s.c.enabled).where(s.c.name.in_(chunk)))
+                out.update({r.name: (int(r.version), bool(r.enabled)) for r in rows})
+        return out
+
     def list_schedules(self) -> list[ScheduleRecord]:
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(t.schedules).order_by(t.schedules.c.name)).all()
-        return [_schedule(r) for r in rows]
+            return specs.load(conn)
+
+    def schedules_named(self, names: Sequence[str]) -> list[ScheduleRecord]:
+        """These schedules (those that still exist), in name order."""
+        out: list[ScheduleRecord] = []
+        with self.engine.connect() as conn:
+            for i in range(0, len(names), 1000):
+                out += specs.load(conn, t.schedules.c.name.in_(list(names[i : i + 1000])))
+        return sorted(out, key=lambda r: r.name)
 
     def page_schedules(self, after: str | None, limit: int, *, scope: str | None = None) -> list[ScheduleRecord]:
         """Schedules named after ``after`` in name order: the durable-cursor page (R-PASS-3).
 
         ``scope`` keeps only the schedules of one scope (an API surface's page).
         """
-        query = sa.select(t.schedules).order_by(t.schedules.c.name).limit(limit)
+        where = []
         if after:
-            query = query.where(t.schedules.c.name > after)
+            where.append(t.schedules.c.name > after)
         if scope is not None:
-            query = query.where(t.schedules.c.scope == scope)
+            where.append(t.schedules.c.scope == scope)
         with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        return [_schedule(r) for r in rows]
+            return specs.load(conn, *where, limit=limit)
 
     def delete_schedule(
         self,
@@ -243,6 +262,10 @@ class Store(PlansMixin, StatusMixin):
             if abandoned and not force:
                 raise ScheduleInFlight(name, abandoned)
             states = (*UNSUBMITTED, *IN_FLIGHT) if force else UNSUBMITTED
+            ending = conn.execute(
+                sa.select(a.c.step).where(a.c.schedule_name == name, a.c.state.in_(states))
+            ).scalars()
+            metric_totals.count_finished(conn, [(step, "cancelled", "schedule_deleted") for step in ending])
             conn.execute(
                 a.update()
                 .where(a.c.schedule_name == name, a.c.state.in_(states))
@@ -256,11 +279,13 @@ class Store(PlansMixin, StatusMixin):
                 .where(t.transitions.c.schedule_name == name, t.transitions.c.state == "open")
                 .values(state="cancelled")
             )
+            conn.execute(schedule_due.delete().where(schedule_due.c.name == name))
             conn.execute(t.schedules.delete().where(t.schedules.c.name == name))
             conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
             conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
             self._event(conn, now, name, None, "schedule_deleted",
                         detail={"forced": force, "abandoned": abandoned})
+            metric_totals.flush(conn)
             audit.record(conn, at=now, actor=actor, action="schedule_deleted", kind="schedule",
                          name=name, scope=row.scope, version=row.version)
         return Deleted(int(row.version), abandoned)
@@ -284,6 +309,7 @@ class Store(PlansMixin, StatusMixin):
             raise InvalidGate(value)
         with self.begin() as conn:
             self._upsert_control(conn, GATE_KEY, value, now)
+            due.mark_all_due(conn, now)  # what the gate allows changed: every schedule looks again
             self._event(conn, now, None, None, "gate_changed", detail={"gate": value})
 
     def get_cursor(self) -> str | None:
@@ -398,11 +424,6 @@ def _check_expected(name: str, current: int | None, expected: int | None) -> Non
         raise ScheduleNotFound(name)
     if current != expected:
         raise VersionMismatch(name, expected=expected, actual=current)
-
-
-def _schedule(row: Any) -> ScheduleRecord:
-    spec = Schedule.model_validate(row.document)
-    return ScheduleRecord(row.name, row.version, spec, row.enabled, row.created_at, row.updated_at)
 
 
 def _request(row: Any) -> ApplyNowRequest:

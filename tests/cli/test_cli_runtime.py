@@ -221,10 +221,12 @@ def test_the_cli_hands_the_kubernetes_core_its_options_and_runs_the_engine_on_it
     assert op.kind.value == "stop"  # the engine's pass acted through the backend's core
 
 
-def test_pool_show_is_for_the_simulated_pool(
+def test_pool_show_on_kubernetes_asks_the_core_the_composition_root_builds(
     db: str, kubeconfig: str, fake_k8s: FakeK8sBackend
 ) -> None:
+    """The cluster listing itself is tested on the real control plane (tests/k8s); here: the
+    command goes through build_core, and a core without a node listing is a clear refusal."""
     result = run("pool", "show", "--backend", "kubernetes", "--kubeconfig", kubeconfig)
     assert result.exit_code == 1
-    assert "--backend: pool_show_sim_only" in result.output and "kubectl" in result.output
-    assert fake_k8s.calls == []
+    assert "--backend: pool_show_unsupported" in result.output and "kubectl" in result.output
+    assert [c["kubeconfig"] for c in fake_k8s.calls] == [kubeconfig]

@@ -260,3 +260,26 @@ def test_engine_run_refuses_to_loop_on_a_frozen_clock(env: dict[str, str]) -> No
     result = run("engine", "run", "--interval", "1")
     assert result.exit_code == 2
     assert "GPS_CLOCK is a frozen instant" in result.output and "--once" in result.output
+
+
+def test_db_prune_deletes_finished_history_older_than_asked_and_says_what(
+    env: dict[str, str],
+) -> None:
+    from gps_dagster.store import tables as t
+
+    run("schedules", "apply", "-f", SEED, at=TUESDAY_1000)
+    assert run("gate", "enforce", at=TUESDAY_1000).exit_code == 0
+    assert run("engine", "run", "--once", at=TUESDAY_1000).exit_code == 0
+    store = Store.open(env["url"])
+    events = len(store.list_events(limit=10_000))
+    assert events > 0
+    kept = run("db", "prune", at=TUESDAY_1000)  # default 30 days: all of it is recent
+    assert kept.exit_code == 0, kept.output
+    assert "0 plan(s), 0 step(s), 0 event(s)" in kept.output
+    later = (instant(TUESDAY_1000) + timedelta(days=2)).isoformat()
+    pruned = run("db", "prune", "--older-than", "1", at=later)
+    assert pruned.exit_code == 0, pruned.output
+    assert f"{events} event(s)" in pruned.output and "older than 1 day(s)" in pruned.output
+    assert store.list_events(limit=10_000) == []
+    with store.engine.connect() as conn:  # the plan a status names is kept
+        assert conn.execute(t.transitions.select()).first() is not None

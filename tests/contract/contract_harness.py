@@ -2,8 +2,9 @@
 
 The suite talks to a ``Core`` through the port only; what it cannot do
 through the port (load a pool, move time, inject a fault, add a foreign
-workload) goes through a ``Harness``. A Kubernetes adapter provides its own
-harness (a test cluster, a controllable clock) and runs the same suite.
+workload) goes through a ``Harness``. The Kubernetes adapter's harness
+(``tests/k8s/cluster.py``) builds the same pools on a real control plane, with a
+virtual clock driving the fake kubelets, and runs the same suite.
 """
 
 from __future__ import annotations
@@ -69,4 +70,10 @@ class SimHarness:
         self.engine.dispose()
 
 
-ADAPTERS = {"sim": SimHarness}
+def _k8s(db_url: str) -> Harness:
+    from tests.k8s.cluster import K8sHarness  # imports kubernetes only when the cluster runs
+
+    return K8sHarness(db_url)
+
+
+ADAPTERS = {"sim": SimHarness, "k8s": _k8s}

@@ -65,9 +65,12 @@ def test_apply_now_while_another_engine_holds_the_lease_is_busy_409(sqlite_url: 
         with pytest.raises(Busy) as err:
             apply_now(w)
         assert err.value.http_status == 409 and err.value.reason == "busy"
-        assert w.engine.run_pass().busy  # a plain pass just reports busy
-    assert w.store.list_status() == before and op_triples(w) == []
-    apply_now(w)  # the lease was given back: apply-now runs
+        assert w.store.list_status() == before and op_triples(w) == []  # apply-now did nothing
+        report = w.engine.run_pass()
+    # A plain pass skips the steady sweep (busy) but still serves the 18:00 boundary, which
+    # is due work shared between replicas by claims, not by the pass lock (issue 13).
+    assert report.busy and [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop")]
+    apply_now(w)  # the lease was given back: apply-now runs, and mutates nothing twice
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop")]
 
 

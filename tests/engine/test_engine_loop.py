@@ -146,7 +146,9 @@ def test_a_pass_asked_to_stop_ends_between_schedules_and_the_next_one_resumes_th
     report = w.engine.run_pass(stop=stop)  # 18:00
     assert report.stopped and [s.schedule for s in report.schedules] == [w.spec.name]
     assert not [o for o in op_triples(w) if o[0] == C]
-    assert w.store.get_cursor() == w.spec.name
+    due = w.store.due_at("zz-embed-nights")  # not visited: still due, and no longer claimed
+    assert due is not None and due <= w.clock.now()
+    assert w.engine.due_schedules(w.clock.now()) == ["zz-embed-nights"]
     nxt = w.engine.run_pass()
     assert nxt.schedules[0].schedule == "zz-embed-nights"
     assert (C, "stop") in [(d, k) for d, k, _ in op_triples(w)]
@@ -155,6 +157,8 @@ def test_a_pass_asked_to_stop_ends_between_schedules_and_the_next_one_resumes_th
 def test_next_wait_wakes_at_the_boundary_before_the_interval(sqlite_url: str) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=local("2026-10-19T17:59:50"))
     loop = EngineLoop(w.engine, clock=w.clock, sleeper=w.clock.advance, interval_s=30)
+    assert loop.next_wait() == 0.0  # just applied: due at once
+    w.engine.run_pass()
     assert loop.next_wait() == 10.0  # 18:00 comes before the next tick
     assert (
         EngineLoop(w.engine, clock=w.clock, interval_s=30, wake_at_boundaries=False).next_wait()

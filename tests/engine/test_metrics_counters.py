@@ -44,3 +44,21 @@ def test_deployschedule_actions_counter_never_decreases_across_a_swap(sqlite_url
     in_flight = [g for _, g in scrapes if any(k[0] == "deployschedule_actions_in_flight" for k in g)]
     assert in_flight, "steps on their way are reported as a gauge"
     assert not [k for k in scrapes[-1][1] if k[0] == "deployschedule_actions_in_flight"]
+
+
+def test_the_serving_gauge_written_by_hand_is_what_prometheus_client_writes(
+    sqlite_url: str,
+) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gps_dagster.engine.metrics import StoreCollector, render
+    from tests.engine.harness import a_running_pool, local, make_world, run_for
+
+    w = make_world(sqlite_url, pool=a_running_pool(), start=local("2026-10-19T17:59:30"))
+    run_for(w, 300)
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(w.store))
+    reference = generate_latest(registry).decode().splitlines()
+    fast = render(w.store).splitlines()
+    assert sorted(fast) == sorted(reference)
+    assert any(line.endswith(" 1.0") and "target_serving{" in line for line in fast)

@@ -2,13 +2,23 @@
 # Build kube-apiserver, kube-controller-manager and kube-scheduler from Debian bookworm's
 # kubernetes source package (the only real control plane reachable offline here), once.
 # The binaries are cached outside the work tree; a second call is a no-op.
-# See docs/kubernetes-tests.md for why the reflect2 patch is mandatory.
+# See docs/kubernetes-backend.md (and FACTS.md) for why the reflect2 patch is mandatory.
 set -euo pipefail
 CACHE="${GPS_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gps_dagster/k8s}"
 BIN="$CACHE/bin"
 want="kube-apiserver kube-controller-manager kube-scheduler"
 have=1
 for b in $want; do [ -x "$BIN/$b" ] || have=0; done
+if [ "$have" = 1 ] && command -v etcd >/dev/null; then
+  echo "control plane binaries cached in $BIN"
+  exit 0
+fi
+mkdir -p "$CACHE"
+# Two runs at once (two worktrees' `make test`) must not build into the same tree together.
+exec 9>"$CACHE/.build.lock"
+flock 9
+have=1
+for b in $want; do [ -x "$BIN/$b" ] || have=0; done  # the other run may have built them meanwhile
 if [ "$have" = 1 ] && command -v etcd >/dev/null; then
   echo "control plane binaries cached in $BIN"
   exit 0

@@ -35,6 +35,9 @@ class Ctx:
     """Reservations holding GPUs of this pool, read from the reservation ledger in this transaction."""
     bindings: Mapping[str, ExclusiveBinding | TimeSlicedBinding] = field(default_factory=dict)
     """deploy -> its reservation binding (bound deploys only)."""
+    free: dict[str, int] | None = None
+    """Published free unreserved GPUs per node, kept by a batch session (``SimPool.batch``):
+    time stands still in a session, so free GPUs only go, through ``allocate``. None: read."""
 
     def faulted(self, effect: str) -> set[str]:
         """Deploys a persistent fault ``effect`` is in force for."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -39,6 +40,7 @@ from gps_dagster.ports import (
     Clock,
     DeployView,
     EtagMismatch,
+    Fits,
     NotFound,
     Operation,
     OperationKind,
@@ -80,6 +82,7 @@ class SimPool(DriverMixin):
         self._ordinals = {n: o for n, _, o in nodes}
         self._uuids = {str(u).lower(): str(u) for u in uuids}
         self._has_ledger = _has_ledger(engine)
+        self._session: Session | None = None
 
     def _ledger(self, conn: Connection) -> ledger.Ledger:
         if not self._has_ledger:
@@ -96,7 +99,7 @@ class SimPool(DriverMixin):
         reservation ledger first (kept as they are if already there: the
         ledger, not the file, is the source of truth).
         """
-        t.metadata.create_all(engine)
+        t.ensure_schema(engine)
         if spec.reservations:
             record_reservations(engine, spec, clock)
         has_ledger = _has_ledger(engine)  # probed outside the write transaction (SQLite locks)
@@ -112,19 +115,63 @@ class SimPool(DriverMixin):
 
     @classmethod
     def open(cls, engine: Engine, name: str, clock: Clock) -> SimPool:
-        t.metadata.create_all(engine)
+        t.ensure_schema(engine)
         return cls(engine, name, clock)
 
     @staticmethod
     def pool_names(engine: Engine) -> list[str]:
-        t.metadata.create_all(engine)
+        t.ensure_schema(engine)
         with engine.connect() as conn:
             return [r[0] for r in conn.execute(sa.select(t.pools.c.name).order_by(t.pools.c.name))]
 
     # -- transactions --------------------------------------------------------------------
 
     @contextmanager
-    def _tx(self) -> Iterator[tuple[Ctx, mutations.Blocks]]:
+    def batch(self) -> Iterator[None]:
+        """Serve every call of the block from ONE transaction of the pool (``BatchingCore``).
+
+        The pool row is locked once, due transitions applied once, and each mutation runs in a
+        savepoint (an error undoes that call only); the pool's bookkeeping (next event,
+        revision, usage) is written once at the end, and nothing is durable before the block
+        exits. Time does not move inside a block. With faults declared the block is a no-op:
+        a one-shot fault is consumed in its own transaction, as without a block. So it is on
+        SQLite, whose one write lock the block would hold while the caller writes elsewhere.
+        """
+        if self._session is not None or not is_postgres(self.engine) or self._faulty():
+            yield
+            return
+        with self._tx() as (ctx, blocks):
+            self._session = Session(ctx, blocks)
+            ctx.free = free_by_node(ctx)
+            try:
+                yield
+            finally:
+                session, self._session = self._session, None
+                ctx.free = None
+            if session.mutated:
+                self._commit_changes(ctx)
+
+    def _faulty(self) -> bool:
+        with self.engine.connect() as conn:
+            return bool(conn.execute(sa.select(t.faults.c.id).where(t.faults.c.pool == self.name).limit(1)).first())
+
+    @contextmanager
+    def _tx(self, *, write: bool = False) -> Iterator[tuple[Ctx, mutations.Blocks]]:
+        if self._session is not None:
+            ctx, blocks = self._session.ctx, self._session.blocks
+            if not write:
+                yield ctx, blocks
+                return
+            self._session.mutated = True
+            self._session.previews = None  # what is free changed: previews start again
+            free = None if ctx.free is None else dict(ctx.free)
+            try:
+                with ctx.conn.begin_nested():
+                    yield ctx, blocks
+            except BaseException:
+                ctx.free = free  # the savepoint undid the call: so is its allocation
+                raise
+            return
         with self.engine.begin() as conn:
             query = sa.select(t.pools.c.clock_at, t.pools.c.next_event_at).where(t.pools.c.name == self.name)
             if is_postgres(self.engine):
@@ -155,6 +202,8 @@ class SimPool(DriverMixin):
         record_usage(ctx)
 
     def _one_shots(self, op: str, deploy: str | None) -> list[FaultSpec]:
+        if self._session is not None:  # a block only exists while no fault is declared
+            return []
         with self.engine.begin() as conn:
             hits = faults.take(conn, self.name, op, deploy)
         for fault in hits:
@@ -206,7 +255,15 @@ class SimPool(DriverMixin):
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
         def read(ctx: Ctx, _b: mutations.Blocks) -> CapacityPreview:
             row = self._row(ctx, deploy_id)
-            return views.preview(ctx, row, free_by_node(ctx), max(delta_replicas, 0))
+            session = self._session
+            if session is None:
+                return views.preview(ctx, row, free_by_node(ctx), max(delta_replicas, 0))
+            if session.previews is None:
+                session.previews = free_by_node(ctx)
+            result = views.preview(ctx, row, session.previews, max(delta_replicas, 0))
+            if isinstance(result, Fits) and row.id not in ctx.bindings:
+                views.take(ctx, row, session.previews, max(delta_replicas, 0))
+            return result
 
         return self._read("preview_capacity", deploy_id, read)
 
@@ -312,7 +369,7 @@ class SimPool(DriverMixin):
         apply: Callable[[Ctx, Row[Any], mutations.Blocks], mutations.Outcome],
     ) -> Operation:
         hits = self._one_shots(kind.value, deploy_id)
-        with self._tx() as (ctx, blocks):
+        with self._tx(write=True) as (ctx, blocks):
             o = t.operations
             seen = ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.key == key)).first()
             if seen is not None:
@@ -326,7 +383,8 @@ class SimPool(DriverMixin):
                     raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {views.etag_of(deploy_id, row.version)})")
                 outcome = apply(ctx, row, blocks)
                 op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
-                self._commit_changes(ctx)
+                if self._session is None:
+                    self._commit_changes(ctx)
                 result = self._live(ctx, op)
             self._after(hits, kind.value, "before_commit")
         self._after(hits, kind.value, "after_commit")
@@ -347,6 +405,17 @@ class SimPool(DriverMixin):
             )
         )
         return ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).one()
+
+
+@dataclass
+class Session:
+    """The one transaction of a ``batch()`` block."""
+
+    ctx: Ctx
+    blocks: mutations.Blocks
+    mutated: bool = False
+    previews: dict[str, int] | None = None
+    """Free GPUs per node as the block's previews left them (fitting previews take theirs)."""
 
 
 def _has_ledger(engine: Engine) -> bool:

@@ -40,6 +40,8 @@ def _scope(ctx: Ctx, among: Collection[str] | None) -> list[Any]:
 
 def free_by_node(ctx: Ctx, among: Collection[str] | None = None) -> dict[str, int]:
     """Published free GPUs per node (nodes with none omitted), outside reservations unless ``among``."""
+    if among is None and ctx.free is not None:
+        return dict(ctx.free)
     g = t.gpus
     rows = ctx.conn.execute(
         sa.select(g.c.node, sa.func.count())
@@ -97,6 +99,12 @@ def allocate(
     if len(uuids) != count or done != count:
         raise Transient(f"GPUs on {node} were taken concurrently", reason="concurrent_allocation")
     ctx.touched.add(holder)
+    if ctx.free is not None and among is None:
+        left = ctx.free.get(node, 0) - count
+        if left > 0:
+            ctx.free[node] = left
+        else:
+            ctx.free.pop(node, None)
 
 
 def release(ctx: Ctx, holder: str, grps: Iterable[int] | None = None) -> int:

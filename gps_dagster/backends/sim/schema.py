@@ -180,3 +180,20 @@ shares = sa.Table(
 The GPU row itself is ``held`` by the reservation id (``holder_type='shared'``)
 while any share sits on it, so the pool counts the shared GPU once.
 """
+
+
+SCHEMA_LOCK = 0x6750_5353  # "gPSS": the advisory lock that serialises creating these tables
+
+
+def ensure_schema(engine: sa.engine.Engine) -> None:
+    """Create the simulator's tables once, even when several processes start together.
+
+    ``create_all`` checks then creates: two processes loading a pool on a fresh PostgreSQL
+    database at once (the Dagster daemon, the webserver and a run worker of a new install)
+    both see no table and one dies on a duplicate type. A transaction-scoped advisory lock
+    makes the check and the create one step; SQLite's ``BEGIN IMMEDIATE`` already does.
+    """
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": SCHEMA_LOCK})
+        metadata.create_all(conn)

@@ -19,7 +19,8 @@ from sqlalchemy.engine import Row
 
 from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
-from gps_dagster.backends.sim.dynamics import Ctx, eligible
+from gps_dagster.backends.sim.dynamics import Ctx, choose_nodes, eligible
+from gps_dagster.domain.fitting import groups_fitting
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.ports import (
     CapacityPreview,
@@ -167,20 +168,6 @@ def to_operation(op: Row[Any], state: OperationState) -> Operation:
     )
 
 
-def groups_fitting(slots: list[int], npr: int, cap: int) -> int:
-    """Most groups (≤ cap) of ``npr`` distinct nodes formable from per-node slot counts.
-
-    ``m`` groups fit iff Σ min(slots_i, m) ≥ m · npr (each node serves a group once).
-    """
-    best = 0
-    for m in range(1, cap + 1):
-        if sum(min(s, m) for s in slots) >= m * npr:
-            best = m
-        else:
-            break
-    return best
-
-
 def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> CapacityPreview:
     """Fit ``delta`` whole replica groups on published free GPUs, node by node, per flavor.
 
@@ -202,3 +189,17 @@ def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> Cap
     if fitting >= delta:
         return Fits(groups=delta)
     return Insufficient("insufficient_capacity", dict(sorted(matching.items())), delta, min(fitting, delta))
+
+
+def take(ctx: Ctx, row: Row[Any], free: dict[str, int], delta: int) -> None:
+    """Count ``delta`` groups of ``row`` as taken from ``free`` (a batch's fitting preview)."""
+    per_node = row.gpus_per_replica // row.nodes_per_replica
+    selector = json.loads(row.node_selector)
+    for _ in range(delta):
+        nodes = choose_nodes(ctx, free, row.flavor, per_node, row.nodes_per_replica, selector)
+        if not nodes:
+            return
+        for node in nodes:
+            free[node] -= per_node
+            if free[node] <= 0:
+                del free[node]

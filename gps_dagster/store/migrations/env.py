@@ -13,6 +13,7 @@ from alembic import context
 import gps_dagster.store.api_tables
 import gps_dagster.store.launches
 import gps_dagster.store.reservation_tables
+import gps_dagster.store.scale_tables
 import gps_dagster.store.tables  # noqa: F401  (declares tables on metadata)
 from gps_dagster.store.migrate import version_schema
 from gps_dagster.store.schema import metadata

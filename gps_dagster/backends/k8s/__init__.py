@@ -1,0 +1,43 @@
+"""The Kubernetes backend: the ``Core`` port on a real cluster (SPEC §11, R-K8S).
+
+The only package that imports the ``kubernetes`` client (an import-linter contract). The
+composition root calls ``build_core`` for ``GPS_BACKEND=kubernetes``; the test control plane
+(``controlplane``) and the fake kubelet / device plugin / binders of the test cluster
+(``fake``) live here too, because the demo and the benchmark use them as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gps_dagster.backends.k8s.api import Kube, connect
+from gps_dagster.backends.k8s.core import K8sCore
+from gps_dagster.ports import Clock, Core
+
+if TYPE_CHECKING:
+    from gps_dagster.store.repository import Store
+
+__all__ = ["K8sCore", "Kube", "build_core", "connect"]
+
+
+def build_core(
+    *,
+    store: Store | None,
+    clock: Clock,
+    kubeconfig: str | None,
+    context: str | None,
+    namespaces: Sequence[str],
+) -> Core:
+    """The Kubernetes ``Core``: kubeconfig (+ context) or the in-cluster service account.
+
+    ``namespaces`` limits the workloads it may act on (empty = every namespace); the store's
+    reservation ledger backs GPS (``store=None``: reservation-bound deploys are refused).
+    """
+    kube = Kube(connect(kubeconfig, context))
+    return K8sCore(
+        kube,
+        clock=clock,
+        namespaces=tuple(namespaces),
+        store_engine=store.engine if store is not None else None,
+    )

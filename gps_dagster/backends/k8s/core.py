@@ -1,0 +1,288 @@
+"""``K8sCore``: the ``Core`` port on a real Kubernetes cluster, through the official client.
+
+Reads find the workload by its deploy-id label and derive the view from it and its pods
+(``views``), in as few list calls as a pass needs (one per kind and namespace). The mutations are
+``writes.MutationsMixin``: one merge patch each, preconditioned on the resourceVersion just read,
+idempotent by the key recorded on the workload.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from gps_dagster.backends.k8s import (
+    accounts,
+    capacity,
+    inventory,
+    ledger,
+    names,
+    pods,
+    views,
+)
+from gps_dagster.backends.k8s import gps as gps_mod
+from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
+from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.backends.k8s.gps import Binding, Reservations
+from gps_dagster.backends.k8s.workloads import (
+    Finder,
+    Workload,
+    read,
+    selector_matches,
+    selector_string,
+)
+from gps_dagster.backends.k8s.writes import MutationsMixin
+from gps_dagster.domain.gps.bindings import TimeSlicedBinding
+from gps_dagster.domain.render import kai
+from gps_dagster.ports import (
+    AdmissionPreview,
+    AliasInfo,
+    CapacityPreview,
+    Clock,
+    DeployState,
+    DeployView,
+    NotFound,
+    Operation,
+    OperationKind,
+    OperationState,
+    QuotaStatus,
+    WitnessResult,
+)
+
+LWS_RECHECK_S = 300.0
+
+
+@dataclass
+class Snapshot:
+    """Pods, alias Services and HPAs of some namespaces, read once for many views."""
+
+    pods: list[Obj] = field(default_factory=list)
+    every_pod: bool = True
+    """Whether ``pods`` holds every pod of the namespaces (else only a workload's)."""
+    services: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    hpa: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+class K8sCore(MutationsMixin):
+    """The deployment control plane on Kubernetes (SPEC §11)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        clock: Clock,
+        namespaces: Sequence[str] = (),
+        store_engine: Engine | None = None,
+        billing: BillingCheck | None = None,
+        policy_namespace: str = names.POLICY_NAMESPACE,
+    ) -> None:
+        self.kube, self.clock, self.namespaces = kube, clock, tuple(namespaces)
+        self.billing: BillingCheck = billing or NamespaceBilling()
+        self.gps = Reservations(kube, store_engine, policy_namespace=policy_namespace)
+        self._lws_checked = -LWS_RECHECK_S
+        self._finder = Finder(kube, self.namespaces, lws=False)
+
+    @property
+    def finder(self) -> Finder:
+        """Workload lookup; whether the LWS API is served is re-checked every few minutes."""
+        if time.monotonic() - self._lws_checked >= LWS_RECHECK_S:
+            self._finder = Finder(self.kube, self.namespaces, lws=self.kube.has_lws())
+            self._lws_checked = time.monotonic()
+        return self._finder
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def _snapshot(
+        self, namespaces: set[str], *, selector: dict[str, Any] | None = None
+    ) -> Snapshot:
+        snap = Snapshot(every_pod=selector is None)
+        for ns in sorted(namespaces):
+            query = {"label_selector": selector_string(selector)} if selector else {}
+            snap.pods += self.kube.items(
+                self.kube.core.list_namespaced_pod, ns, what=f"list pods in {ns}", **query
+            )
+            snap.services.update(
+                accounts.alias_services(accounts.list_alias_services(self.kube, ns))
+            )
+            snap.hpa |= views.hpa_targets(accounts.hpa_list(self.kube, ns))
+        return snap
+
+    def _binding(self, w: Workload) -> Binding | None:
+        return gps_mod.binding(w, views.gpus_per_replica(w, None))
+
+    def _view(self, w: Workload, snap: Snapshot) -> DeployView:
+        own = [
+            p
+            for p in snap.pods
+            if pods.namespace(p) == w.namespace and selector_matches(w.selector, pods.labels(p))
+        ]
+        b = self._binding(w)
+        view = views.deploy_view(
+            w,
+            own,
+            aliases=accounts.merged_aliases(w, snap.services),
+            hpa=(w.namespace, w.kind, w.name) in snap.hpa,
+            binding=gps_mod.binding_view(b),
+        )
+        if isinstance(b, TimeSlicedBinding) and view.state is DeployState.READY:
+            holder = kai.holder_name(b.reservation)  # a member runs again: the holder can go
+            if not snap.every_pod or any(pods.name(p) == holder for p in snap.pods):
+                self.gps.drop_holder(b)
+        return view
+
+    def _view_one(self, w: Workload) -> DeployView:
+        return self._view(w, self._snapshot({w.namespace}, selector=dict(w.selector)))
+
+    def get_deploy(self, deploy_id: str) -> DeployView:
+        return self._view_one(self.finder.find(deploy_id))
+
+    def get_deploys(self, deploy_ids: Sequence[str]) -> dict[str, DeployView]:
+        found = self.finder.find_many(deploy_ids)
+        snap = self._snapshot({w.namespace for w in found.values()})
+        return {i: self._view(w, snap) for i, w in found.items()}
+
+    def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
+        found = sorted(
+            self.finder.managed(f"{names.ENDPOINT}={endpoint_id}"), key=lambda w: w.deploy_id
+        )
+        if not found:
+            raise NotFound(
+                f"no CMP endpoint {endpoint_id!r} (no workload labelled "
+                f"{names.ENDPOINT}={endpoint_id})"
+            )
+        snap = self._snapshot({w.namespace for w in found})
+        return tuple(self._view(w, snap) for w in found)
+
+    def reservation_deploys(self, reservation_id: str) -> tuple[DeployView, ...]:
+        found = sorted(
+            (
+                w
+                for w in self.finder.all_labelled()
+                if gps_mod.bound_to(self._binding(w), reservation_id)
+            ),
+            key=lambda w: w.deploy_id,
+        )
+        snap = self._snapshot({w.namespace for w in found})
+        return tuple(self._view(w, snap) for w in found)
+
+    def holding_pods(self) -> list[pods.Pod]:
+        """Every pod bound to a node and not terminal, cluster-wide (they hold node GPUs)."""
+        found = self.kube.items(
+            self.kube.core.list_pod_for_all_namespaces,
+            what="list bound pods",
+            field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+        )
+        return pods.holding(found)
+
+    def nodes(self) -> list[Obj]:
+        return self.kube.items(self.kube.core.list_node, what="list nodes")
+
+    def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
+        w = self.finder.find(deploy_id)
+        b = self._binding(w)
+        gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
+        if b is not None:
+            return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
+        return capacity.preview(
+            w.template.get("spec") or {},
+            gpus_per_replica=gpr,
+            nodes_per_replica=w.group_size,
+            delta=delta_replicas,
+            nodes=self.nodes(),
+            holding=self.holding_pods(),
+        )
+
+    def alias_guard(self, deploy_id: str) -> AliasInfo:
+        w = self.finder.find(deploy_id)
+        return AliasInfo(deploy_id, accounts.guarded_aliases(self.kube, w))
+
+    def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
+        w = self.finder.find(deploy_id)
+        b = self._binding(w)
+        return self._quota(w, b, delta_replicas)
+
+    def _quota(self, w: Workload, b: Binding | None, delta: int) -> QuotaStatus:
+        gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
+        return accounts.check_quota(
+            self.kube,
+            w,
+            gpus_per_replica=gpr,
+            delta=delta,
+            bound_time_sliced=isinstance(b, TimeSlicedBinding),
+        )
+
+    def check_billing(self, deploy_id: str) -> None:
+        self.billing(self.kube, self.finder.find(deploy_id))
+
+    def get_operation(self, op_id: str) -> Operation:
+        ref = ledger.parse_operation_id(op_id)
+        w = read(self.kube, ref.kind, ref.namespace, ref.name)
+        if ref.noop is not None:
+            return self._live_noop(w, *ref.noop)
+        found = next((e for e in ledger.read(w).entries if e.seq == ref.seq), None)
+        if found is None:
+            raise NotFound(f"no operation {op_id!r} in the ledger of {w.ref}")
+        return self._live(w, found)
+
+    def _done(self, kind: str, view: DeployView) -> bool:
+        if kind == OperationKind.STOP.value:
+            return view.converged_stopped
+        return (
+            view.state is DeployState.READY
+            and view.ready_replicas == view.desired_replicas
+            and view.terminating_pods == 0
+        )
+
+    def _live_noop(self, w: Workload, kind: OperationKind, key: str) -> Operation:
+        done = self._done(kind.value, self._view_one(w))
+        state = OperationState.DONE if done else OperationState.ACCEPTED
+        return ledger.noop_operation(w, kind, key, at=self.clock.now(), state=state)
+
+    def _live(self, w: Workload, e: ledger.Entry) -> Operation:
+        if e.state != OperationState.ACCEPTED.value:
+            return ledger.to_operation(w, e, OperationState(e.state))
+        if any(x.seq > e.seq for x in ledger.read(w).entries):
+            return ledger.to_operation(w, e, OperationState.SUPERSEDED)
+        done = self._done(e.kind, self._view_one(w))
+        return ledger.to_operation(w, e, OperationState.DONE if done else OperationState.ACCEPTED)
+
+    # -- read-back for operators ------------------------------------------------------------------
+
+    def describe(self, deploy_id: str) -> dict[str, Any]:
+        """Conditions, Warning events (the API's own words) and pods of one deploy."""
+        return inventory.describe(self.kube, self.finder.find(deploy_id))
+
+    def inventory(self) -> inventory.Inventory:
+        """GPU nodes, what each holds, and the GPU pods still waiting (``pool show``)."""
+        return inventory.cluster_inventory(self.kube, self.namespaces)
+
+    # -- reservations (SPEC §8) --------------------------------------------------------------------
+
+    def _members(self) -> list[tuple[Workload, Binding | None, int]]:
+        return [
+            (m, self._binding(m), gps_mod.ready_groups(m.status))
+            for m in self.finder.all_labelled()
+        ]
+
+    def admission_preview(
+        self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()
+    ) -> AdmissionPreview:
+        w = self.finder.find(deploy_id)
+        b = self._binding(w)
+        decision = (
+            self.gps.decide(w, b, self._members(), releasing=set(releasing))
+            if b is not None
+            else None
+        )
+        return self.gps.preview(w, decision)
+
+    def witness(self, deploy_id: str) -> WitnessResult:
+        w = self.finder.find(deploy_id)
+        snap = self._snapshot({w.namespace}, selector=dict(w.selector))
+        return gps_mod.witness(
+            w, [p for p in snap.pods if selector_matches(w.selector, pods.labels(p))]
+        )

@@ -1,0 +1,409 @@
+"""GPU reservations on Kubernetes (SPEC R-K8S-5, §8): binding, render, admission, holder, witness.
+
+* A deploy's **binding** is the annotation ``gps.dagster.io/reservation`` (the pool file's shape:
+  ``{"mode": "exclusive", "reservations": [...]}`` or ``{"mode": "time_sliced", "reservation": R,
+  "memory_mib": N}``); the reservations themselves are the store's ledger (the one source of truth).
+* **Render** (Track S, ``domain.render.kai``) is applied to the pod template when a bound deploy
+  starts: scheduler name from the scheduling-policy ConfigMap, queue derived from the project,
+  node pinned to the reservation's node, ``gpu-memory`` for a time-sliced member.
+* **Admission** of a time-sliced member (R-GPS-3) runs under the reservation's row lock in the
+  store, so two engines cannot both take the last MiB.
+* **Holder** (R-GPS-6): stopping the last running member of a time-sliced reservation first
+  creates the minimal holder pod; it is deleted once a member is ready again.
+* **Witness** (R-GPS-7): the UUIDs of each ready replica group, from the binder annotation
+  ``nvidia.com/container.<c>.gpus.devices`` on its pods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.engine import Engine
+
+from gps_dagster.backends.k8s import names, pods
+from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.backends.k8s.pods import Pod
+from gps_dagster.backends.k8s.workloads import LWS, Workload
+from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.domain.gps.admission import Admitted, Decision, Ineligible, Overcommitted, admit
+from gps_dagster.domain.gps.billing import reservation_project
+from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
+from gps_dagster.domain.gps.errors import ReservationNotFound
+from gps_dagster.domain.gps.holders import holder_wanted
+from gps_dagster.domain.gps.reservations import Reservation, ReservationState, format_mib
+from gps_dagster.domain.gps.witness import annotation_uuids
+from gps_dagster.domain.pool import DeployReservation, ExclusiveRef
+from gps_dagster.domain.render import kai
+from gps_dagster.ports import (
+    AdmissionPreview,
+    AdmissionRefused,
+    CapacityPreview,
+    CoreError,
+    Fits,
+    Insufficient,
+    NotFound,
+    ReservationBinding,
+    WitnessResult,
+)
+from gps_dagster.store.reservations import ReservationRepository, lock_reservation
+
+Binding = ExclusiveBinding | TimeSlicedBinding
+WITNESS_SOURCE = "binder_annotation"
+RESERVATIONS = names.PREFIX + "reservations"
+"""On a rendered exclusive pod template: the reservation ids its replica may land on."""
+_REF: TypeAdapter[Any] = TypeAdapter(DeployReservation)
+
+
+def binding(w: Workload, gpus_per_replica: int) -> Binding | None:
+    raw = w.annotations.get(names.RESERVATION)
+    if not raw:
+        return None
+    try:
+        ref = _REF.validate_python(json.loads(raw))
+    except (ValueError, ValidationError) as exc:
+        raise AdmissionRefused(
+            "binding_invalid",
+            f"{w.ref}: annotation {names.RESERVATION} is not a binding ({exc}); fix it",
+        ) from exc
+    if isinstance(ref, ExclusiveRef):
+        return ExclusiveBinding(gpus_per_replica=gpus_per_replica, reservations=ref.reservations)
+    assert isinstance(ref, TimeSlicedBinding)
+    return ref
+
+
+def binding_view(b: Binding | None) -> ReservationBinding | None:
+    if b is None:
+        return None
+    if isinstance(b, TimeSlicedBinding):
+        return ReservationBinding((b.reservation,), "time_sliced", b.memory_mib)
+    return ReservationBinding(tuple(b.reservations), "exclusive")
+
+
+def bound_to(b: Binding | None, reservation_id: str) -> bool:
+    if isinstance(b, TimeSlicedBinding):
+        return b.reservation == reservation_id
+    return isinstance(b, ExclusiveBinding) and reservation_id in b.reservations
+
+
+class Reservations:
+    """The adapter's GPS side: the store's ledger plus the cluster objects it drives."""
+
+    def __init__(
+        self, kube: Kube, engine: Engine | None, *, policy_namespace: str = names.POLICY_NAMESPACE
+    ) -> None:
+        self.kube, self.engine, self.policy_namespace = kube, engine, policy_namespace
+        self.pinned: dict[str, Reservation] = {}
+        """Reservations read under their row lock by the running admission (no second read)."""
+
+    def get(self, reservation_id: str) -> Reservation:
+        if reservation_id in self.pinned:
+            return self.pinned[reservation_id]
+        if self.engine is None:
+            raise NotFound(
+                f"reservation {reservation_id!r}: no reservation ledger (store) is wired"
+            )
+        try:
+            return ReservationRepository(self.engine).get(reservation_id)
+        except ReservationNotFound as exc:
+            raise NotFound(str(exc), reason="unknown_reservation") from exc
+
+    # -- admission (R-GPS-3) -----------------------------------------------------------------------
+
+    def decide(
+        self,
+        w: Workload,
+        b: Binding | None,
+        members: Sequence[tuple[Workload, Binding | None, int]],
+        *,
+        releasing: Collection[str] = (),
+        rsv: Reservation | None = None,
+    ) -> Decision | None:
+        """The VRAM decision for starting ``w``; None when no budget applies (unbound, exclusive).
+
+        ``members`` are (workload, binding, ready groups) of the deploys in scope.
+        """
+        if not isinstance(b, TimeSlicedBinding):
+            return None
+        try:
+            rsv = rsv or self.get(b.reservation)
+        except NotFound:
+            return Ineligible(
+                b.reservation,
+                "unknown_reservation",
+                f"reservation '{b.reservation}' is not in the ledger",
+            )
+        running: dict[str, int] = {}
+        flying: dict[str, int] = {}
+        for mw, mb, ready in members:
+            if (
+                mw.deploy_id in releasing
+                or not isinstance(mb, TimeSlicedBinding)
+                or mb.reservation != rsv.id
+            ):
+                continue
+            if mw.replicas > 0:
+                (running if ready > 0 else flying)[mw.deploy_id] = mb.memory_mib
+        return admit(rsv, running=running, in_flight=flying, proposed=(w.deploy_id, b.memory_mib))
+
+    def preview(self, w: Workload, decision: Decision | None) -> AdmissionPreview:
+        if decision is None:
+            return AdmissionPreview(w.deploy_id, True)
+        if isinstance(decision, Admitted):
+            return AdmissionPreview(
+                w.deploy_id,
+                True,
+                decision.reservation_id,
+                None,
+                f"fits: {format_mib(decision.total_mib)} of {format_mib(decision.budget_mib)} MiB",
+                decision.budget_mib,
+            )
+        message = f"{w.deploy_id} on reservation '{decision.reservation_id}': {decision.fix}"
+        if isinstance(decision, Overcommitted):
+            return AdmissionPreview(
+                w.deploy_id,
+                False,
+                decision.reservation_id,
+                decision.reason,
+                message,
+                decision.budget_mib,
+                decision.running_mib,
+                decision.in_flight_mib,
+                decision.proposed_mib,
+            )
+        return AdmissionPreview(
+            w.deploy_id, False, decision.reservation_id, decision.reason, message
+        )
+
+    def locked(self, reservation_id: str) -> Any:
+        """A store transaction holding the reservation's row lock (admission serialises on it)."""
+        if self.engine is None:
+            raise AdmissionRefused(
+                "reservation_ledger_unwired", "no reservation ledger (store) is wired"
+            )
+        return _Locked(self, self.engine, reservation_id)
+
+    # -- render (R-GPS-5) --------------------------------------------------------------------------
+
+    def policy(self) -> kai.SchedulingPolicy:
+        try:
+            cm = self.kube.call(
+                self.kube.core.read_namespaced_config_map,
+                names.POLICY_CONFIGMAP,
+                self.policy_namespace,
+                what="read the scheduling policy",
+            )
+        except NotFound as exc:
+            raise AdmissionRefused(
+                "scheduling_policy_missing",
+                f"no ConfigMap {self.policy_namespace}/{names.POLICY_CONFIGMAP}: create it "
+                "with at least "
+                "scheduler_name (e.g. kai-scheduler) before starting reservation-bound deploys",
+            ) from exc
+        data = {k: v for k, v in (cm.get("data") or {}).items() if v}
+        try:
+            return kai.SchedulingPolicy.model_validate(data)
+        except ValidationError as exc:
+            raise AdmissionRefused(
+                "scheduling_policy_invalid", f"{names.POLICY_CONFIGMAP}: {exc}"
+            ) from exc
+
+    def rendered_template(self, w: Workload, b: Binding) -> Obj:
+        """The pod template of ``w`` rendered for its binding (the start patches it in)."""
+        policy = self.policy()
+        template = {
+            "metadata": dict(w.template.get("metadata") or {}),
+            "spec": dict(w.template.get("spec") or {}),
+        }
+        if isinstance(b, TimeSlicedBinding):
+            return self._member_template(w, b, template, policy)
+        rsvs = [self.get(r) for r in b.reservations]
+        return exclusive_template(template, rsvs, project=_queue_project(w, rsvs[0]), policy=policy)
+
+    def _member_template(
+        self, w: Workload, b: TimeSlicedBinding, template: Obj, policy: kai.SchedulingPolicy
+    ) -> Obj:
+        rsv = self.get(b.reservation)
+        if rsv.namespace != w.namespace:
+            raise AdmissionRefused(
+                "reservation_namespace_mismatch",
+                f"{w.ref} is a member of {rsv.id}, whose pods run in namespace {rsv.namespace}; "
+                f"deploy it in {rsv.namespace}",
+            )
+        try:
+            out = kai.render_member_pod(
+                template,
+                reservation=rsv,
+                deploy_id=w.deploy_id,
+                project=_queue_project(w, rsv),
+                memory_mib=b.memory_mib,
+                policy=policy,
+            )
+        except SpecInvalid as exc:
+            raise AdmissionRefused("render_invalid", str(exc)) from exc
+        meta = {k: v for k, v in out.manifest["metadata"].items() if k in ("labels", "annotations")}
+        return {"metadata": meta, "spec": out.manifest["spec"]}
+
+    # -- holder (R-GPS-6) --------------------------------------------------------------------------
+
+    def ensure_holder(
+        self, w: Workload, b: Binding | None, running_members: Collection[str]
+    ) -> None:
+        """Before stopping a time-sliced member: the holder, if no member will be left running."""
+        if not isinstance(b, TimeSlicedBinding):
+            return
+        rsv = self.get(b.reservation)
+        if not holder_wanted(rsv, running=running_members, stopping=[w.deploy_id]):
+            return
+        pod = kai.render_holder_pod(rsv, project=_queue_project(w, rsv), policy=self.policy())
+        try:
+            self.kube.call(
+                self.kube.core.create_namespaced_pod,
+                rsv.namespace,
+                pod,
+                what="create the holder pod",
+                mutating=True,
+            )
+        except CoreError as exc:
+            if "already exists" not in str(exc):
+                raise
+
+    def drop_holder(self, b: Binding | None) -> None:
+        """A member is ready again: the holder goes (404 = already gone)."""
+        if not isinstance(b, TimeSlicedBinding):
+            return
+        rsv = self.get(b.reservation)
+        try:
+            self.kube.call(
+                self.kube.core.delete_namespaced_pod,
+                kai.holder_name(rsv.id),
+                rsv.namespace,
+                grace_period_seconds=0,
+                what="delete the holder pod",
+                mutating=True,
+            )
+        except NotFound:
+            return
+
+    # -- capacity and witness (R-GPS-2, R-GPS-7) ---------------------------------------------------
+
+    def capacity(
+        self, b: Binding, gpus_per_replica: int, delta: int, holding: Sequence[Pod]
+    ) -> CapacityPreview:
+        """Capacity of a bound deploy: its reservations' GPUs that no pod holds."""
+        if isinstance(b, TimeSlicedBinding):
+            rsv = self.get(b.reservation)
+            if rsv.state is ReservationState.ACTIVE:
+                return Fits(groups=delta)
+            return Insufficient("insufficient_capacity", {}, delta, 0)
+        free: dict[str, int] = {}
+        groups = 0
+        for rid in b.reservations:
+            rsv = self.get(rid)
+            if rsv.state is not ReservationState.ACTIVE:
+                continue
+            used = {u.lower() for p in holding if pods.node(p) == rsv.node for u in pods.devices(p)}
+            n = sum(1 for u in rsv.gpu_uuids if u.lower() not in used)
+            free[rsv.node] = free.get(rsv.node, 0) + n
+            groups += n // max(gpus_per_replica, 1)
+        if groups >= delta:
+            return Fits(groups=delta)
+        return Insufficient("insufficient_capacity", dict(sorted(free.items())), delta, groups)
+
+
+def witness(w: Workload, own: Sequence[Pod]) -> WitnessResult:
+    """UUIDs per ready replica group, from the binder annotation of its pods."""
+    ready = [p for p in own if pods.ready(p)]
+    groups: dict[str, list[str]] = {}
+    for p in sorted(ready, key=lambda p: (_group_key(w, p), pods.name(p))):
+        uuids = annotation_uuids(p)
+        if uuids:
+            groups.setdefault(_group_key(w, p), []).extend(uuids)
+    out = tuple(
+        tuple(dict.fromkeys(g)) for _, g in sorted(groups.items(), key=lambda kv: _order(kv[0]))
+    )
+    return WitnessResult(w.deploy_id, out, WITNESS_SOURCE)
+
+
+def _group_key(w: Workload, p: Pod) -> str:
+    if w.kind == LWS:
+        return pods.labels(p).get(names.LWS_GROUP_INDEX, pods.name(p))
+    return pods.name(p)
+
+
+def _order(key: str) -> tuple[int, str]:
+    return (int(key), "") if key.isdigit() else (1 << 30, key)
+
+
+def exclusive_template(
+    template: Obj, rsvs: Sequence[Reservation], *, project: str, policy: kai.SchedulingPolicy
+) -> Obj:
+    """Whole GPUs on the reservations' node(s): scheduler and queue from the policy, node pinned."""
+    meta, spec = dict(template["metadata"]), dict(template["spec"])
+    labels = dict(meta.get("labels") or {})
+    labels.pop(kai.LEGACY_QUEUE_LABEL, None)
+    labels[kai.QUEUE_LABEL] = policy.queue_for(project)
+    annotations = dict(meta.get("annotations") or {})
+    annotations[RESERVATIONS] = ",".join(r.id for r in rsvs)
+    if len(rsvs) == 1:
+        labels[kai.RESERVATION_LABEL] = rsvs[0].id
+    spec["schedulerName"] = policy.scheduler_name
+    spec.pop("nodeName", None)
+    nodes = sorted({r.node for r in rsvs})
+    selector = dict(spec.get("nodeSelector") or {})
+    affinity = dict(spec.get("affinity") or {})
+    affinity.pop("nodeAffinity", None)
+    if len(nodes) == 1:
+        selector[kai.HOSTNAME_LABEL] = nodes[0]
+    else:
+        selector.pop(kai.HOSTNAME_LABEL, None)
+        term = {
+            "matchExpressions": [{"key": kai.HOSTNAME_LABEL, "operator": "In", "values": nodes}]
+        }
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    spec["nodeSelector"] = selector
+    if affinity:
+        spec["affinity"] = affinity
+    else:
+        spec.pop("affinity", None)
+    if policy.priority_class_name:
+        spec["priorityClassName"] = policy.priority_class_name
+    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+
+
+def _queue_project(w: Workload, rsv: Reservation) -> str:
+    return w.labels.get(names.PROJECT) or reservation_project(rsv) or w.namespace
+
+
+class _Locked:
+    """The store transaction holding one reservation's row lock; its row is pinned meanwhile."""
+
+    def __init__(self, owner: Reservations, engine: Engine, reservation_id: str) -> None:
+        self.owner, self.engine, self.reservation_id = owner, engine, reservation_id
+        self._tx: Any = None
+
+    def __enter__(self) -> Reservation:
+        self._tx = self.engine.begin()
+        conn = self._tx.__enter__()
+        try:
+            rsv = lock_reservation(conn, self.reservation_id)
+        except ReservationNotFound as exc:
+            self._tx.__exit__(type(exc), exc, exc.__traceback__)
+            raise NotFound(str(exc), reason="unknown_reservation") from exc
+        self.owner.pinned[rsv.id] = rsv
+        return rsv
+
+    def __exit__(self, *exc: Any) -> None:
+        self.owner.pinned.pop(self.reservation_id, None)
+        self._tx.__exit__(*exc)
+
+
+def ready_groups(status: Mapping[str, Any]) -> int:
+    try:
+        return int(status.get("readyReplicas") or 0)
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,134 @@
+"""What stop, start and set_replica_intent change on a workload, decided before anything is written.
+
+Each function checks the core's own admission (deleting / failed workloads, alias consent, scale
+support, billing and quota) and returns a ``Plan``: the spec and annotation changes of the one
+merge patch the core then sends, preconditioned on the resourceVersion it read (``core``).
+
+* stop = ``spec.replicas: 0``, remembering the replicas in ``gps.dagster.io/replicas``;
+* start = the remembered replicas back (the pod template rendered first for a bound deploy);
+* set_replica_intent = replicas and the role floor/ceiling annotations together (R-SCALE-3); on a
+  stopped workload only the annotations: persist-only (R-SCALE-5).
+A stop of a stopped workload and a start of a running one change nothing (``mutating=False``):
+the ledger still records the key, but the ETag stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gps_dagster.backends.k8s import names
+from gps_dagster.backends.k8s.views import desired_replicas, failed
+from gps_dagster.backends.k8s.workloads import LWS, Workload
+from gps_dagster.domain.kinds import scale_refusal
+from gps_dagster.ports import AdmissionRefused, Unsupported
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    spec: Obj = field(default_factory=dict)
+    annotations: Mapping[str, str | None] = field(default_factory=dict)
+    mutating: bool = True
+    persist_only: bool = False
+    replicas: int | None = None
+
+    @property
+    def spec_changes(self) -> bool:
+        return bool(self.spec)
+
+
+NOTHING = Plan(mutating=False)
+
+
+def refuse_deleting(w: Workload) -> None:
+    if w.deleting:
+        raise AdmissionRefused("deploy_deleting", f"{w.ref} is being deleted")
+
+
+def refuse_broken(w: Workload) -> None:
+    refuse_deleting(w)
+    if failed(w):
+        raise AdmissionRefused(
+            "deploy_failed",
+            f"{w.ref} is FAILED (Progressing=False, ProgressDeadlineExceeded); fix its rollout "
+            "first",
+        )
+
+
+def stop(w: Workload, *, aliases: tuple[str, ...], allow_aliased_downtime: bool) -> Plan:
+    refuse_deleting(w)
+    if aliases and not allow_aliased_downtime:
+        raise AdmissionRefused(
+            "alias_requires_consent",
+            f"{w.deploy_id} serves aliases {', '.join(aliases)}; stopping it needs "
+            "allow_aliased_downtime=True",
+        )
+    if w.replicas == 0:
+        return NOTHING
+    return Plan(spec={"replicas": 0}, annotations={names.REPLICAS: str(w.replicas)})
+
+
+def start(w: Workload, *, template: Obj | None) -> Plan:
+    """``template``: the rendered pod template of a bound deploy (None = leave it)."""
+    refuse_broken(w)
+    if w.replicas > 0:
+        return NOTHING
+    replicas = desired_replicas(w)
+    spec: Obj = {"replicas": replicas}
+    if template is not None:
+        spec.update(template_patch(w, template))
+    return Plan(spec=spec, replicas=None)
+
+
+def check_scalable(w: Workload, replicas: int, *, hpa: bool, time_sliced: bool) -> None:
+    if replicas < 1:
+        raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
+    refusal = scale_refusal(w.deploy_kind, hpa=hpa, cmp_endpoint=bool(w.labels.get(names.ENDPOINT)))
+    if refusal:
+        raise Unsupported(refusal, f"{w.ref} cannot be scaled by a schedule: {refusal}")
+    refuse_broken(w)
+    if time_sliced and replicas != 1:
+        raise Unsupported(
+            "unsupported_scale_for_mode",
+            f"{w.deploy_id} is a time-sliced member: one replica on its reservation's GPU",
+        )
+
+
+def set_replica_intent(w: Workload, replicas: int) -> Plan:
+    """Replicas + roles; persist-only on a stopped workload (call ``check_scalable`` first)."""
+    roles = {names.ROLE_MIN: str(replicas), names.ROLE_MAX: str(replicas)}
+    if w.replicas == 0:
+        return Plan(
+            annotations={**roles, names.REPLICAS: str(replicas)},
+            persist_only=True,
+            replicas=replicas,
+        )
+    spec = {"replicas": replicas} if replicas != w.replicas else {}
+    return Plan(spec=spec, annotations=roles, replicas=replicas)
+
+
+def template_patch(w: Workload, template: Mapping[str, Any]) -> Obj:
+    """The spec fragment that turns ``w``'s pod template into ``template`` (a merge patch)."""
+    diff = merge_diff(w.template, template)
+    if w.kind == LWS:
+        return {"leaderWorkerTemplate": {"workerTemplate": diff}} if diff else {}
+    return {"template": diff} if diff else {}
+
+
+def merge_diff(old: Any, new: Any) -> Any:
+    """A JSON merge patch from ``old`` to ``new``: removed keys become ``None``, lists replace."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return new
+    out: Obj = {}
+    for key in old:
+        if key not in new:
+            out[key] = None
+    for key, value in new.items():
+        if key not in old:
+            out[key] = value
+        elif value != old[key]:
+            out[key] = merge_diff(old[key], value)
+    return out

@@ -1,0 +1,150 @@
+"""A ``DeployView`` read from a workload and its pods (SPEC R-K8S-3).
+
+* STOPPED as soon as ``spec.replicas`` is 0, like the simulator: ``terminating_pods`` is the
+  evidence the GPUs are free, never the state alone. It counts pods with a deletionTimestamp
+  *and* pods beyond the desired count that no controller has deleted yet (right after a scale
+  to 0, before the ReplicaSet controller acts, the pods still hold their GPUs).
+* READY when the controller observed the current generation, every desired replica group is
+  ready, and no extra pod is left.
+* ``applied_generation`` is the generation whose pods are all placed: the observed generation,
+  or the one before while a pod of the workload still waits for a node.
+* ``unschedulable`` is the scheduler's own verdict, ``PodScheduled=False reason=Unschedulable``.
+* FAILED is the Deployment controller's ``Progressing=False reason=ProgressDeadlineExceeded``;
+  DELETING a workload with a deletionTimestamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gps_dagster.backends.k8s import ledger, names, pods
+from gps_dagster.backends.k8s.pods import Pod
+from gps_dagster.backends.k8s.workloads import LWS, Workload
+from gps_dagster.ports import DeployState, DeployView, ReservationBinding
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def desired_replicas(w: Workload) -> int:
+    """``spec.replicas``, or (stopped) the replicas remembered for the next start."""
+    return w.replicas if w.replicas > 0 else max(_int(w.annotations.get(names.REPLICAS), 1), 1)
+
+
+def gpus_per_replica(w: Workload, binding: ReservationBinding | None) -> int:
+    if binding is not None and binding.mode == "time_sliced":
+        return 1  # a member shares one GPU; its pods request a VRAM share, not nvidia.com/gpu
+    per_pod = pods.spec_gpus(w.template.get("spec") or {})
+    if w.kind != LWS:
+        return per_pod
+    lwt = (w.raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    leader = lwt.get("leaderTemplate")
+    lead = pods.spec_gpus((leader or {}).get("spec") or {}) if leader else per_pod
+    return lead + per_pod * (w.group_size - 1)
+
+
+def failed(w: Workload) -> bool:
+    for cond in w.status.get("conditions") or []:
+        if (
+            cond.get("type") == "Progressing"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "ProgressDeadlineExceeded"
+        ):
+            return True
+    return False
+
+
+def observed_generation(w: Workload) -> int:
+    if w.kind == LWS:
+        seen = [_int(c.get("observedGeneration")) for c in w.status.get("conditions") or []]
+        return max(seen, default=0)
+    return _int(w.status.get("observedGeneration"))
+
+
+def terminating(w: Workload, own: Sequence[Pod]) -> int:
+    live = [p for p in own if not pods.terminal(p)]
+    going = sum(1 for p in live if pods.deleting(p))
+    staying = len(live) - going
+    return going + max(0, staying - w.replicas * w.group_size)
+
+
+def derive_state(w: Workload, own: Sequence[Pod], ready: int) -> DeployState:
+    if w.deleting:
+        return DeployState.DELETING
+    if failed(w):
+        return DeployState.FAILED
+    if w.replicas == 0:
+        return DeployState.STOPPED
+    active = [p for p in own if not pods.terminal(p) and not pods.deleting(p)]
+    current = observed_generation(w) >= w.generation
+    if current and ready == w.replicas and len(active) == w.replicas * w.group_size:
+        return DeployState.READY
+    return DeployState.UPDATING if ready else DeployState.STARTING
+
+
+def deploy_view(
+    w: Workload,
+    own: Sequence[Pod],
+    *,
+    aliases: tuple[str, ...],
+    hpa: bool,
+    binding: ReservationBinding | None,
+) -> DeployView:
+    """The view of ``w`` from its own pods (those its selector matches)."""
+    active = [p for p in own if not pods.terminal(p) and not pods.deleting(p)]
+    ready = min(_int(w.status.get("readyReplicas")), w.replicas)
+    observed = observed_generation(w)
+    waiting = any(pods.node(p) is None for p in active)
+    project = w.labels.get(names.PROJECT) or None
+    return DeployView(
+        id=w.deploy_id,
+        kind=w.deploy_kind,
+        state=derive_state(w, own, ready),
+        etag=ledger.etag(w),
+        aliases=aliases,
+        project=project,
+        cmp_managed=project is not None,
+        endpoint=w.labels.get(names.ENDPOINT) or None,
+        gpus_per_replica=gpus_per_replica(w, binding),
+        nodes_per_replica=w.group_size,
+        desired_replicas=desired_replicas(w),
+        ready_replicas=ready,
+        generation=w.generation,
+        applied_generation=min(observed, w.generation - 1) if waiting else observed,
+        terminating_pods=terminating(w, own),
+        unschedulable=any(pods.unschedulable(p) for p in active),
+        hpa=hpa,
+        role_min=_role(w, names.ROLE_MIN),
+        role_max=_role(w, names.ROLE_MAX),
+        reservation=binding,
+    )
+
+
+def _role(w: Workload, key: str) -> int | None:
+    value = w.annotations.get(key)
+    return _int(value) if value is not None else None
+
+
+def annotation_aliases(w: Workload) -> tuple[str, ...]:
+    raw = w.annotations.get(names.ALIASES, "")
+    return tuple(a.strip() for a in raw.split(",") if a.strip())
+
+
+def hpa_targets(hpas: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """(namespace, kind, name) of every workload an HPA scales."""
+    out = set()
+    for h in hpas:
+        ref = (h.get("spec") or {}).get("scaleTargetRef") or {}
+        out.add(
+            (
+                (h.get("metadata") or {}).get("namespace", ""),
+                str(ref.get("kind")),
+                str(ref.get("name")),
+            )
+        )
+    return out

@@ -1,0 +1,309 @@
+"""Finding a deploy's workload by its label, and the one shape the adapter reads it in.
+
+A deploy is the workload labelled ``gps.dagster.io/deploy-id=<id>`` in the adapter's namespaces
+(SPEC R-K8S-1): a Deployment first, then a LeaderWorkerSet (multi-node replica groups) when the
+LWS API is served. A StatefulSet, DaemonSet or Job carrying the label is reported with a kind the
+engine refuses (``unsupported_kind``), never silently ignored; two workloads with one id are an
+error, since acting on either could be the wrong one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gps_dagster.backends.k8s import names
+from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.domain.kinds import DeployKind
+from gps_dagster.ports import NotFound, Permanent
+
+DEPLOYMENT = "Deployment"
+LWS = "LeaderWorkerSet"
+OTHER_KINDS = {
+    "StatefulSet": DeployKind.OTHER,
+    "DaemonSet": DeployKind.OTHER,
+    "Job": DeployKind.BATCH,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A labelled workload, normalised across Deployment and LeaderWorkerSet."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    replicas: int
+    """``spec.replicas``: 0 when stopped."""
+    selector: Mapping[str, Any]
+    """A LabelSelector (matchLabels / matchExpressions) of the workload's pods."""
+    template: Mapping[str, Any]
+    """The pod template the GPU request is read from (an LWS's worker template)."""
+    group_size: int
+    """Pods per replica group: 1 for a Deployment, ``leaderWorkerTemplate.size`` for an LWS."""
+    status: Mapping[str, Any]
+    deleting: bool
+    raw: Obj
+
+    @property
+    def deploy_id(self) -> str:
+        return self.labels[names.DEPLOY_ID]
+
+    @property
+    def deploy_kind(self) -> DeployKind:
+        if self.kind == DEPLOYMENT:
+            return DeployKind.DEPLOYMENT
+        if self.kind == LWS:
+            return DeployKind.LEADER_WORKER_SET
+        return OTHER_KINDS.get(self.kind, DeployKind.OTHER)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+def from_object(kind: str, obj: Obj) -> Workload:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    if kind == LWS:
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        template = lwt.get("workerTemplate") or lwt.get("leaderTemplate") or {}
+        size = int(lwt.get("size") or 1)
+        selector: Mapping[str, Any] = {"matchLabels": {names.LWS_NAME: meta.get("name", "")}}
+    else:
+        template = (
+            spec.get("template")
+            or spec.get("jobTemplate", {}).get("spec", {}).get("template")
+            or {}
+        )
+        size = 1
+        selector = spec.get("selector") or {}
+    replicas = spec.get("replicas", 1 if kind in (DEPLOYMENT, LWS) else 0)
+    return Workload(
+        kind=kind,
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        resource_version=str(meta.get("resourceVersion", "")),
+        generation=int(meta.get("generation") or 0),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        replicas=int(replicas or 0),
+        selector=selector,
+        template=template,
+        group_size=size,
+        status=obj.get("status") or {},
+        deleting=bool(meta.get("deletionTimestamp")),
+        raw=obj,
+    )
+
+
+def selector_string(selector: Mapping[str, Any]) -> str:
+    """A LabelSelector as the ``labelSelector`` query syntax."""
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], ",".join(expr.get("values") or [])
+        parts.append(
+            {
+                "In": f"{key} in ({values})",
+                "NotIn": f"{key} notin ({values})",
+                "Exists": key,
+                "DoesNotExist": f"!{key}",
+            }[op]
+        )
+    return ",".join(parts)
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Client-side LabelSelector match (an empty selector matches nothing, as for workloads)."""
+    match, exprs = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if not match and not exprs:
+        return False
+    if any(labels.get(k) != v for k, v in match.items()):
+        return False
+    for expr in exprs:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        present = key in labels
+        ok = {
+            "In": present and labels[key] in values,
+            "NotIn": not present or labels[key] not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+class Finder:
+    """Lists labelled workloads of the adapter's namespaces (empty = every namespace)."""
+
+    def __init__(self, kube: Kube, namespaces: Sequence[str], lws: bool) -> None:
+        self.kube, self.namespaces, self.lws = kube, tuple(namespaces), lws
+
+    def _scoped(self, ns_fn: Any, all_fn: Any, what: str, *args: Any, **kw: Any) -> list[Obj]:
+        if not self.namespaces:
+            return self.kube.items(all_fn, *args, what=what, **kw)
+        out: list[Obj] = []
+        for ns in self.namespaces:
+            out.extend(self.kube.items(ns_fn, *_ns_args(ns_fn, ns, args), what=what, **kw))
+        return out
+
+    def deployments(self, selector: str) -> list[Workload]:
+        a = self.kube.apps
+        found = self._scoped(
+            a.list_namespaced_deployment,
+            a.list_deployment_for_all_namespaces,
+            "list deployments",
+            label_selector=selector,
+        )
+        return [from_object(DEPLOYMENT, o) for o in found]
+
+    def leader_worker_sets(self, selector: str) -> list[Workload]:
+        if not self.lws:
+            return []
+        c = self.kube.custom
+        group = (names.LWS_GROUP, names.LWS_VERSION)
+        found = self._scoped(
+            c.list_namespaced_custom_object,
+            c.list_cluster_custom_object,
+            "list leaderworkersets",
+            *group,
+            names.LWS_PLURAL,
+            label_selector=selector,
+        )
+        return [from_object(LWS, o) for o in found]
+
+    def unsupported(self, selector: str) -> list[Workload]:
+        a, b = self.kube.apps, self.kube.batch
+        out = [
+            from_object("StatefulSet", o)
+            for o in self._scoped(
+                a.list_namespaced_stateful_set,
+                a.list_stateful_set_for_all_namespaces,
+                "list statefulsets",
+                label_selector=selector,
+            )
+        ]
+        out += [
+            from_object("DaemonSet", o)
+            for o in self._scoped(
+                a.list_namespaced_daemon_set,
+                a.list_daemon_set_for_all_namespaces,
+                "list daemonsets",
+                label_selector=selector,
+            )
+        ]
+        out += [
+            from_object("Job", o)
+            for o in self._scoped(
+                b.list_namespaced_job,
+                b.list_job_for_all_namespaces,
+                "list jobs",
+                label_selector=selector,
+            )
+        ]
+        return out
+
+    def managed(self, selector: str) -> list[Workload]:
+        return self.deployments(selector) + self.leader_worker_sets(selector)
+
+    def find(self, deploy_id: str) -> Workload:
+        """The one workload labelled with ``deploy_id``; ``NotFound`` if none."""
+        selector = f"{names.DEPLOY_ID}={deploy_id}"
+        found = self.managed(selector) or self.unsupported(selector)
+        return one(deploy_id, found)
+
+    def find_many(self, deploy_ids: Iterable[str]) -> dict[str, Workload]:
+        """Workloads of several ids in one list per kind; unknown ids are left out."""
+        ids = sorted(set(deploy_ids))
+        if not ids:
+            return {}
+        found = self.managed(f"{names.DEPLOY_ID} in ({','.join(ids)})")
+        by_id: dict[str, list[Workload]] = {}
+        for w in found:
+            by_id.setdefault(w.deploy_id, []).append(w)
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            for w in self.unsupported(f"{names.DEPLOY_ID} in ({','.join(missing)})"):
+                by_id.setdefault(w.deploy_id, []).append(w)
+        return {i: one(i, ws) for i, ws in by_id.items()}
+
+    def all_labelled(self) -> list[Workload]:
+        return self.managed(names.DEPLOY_ID)
+
+
+def _ns_args(fn: Any, ns: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Custom-object list calls take the namespace after group and version."""
+    if getattr(fn, "__name__", "") == "list_namespaced_custom_object":
+        return (*args[:2], ns, *args[2:])
+    return (ns, *args)
+
+
+def one(deploy_id: str, found: list[Workload]) -> Workload:
+    if not found:
+        raise NotFound(f"no workload labelled {names.DEPLOY_ID}={deploy_id}")
+    if len(found) > 1:
+        refs = ", ".join(sorted(w.ref for w in found))
+        raise Permanent(
+            f"deploy id {deploy_id} labels {len(found)} workloads ({refs}); keep the label on "
+            "exactly one",
+            reason="duplicate_deploy_id",
+        )
+    return found[0]
+
+
+def patch(kube: Kube, w: Workload, body: Obj) -> Workload:
+    """Merge-patch the workload (the body carries the resourceVersion precondition)."""
+    if w.kind == DEPLOYMENT:
+        out = kube.merge_patch(
+            kube.apps.patch_namespaced_deployment,
+            w.name,
+            w.namespace,
+            body=body,
+            what=f"patch {w.ref}",
+        )
+    elif w.kind == LWS:
+        out = kube.merge_patch(
+            kube.custom.patch_namespaced_custom_object,
+            names.LWS_GROUP,
+            names.LWS_VERSION,
+            w.namespace,
+            names.LWS_PLURAL,
+            w.name,
+            body=body,
+            what=f"patch {w.ref}",
+        )
+    else:
+        raise Permanent(
+            f"{w.ref} is not a Deployment or LeaderWorkerSet", reason="unsupported_kind"
+        )
+    return from_object(w.kind, out)
+
+
+def read(kube: Kube, kind: str, namespace: str, name: str) -> Workload:
+    if kind == DEPLOYMENT:
+        obj = kube.call(
+            kube.apps.read_namespaced_deployment,
+            name,
+            namespace,
+            what=f"read {kind}/{namespace}/{name}",
+        )
+    elif kind == LWS:
+        obj = kube.call(
+            kube.custom.get_namespaced_custom_object,
+            names.LWS_GROUP,
+            names.LWS_VERSION,
+            namespace,
+            names.LWS_PLURAL,
+            name,
+            what=f"read {kind}/{namespace}/{name}",
+        )
+    else:
+        raise NotFound(f"no operation on {kind}/{namespace}/{name}")
+    return from_object(kind, obj)

@@ -1,0 +1,236 @@
+"""The mutations of ``K8sCore``: one preconditioned merge patch each, idempotent by key.
+
+Every mutation starts from a fresh read of the workload:
+
+1. the key is looked up in the workload's ledger — found: the earlier operation is returned and
+   nothing is written (a resubmit after a lost answer mutates at most once); a key already used on
+   another workload is refused;
+2. the caller's ETag is compared with the one just read (``EtagMismatch`` if stale);
+3. the core's own admission decides (``mutations``, quota, billing, reservation budget — a
+   time-sliced member's start under its reservation's row lock);
+4. the change and the new ledger entry are written together, preconditioned on the
+   resourceVersion of step 1's read; a 409 (someone wrote in between) re-reads and retries only
+   if the deploy's intent is unchanged, else it is the caller's ``EtagMismatch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gps_dagster.backends.k8s import accounts, ledger, mutations, names, views
+from gps_dagster.backends.k8s import gps as gps_mod
+from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.backends.k8s.mutations import Plan
+from gps_dagster.backends.k8s.workloads import Finder, Workload, patch
+from gps_dagster.domain.gps.admission import Admitted
+from gps_dagster.domain.gps.bindings import TimeSlicedBinding
+from gps_dagster.ports import (
+    AdmissionRefused,
+    Clock,
+    EtagMismatch,
+    NotFound,
+    Operation,
+    OperationKind,
+    Permanent,
+    QuotaStatus,
+)
+
+if TYPE_CHECKING:
+    from gps_dagster.backends.k8s.accounts import BillingCheck
+    from gps_dagster.backends.k8s.gps import Binding, Reservations
+
+CONFLICT_RETRIES = 3
+REFUSED = {
+    OperationKind.STOP: "stop_failed",
+    OperationKind.START: "start_failed",
+    OperationKind.SET_REPLICA_INTENT: "scale_failed",
+}
+"""Reason of a mutation the API server refused (its own message follows)."""
+
+
+class MutationsMixin:
+    """``stop``, ``start``, ``set_replica_intent`` of ``K8sCore`` (which provides the reads)."""
+
+    kube: Kube
+    clock: Clock
+    billing: BillingCheck
+    gps: Reservations
+
+    if TYPE_CHECKING:
+
+        @property
+        def finder(self) -> Finder: ...
+        def _binding(self, w: Workload) -> Binding | None: ...
+        def _members(self) -> list[tuple[Workload, Binding | None, int]]: ...
+        def _quota(self, w: Workload, b: Binding | None, delta: int) -> QuotaStatus: ...
+        def _live(self, w: Workload, e: ledger.Entry) -> Operation: ...
+        def _live_noop(self, w: Workload, kind: OperationKind, key: str) -> Operation: ...
+
+    def stop(
+        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
+    ) -> Operation:
+        def plan(w: Workload) -> Plan:
+            aliases = () if allow_aliased_downtime else accounts.guarded_aliases(self.kube, w)
+            out = mutations.stop(w, aliases=aliases, allow_aliased_downtime=allow_aliased_downtime)
+            b = self._binding(w)
+            if out.mutating and isinstance(
+                b, TimeSlicedBinding
+            ):  # R-GPS-6: holder before the last goes
+                running = [
+                    m.deploy_id
+                    for m, mb, ready in self._members()
+                    if ready > 0 and m.replicas > 0 and gps_mod.bound_to(mb, b.reservation)
+                ]
+                self.gps.ensure_holder(w, b, running)
+            return out
+
+        return self._mutate(OperationKind.STOP, deploy_id, etag, idempotency_key, plan)
+
+    def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
+        def plan(w: Workload) -> Plan:
+            mutations.refuse_broken(w)
+            self.billing(self.kube, w)
+            if w.replicas > 0:
+                return mutations.NOTHING
+            b = self._binding(w)
+            self._quota(w, b, views.desired_replicas(w))
+            template = self.gps.rendered_template(w, b) if b is not None else None
+            return mutations.start(w, template=template)
+
+        return self._mutate(OperationKind.START, deploy_id, etag, idempotency_key, plan)
+
+    def set_replica_intent(
+        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
+    ) -> Operation:
+        def plan(w: Workload) -> Plan:
+            hpa = (w.namespace, w.kind, w.name) in views.hpa_targets(
+                accounts.hpa_list(self.kube, w.namespace)
+            )
+            b = self._binding(w)
+            mutations.check_scalable(
+                w, replicas, hpa=hpa, time_sliced=isinstance(b, TimeSlicedBinding)
+            )
+            if 0 < w.replicas < replicas:
+                self.billing(self.kube, w)
+                self._quota(w, b, replicas - w.replicas)
+            return mutations.set_replica_intent(w, replicas)
+
+        return self._mutate(
+            OperationKind.SET_REPLICA_INTENT,
+            deploy_id,
+            etag,
+            idempotency_key,
+            plan,
+            replicas=replicas,
+        )
+
+    def _key_elsewhere(self, key: str, w: Workload) -> Workload | None:
+        for other in self.finder.all_labelled():
+            if other.uid != w.uid and ledger.read(other).by_key(key) is not None:
+                return other
+        return None
+
+    def _mutate(
+        self,
+        kind: OperationKind,
+        deploy_id: str,
+        etag: str,
+        key: str,
+        plan_fn: Callable[[Workload], Plan],
+        *,
+        replicas: int | None = None,
+    ) -> Operation:
+        w = self.finder.find(deploy_id)
+        for _ in range(CONFLICT_RETRIES):
+            led = ledger.read(w)
+            seen = led.by_key(key)
+            if seen is not None:
+                return self._replay(w, seen, kind, key)
+            other = self._key_elsewhere(key, w)
+            if other is not None:
+                raise Permanent(
+                    f"idempotency key {key!r} was used for {other.deploy_id}",
+                    reason="idempotency_key_reused",
+                )
+            current = ledger.etag(w, led)
+            if etag != current:
+                raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {current})")
+            try:
+                return self._apply(kind, w, led, key, plan_fn, replicas)
+            except EtagMismatch:
+                w = self.finder.find(deploy_id)  # a write landed between our read and our patch
+        raise EtagMismatch(
+            f"{deploy_id} kept changing under {kind.value} ({CONFLICT_RETRIES} conflicts)"
+        )
+
+    def _replay(self, w: Workload, seen: ledger.Entry, kind: OperationKind, key: str) -> Operation:
+        if seen.kind != kind.value:
+            raise Permanent(
+                f"idempotency key {key!r} was used for {seen.kind} {w.deploy_id}",
+                reason="idempotency_key_reused",
+            )
+        return self._live(w, seen)
+
+    def _apply(
+        self,
+        kind: OperationKind,
+        w: Workload,
+        led: ledger.Ledger,
+        key: str,
+        plan_fn: Callable[[Workload], Plan],
+        replicas: int | None,
+    ) -> Operation:
+        """Plan and write; a time-sliced member's start both under its reservation's row lock."""
+        b = self._binding(w)
+        if (
+            kind is not OperationKind.START
+            or not isinstance(b, TimeSlicedBinding)
+            or w.replicas > 0
+        ):
+            return self._write(kind, w, led, key, plan_fn(w), replicas)
+        with self.gps.locked(b.reservation) as rsv:
+            decision = self.gps.decide(w, b, self._members(), rsv=rsv)
+            if decision is not None and not isinstance(decision, Admitted):
+                raise AdmissionRefused(
+                    decision.reason, f"{w.deploy_id} on reservation '{rsv.id}': {decision.fix}"
+                )
+            return self._write(kind, w, led, key, plan_fn(w), replicas)
+
+    def _write(
+        self,
+        kind: OperationKind,
+        w: Workload,
+        led: ledger.Ledger,
+        key: str,
+        plan: Plan,
+        replicas: int | None,
+    ) -> Operation:
+        if not plan.mutating:
+            return self._live_noop(w, kind, key)
+        new, entry = ledger.append(
+            w,
+            led,
+            key=key,
+            kind=kind,
+            at=self.clock.now(),
+            spec_changes=plan.spec_changes,
+            replicas=replicas,
+            persist_only=plan.persist_only,
+        )
+        annotations = {**plan.annotations, names.OPERATIONS: ledger.dump(new)}
+        body: Obj = {
+            "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
+        }
+        if plan.spec:
+            body["spec"] = plan.spec
+        try:
+            patched = patch(self.kube, w, body)
+        except (EtagMismatch, NotFound):
+            raise
+        except Permanent as exc:
+            raise Permanent(
+                f"{kind.value} of {w.deploy_id} refused by the API server: {exc}",
+                reason=REFUSED[kind],
+            ) from exc
+        return self._live(patched, entry)

@@ -1,0 +1,313 @@
+"""Executing the steps of many schedules with shared round trips (issue 13).
+
+A boundary where a thousand schedules flip at once used to cost a dozen
+transactions per step. Here the steps of one batch of schedules move together:
+
+1. accepted steps are judged against the deploys the pass already read, and
+   those that converged are written in one transaction;
+2. the steps that may move are sorted out with one read of the batch's open
+   plans and statuses; acquires are previewed in one core session (previews
+   in a session count the groups found fitting before as taken);
+3. one fence transaction moves them all to ``submitting``; core sessions of
+   ``SUBMIT_SESSION`` calls submit them (each call its own idempotency key; a
+   session is durable before anything of it is recorded accepted); one
+   transaction records them accepted (each a CAS on the status its fence left);
+4. acquires released by those submissions go in a second round.
+
+Per-step rules are those of ``steps.StepRunner``, which still handles every
+step off the common path one at a time: a resubmission, a superseded or
+stale step, a cancellation behind a failed step, a release of a plan not
+preflighted in this batch (its alias and preflight re-checks), an endpoint
+or reservation-bound acquire, and every error. Correctness rests where it did:
+the fence, the status CAS and the idempotency keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+
+from gps_dagster.domain.phases import Phase
+from gps_dagster.engine import endpoints
+from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.convergence import Observer
+from gps_dagster.engine.endings import first_order
+from gps_dagster.engine.reports import StepOutcome
+from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
+from gps_dagster.engine.steps import SUBMITTED, StepRunner
+from gps_dagster.ports import BatchingCore, Clock, Core, DeployView, Insufficient
+from gps_dagster.store.plans import StepWrite
+from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+from gps_dagster.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+MOVABLE = ("pending", "capacity_wait")
+SUBMIT_SESSION = 50
+"""Mutations per core session. A session is one transaction with a savepoint per mutation;
+PostgreSQL keeps 64 subtransactions per transaction in shared memory and, past that, every
+other session's snapshot checks go through ``pg_subtrans``: keep a session below it. Durable
+earlier than the whole batch is safe: nothing is recorded accepted before its session ends,
+and a step left ``submitting`` is resubmitted with the same idempotency key."""
+
+
+@contextlib.contextmanager
+def core_session(core: Core) -> Iterator[None]:
+    """The core's batch session when it has one (``BatchingCore``), else nothing."""
+    if isinstance(core, BatchingCore):
+        with core.batch():
+            yield
+    else:
+        yield
+
+
+class BatchRunner:
+    """The steps of a batch of schedules, moved together where the rules allow."""
+
+    def __init__(
+        self,
+        store: Store,
+        core: Core,
+        clock: Clock,
+        config: EngineConfig,
+        runner: StepRunner,
+        observer: Observer,
+    ) -> None:
+        self.store, self.core, self.clock, self.config = store, core, clock, config
+        self.runner, self.observer = runner, observer
+
+    # -- accepted steps ------------------------------------------------------------
+
+    def observe(
+        self, accepted: list[ActionRow], reads: Mapping[str, DeployView]
+    ) -> list[StepOutcome]:
+        """Judge accepted steps against ``reads``; converged ones are written together."""
+        out: list[StepOutcome] = []
+        done: list[tuple[ActionRow, DeployView]] = []
+        now = self.clock.now()
+        for a in accepted:
+            deploy = reads.get(a.deploy_id)
+            if deploy is None or (a.detail or {}).get("endpoint"):
+                out.append(self.observer.observe_action(a))
+                continue
+            try:
+                converged, failure = self.observer.judge(a, deploy, now)
+            except Exception as exc:  # the step's owner decides
+                out.append(self.runner.owned(exc, a.id, a))
+                continue
+            if failure is not None:
+                out.append(self.runner.fail(a, failure))
+            elif converged:
+                done.append((a, deploy))
+            else:
+                out.append(StepOutcome(a.id, a.deploy_id, "accepted"))
+        if done:
+            writes = [self.runner.endings.convergence(a, deploy, now) for a, deploy in done]
+            moved = self.store.write_each(writes, now=now)
+            out += [
+                StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
+                if a.id in moved
+                else StepOutcome(a.id, a.deploy_id, "accepted")
+                for a, _ in done
+            ]
+        return out
+
+    # -- steps that may move -----------------------------------------------------
+
+    def run(
+        self, schedules: list[str], fresh: set[str], reads: Mapping[str, DeployView]
+    ) -> list[StepOutcome]:
+        """Advance every movable step of ``schedules``' open plans, in plan order.
+
+        ``fresh``: plans opened in this batch, preflighted moments ago in the same core
+        session — their releases need no second alias and preflight read.
+        """
+        out: list[StepOutcome] = []
+        done: set[str] = set()
+        moved = 0
+        for _round in range(2):  # releases, then the acquires their submissions unlock
+            plans = self.store.open_plans(schedules)
+            if not plans:
+                return out
+            moved = self._round(plans, fresh, reads, done, out)
+            if not moved:
+                break
+        if done:  # what was just submitted may be done already (a core with no delay)
+            out += self._observe_open(schedules)
+        return out
+
+    def _observe_open(self, schedules: list[str]) -> list[StepOutcome]:
+        """Judge the open plans' accepted steps on one fresh read of their deploys."""
+        accepted = [
+            a for _tr, steps in self.store.open_plans(schedules) for a in steps
+            if a.state == "accepted"
+        ]
+        if not accepted:
+            return []
+        try:
+            fresh = dict(self.core.get_deploys(sorted({a.deploy_id for a in accepted})))
+        except Exception as exc:  # each step is then read on its own, errors owned per step
+            log.warning("batched deploy read failed (%s); observing steps one by one", exc)
+            fresh = {}
+        return self.observe(accepted, fresh)
+
+    def _round(
+        self,
+        plans: list[tuple[TransitionRow, list[ActionRow]]],
+        fresh: set[str],
+        reads: Mapping[str, DeployView],
+        done: set[str],
+        out: list[StepOutcome],
+    ) -> int:
+        names = sorted({tr.schedule for tr, _ in plans})
+        statuses = self.store.statuses_for(names)
+        versions = self.store.schedule_states(names)
+        releases: list[ActionRow] = []
+        acquires: list[ActionRow] = []
+        for tr, steps in plans:
+            first = first_order(tr.order)
+            before = [x for x in steps if x.order == first]
+            for a in sorted(steps, key=lambda x: x.seq):
+                if a.id in done or a.state not in (*MOVABLE, "submitting"):
+                    continue
+                lane = self._lane(a, tr, first, before, statuses, versions, fresh, reads)
+                if lane == "wait":
+                    continue
+                done.add(a.id)
+                if lane == "one":
+                    out.append(self.runner.execute(a.id))
+                elif lane == "release":
+                    releases.append(a)
+                else:
+                    acquires.append(a)
+        ready = releases + self._previewed(acquires, statuses, out)
+        return self._submit_all(ready, statuses, out)
+
+    def _lane(
+        self,
+        a: ActionRow,
+        tr: TransitionRow,
+        first: str,
+        before: list[ActionRow],
+        statuses: Mapping[tuple[str, str], TargetStatusRow],
+        versions: Mapping[str, tuple[int, bool]],
+        fresh: set[str],
+        reads: Mapping[str, DeployView],
+    ) -> str:
+        """``release`` / ``acquire``: batched; ``one``: the step runner alone; ``wait``."""
+        status = statuses.get((a.schedule, a.deploy_id))
+        if a.state == "submitting" or status is None or status.transition_id != a.transition_id:
+            return "one"
+        if versions.get(a.schedule) != (a.schedule_version, True):
+            return "one"  # stale: superseded by the runner
+        if a.order != first:
+            if any(x.state in ("failed", "cancelled") for x in before):
+                return "one"  # cancelled behind the failed step
+            ready = SUBMITTED if first == "release" else frozenset({"converged", "superseded"})
+            if not all(x.state in ready for x in before):
+                return "wait"
+        if a.order == "release":
+            return "release" if tr.id in fresh else "one"
+        deploy = reads.get(a.deploy_id)
+        if deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint"):
+            return "one"
+        return "acquire"
+
+    def _previewed(
+        self,
+        acquires: list[ActionRow],
+        statuses: Mapping[tuple[str, str], TargetStatusRow],
+        out: list[StepOutcome],
+    ) -> list[ActionRow]:
+        """The acquires whose capacity fits now; the others wait (or time out)."""
+        if not acquires:
+            return []
+        fits: list[ActionRow] = []
+        waits: list[StepWrite] = []
+        later: list[tuple[ActionRow, Exception | None]] = []  # handled once the session is over
+        failed: Exception | None
+        now = self.clock.now()
+        with core_session(self.core):
+            for a in acquires:
+                deadline = wait_deadline(a, self.config)
+                try:
+                    preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
+                except Exception as exc:  # the step's owner decides
+                    failed = exc
+                    later.append((a, failed))
+                    continue
+                if not isinstance(preview, Insufficient):
+                    fits.append(a)
+                elif now >= deadline:
+                    later.append((a, None))  # the runner ends it capacity_unavailable
+                else:
+                    if a.state != "capacity_wait":
+                        status = statuses[(a.schedule, a.deploy_id)]
+                        waits.append(capacity_write(a, preview, deadline, status))
+                    out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait",
+                                           Phase.CAPACITY_WAIT.value, preview.reason))
+        if waits:
+            self.store.write_each(waits, now=now)
+        for a, error in later:
+            out.append(self.runner.owned(error, a.id, a) if error else self.runner.execute(a.id))
+        return fits
+
+    def _submit_all(
+        self,
+        steps: list[ActionRow],
+        statuses: Mapping[tuple[str, str], TargetStatusRow],
+        out: list[StepOutcome],
+    ) -> int:
+        """Fence, submit and record ``steps``; returns how many the core accepted."""
+        if not steps:
+            return 0
+        now = self.clock.now()
+        items = []
+        for a in steps:
+            phase = Phase.RELEASING if a.order == "release" else Phase.ACQUIRING
+            changes = {"phase": phase.value, "reason": None, "fix": None}
+            items.append((a, statuses[(a.schedule, a.deploy_id)], changes))
+        fenced = self.store.fence_many(items, now=now)
+        go: list[tuple[ActionRow, TargetStatusRow]] = []
+        for a in steps:
+            result = fenced[a.id]
+            if result.ok and result.status is not None:
+                go.append((replace(a, state="submitting", submitted_at=now), result.status))
+            elif result.reason in ("gate_not_enforce", "lost_race"):
+                out.append(StepOutcome(a.id, a.deploy_id, a.state, None, result.reason))
+            else:
+                self.runner.endings.finish(a, "superseded", result.reason or "fenced_out")
+                out.append(StepOutcome(a.id, a.deploy_id, "superseded", None, result.reason))
+        return self._call_all(go, out)
+
+    def _call_all(
+        self, go: list[tuple[ActionRow, TargetStatusRow]], out: list[StepOutcome]
+    ) -> int:
+        calls: dict[str, list[object] | Exception] = {}
+        for start in range(0, len(go), SUBMIT_SESSION):
+            part = go[start : start + SUBMIT_SESSION]
+            try:
+                with core_session(self.core):
+                    for a, _status in part:
+                        try:
+                            calls[a.id] = self.runner.call_core(a)
+                        except Exception as exc:  # judged below, once the session is over
+                            calls[a.id] = exc
+            except Exception as exc:  # the session did not commit: nothing it did is durable
+                log.warning("batched submit of %d step(s) not confirmed: %s", len(part), exc)
+                for a, _ in part:
+                    calls[a.id] = exc
+        now = self.clock.now()
+        writes = []
+        for a, status in go:
+            result = calls[a.id]
+            if isinstance(result, Exception):
+                out.append(self.runner.submit_failed(a, result))
+            else:
+                writes.append(accepted_write(a, list(result), status, self.config, now, False))
+        moved = self.store.write_each(writes, now=now) if writes else {}
+        out += [StepOutcome(a.id, a.deploy_id, "accepted") for a, _ in go if a.id in moved]
+        return len(moved)
+

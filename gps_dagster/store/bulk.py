@@ -1,0 +1,406 @@
+"""Many step writes, fences and plan openings, each batch in ONE transaction (issue 13).
+
+At a boundary where a thousand schedules flip together, one transaction per
+step (and a dozen statements in each) is what made a storm take two minutes.
+Here a batch locks its rows once (steps in id order, then statuses in key
+order: the order every writer of ``plans.py`` / ``status.py`` uses, so no
+lock-order deadlock) and checks each item's CAS in Python against the locked
+rows — the same conditions the single-item writers put in their ``WHERE`` —
+then writes the winners with a few set-based statements. Items stay
+independent: one that lost its race is reported and changes nothing; the
+others are written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from gps_dagster.store import metric_totals
+from gps_dagster.store import tables as t
+from gps_dagster.store.plans import FINISHED, StepWrite, transition_state
+from gps_dagster.store.records import TargetStatusRow
+from gps_dagster.store.status import _status
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+CHUNK = 500
+StatusKey = tuple[str, str]
+_FIELDS = {"last_action_id": "last_action", "schedule_name": "schedule"}
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A plan ready to open: its transition row, its step rows, its targets' status moves."""
+
+    transition: Mapping[str, Any]
+    steps: Sequence[Mapping[str, Any]]
+    updates: Sequence[tuple[TargetStatusRow, dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fenced:
+    """A fence's outcome: ``status`` is the row as the fence left it (for the submit's CAS)."""
+
+    ok: bool
+    reason: str | None = None
+    status: TargetStatusRow | None = None
+
+
+class BulkMixin:
+    """The store's batch writers, each ONE transaction."""
+
+    engine: Engine
+
+    def write_each(self, writes: Sequence[StepWrite], *, now: datetime) -> dict[str, str]:
+        """Independent step writes (``apply_writes``); the steps that moved -> transition id."""
+        with self.engine.begin() as conn:
+            return apply_writes(conn, writes, now)
+
+    def fence_many(
+        self, items: Sequence[tuple[Any, TargetStatusRow, Mapping[str, Any]]], *, now: datetime
+    ) -> dict[str, Fenced]:
+        """The fence of many steps (``fence_many``)."""
+        with self.engine.begin() as conn:
+            return fence_many(conn, items, now)
+
+    def open_many(self, drafts: Sequence[Draft], *, now: datetime) -> set[str]:
+        """Open plans with nothing to supersede (``open_many``); the ids opened."""
+        with self.engine.begin() as conn:
+            return open_many(conn, drafts, now)
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def update_rows(
+    conn: Connection, table: sa.Table, keys: tuple[str, ...], rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Per-row UPDATEs matched on ``keys``: one statement per column set and chunk on PostgreSQL."""
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(sorted(k for k in row if k not in keys)), []).append(row)
+    for cols, items in groups.items():
+        if conn.dialect.name != "postgresql" or len(items) == 1:
+            for row in items:  # SQLite runs in process: a statement per row costs microseconds
+                where = [table.c[k] == row[k] for k in keys]
+                conn.execute(table.update().where(*where).values(**{c: row[c] for c in cols}))
+            continue
+        for part in chunks(items):
+            names = [*(f"k_{k}" for k in keys), *(f"c_{c}" for c in cols)]
+            types = [table.c[k].type for k in keys] + [table.c[c].type for c in cols]
+            v = sa.values(*(sa.column(n, ty) for n, ty in zip(names, types, strict=True)), name="v")
+            v = v.data([tuple(r[k] for k in keys) + tuple(r[c] for c in cols) for r in part])
+            stmt = (
+                table.update()
+                .where(*(table.c[k] == v.c[f"k_{k}"] for k in keys))
+                .values(**{c: sa.cast(v.c[f"c_{c}"], table.c[c].type) for c in cols})
+            )
+            # VALUES data is part of the statement: never keep it in the compiled cache
+            conn.execution_options(compiled_cache=None).execute(stmt)
+
+
+def lock_statuses(conn: Connection, keys: Iterable[StatusKey]) -> dict[StatusKey, TargetStatusRow]:
+    """The status rows of ``keys``, locked until the transaction ends (in key order)."""
+    ts = t.target_status
+    wanted = sorted(set(keys))
+    out: dict[StatusKey, TargetStatusRow] = {}
+    for part in chunks(wanted):
+        cond = sa.tuple_(ts.c.schedule_name, ts.c.deploy_id).in_(list(part))
+        query = sa.select(ts).where(cond).order_by(ts.c.schedule_name, ts.c.deploy_id)
+        for row in conn.execute(query.with_for_update()):
+            out[(row.schedule_name, row.deploy_id)] = _status(row)
+    return out
+
+
+def status_move(
+    seen: TargetStatusRow,
+    now: datetime,
+    changes: Mapping[str, Any],
+    events: Iterable[Mapping[str, Any]] = (),
+) -> tuple[dict[str, Any], TargetStatusRow, list[dict[str, Any]]]:
+    """What ``status._cas`` writes for ``changes`` on ``seen``: the row values, the new row, events."""
+    values = dict(changes)
+    values.setdefault("target_generation", seen.target_generation)
+    values["status_version"] = seen.status_version + 1
+    values["updated_at"] = now
+    phase = values.get("phase", seen.phase)
+    if phase != seen.phase:
+        values["phase_since"] = now
+    out: list[dict[str, Any]] = []
+    reason = values.get("reason", seen.reason)
+    if phase != seen.phase or reason != seen.reason:
+        out.append(
+            _event(seen, now, "phase_changed", phase, reason,
+                   {"from": seen.phase, "fix": values.get("fix", seen.fix)})
+        )
+    for ev in events:
+        out.append(_event(seen, now, ev["kind"], ev.get("phase", phase), ev.get("reason"),
+                          ev.get("detail")))
+    fields = {_FIELDS.get(k, k): v for k, v in values.items()}
+    row = {"schedule_name": seen.schedule, "deploy_id": seen.deploy_id, **values}
+    return row, replace(seen, **fields), out
+
+
+def forward_ok(current: TargetStatusRow, changes: Mapping[str, Any]) -> bool:
+    """R-PASS-14 against the locked row, as ``status._forward_only`` says it in SQL."""
+    version = changes.get("schedule_version")
+    if version is not None and current.schedule_version > version:
+        return False
+    start = changes.get("interval_start")
+    if start is None or current.interval_start is None:
+        return True
+    same = version is None or current.schedule_version == version
+    return not same or current.interval_start <= start
+
+
+def same_row(current: TargetStatusRow | None, seen: TargetStatusRow) -> bool:
+    return (
+        current is not None
+        and current.status_version == seen.status_version
+        and current.target_generation == seen.target_generation
+    )
+
+
+def _event(
+    seen: TargetStatusRow | None,
+    now: datetime,
+    kind: str,
+    phase: str | None,
+    reason: str | None,
+    detail: Any,
+    *,
+    schedule: str | None = None,
+    deploy_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "at": now,
+        "schedule_name": seen.schedule if seen is not None else schedule,
+        "deploy_id": seen.deploy_id if seen is not None else deploy_id,
+        "kind": kind,
+        "phase": phase,
+        "reason": reason,
+        "detail": detail,
+    }
+
+
+def insert_events(conn: Connection, events: Sequence[Mapping[str, Any]]) -> None:
+    for part in chunks(events):
+        conn.execute(t.events.insert(), [dict(e) for e in part])
+
+
+def apply_writes(
+    conn: Connection, writes: Sequence[StepWrite], now: datetime
+) -> dict[str, str]:
+    """Apply independent step writes; returns the moved steps (id -> transition id).
+
+    Each write is what ``plans._write_step`` does for it alone: the step moves only from one
+    of its ``expect`` states; its status changes only while the target is still on the
+    step's transition and nobody wrote since ``status_seen`` (else the events are kept
+    alone); every transition whose steps all finished is closed.
+    """
+    a = t.actions
+    ids = sorted({w.action_id for w in writes})
+    rows: dict[str, Any] = {}
+    for part in chunks(ids):
+        query = sa.select(a.c.id, a.c.state, a.c.schedule_name, a.c.deploy_id,
+                          a.c.transition_id, a.c.step, a.c.reason)
+        query = query.where(a.c.id.in_(list(part))).order_by(a.c.id).with_for_update()
+        rows.update({r.id: SimpleNamespace(**r._mapping) for r in conn.execute(query)})
+    moved: list[tuple[StepWrite, Any]] = []
+    for w in writes:
+        row = rows.get(w.action_id)
+        if row is not None and row.state in w.expect:
+            moved.append((w, row))
+            rows[w.action_id] = SimpleNamespace(**{**vars(row), "state": w.changes.get("state", row.state)})
+    if not moved:
+        return {}
+    update_rows(conn, a, ("id",), [{"id": w.action_id, "updated_at": now, **w.changes}
+                                   for w, _ in moved])
+    current = lock_statuses(
+        conn, [(r.schedule_name, r.deploy_id) for w, r in moved if w.status is not None]
+    )
+    status_rows: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for w, r in moved:
+        key = (r.schedule_name, r.deploy_id)
+        cur = current.get(key)
+        seen = w.status_seen or cur
+        if (
+            w.status is not None
+            and seen is not None
+            and seen.transition_id == r.transition_id
+            and same_row(cur, seen)
+            and forward_ok(cur, w.status)  # type: ignore[arg-type]
+        ):
+            values, current[key], evs = status_move(seen, now, w.status, w.events)
+            status_rows.append(values)
+            events += evs
+            continue
+        events += [
+            _event(None, now, ev["kind"], ev.get("phase"), ev.get("reason"), ev.get("detail"),
+                   schedule=r.schedule_name, deploy_id=r.deploy_id)
+            for ev in w.events
+        ]
+    update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
+    insert_events(conn, events)
+    finished = [(r.step, w.changes["state"], w.changes.get("reason", r.reason))
+                for w, r in moved if w.changes.get("state") in FINISHED]
+    metric_totals.count_finished(conn, finished)
+    close(conn, {str(r.transition_id) for w, r in moved if w.changes.get("state") in FINISHED})
+    metric_totals.flush(conn)
+    return {w.action_id: str(r.transition_id) for w, r in moved}
+
+
+def close(conn: Connection, transition_ids: Iterable[str]) -> None:
+    """Close every listed plan whose steps have all finished (one read, one write per state)."""
+    ids = sorted(set(transition_ids))
+    if not ids:
+        return
+    a, tr = t.actions, t.transitions
+    states: dict[str, list[str]] = {}
+    for part in chunks(ids):
+        rows = conn.execute(sa.select(a.c.transition_id, a.c.state).where(
+            a.c.transition_id.in_(list(part))))
+        for tid, state in rows:
+            states.setdefault(tid, []).append(state)
+    by_state: dict[str, list[str]] = {}
+    for tid, seen in states.items():
+        closed = transition_state(seen)
+        if closed is not None:
+            by_state.setdefault(closed, []).append(tid)
+    for closed, tids in sorted(by_state.items()):
+        for part in chunks(tids):
+            conn.execute(tr.update().where(tr.c.id.in_(list(part)), tr.c.state == "open")
+                         .values(state=closed))
+
+
+def fence_many(
+    conn: Connection,
+    items: Sequence[tuple[Any, TargetStatusRow, Mapping[str, Any]]],
+    now: datetime,
+) -> dict[str, Fenced]:
+    """The fence of many steps (R-PASS-7), as ``StatusMixin.fence`` does it for one.
+
+    ``items``: (step, status it was planned on, status changes). Schedule rows are read
+    ``FOR SHARE`` and version / enabled / gate / claim re-checked; the steps still
+    ``pending`` / ``capacity_wait`` and whose status nobody wrote since move to ``submitting``.
+    """
+    s, a = t.schedules, t.actions
+    names = sorted({x.schedule for x, _, _ in items})
+    scheds: dict[str, Any] = {}
+    for part in chunks(names):
+        query = sa.select(s.c.name, s.c.version, s.c.enabled).where(s.c.name.in_(list(part)))
+        scheds.update({r.name: r for r in conn.execute(query.order_by(s.c.name)
+                                                     .with_for_update(read=True))})
+    gate = conn.execute(
+        sa.select(t.control.c.value).where(t.control.c.key == "execution")
+    ).scalar_one_or_none()
+    owners: dict[str, str] = {}
+    deploys = sorted({x.deploy_id for x, _, _ in items})
+    for part in chunks(deploys):
+        tc = t.target_claims
+        rows = conn.execute(
+            sa.select(tc.c.deploy_id, tc.c.schedule_name).where(tc.c.deploy_id.in_(list(part)))
+        )
+        owners.update({str(d): str(s) for d, s in rows})
+    out: dict[str, Fenced] = {}
+    passing = []
+    for x, seen, changes in items:
+        reason = _checks(x, scheds.get(x.schedule), gate, owners.get(x.deploy_id))
+        if reason is not None:
+            out[x.id] = Fenced(False, reason)
+        else:
+            passing.append((x, seen, changes))
+    states: dict[str, str] = {}
+    for part in chunks(sorted(x.id for x, _, _ in passing)):
+        query = sa.select(a.c.id, a.c.state).where(a.c.id.in_(list(part))).order_by(a.c.id)
+        states.update(dict(conn.execute(query.with_for_update()).all()))  # type: ignore[arg-type]
+    current = lock_statuses(conn, [(x.schedule, x.deploy_id) for x, _, _ in passing])
+    status_rows: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    won: list[str] = []
+    for x, seen, changes in passing:
+        key = (x.schedule, x.deploy_id)
+        if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(current.get(key), seen):
+            out[x.id] = Fenced(False, "lost_race")
+            continue
+        values, current[key], evs = status_move(seen, now, {**changes, "last_action_id": x.id})
+        status_rows.append(values)
+        events += evs
+        won.append(x.id)
+        out[x.id] = Fenced(True, None, current[key])
+    for part in chunks(won):
+        conn.execute(a.update().where(a.c.id.in_(list(part)))
+                     .values(state="submitting", submitted_at=now, updated_at=now))
+    update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
+    insert_events(conn, events)
+    return out
+
+
+def _checks(x: Any, sched: Any, gate: str | None, owner: str | None) -> str | None:
+    if sched is None:
+        return "schedule_deleted"
+    if sched.version != x.schedule_version:
+        return "schedule_version_changed"
+    if not sched.enabled:
+        return "schedule_disabled"
+    if gate != "enforce":
+        return "gate_not_enforce"
+    if owner != x.schedule:
+        return "claim_lost"
+    return None
+
+
+def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[str]:
+    """Open the plans whose status CASes all hold; returns their transition ids.
+
+    For plans with nothing to supersede (no step of theirs in flight): what
+    ``PlansMixin.open_transition`` writes for each, atomically per plan.
+    """
+    tr = t.transitions
+    tids = [str(d.transition["id"]) for d in drafts]
+    existing: set[str] = set()
+    for part in chunks(tids):
+        existing.update(conn.execute(sa.select(tr.c.id).where(tr.c.id.in_(list(part)))).scalars())
+    current = lock_statuses(
+        conn, [(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates]
+    )
+    winners: list[Draft] = []
+    for d in drafts:
+        if str(d.transition["id"]) in existing:
+            continue
+        cur = [current.get((seen.schedule, seen.deploy_id)) for seen, _ in d.updates]
+        if all(same_row(c, seen) and forward_ok(c, ch)  # type: ignore[arg-type]
+               for c, (seen, ch) in zip(cur, d.updates, strict=True)):
+            winners.append(d)
+            existing.add(str(d.transition["id"]))
+    if not winners:
+        return set()
+    for part in chunks(winners):
+        conn.execute(tr.insert(), [dict(d.transition) for d in part])
+    steps = [dict(s) for d in winners for s in d.steps]
+    for part in chunks(steps):
+        conn.execute(t.actions.insert(), list(part))
+    status_rows: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for d in winners:
+        for seen, changes in d.updates:
+            extra = changes.pop("_events", ())
+            values, _row, evs = status_move(seen, now, changes, extra)
+            status_rows.append(values)
+            events += evs
+    update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
+    insert_events(conn, events)
+    metric_totals.count_lags(conn, [d.transition.get("lag_seconds") for d in winners])
+    metric_totals.flush(conn)
+    return {str(d.transition["id"]) for d in winners}

@@ -1,0 +1,285 @@
+"""Kubernetes-specific behaviour of the adapter on the real control plane, beyond the contract:
+write races on resourceVersion, hand edits, kinds it must refuse, the holder pod, read-back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gps_dagster.backends.k8s import K8sCore, Kube, ledger, names, pods
+from gps_dagster.backends.k8s.fake.layout import layout, remap
+from gps_dagster.backends.k8s.fake.pools import ClusterPool
+from gps_dagster.clocks import VirtualClock
+from gps_dagster.domain.kinds import DeployKind
+from gps_dagster.domain.pool import gpu_uuid, load_pool
+from gps_dagster.domain.render import kai
+from gps_dagster.ports import DeployState, EtagMismatch, Permanent
+from gps_dagster.store.db import create_db_engine
+from gps_dagster.store.reservations import ReservationRepository, ensure_tables
+from tests.k8s.cluster import T0_K8S, kube, unique
+from tests.k8s.world import rename_nodes
+
+
+class Pool:
+    def __init__(self, doc: dict[str, Any], db_url: str) -> None:
+        prefix = unique("a")
+        self.clock = VirtualClock(T0_K8S)
+        self.spec = load_pool(rename_nodes(doc, prefix))
+        self.engine = create_db_engine(db_url)
+        ensure_tables(self.engine)
+        rsvs = remap(self.spec, layout(self.spec, prefix), T0_K8S)
+        for r in rsvs:
+            ReservationRepository(self.engine).create(r.spec(), at=T0_K8S, actor="test")
+        self.admin = kube()
+        self.cluster = ClusterPool(
+            self.admin, self.clock, self.spec, prefix=prefix, reservations=rsvs
+        ).create()
+        self.api = kube()
+        self.core = K8sCore(
+            self.api,
+            clock=self.clock,
+            namespaces=self.cluster.namespaces,
+            store_engine=self.engine,
+            policy_namespace=self.cluster.layout.system,
+        )
+
+    def workload(self, deploy: str) -> tuple[str, str, str]:
+        return self.cluster.workloads[deploy]
+
+    def patch(self, deploy: str, body: dict[str, Any]) -> None:
+        _, ns, name = self.workload(deploy)
+        self.admin.merge_patch(
+            self.admin.apps.patch_namespaced_deployment, name, ns, body=body, what="test"
+        )
+
+    def close(self) -> None:
+        self.cluster.close()
+        self.engine.dispose()
+
+
+def two_deploys() -> dict[str, Any]:
+    return {
+        "name": "races",
+        "nodes": [{"name": "n1", "gpus": 8}],
+        "deploys": [
+            {"id": "b", "gpus_per_replica": 2, "state": "running"},
+            {"id": "c", "gpus_per_replica": 2},
+        ],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
+
+
+@pytest.fixture
+def pool(k8s_cluster: str, sqlite_url: str) -> Iterator[Pool]:
+    made = Pool(two_deploys(), sqlite_url)
+    yield made
+    made.close()
+
+
+def before_first_patch(api: Kube, action: Any) -> None:
+    """Run ``action`` once, between the adapter's read and its workload PATCH (a racing writer)."""
+    rest = api.api_client.rest_client
+    inner = rest.request
+    fired: list[bool] = []
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "PATCH" and "/deployments/" in url and not fired:
+            fired.append(True)
+            action()
+        return inner(method, url, *args, **kwargs)
+
+    rest.request = request
+
+
+def test_a_status_or_annotation_write_in_between_is_retried_not_a_conflict(pool: Pool) -> None:
+    b = pool.core.get_deploy("b")
+    before_first_patch(pool.api, lambda: pool.patch("b", {"metadata": {"labels": {"team": "x"}}}))
+    op = pool.core.stop("b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert op.etag_after == pool.core.get_deploy("b").etag
+    assert (
+        len(ledger.read(pool.core.finder.find("b")).entries) == 1
+    )  # applied once, on the fresh read
+
+
+def test_a_spec_change_in_between_is_the_callers_etag_mismatch(pool: Pool) -> None:
+    b = pool.core.get_deploy("b")
+    before_first_patch(pool.api, lambda: pool.patch("b", {"spec": {"replicas": 2}}))
+    with pytest.raises(EtagMismatch):
+        pool.core.stop("b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="k")
+    w = pool.core.finder.find("b")
+    assert (
+        w.replicas == 2 and ledger.read(w).entries == ()
+    )  # the operator's scale stands, untouched
+
+
+def test_the_etag_survives_the_controllers_status_writes(pool: Pool) -> None:
+    c = pool.core.get_deploy("c")
+    op = pool.core.start("c", etag=c.etag, idempotency_key="start-c")
+    rv = pool.core.finder.find("c").resource_version
+    pool.cluster.settle()  # pods created, bound, ready: the controllers rewrote the status
+    assert pool.core.finder.find("c").resource_version != rv
+    assert pool.core.get_deploy("c").state is DeployState.READY
+    pool.core.stop("c", etag=op.etag_after, allow_aliased_downtime=False, idempotency_key="stop-c")
+
+
+def test_a_manual_scale_is_an_etag_mismatch_for_a_stale_caller(pool: Pool) -> None:
+    b = pool.core.get_deploy("b")
+    pool.patch("b", {"spec": {"replicas": 0}})  # kubectl scale --replicas=0
+    with pytest.raises(EtagMismatch):
+        pool.core.set_replica_intent("b", 2, etag=b.etag, idempotency_key="k")
+
+
+def test_other_labelled_kinds_are_reported_unsupported_and_duplicates_refused(pool: Pool) -> None:
+    ns = pool.cluster.layout.admin
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "labels": {names.DEPLOY_ID: "db"}},
+        "spec": {
+            "serviceName": "db",
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
+        },
+    }
+    pool.admin.call(
+        pool.admin.apps.create_namespaced_stateful_set, ns, sts, what="sts", mutating=True
+    )
+    assert pool.core.get_deploy("db").kind is DeployKind.OTHER
+    twin = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "b-twin", "labels": {names.DEPLOY_ID: "b"}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "twin"}},
+            "template": {
+                "metadata": {"labels": {"app": "twin"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
+        },
+    }
+    pool.admin.call(
+        pool.admin.apps.create_namespaced_deployment, ns, twin, what="twin", mutating=True
+    )
+    with pytest.raises(Permanent) as err:
+        pool.core.get_deploy("b")
+    assert err.value.reason == "duplicate_deploy_id" and "b-twin" in str(err.value)
+
+
+def test_describe_reads_back_the_schedulers_verdict(pool: Pool) -> None:
+    pool.patch(
+        "c",
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "serve",
+                                "image": "x",
+                                "resources": {
+                                    "requests": {"cpu": "1000", names.GPU: "2"},
+                                    "limits": {names.GPU: "2"},
+                                },
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    )
+    c = pool.core.get_deploy("c")
+    pool.core.start("c", etag=c.etag, idempotency_key="k")
+    pool.cluster.settle()
+    story = pool.core.describe("c")
+    assert pool.core.get_deploy("c").unschedulable
+    assert any("Insufficient cpu" in p["scheduling"] for p in story["pods"])
+    inv = pool.core.inventory()
+    assert [n.name for n in inv.nodes if n.name in pool.cluster.sim.nodes] and any(
+        p.deploy == "c" for p in inv.pending
+    )
+
+
+def shared() -> dict[str, Any]:
+    return {
+        "name": "holder",
+        "nodes": [{"name": "n1", "gpus": 8}],
+        "reservations": [
+            {
+                "id": "rsv-ts",
+                "node": "n1",
+                "namespace": "cmp-team",
+                "mode": "time_sliced",
+                "gpu_memory_mib": 80000,
+                "headroom": "1",
+                "gpu_uuids": [gpu_uuid("holder", "n1", 0)],
+            }
+        ],
+        "deploys": [
+            {
+                "id": "m1",
+                "gpus_per_replica": 1,
+                "state": "running",
+                "reservation": {
+                    "mode": "time_sliced",
+                    "reservation": "rsv-ts",
+                    "memory_mib": 30000,
+                },
+            },
+            {
+                "id": "m2",
+                "gpus_per_replica": 1,
+                "reservation": {
+                    "mode": "time_sliced",
+                    "reservation": "rsv-ts",
+                    "memory_mib": 30000,
+                },
+            },
+            {
+                "id": "unrelated",
+                "gpus_per_replica": 1,
+                "state": "running",
+            },  # not a member: no excuse
+        ],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 60}},
+    }
+
+
+def test_the_holder_pod_keeps_the_gpu_group_between_members(
+    k8s_cluster: str, sqlite_url: str
+) -> None:
+    p = Pool(shared(), sqlite_url)
+    try:
+        ns = p.cluster.layout.reservation_namespaces["cmp-team"]
+        holder = kai.holder_name("rsv-ts")
+
+        def holder_pod() -> dict[str, Any] | None:
+            found = p.admin.items(p.admin.core.list_namespaced_pod, ns, what="pods")
+            return next((x for x in found if pods.name(x) == holder and not pods.deleting(x)), None)
+
+        m1 = p.core.get_deploy("m1")
+        p.core.stop("m1", etag=m1.etag, allow_aliased_downtime=False, idempotency_key="stop-m1")
+        pod = holder_pod()
+        assert pod is not None  # created before the last member left
+        assert pod["spec"]["schedulerName"] == "kai-scheduler"
+        assert pods.annotations_of(pod)[kai.GPU_MEMORY_ANNOTATION] == str(kai.HOLDER_MEMORY_MIB)
+        assert pod["spec"]["nodeSelector"][names.HOSTNAME] == p.spec.reservations[0].node
+        m2 = p.core.get_deploy("m2")
+        p.core.start("m2", etag=m2.etag, idempotency_key="start-m2")
+        p.cluster.settle()
+        assert p.core.get_deploy("m2").state is DeployState.STARTING and holder_pod() is not None
+        p.clock.advance(60)
+        p.cluster.settle()
+        assert (
+            p.core.get_deploy("m2").state is DeployState.READY
+        )  # the read sees a member run again
+        assert holder_pod() is None
+        assert p.core.witness("m2").uuids == (gpu_uuid("holder", "n1", 0),)
+    finally:
+        p.close()

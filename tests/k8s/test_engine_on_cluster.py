@@ -1,0 +1,303 @@
+"""The real engine drives the real API server (SPEC §1, §6, §7 on Kubernetes).
+
+Every test builds its pool on the control plane of ``make test`` (fake GPU nodes, real
+Deployments, the real scheduler and controllers), runs ``Engine.run_pass`` on a virtual clock
+and asserts on what the *cluster* shows: pods, GPUs per node, the workloads' operation ledgers.
+``K8sWorld.check`` runs at every settled instant and fails the test on any overcommit.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from gps_dagster.backends.k8s import names, pods
+from gps_dagster.domain.pool import gpu_uuid
+from gps_dagster.engine import EngineConfig
+from gps_dagster.ports import DeployState
+from tests.engine.harness import (
+    SEED_MONDAY,
+    A,
+    B,
+    C,
+    a_running_pool,
+    cmp_pool,
+    cmp_schedule,
+    example,
+    local,
+    seed_pool,
+    seed_schedule,
+)
+from tests.k8s.world import K8sWorld
+
+EVENING = local("2026-10-19T17:59:30")
+MORNING = local("2026-10-19T07:59:30")
+Q = "md-qwen-8gpu"
+
+
+def c_pod_uids(w: K8sWorld) -> set[str]:
+    _, ns, _ = w.cluster.workloads[C]
+    found = w.cluster.kube.items(
+        w.cluster.kube.core.list_namespaced_pod,
+        ns,
+        label_selector=f"{names.DEPLOY_ID}={C}",
+        what="C pods",
+    )
+    return {p["metadata"]["uid"] for p in found if not pods.deleting(p)}
+
+
+def test_the_seed_week_swaps_a_and_b_release_first_with_c_untouched(new_world: Any) -> None:
+    w = new_world(schedule=seed_schedule(), pool=seed_pool(), start=SEED_MONDAY)
+    c_before = c_pod_uids(w)
+    w.drive(SEED_MONDAY + timedelta(days=7))
+    swaps = [t for t in w.store.list_transitions() if w.store.list_actions(transition_id=t.id)]
+    boundaries = [t.boundary_at.astimezone(SEED_MONDAY.tzinfo).strftime("%a %H:%M") for t in swaps]
+    assert boundaries == [
+        "Mon 08:00",
+        "Mon 18:00",
+        "Tue 08:00",
+        "Tue 18:00",
+        "Wed 08:00",
+        "Wed 13:00",
+        "Wed 15:00",
+        "Wed 18:00",
+        "Thu 08:00",
+        "Thu 18:00",
+        "Fri 08:00",
+        "Fri 18:00",
+    ]
+    for t in swaps:
+        steps = w.store.list_actions(transition_id=t.id)
+        release = [s for s in steps if s.order == "release"]
+        acquire = [s for s in steps if s.order == "acquire"]
+        assert [s.step for s in release] == ["stop"] and [s.step for s in acquire] == ["start"]
+        assert {s.state for s in steps} == {"converged"}
+        # release first: the start reached the API server only once the stop had converged
+        assert release[0].finished_at is not None and acquire[0].submitted_at is not None
+        assert acquire[0].submitted_at >= release[0].finished_at
+    kinds = [(d, k) for d, k, _ in w.operations()]
+    assert kinds.count((A, "stop")) == kinds.count((A, "start")) == 6
+    assert kinds.count((B, "stop")) == kinds.count((B, "start")) == 6
+    keys = [key for _, _, key in w.operations()]
+    assert len(keys) == len(set(keys))  # each step mutated the cluster exactly once
+    assert w.operations(C) == [] and c_pod_uids(w) == c_before  # C: never touched, never restarted
+    assert all(sum(s.by_node[n].get(C, 0) for n in s.by_node) == 2 for s in w.samples)
+    assert max(sum(sum(h.values()) for h in s.by_node.values()) for s in w.samples) == 10
+    assert any(s.by_node and sum(h.get(A, 0) for h in s.by_node.values()) == 8 for s in w.samples)
+    assert {w.status(t).phase for t in (A, B)} == {"converged"}
+
+
+def test_scenario2_scales_a_down_and_starts_qwen_on_the_node_a_freed(new_world: Any) -> None:
+    w = new_world(
+        schedule=example("scenario2-schedule.json"),
+        pool=example("seed-pool-16.yaml"),
+        start=MORNING,
+    )
+    (node_a,), (node_q,) = w.nodes_of(A), w.nodes_of(Q)  # where the scheduler put them at load
+    assert node_a != node_q
+    w.run_until(local("2026-10-19T08:06"))
+    assert w.nodes_of(A) == {node_a, node_q} and w.nodes_of(Q) == set()
+    w.advance_to(EVENING)
+    w.run_until(local("2026-10-19T18:06"))
+    assert w.nodes_of(A) == {node_a} and w.nodes_of(Q) == {node_q}
+    assert all(
+        sum(h.get(A, 0) for h in s.by_node.values()) >= 8 for s in w.samples
+    )  # A never lost its replica
+    assert [(d, k) for d, k, _ in w.operations()] == [
+        (Q, "stop"),
+        (A, "set_replica_intent"),
+        (A, "set_replica_intent"),
+        (Q, "start"),
+    ]
+    a = w.deploy(A)
+    assert (a.state, a.ready_replicas, a.desired_replicas, a.role_min, a.role_max) == (
+        DeployState.READY,
+        1,
+        1,
+        1,
+        1,
+    )
+    assert w.status(A).phase == "converged" and w.status(Q).phase == "converged"
+    reduced = [e for e in w.store.list_events(limit=1000) if e.kind == "capacity_reduced"]
+    assert [(e.deploy_id, e.at) for e in reduced] == [(A, local("2026-10-19T18:00"))]
+
+
+def test_alias_blocked_keeps_a_serving_and_b_stopped(new_world: Any) -> None:
+    doc = seed_schedule()
+    doc["targets"][0]["default_allow_downtime"] = False
+    w = new_world(schedule=doc, pool=a_running_pool(), start=EVENING)
+    w.run_until(local("2026-10-19T18:05"))
+    st = w.status(A)
+    assert (st.phase, st.reason) == ("alias_blocked", "alias_without_consent") and "chat-prod" in (
+        st.fix or ""
+    )
+    assert w.status(B).phase == "alias_blocked"
+    assert w.deploy(A).state is DeployState.READY and w.deploy(B).state is DeployState.STOPPED
+    assert w.operations() == []
+
+
+def test_an_alias_service_blocks_the_stop_too(new_world: Any) -> None:
+    """The alias guard also reads Services labelled ``gps.dagster.io/alias-of``."""
+    doc = seed_schedule()
+    doc["targets"][1]["default_allow_downtime"] = False
+    pool = seed_pool()  # morning: B (no alias annotation) runs and is stopped at 08:00
+    w = new_world(schedule=doc, pool=pool, start=MORNING)
+    _, ns, _ = w.cluster.workloads[B]
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "batch-api", "labels": {names.ALIAS_OF: B}},
+        "spec": {"ports": [{"port": 80}], "selector": {names.DEPLOY_ID: B}},
+    }
+    w.cluster.kube.call(
+        w.cluster.kube.core.create_namespaced_service, ns, svc, what="svc", mutating=True
+    )
+    w.run_until(local("2026-10-19T08:05"))
+    st = w.status(B)
+    assert (st.phase, st.reason) == ("alias_blocked", "alias_without_consent") and "batch-api" in (
+        st.fix or ""
+    )
+    assert w.deploy(B).state is DeployState.READY and w.operations() == []
+
+
+def test_quota_refused_by_the_namespace_resourcequota_stops_nothing(new_world: Any) -> None:
+    """Quota 7 admits B (6) but not A (8) even after B's release: B is not stopped for nothing."""
+    w = new_world(schedule=cmp_schedule(), pool=cmp_pool(quota=7, a_running=False), start=MORNING)
+    w.run_until(local("2026-10-19T08:05"))
+    st = w.status(A)
+    assert (st.phase, st.reason) == ("quota_refused", "quota_refused")
+    assert "ResourceQuota" in (st.fix or "") or "quota 7" in (st.fix or "")
+    assert (st.detail or {}).get("quota") == 7
+    assert w.status(B).phase == "quota_refused" and f"{A} failed preflight" in (
+        w.status(B).fix or ""
+    )
+    assert w.deploy(B).state is DeployState.READY
+    assert w.operations() == []
+
+
+def test_billing_refused_by_the_namespace_mark_stops_nothing(new_world: Any) -> None:
+    w = new_world(schedule=cmp_schedule(), pool=cmp_pool(billing="unpaid"), start=EVENING)
+    w.run_until(local("2026-10-19T18:05"))
+    assert (w.status(B).phase, w.status(B).reason) == ("billing_refused", "billing_refused")
+    assert w.deploy(A).state is DeployState.READY and w.operations() == []
+
+
+def test_capacity_taken_by_a_foreign_pod_ends_capacity_unavailable(new_world: Any) -> None:
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(capacity_wait_s=300),
+    )
+    w.cluster.add_foreign(
+        "intruder", 8, "intruder"
+    )  # pending 1-GPU pods: they grab what is published
+    w.settle()
+    w.run_until(local("2026-10-19T18:05"))
+    assert w.status(B).phase == "capacity_wait"
+    w.tick(30)
+    st = w.status(B)
+    assert (st.phase, st.reason) == ("capacity_unavailable", "capacity_unavailable")
+    assert st.phase_since == local("2026-10-19T18:05")
+    w.run_until(local("2026-10-19T18:10"))
+    assert w.deploy(B).state is DeployState.STOPPED and w.deploy(A).state is DeployState.STOPPED
+    held = {h: n for s in w.samples[-1:] for node in s.by_node.values() for h, n in node.items()}
+    assert sum(n for h, n in held.items() if h.startswith("foreign-intruder")) == 8
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop")]  # A is not restarted
+
+
+def _cpu_hungry(w: K8sWorld, deploy: str) -> None:
+    """More CPU than any node has: the GPU preview fits, the scheduler still says Unschedulable."""
+    _, ns, name = w.cluster.workloads[deploy]
+    patch: dict[str, Any] = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            **w.cluster.template(w.pool_spec.deploy(deploy))["spec"]["containers"][
+                                0
+                            ],  # type: ignore[arg-type]
+                            "resources": {
+                                "requests": {"cpu": "1000", names.GPU: "6"},
+                                "limits": {names.GPU: "6"},
+                            },
+                        }
+                    ]
+                }
+            }
+        }
+    }
+    w.cluster.kube.merge_patch(
+        w.cluster.kube.apps.patch_namespaced_deployment, name, ns, body=patch, what="cpu"
+    )
+
+
+def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
+    new_world: Any,
+) -> None:
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(unschedulable_grace_s=120),
+    )
+    _cpu_hungry(w, B)
+    w.run_until(local("2026-10-19T18:10"))
+    st = w.status(B)
+    assert (st.phase, st.reason) == ("start_unschedulable", "start_unschedulable")
+    assert (st.detail or {}).get("allocation_kept") is True
+    b = w.deploy(B)
+    assert (
+        b.unschedulable and b.state is DeployState.STARTING
+    )  # kept: nothing stopped automatically
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def _reserved_pool() -> dict[str, Any]:
+    """One 12-GPU node; B binds exclusive{4} to GPUs 0-3, A (unbound) runs on 4-7, 8-11 are free."""
+    name = "rsv-swap"
+    return {
+        "name": name,
+        "nodes": [{"name": "n1", "gpus": 12}],
+        "reservations": [
+            {
+                "id": "rsv-b",
+                "node": "n1",
+                "namespace": "serving",
+                "mode": "exclusive",
+                "gpu_memory_mib": 81559,
+                "gpu_uuids": [gpu_uuid(name, "n1", i) for i in range(4)],
+            }
+        ],
+        "deploys": [
+            {"id": A, "gpus_per_replica": 4, "state": "running", "aliases": ["chat-prod"]},
+            {
+                "id": B,
+                "gpus_per_replica": 4,
+                "reservation": {"mode": "exclusive", "reservations": ["rsv-b"]},
+            },
+        ],
+        "sim": {"timings": {"stop_grace_s": 30, "publish_lag_s": 0, "start_delay_s": 120}},
+    }
+
+
+def test_a_bound_deploy_is_witnessed_on_its_reservation(new_world: Any) -> None:
+    w = new_world(schedule=seed_schedule(), pool=_reserved_pool(), start=EVENING)
+    w.run_until(local("2026-10-19T18:06"))
+    assert w.status(B).phase == "converged"
+    reserved = {gpu_uuid("rsv-swap", "n1", i) for i in range(4)}
+    assert set(w.core.witness(B).uuids) == reserved
+
+
+def test_placement_mismatch_when_the_device_plugin_hands_out_other_gpus(new_world: Any) -> None:
+    w = new_world(schedule=seed_schedule(), pool=_reserved_pool(), start=EVENING)
+    w.cluster.sim.misplace.add(B)
+    w.run_until(local("2026-10-19T18:10"))
+    st = w.status(B)
+    assert st.phase == "placement_mismatch"
+    assert "outside reservation" in (st.fix or "") and "no automatic repair" in (st.fix or "")
+    outside = set((st.detail or {}).get("outside", []))
+    assert outside and not outside & {gpu_uuid("rsv-swap", "n1", i) for i in range(4)}
+    assert w.deploy(B).state is DeployState.READY  # kept running: moving it is an operator's call
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]

@@ -1,0 +1,53 @@
+"""Run a command with a real Kubernetes control plane started for it.
+
+`make test` wraps pytest with this (after `tools/k8s/build_control_plane.sh` made sure the
+binaries are built): etcd, kube-apiserver, kube-controller-manager and kube-scheduler start on
+loopback with free ports, the LeaderWorkerSet CRD is installed, and the admin kubeconfig is
+exported as ``GPS_TEST_KUBECONFIG``; everything is stopped on exit. One control plane serves the
+whole run; tests isolate themselves by namespace (and contract pools by a node lock).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from gps_dagster.backends.k8s import Kube, connect
+from gps_dagster.backends.k8s import controlplane as cp
+from gps_dagster.backends.k8s.fake.lws import install_crd
+from gps_dagster.cli.teardown import exit_on_signals, signals_held
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv:
+        print("usage: with_k8s.py -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    command = argv[argv.index("--") + 1 :]
+    with exit_on_signals():  # SIGTERM/SIGHUP too: the control plane is always stopped
+        try:
+            plane = cp.start()
+        except cp.ControlPlaneError as exc:
+            print(f"with_k8s: {exc}", file=sys.stderr)
+            return 1
+        try:
+            return _run(plane, command)
+        finally:
+            with signals_held():
+                plane.stop()
+
+
+def _run(plane: cp.ControlPlane, command: list[str]) -> int:
+    began = time.monotonic()
+    install_crd(Kube(connect(str(plane.kubeconfig), None)))
+    print(
+        f"with_k8s: control plane up at {plane.server} in {plane.started_s:.1f} s "
+        f"(+{time.monotonic() - began:.1f} s LWS CRD); kubeconfig {plane.kubeconfig}",
+        flush=True,
+    )
+    return subprocess.call(command, env={**os.environ, **plane.env()})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
