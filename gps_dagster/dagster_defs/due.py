@@ -1,9 +1,11 @@
 """Which deploy schedules need a pass now: the one seam between the Dagster layer and due work.
 
-The boundary sensor, the every-minute schedule and ``sleep_for`` ask only these two functions.
-Today they scan the schedules with the evaluator; the scale stream's index
-(``Engine.due_schedules(now, limit)``, ``Engine.next_due(now)``) replaces each body with one
-line, and nothing else in ``dagster_defs`` changes.
+The boundary sensor and the every-minute schedule ask only these functions, and each answers
+from the engine's due index (issue 13): one indexed read says whether anything is due (a quiet
+tick parses no schedule), and due work is served by ``Engine.reconcile_due`` — the due rows
+claimed in batches, only their specs read, plans opened without running steps, no pass lock.
+A schedule is due at its boundary whatever the sensor's cursor says (a sensor that was down
+serves it on its next tick), and again ``follow_up_s`` after a visit while steps are in flight.
 """
 
 from __future__ import annotations
@@ -11,24 +13,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from gps_dagster.domain.evaluator import boundaries, next_boundary
-
-DUE_LIMIT = 10_000
+UPCOMING = 5
 
 
-def due_schedules(
-    runtime: Any, since: datetime, now: datetime, limit: int = DUE_LIMIT
-) -> list[str]:
-    """Names of the schedules whose intent changes in ``[since, now)``, at most ``limit``."""
-    due = [r.name for r in runtime.store.list_schedules() if boundaries(r.spec, since, now)]
-    return due[:limit]
+def due_now(runtime: Any, now: datetime) -> tuple[bool, datetime | None]:
+    """Whether some schedule needs a pass at ``now``, and the earliest instant one does."""
+    at = runtime.engine.next_due(now)
+    return at is not None and at <= now, at
 
 
-def next_due(runtime: Any, now: datetime) -> list[tuple[datetime, str]]:
-    """(instant, schedule) of every schedule's next boundary after ``now``, soonest first."""
-    out = []
-    for record in runtime.store.list_schedules():
-        at = next_boundary(record.spec, now)
-        if at is not None:
-            out.append((at, record.name))
-    return sorted(out)
+def serve_due_work(runtime: Any, trigger: str) -> Any:
+    """Claim and visit every schedule due now; the pass report (plans opened, not run)."""
+    return runtime.engine.reconcile_due(trigger=trigger)
+
+
+def upcoming(runtime: Any, now: datetime, limit: int = UPCOMING) -> list[tuple[datetime, str]]:
+    """(instant, schedule) of the next ``limit`` passes due after ``now``, soonest first."""
+    return list(runtime.engine.upcoming_due(now, limit))

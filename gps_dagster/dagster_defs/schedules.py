@@ -3,9 +3,9 @@
 Up to ``max_boundary_schedules`` (200 by default) a code location gets one readable Dagster
 schedule per window edge (``demo_swap__business_hours__start``), so the Automation page shows
 each window's next ticks. A larger fleet (10,000 schedules would be 20,000 Dagster schedules)
-gets one fixed ``gps_every_minute`` schedule instead: each minute it asks the due-work seam
-(``due.py``) which schedules have a boundary in the minute just begun and passes over them —
-the same ~1.5 s lag as a window's own cron — and its skip reason names the next boundaries.
+gets one fixed ``gps_every_minute`` schedule instead: each minute it serves what the due index
+(``due.py``) says is due — the boundary sensor serves the same index every second — and its
+skip reason names the next passes due (boundaries, and follow-ups of steps in flight).
 
 A tick asks the engine for a pass over its deploy schedule and launches the
 plans it opens; it never decides start vs end from its own wall time (DST
@@ -18,7 +18,6 @@ sensor (``gps_boundaries``) within seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -124,39 +123,38 @@ def all_boundary_schedules(
 def build_minute_schedule(
     jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
 ) -> dg.ScheduleDefinition:
-    """Every minute: a pass over the schedules with a boundary in the minute just begun.
+    """Every minute: a pass over the schedules the due index says are due (see ``due.py``).
 
-    A Dagster schedule launches one job: this one launches the release-first plans it opens as
-    one ``gps_transition_batch`` run per tick; an acquire-first plan is left to the reconcile
-    sensor (never-launched plans are launched by its next tick)."""
+    The boundary sensor serves the same index every second, so this tick mostly finds the
+    minute's boundaries served and shows the next ones; whichever claims a due schedule first
+    serves it. A Dagster schedule launches one job: this one launches the release-first plans
+    it opens as one ``gps_transition_batch`` run per tick; an acquire-first plan is left
+    unclaimed to the reconcile sensor (never-launched plans are launched by its next tick)."""
     from gps_dagster.dagster_defs.batches import BATCH_JOB
 
     job = jobs[BATCH_JOB]
     origin = schedule_origin(names.MINUTE_SCHEDULE)
 
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
-        from gps_dagster.dagster_defs.due import next_due
+        from gps_dagster.dagster_defs.due import upcoming
         from gps_dagster.dagster_defs.sensors import serve_due
 
         runtime = context.resources.gps.get_runtime()
         now = runtime.clock.now()
-        since = now - timedelta(seconds=MINUTE_LOOKBACK_S)
-        requests, lines, _busy = serve_due(
+        requests, lines = serve_due(
             runtime,
-            since,
             now,
             origin=origin,
             trigger="boundary",
             instance=context.instance,
             always_batch=True,
+            release_first_only=True,
         )
-        requests = [r for r in requests if r.job_name == job.name]
         if requests:
             yield from requests
             return
-        upcoming = ", ".join(f"{n} at {at.isoformat()}" for at, n in next_due(runtime, now)[:5])
-        done = "; ".join(lines) or "no boundary in the last minute"
-        yield dg.SkipReason(f"{done}. Next: {upcoming or 'none'}"[:900])
+        nxt = ", ".join(f"{n} at {at.isoformat()}" for at, n in upcoming(runtime, now))
+        yield dg.SkipReason(f"{'; '.join(lines)}. Next: {nxt or 'none'}"[:900])
 
     return dg.ScheduleDefinition(
         name=names.MINUTE_SCHEDULE,
@@ -169,7 +167,3 @@ def build_minute_schedule(
         "schedule per window): a pass over the schedules due this minute.",
     )
 
-
-MINUTE_LOOKBACK_S = 65
-"""A tick looks back a little over a minute, so a tick that came late misses no boundary (a
-boundary seen twice only costs a pass that finds the interval already processed)."""

@@ -25,9 +25,9 @@ from gps_dagster.dagster_defs.batches import (
     batched,
 )
 from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys_from_store, status_events
-from gps_dagster.dagster_defs.due import due_schedules
-from gps_dagster.dagster_defs.passes import reconcile_one
+from gps_dagster.dagster_defs.due import due_now, serve_due_work
 from gps_dagster.dagster_defs.plans import (
+    RELEASE_FIRST,
     acquire_request,
     claim_launches,
     group_tags,
@@ -166,66 +166,82 @@ def _reconcile_skip_text(events: Sequence[Any]) -> str:
     return "pass done: no new intent interval and no plan left pending — nothing to launch" + tail
 
 
+STORM_LINES = 20
+"""Above this many schedules served in one tick, the skip reason / log gives one summary line."""
+
+
 def serve_due(
     runtime: Any,
-    since: datetime,
     now: datetime,
     *,
     origin: str,
     trigger: str,
     instance: dg.DagsterInstance | None,
     always_batch: bool = False,
-    gps: Any = None,
-) -> tuple[list[dg.RunRequest], list[str], bool]:
-    """A pass for every schedule with a boundary in ``[since, now)``; their plans' requests,
-    one line per schedule served, and whether a pass was busy (retry the range)."""
-    requests: list[dg.RunRequest] = []
-    lines: list[str] = []
-    for name in due_schedules(runtime, since, now):
-        try:
-            report = reconcile_one(gps, runtime, name, trigger)
-        except Busy:
-            return (
-                claim_launches(runtime, requests, origin=origin, instance=instance)[0],
-                lines,
-                True,
-            )
-        except ScheduleNotFound:
-            continue  # deleted since the scan
-        opened = [p for p in report.plans if p.release_steps or p.acquire_steps]
-        lines.append(f"{name}: {len(opened)} plan(s)" if opened else f"{name}: intent already met")
-        requests.extend(plan_requests(report.plans))
+    release_first_only: bool = False,
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """Serve every schedule due at ``now`` (the due index; one claimed, batched pass) and
+    launch the plans it opened: their requests and what the tick did, a line per schedule.
+
+    ``release_first_only``: a Dagster schedule launches one job (the batch job), so it
+    leaves acquire-first plans unclaimed for the reconcile sensor (it launches any open plan
+    no run exists for) rather than claim launches it cannot make."""
+    due, at = due_now(runtime, now)
+    if not due:
+        when = f"next pass due at {at.isoformat()}" if at else "no schedule has a pass due"
+        return [], [f"nothing due ({when})"]
+    report = serve_due_work(runtime, trigger)
+    plans = [p for p in report.plans if p.release_steps or p.acquire_steps]
+    if release_first_only:
+        plans = [p for p in plans if getattr(p, "order", RELEASE_FIRST) == RELEASE_FIRST]
     claimed, skipped = batched(
-        runtime, requests, origin=origin, trigger=trigger, instance=instance, always=always_batch
+        runtime,
+        plan_requests(plans),
+        origin=origin,
+        trigger=trigger,
+        instance=instance,
+        always=always_batch,
     )
-    if len(lines) > 20:  # a storm: the skip reason / log says how many, not each one
-        lines = [f"{len(lines)} schedule(s) due: {len(requests)} plan(s)"]
-    return claimed, lines + [f"skipped {s}" for s in skipped[:20]], False
+    lines = _served_lines(report, len(plans))
+    return claimed, lines + [f"skipped {s}" for s in skipped[:STORM_LINES]]
 
 
-def boundary_tick(
-    runtime: Any, last: datetime | None, instance: dg.DagsterInstance | None = None
-) -> tuple[list[dg.RunRequest], datetime]:
-    """Passes for the schedules whose intent changed in ``[last, now)``."""
-    requests, _lines, now = boundary_tick_explained(runtime, last, instance)
-    return requests, now
+def _served_lines(report: Any, plans: int) -> list[str]:
+    """A line per schedule that opened, refused or failed; one line for those with nothing new
+    (their intent met, or a follow-up of steps in flight); one summary line in a storm."""
+    outcomes = report.schedules
+    quiet = [o.schedule for o in outcomes if not (o.errors or o.opened or o.refused)]
+    news = [o for o in outcomes if o.errors or o.opened or o.refused]
+    if len(news) > STORM_LINES:
+        failed = f", {len(report.errors)} failed" if report.errors else ""
+        return [f"{len(outcomes)} schedule(s) due: {plans} new plan(s){failed}"]
+    lines = []
+    for o in news:
+        if o.errors:
+            lines.append(f"{o.schedule}: failed ({'; '.join(o.errors)[:200]})")
+        elif o.opened:
+            lines.append(f"{o.schedule}: {len(o.opened)} plan(s)")
+        else:
+            lines.append(f"{o.schedule}: {len(o.refused)} target(s) refused by preflight")
+    if quiet:
+        more = ", …" if len(quiet) > 5 else ""
+        lines.append(
+            f"{len(quiet)} schedule(s) due, no new plan (intent met, or steps in flight): "
+            f"{', '.join(quiet[:5])}{more}"
+        )
+    return lines
 
 
 def boundary_tick_explained(
     runtime: Any,
     last: datetime | None,
     instance: dg.DagsterInstance | None = None,
-    gps: Any = None,
 ) -> tuple[list[dg.RunRequest], list[str], datetime]:
+    """The boundary sensor's tick; ``last`` (the cursor: its previous tick) is informational —
+    what is due comes from the index, so a boundary missed while the sensor was down is served."""
     now = runtime.clock.now()
-    if last is None or last >= now:
-        return [], ["first tick: boundaries are watched from now on"], now
     origin = sensor_origin(names.BOUNDARY_SENSOR)
-    requests, lines, busy = serve_due(
-        runtime, last, now, origin=origin, trigger="boundary", instance=instance, gps=gps
-    )
-    if busy:  # another pass holds the lock: retry the same range next tick
-        return requests, [*lines, "another pass holds the lock: retried next tick"], last
+    requests, lines = serve_due(runtime, now, origin=origin, trigger="boundary", instance=instance)
     return requests, lines, now
 
 
@@ -238,19 +254,17 @@ def build_boundary_sensor(
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Intent boundaries no cron can express (one-shot windows, DST-shifted "
-        "ends): a pass at once.",
+        description="Every schedule the due index says needs a pass now (a boundary, including "
+        "one-shot windows and DST-shifted ends no cron can express; a follow-up of steps in "
+        "flight): one claimed, batched pass.",
     )
     def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
         last = datetime.fromisoformat(context.cursor) if context.cursor else None
-        requests, lines, now = boundary_tick_explained(
-            runtime, last, context.instance, context.resources.gps
-        )
-        skip = None
-        if not requests:
-            served = "; ".join(lines) if lines else "no intent boundary since the last tick"
-            skip = f"nothing to launch: {served}"[:900]
+        requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
+        for line in lines if requests else ():  # a skipped tick says it in its skip reason
+            context.log.info(line)
+        skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
         return dg.SensorResult(run_requests=requests, cursor=now.isoformat(), skip_reason=skip)
 
     return boundary
