@@ -5,7 +5,12 @@
    sends the webserver. Printed: load time, peak RSS (goal ≤ 400 MB), Dagster schedules (one
    every-minute schedule instead of 2 N), deploy assets (2 N). Baseline in the same run: a
    process that only imports dagster and gps_dagster (the floor every code location pays).
-2. **Storm under ``dagster dev`` at ``--storm`` (1,000) schedules**, each swapping its own pair
+2. **Boundary sensor / ``sleep_for`` tick at ``--schedules``** on that store (SQLite), after
+   one ``reconcile_due`` visited every schedule (a Sunday: intent met, nothing opened): the
+   sensor's tick (``boundary_tick_explained``), ``sleep_for`` and the every-minute schedule's
+   "Next" list, best of 5 (goal ≤ 50 ms). Baseline in the same run: the scan they replaced
+   (parse every schedule, evaluate its boundaries in the last second).
+3. **Storm under ``dagster dev`` at ``--storm`` (1,000) schedules**, each swapping its own pair
    at the same minute boundary (the every-minute schedule, one batch run): boundary → each release
    step submitted (the action's ``accepted_at``), p50/p95/max (goal p95 ≤ 30 s), and the runs it
    took. Baseline: the empty cron job's op start at the same minute (the floor of a schedule).
@@ -123,9 +128,61 @@ def code_location(n: int) -> dict[str, Any]:
         seed_store(url, [schedule_doc(i) for i in range(n)])
         print(f"seeded {n} schedules in {time.monotonic() - started:.0f} s", flush=True)
         env = {**os.environ, "GPS_DB_URL": url}
-        return {"n": n, "baseline": load_process(env, False), "full": load_process(env, True)}
+        out = {"n": n, "baseline": load_process(env, False), "full": load_process(env, True)}
+        (root / "pool.yaml").write_text(yaml.safe_dump(storm_pool(n)))
+        out["ticks"] = ticks(url, root / "pool.yaml")
+        return out
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def best(fn: Any, repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def ticks(url: str, pool_file: Path) -> dict[str, float]:
+    """The due-index reads of a quiet tick, against the scan they replaced (same store)."""
+    from zoneinfo import ZoneInfo
+
+    from gps_dagster.cli.engine_cmds import sleep_for
+    from gps_dagster.clocks import VirtualClock
+    from gps_dagster.dagster_defs.due import upcoming
+    from gps_dagster.dagster_defs.sensors import boundary_tick_explained
+    from gps_dagster.domain.evaluator import boundaries
+    from gps_dagster.runtime import build_runtime, settings_from_env
+
+    zone = ZoneInfo("Asia/Ho_Chi_Minh")
+    today = datetime.now(zone).replace(hour=12, minute=0, second=0, microsecond=0)
+    sunday = today + timedelta(days=(6 - today.weekday()) % 7 or 7)  # intent met: nothing to do
+    clock = VirtualClock(sunday)
+    rt = build_runtime(settings_from_env({}, db_url=url, pool_file=str(pool_file)), clock=clock,
+                       reload_pool=True)
+    started = time.perf_counter()
+    served = rt.engine.reconcile_due(trigger="bench")
+    visit = time.perf_counter() - started
+    plans = sum(1 for p in served.plans if p.release_steps or p.acquire_steps)
+    clock.advance(1)
+    now = clock.now()
+    last = now - timedelta(seconds=1)
+    out = {
+        "visit_all_s": visit,
+        "visited": float(len(served.schedules)),
+        "plans": float(plans),
+        "sensor": best(lambda: boundary_tick_explained(rt, last)),
+        "sleep_for": best(lambda: sleep_for(rt, 30)),
+        "upcoming": best(lambda: upcoming(rt, now)),
+        "scan": best(lambda: [r.name for r in rt.store.list_schedules()
+                              if boundaries(r.spec, last, now)], repeat=1),
+    }
+    _, lines, _ = boundary_tick_explained(rt, last)
+    print(f"quiet boundary tick says: {lines}", flush=True)
+    rt.store.engine.dispose()
+    return out
 
 
 def storm_pool(n: int) -> dict[str, Any]:
@@ -238,6 +295,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{base['rss_mb']:.0f} MB, ratio {full['rss_mb'] / base['rss_mb']:.2f}; "
             f"{full['schedules']} Dagster schedules, {full['assets']} assets, snapshot "
             f"{full['snapshot_mb']:.1f} MB",
+            flush=True,
+        )
+        t = loc["ticks"]
+        quiet = max(t["sensor"], t["sleep_for"], t["upcoming"])
+        print(
+            f"at {args.schedules} schedules (SQLite): boundary sensor tick "
+            f"{t['sensor'] * 1000:.1f} ms, sleep_for {t['sleep_for'] * 1000:.1f} ms, "
+            f"every-minute 'Next' {t['upcoming'] * 1000:.1f} ms (goal ≤ 50 ms); baseline the "
+            f"scan they replaced {t['scan'] * 1000:.0f} ms (ratio {t['scan'] / quiet:.0f}×); one "
+            f"reconcile_due visiting all {t['visited']:.0f} (Sunday, {t['plans']:.0f} plan(s) with steps) "
+            f"{t['visit_all_s']:.1f} s",
             flush=True,
         )
         result: dict[str, Any] = {"code_location": loc}
