@@ -91,7 +91,7 @@ def test_a_storm_of_plans_is_one_batch_run_and_one_failure_ends_only_its_plan(
     rt = _fleet(tmp_path, sqlite_url)
     defs = build_definitions(StaticRuntime(rt))
     daemon = Daemon(defs, rt, instance)
-    daemon.evaluate_sensor(names.BOUNDARY_SENSOR)  # the first tick only sets the cursor
+    daemon.evaluate_sensor(names.BOUNDARY_SENSOR)  # 07:55: nothing due yet
     rt.core.inject_fault(FaultSpec(effect="fail_next", op="stop", deploy="b3", error="permanent"))
     rt.clock.set(MONDAY_0800 + timedelta(seconds=1))
     requests = daemon.evaluate_sensor(names.BOUNDARY_SENSOR)
