@@ -12,8 +12,15 @@ reconcile sensor's 30 s interval (tests, benchmark).
 """
 
 import os
+import warnings
+
+import dagster as dg
 
 from gps_dagster.dagster_defs import build_definitions
+
+# Dagster's beta/preview notices about its own definitions are not the operator's business.
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 defs = build_definitions(reconcile_interval_s=int(os.environ.get("GPS_RECONCILE_INTERVAL_S", "30")))
 

@@ -57,10 +57,15 @@ def runs_cmd(name: str, url: str) -> None:
     except (OSError, RuntimeError) as exc:
         click.echo(f"cannot read runs: {exc}", err=True)
         sys.exit(1)
+    if not runs:
+        click.echo(f"no transition run of '{name}' on {url} yet (the first one appears at its next "
+                   "boundary, or run `gps-dagster apply-now NAME --queue`)")
+        return
+    click.echo(f"{'RUN':8} {'STATUS':9} {'STARTED':25} {'PHASE':8} {'TRIGGER':14} TARGETS")
     for run in runs:
         tags = {t["key"]: t["value"] for t in run["tags"]}
-        started = datetime.fromtimestamp(run["startTime"], UTC).isoformat() if run["startTime"] else "-"
+        started = datetime.fromtimestamp(run["startTime"], UTC).isoformat(timespec="seconds") if run["startTime"] else "-"
         click.echo(
-            f"{run['runId'][:8]} {run['status']:9} {started} {tags.get(names.TAG_PHASE, ''):8} "
+            f"{run['runId'][:8]} {run['status']:9} {started:25} {tags.get(names.TAG_PHASE, ''):8} "
             f"{tags.get(names.TAG_TRIGGER, ''):14} {tags.get(names.TAG_TARGETS, '')}"
         )

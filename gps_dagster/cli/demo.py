@@ -1,16 +1,18 @@
 """``make demo``: the live demo in the Dagster UI (``python -m gps_dagster.cli.demo``).
 
-Starts ``dagster dev`` on 127.0.0.1:3000 over a fresh simulated pool running
-in wall-clock time (examples/demo-pool.yaml) and a demo schedule that swaps A
-and B every two minutes (examples/demo-schedule.json: the seed's day,
-compressed). Sensors and schedules start on load, so within a few minutes
-the UI shows transition runs (release ops, then acquire ops), sensor ticks,
-``target_status`` observations and the ``schedule_timeline`` asset, whose
-last 24 hours are materialised in one single-run backfill before the server
-starts. Ctrl-C stops the whole ``dagster dev`` process group (SIGTERM, then
-SIGKILL) and leaves nothing running. ``gps-dagster serve`` runs beside it on port 8080 over
-the same store (its URL and an admin token are printed; stopped with the demo). The virtual-clock replay stays available
-as ``gps-dagster simulate``.
+Starts ``dagster dev`` on 127.0.0.1:3000 over a fresh simulated pool running in wall-clock
+time (examples/demo-pool.yaml) with two schedules: ``demo-swap`` swaps A and B every two
+minutes (the seed's day, compressed), ``demo-gpu42`` swaps two members of the time-sliced
+reservation rsv-gpu42-shared a minute later (SPEC R-GPS-11). Sensors and schedules start on
+load, so within a few minutes the UI shows each swap as one run group, every managed deploy
+as its own asset with a phase check, the reservation with its members and checks, and the
+``schedule_timeline`` asset (its last 24 hours materialised before the server starts).
+
+While it runs, ``var/demo/env`` holds its settings: ``. var/demo/env`` in a second terminal
+and every README command acts on the demo (same store, pool and Dagster instance).
+``gps-dagster serve`` runs beside it on port 8080 over the same store. Ctrl-C (or SIGTERM)
+stops everything: the API, the whole ``dagster dev`` process group (SIGTERM, then SIGKILL),
+any run left queued or started is marked canceled, and the env file is removed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
+from gps_dagster.cli import demo_env
 from gps_dagster.cli.devserver import (
     REPO,
     DagsterDev,
@@ -37,17 +40,27 @@ from gps_dagster.cli.devserver import (
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.runtime import clock_from_env
 
+SCHEDULES = ("demo-schedule.json", "demo-gpu42-schedule.json")
 BANNER = """
   gps_dagster demo is running: {url}
 
-  * Runs       {url}/runs            transition runs (release ops, then acquire ops)
-  * Automation {url}/automation      gps_reconcile, gps_capacity_wait, boundary schedules
-  * Assets     {url}/assets          target_status observations, schedule_timeline
-  * Schedule API {api}/docs   timeline page {api}/ui/  (admin token below)
-      curl -H "Authorization: Bearer $TOKEN" {api}/admin/deploy-schedules
-      TOKEN={token}
-  The demo schedule swaps A (md-llama70b, 8 GPUs) and B (md-qwen32b, 6 GPUs) every
-  2 minutes on a 10-GPU pool; the first swap run appears within a minute.
+  * Runs       {url}/runs        each swap is one run group: the plan run, then (when
+                                 the GPUs publish late) its gps_acquire run
+  * Assets     {url}/assets      deploy/* per managed deploy (group per schedule) with a
+                                 phase check; gpu_reservations with its members; timeline
+  * Automation {url}/automation  gps_reconcile, gps_capacity_wait, boundary schedules
+  * Schedule API {api}/docs   timeline page {api}/ui/  (token in $GPS_API_TOKEN)
+
+  In a second terminal, act on this demo (same store, pool and Dagster instance):
+      . {env_file}
+      gps-dagster status
+      gps-dagster pool stop md-llama70b --allow-downtime   # after a swap: drift, respected
+      gps-dagster pool start md-vision-chat                # refused while batch + embed run
+      gps-dagster apply-now demo-swap --queue --wait 30
+      gps-dagster dagster runs demo-swap
+
+  demo-swap swaps A (md-llama70b, 8 GPUs) and B (md-qwen32b, 6 GPUs) every 2 minutes;
+  demo-gpu42 swaps md-vision-chat and md-vision-batch on one shared H200 a minute later.
   Ctrl-C stops everything.
 """
 
@@ -57,47 +70,80 @@ def _sigterm(_signum: int, _frame: FrameType | None) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m gps_dagster.cli.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gps_dagster.cli.demo", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3000)
     parser.add_argument("--api-port", type=int, default=8080, help="port of gps-dagster serve")
-    parser.add_argument("--keep", action="store_true", help="keep var/demo and var/dagster_home from the last demo")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep var/demo and var/dagster_home from the last demo"
+    )
     parser.add_argument("--pool", type=Path, default=REPO / "examples" / "demo-pool.yaml")
-    parser.add_argument("--schedule", type=Path, default=REPO / "examples" / "demo-schedule.json")
+    parser.add_argument(
+        "--schedule",
+        type=Path,
+        action="append",
+        default=None,
+        help="schedule file (repeatable; default: the two demo schedules)",
+    )
+    parser.add_argument(
+        "--var", type=Path, default=REPO / "var", help="where the demo's state lives"
+    )
+    parser.add_argument(
+        "--no-timeline", action="store_true", help="skip the 24-hour timeline backfill at start"
+    )
     return parser.parse_args(argv)
 
 
 def prepare(args: argparse.Namespace) -> tuple[Path, dict[str, str]]:
-    var = REPO / "var"
-    home, data = var / "dagster_home", var / "demo"
+    home, data = args.var / "dagster_home", args.var / "demo"
     if not args.keep:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True, exist_ok=True)
     prepare_home(home)
     env = {
+        "GPS_BACKEND": "sim",
         "GPS_DB_URL": f"sqlite:///{data / 'gps.sqlite'}",
         "GPS_POOL_FILE": str(args.pool),
         "DAGSTER_HOME": str(home),
+        "GPS_RECONCILE_INTERVAL_S": "10",
     }
     if not args.keep:
-        seed_database(env["GPS_DB_URL"], pool_file=args.pool, schedule_files=[args.schedule])
+        files = args.schedule or [REPO / "examples" / name for name in SCHEDULES]
+        seed_database(env["GPS_DB_URL"], pool_file=args.pool, schedule_files=files)
     return home, env
 
 
-def start_api(env: dict[str, str], host: str, port: int) -> tuple[subprocess.Popen[bytes], str]:
-    """``gps-dagster serve`` beside dagster dev, over the same store; returns it and an admin token."""
+def start_api(
+    env: dict[str, str], host: str, port: int, log_dir: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``gps-dagster serve`` beside dagster dev, over the same store; returns it and a token."""
     from gps_dagster.store import Store
     from gps_dagster.store.tokens import TokenRepository
 
     store = Store.open(env["GPS_DB_URL"])
-    token = TokenRepository(store.engine).create("demo-admin", "admin", now=clock_from_env().now(), actor="demo")[1]
+    now = clock_from_env().now()
+    token = TokenRepository(store.engine).create("demo-admin", "admin", now=now, actor="demo")[1]
     store.engine.dispose()
-    (REPO / "var").mkdir(exist_ok=True)
-    log = open(REPO / "var" / "demo-api.log", "wb")  # noqa: SIM115 - lives as long as the server
+    log = open(log_dir / "demo-api.log", "wb")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gps_dagster.cli.main", "serve", "--host", host, "--port", str(port)],
-        env={**os.environ, **env}, stdout=log, stderr=log, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "gps_dagster.cli.main",
+            "serve",
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ],
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     return proc, token
 
 
@@ -111,39 +157,89 @@ def stop_api(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def cancel_leftover_runs(dagster_home: Path) -> list[str]:
+    """Runs the stopped instance left queued or started are marked canceled, so a ``--keep``
+    restart neither dequeues a stale run nor shows one as running forever."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    left = [
+        dg.DagsterRunStatus.QUEUED,
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
+    ]
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        runs = list(instance.get_runs(dg.RunsFilter(statuses=left)))
+        for run in runs:
+            instance.report_run_canceled(run, message="the demo stopped before this run ended")
+    return [r.run_id for r in runs]
+
+
+def demo_env_values(
+    env: dict[str, str], dev: DagsterDev, api_url: str, token: str
+) -> dict[str, str]:
+    """What a second terminal needs: the demo's settings, its URLs and token, quiet warnings."""
+    return {
+        **{k: v for k, v in env.items() if k != "GPS_RECONCILE_INTERVAL_S"},
+        "GPS_DAGSTER_URL": dev.url,
+        "GPS_API_URL": api_url,
+        "GPS_API_TOKEN": token,
+        "PYTHONWARNINGS": "ignore::FutureWarning",  # dagster's CLI: "superseded by dg launch"
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.var.mkdir(parents=True, exist_ok=True)
     try:
         home, env = prepare(args)
         now = clock_from_env().now()  # the runtime's clock: GPS_CLOCK, else the wall clock
     except SpecInvalid as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 1
-    print("demo: materialising the last 24 hours of schedule_timeline (one run) ...", flush=True)
-    done = materialize_timeline(env, hourly_key(now - timedelta(hours=24)), hourly_key(now - timedelta(hours=1)))
-    if done.returncode != 0:
-        print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
+    if not args.no_timeline:
+        print(
+            "demo: materialising the last 24 hours of schedule_timeline (one run) ...", flush=True
+        )
+        first, last = hourly_key(now - timedelta(hours=24)), hourly_key(now - timedelta(hours=1))
+        done = materialize_timeline(env, first, last)
+        if done.returncode != 0:
+            print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
     os.environ.update(env)
     dev = DagsterDev(dagster_home=home, env=env, host=args.host, port=args.port)
     signal.signal(signal.SIGTERM, _sigterm)
     print(f"demo: starting dagster dev on {dev.url} (log: {dev.log_path}) ...", flush=True)
-    api, token = start_api({**env, "GPS_DAGSTER_URL": dev.url}, args.host, args.api_port)
+    api_url = f"http://{args.host}:{args.api_port}"
+    api, token = start_api({**env, "GPS_DAGSTER_URL": dev.url}, args.host, args.api_port, args.var)
+    env_file = args.var / "demo" / "env"
     try:
         dev.start()
-        dev.wait_ready(timeout=120)
-        api_url = f"http://{args.host}:{args.api_port}"
-        print(BANNER.format(url=dev.url, api=api_url, token=token), flush=True)
+        dev.wait_ready(timeout=180)
+        values = demo_env_values(env, dev, api_url, token)
+        demo_env.write(env_file, values, venv_bin=Path(sys.executable).parent)
+        shown = os.path.relpath(env_file) if env_file.is_relative_to(Path.cwd()) else env_file
+        print(BANNER.format(url=dev.url, api=api_url, env_file=shown), flush=True)
         while dev.proc is not None and dev.proc.poll() is None:
             time.sleep(1)
-        print(f"demo: dagster dev exited ({dev.proc.returncode if dev.proc else '?'}); see {dev.log_path}")
+        print(
+            f"demo: dagster dev exited ({dev.proc.returncode if dev.proc else '?'}); "
+            f"see {dev.log_path}"
+        )
         return 1
     except KeyboardInterrupt:
         print("\ndemo: stopping dagster dev ...", flush=True)
         return 0
     finally:
+        env_file.unlink(missing_ok=True)
         stop_api(api)
         left = dev.stop()
-        print("demo: stopped" + (f"; still alive: {left}" if left else ", no process left"), flush=True)
+        canceled = cancel_leftover_runs(home)
+        note = f"; {len(canceled)} unfinished run(s) marked canceled" if canceled else ""
+        print(
+            "demo: stopped" + (f"; still alive: {left}" if left else ", no process left") + note,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -62,13 +62,18 @@ def schedules_apply(file: str, settings: Settings) -> None:
     except SpecInvalid as exc:
         fail(exc)
     rt = wiring.runtime(settings, clock=clock)
+    state = rt.store.schedule_state(spec.name)
+    before = state[0] if state is not None else None
     try:
         record = operations.apply(rt.store, rt.core, spec, now=rt.clock.now(), actor=cli_actor(), source=file)
     except SpecInvalid as exc:
         fail(exc)
     except StoreError as exc:  # TargetOwned, ScheduleConflict (409)
         refuse(exc)
-    click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
+    if before == record.version:
+        click.echo(f"schedule '{record.name}' unchanged: still version {record.version}")
+    else:
+        click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
     _request_reload()
     if rt.store.get_gate() != "enforce":
         click.echo(f"note: the execution gate is '{rt.store.get_gate()}': run `gps-dagster gate enforce` to act", err=True)
@@ -218,13 +223,18 @@ def db_prune(days: float | None, settings: Settings) -> None:
 @click.argument("name")
 @core_options
 @click.option("--queue", is_flag=True, help="Only record the request for the Dagster apply-now sensor.")
-def apply_now(name: str, settings: Settings, queue: bool) -> None:
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=0, show_default=True,
+              help="With --queue: wait up to this many seconds for the sensor's answer.")
+def apply_now(name: str, settings: Settings, queue: bool, wait_s: float) -> None:
     """Run a pass for schedule NAME now (exit 3 when another pass holds the lock: 409 busy)."""
     rt = wiring.runtime(settings)
     try:
         if queue:
             request = rt.store.request_apply_now(name, now=rt.clock.now())
-            click.echo(f"apply-now request {request} recorded for '{name}'")
+            click.echo(f"apply-now request {request} recorded for '{name}': the gps_apply_now "
+                       "sensor serves it within ~5 s (its tick names the run, or why none was "
+                       "needed)")
+            _await_answer(rt, request, wait_s)
             return
         report = operations.apply_now(rt.engine, rt.store, name, actor=cli_actor())
     except Busy as exc:
@@ -236,6 +246,28 @@ def apply_now(name: str, settings: Settings, queue: bool) -> None:
         click.echo(f"{outcome.schedule} v{outcome.version}: opened {len(outcome.opened)} plan(s), refused {len(outcome.refused)}")
     for line in step_lines(report.steps):
         click.echo(line)
+
+
+def _await_answer(rt: Runtime, request: int, wait_s: float) -> None:
+    """Poll the request's answer (the sensor writes it); exit 3 on 409 busy."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        answer = rt.store.get_apply_now(request)
+        if answer.state != "pending":
+            click.echo(f"apply-now request {request}: {answer.state}: {answer.result}")
+            if answer.state == "busy":
+                sys.exit(EXIT_BUSY)
+            return
+        if time.monotonic() >= deadline:
+            if wait_s:
+                click.echo(f"apply-now request {request}: no answer within {wait_s:.0f} s (is "
+                           "Dagster running? `make demo`, or dagster dev -f definitions.py)",
+                           err=True)
+                sys.exit(1)
+            return
+        time.sleep(0.5)
 
 
 def step_lines(steps: Sequence[StepOutcome]) -> list[str]:
@@ -279,6 +311,8 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
                    + (f" capacity={s['capacity']}" if "capacity" in s else "") + (f" REFUSED {s['refused']}" if "refused" in s else ""))
     for w in rep.warnings:
         click.echo(f"  warning: {w['kind']}: " + ", ".join(f"{k}={v}" for k, v in w.items() if k != "kind"))
+    if not rep.steps and not rep.warnings:
+        click.echo("  nothing to do: every target is already at its intent (no step would run)")
 
 
 @click.group("engine")

@@ -58,6 +58,14 @@ class ProductGroup(click.Group):
 @click.version_option(__version__, prog_name="gps-dagster")
 def cli() -> None:
     """Share a GPU pool between model deployments by time of day."""
+    import os
+    from pathlib import Path
+
+    from gps_dagster.cli.demo_env import hint
+
+    note = hint(Path.cwd(), os.environ)
+    if note:
+        click.echo(note, err=True)
 
 
 @cli.command()

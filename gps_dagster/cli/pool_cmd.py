@@ -1,9 +1,17 @@
-"""``gps-dagster pool``: look at the GPU pool.
+"""``gps-dagster pool``: look at the GPU pool, and act on the simulated one by hand.
 
 ``pool show --pool FILE`` loads a pool file into a throw-away SQLite database
 and prints it as placed at load time; without ``--pool`` it prints the pool(s)
 of the configured store (``GPS_DB_URL`` / ``--db``), as the engine sees them.
 Both read the pool at the runtime's clock (``GPS_CLOCK``, else the wall clock).
+
+``pool stop|start|scale DEPLOY`` are an operator's manual actions: the same core operations
+the engine submits (``Stop`` with typed alias consent, ``Start``, ``SetReplicaIntent``), with
+the deploy's current ETag and a fresh idempotency key, through the core's own admission
+(quota, reservation VRAM budget: a manual start is refused like the engine's would be). The
+engine sees them as what they are: after convergence, a manual change is ``drift_detected``,
+respected and not reverted until the intent changes (SPEC R-PASS-5, U1).
+
 ``pool show --backend kubernetes`` asks the cluster instead, through the core the
 composition root builds: GPU nodes (capacity, allocatable, requested, free), the
 pods holding GPUs on each (device UUIDs included) and GPU pods still pending.
@@ -13,7 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import tempfile
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +202,68 @@ def render_table(snap: PoolSnapshot) -> str:
     if snap.foreign:
         parts += ["", render.table(["FOREIGN", "KIND", "GPUS"], [[f.id, f.kind, str(f.gpus)] for f in snap.foreign])]
     return "\n".join(parts)
+
+
+def _act(settings: Any, deploy_id: str, what: str, call: Callable[[Any, str, str], Any]) -> None:
+    """One manual operation on ``deploy_id``: read its ETag, call the core, print the outcome."""
+    if settings.backend != "sim":
+        fail(SettingsInvalid([FieldError(
+            "--backend", "pool_actions_sim_only",
+            f"`pool {what}` acts on the simulated pool, not {settings.backend}: use kubectl "
+            "(kubectl scale deploy/NAME --replicas=N)",
+        )]))
+    rt = wiring.runtime(settings)
+    key = f"operator/{what}/{uuid.uuid4().hex[:12]}"
+    try:
+        etag = rt.core.get_deploy(deploy_id).etag
+        op = call(rt.core, etag, key)
+        owner = rt.store.owner_of(deploy_id)
+    except CoreError as exc:
+        click.echo(f"error: {deploy_id}: {exc.reason} — {exc} — fix: {_fix(exc)}", err=True)
+        sys.exit(1)
+    finally:
+        rt.close()
+    click.echo(f"{what} {deploy_id}: operation {op.id} {op.state.value} (idempotency key {key})")
+    if owner:
+        click.echo(f"note: {deploy_id} belongs to schedule '{owner}': once it had converged, the "
+                   "engine records drift_detected and respects this until the intent changes")
+
+
+def _fix(exc: CoreError) -> str:
+    reason = exc.reason or ""
+    if "overcommit" in reason or "budget" in reason or "reservation" in reason:
+        return "stop another member of the reservation or lower memory_mib, then retry"
+    if "alias" in reason:
+        return "pass --allow-downtime to stop an aliased deploy on purpose"
+    if "quota" in reason:
+        return "raise the project's quota or free GPUs in it, then retry"
+    return "check the deploy (gps-dagster pool show) and retry"
+
+
+@pool_group.command("stop")
+@click.argument("deploy_id")
+@click.option("--allow-downtime", is_flag=True, help="Consent to stop a deploy that has an alias.")
+@wiring.core_options
+def stop_cmd(deploy_id: str, allow_downtime: bool, settings: Any) -> None:
+    """Stop DEPLOY by hand (an operator's action)."""
+    _act(settings, deploy_id, "stop", lambda core, etag, key: core.stop(
+        deploy_id, etag=etag, allow_aliased_downtime=allow_downtime, idempotency_key=key))
+
+
+@pool_group.command("start")
+@click.argument("deploy_id")
+@wiring.core_options
+def start_cmd(deploy_id: str, settings: Any) -> None:
+    """Start DEPLOY by hand (through the core's admission: quota, reservation budget)."""
+    _act(settings, deploy_id, "start", lambda core, etag, key: core.start(
+        deploy_id, etag=etag, idempotency_key=key))
+
+
+@pool_group.command("scale")
+@click.argument("deploy_id")
+@click.argument("replicas", type=click.IntRange(min=1, max=10_000))
+@wiring.core_options
+def scale_cmd(deploy_id: str, replicas: int, settings: Any) -> None:
+    """Set DEPLOY's replicas by hand (``pool stop`` for zero)."""
+    _act(settings, deploy_id, "scale", lambda core, etag, key: core.set_replica_intent(
+        deploy_id, replicas, etag=etag, idempotency_key=key))

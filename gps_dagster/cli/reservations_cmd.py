@@ -113,6 +113,11 @@ def list_cmd(include_released: bool, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps([_summary(r) for r in rows], indent=2))
         return
+    if not rows:
+        click.echo("no reservation in the ledger: create one with `gps-dagster reservations create "
+                   "-f examples/gpu42-reservation.yaml` (or a simulated pool file with a "
+                   "`reservations:` section, e.g. examples/gpu42-pool.yaml)")
+        return
     click.echo(f"{'ID':<28} {'STATE':<10} {'GEN':>4} {'NODE':<20} {'MODE':<12} {'GPUS':>4} {'BUDGET MiB':>12}")
     for r in rows:
         budget = format_mib(r.budget_mib) if r.mode.value == "time_sliced" else "-"

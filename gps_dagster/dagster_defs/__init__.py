@@ -1,19 +1,21 @@
 """The Dagster layer: compile deploy schedules into Dagster definitions (SPEC §9).
 
-This package is the only importer of ``dagster``. It is a thin compile step
-over the engine and the store: ``build_definitions`` returns one transition
-job, the boundary schedules of every recurring window, the sensors
-(reconcile, boundaries, capacity wait, apply-now, reservation partitions) and
-the assets (``gpu_reservations`` with its checks, ``target_status``,
-``schedule_timeline``). Definitions are built when the code location loads,
-from the schedules in the store; a schedule applied later is served at once by
-the reconcile sensor and gets its boundary schedules at the next reload.
+This package is the only importer of ``dagster``. It is a thin compile step over the engine
+and the store: ``build_definitions`` returns the transition jobs (release-first, its
+acquire-first mirror, and ``gps_acquire`` for deferred acquires), the boundary schedules of
+every recurring window (or one every-minute schedule for a large fleet), the sensors
+(reconcile, boundaries, capacity wait, apply-now, reservation partitions) and the assets: one
+per managed deploy with its phase check (grouped by schedule), ``gpu_reservations`` with its
+checks, ``schedule_timeline``. Definitions are built when the code location loads, from the
+schedules in the store; a schedule applied later is served at once by the reconcile sensor
+and gets its boundary schedules and assets at the next reload.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -24,13 +26,19 @@ from gps_dagster.dagster_defs.assets import (
     overcommit_check,
     placement_check,
     schedule_timeline,
-    target_status,
 )
 from gps_dagster.dagster_defs.automation import build_automation
-from gps_dagster.dagster_defs.jobs import build_transition_job
+from gps_dagster.dagster_defs.batches import build_batch_job
+from gps_dagster.dagster_defs.deploys import (
+    LEAN_ABOVE,
+    DeployKeys,
+    asset_specs,
+    build_deploy_checks,
+)
+from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_job
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
 from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_resource
-from gps_dagster.dagster_defs.schedules import all_boundary_schedules
+from gps_dagster.dagster_defs.schedules import MAX_BOUNDARY_SCHEDULES, all_boundary_schedules
 from gps_dagster.dagster_defs.sensors import (
     build_apply_now_sensor,
     build_boundary_sensor,
@@ -40,7 +48,17 @@ from gps_dagster.dagster_defs.sensors import (
 )
 from gps_dagster.domain.spec import Schedule
 
-__all__ = ["GpsResource", "StaticRuntime", "build_definitions", "names"]
+__all__ = ["GpsResource", "Intervals", "StaticRuntime", "build_definitions", "names"]
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Seconds between sensor ticks (Dagster's daemon ticks a sensor at most every ~5 s)."""
+
+    reconcile_s: int = 30
+    boundary_s: int = 1
+    capacity_s: int = 1
+    apply_now_s: int = 1
 
 
 def build_definitions(
@@ -48,10 +66,9 @@ def build_definitions(
     *,
     schedules: Sequence[Schedule] | None = None,
     reconcile_interval_s: int = 30,
-    boundary_interval_s: int = 1,
-    capacity_interval_s: int = 10,
-    apply_now_interval_s: int = 5,
+    intervals: Intervals | None = None,
     running: bool = True,
+    max_boundary_schedules: int = MAX_BOUNDARY_SCHEDULES,
 ) -> dg.Definitions:
     """Definitions for the schedules in the store (or ``schedules``), served by ``gps``.
 
@@ -60,39 +77,58 @@ def build_definitions(
     ``gps_dagster.runtime``); pass ``StaticRuntime(runtime)`` to serve a prepared runtime
     (tests, virtual clock). ``running`` starts sensors and schedules on load.
     """
+    ticks = intervals or Intervals(reconcile_s=reconcile_interval_s)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
-        return _build(gps, schedules, reconcile_interval_s, boundary_interval_s, capacity_interval_s, apply_now_interval_s, running)
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return _build(gps, schedules, ticks, running, max_boundary_schedules)
 
 
 def _build(
     gps: GpsResource | StaticRuntime | None,
     schedules: Sequence[Schedule] | None,
-    reconcile_interval_s: int,
-    boundary_interval_s: int,
-    capacity_interval_s: int,
-    apply_now_interval_s: int,
+    ticks: Intervals,
     running: bool,
+    max_boundary_schedules: int,
 ) -> dg.Definitions:
     gps = gps if gps is not None else GpsResource()
     if schedules is None:
         schedules = [r.spec for r in gps.get_runtime().store.list_schedules()]
     sensor_status = dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
-    schedule_status = dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
-    jobs = [build_transition_job(RELEASE_FIRST), build_transition_job(ACQUIRE_FIRST)]
-    asset_jobs, housekeeping = build_automation(schedule_status)
-    resource: Any = as_resource(gps.get_runtime()) if isinstance(gps, StaticRuntime) else gps
+    schedule_status = (
+        dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
+    )
+    transitions = [build_transition_job(RELEASE_FIRST), build_transition_job(ACQUIRE_FIRST)]
+    batch = build_batch_job()
+    jobs = [*transitions, build_acquire_job(), batch]
+    keys = DeployKeys.of((s.name, t.model_deploy_id) for s in schedules for t in s.targets)
+    deploy_assets = asset_specs(schedules, keys)
+    deploy_checks = build_deploy_checks(deploy_assets, keys)
+    small = len(deploy_assets) <= LEAN_ABOVE
+    asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks if small else ())
+    resource: Any = as_resource(gps) if isinstance(gps, StaticRuntime) else gps
+    boundary = all_boundary_schedules(
+        schedules,
+        {j.name: j for j in [*transitions, batch]},
+        schedule_status,
+        max_boundary_schedules=max_boundary_schedules,
+    )
     return dg.Definitions(
-        assets=[gpu_reservations, schedule_timeline, target_status],
-        asset_checks=[placement_check, overcommit_check],
+        assets=[gpu_reservations, schedule_timeline, *deploy_assets],
+        asset_checks=[placement_check, overcommit_check, *deploy_checks],
         jobs=[*jobs, *asset_jobs],
-        schedules=[*all_boundary_schedules(schedules, {j.name: j for j in jobs}, schedule_status), *housekeeping],
+        schedules=[*boundary, *housekeeping],
         sensors=[
-            build_reconcile_sensor(jobs, interval_s=reconcile_interval_s, default_status=sensor_status),
-            build_boundary_sensor(jobs, interval_s=boundary_interval_s, default_status=sensor_status),
-            build_capacity_sensor(jobs, interval_s=capacity_interval_s, default_status=sensor_status),
-            build_apply_now_sensor(jobs, interval_s=apply_now_interval_s, default_status=sensor_status),
-            build_reservation_sensor(interval_s=60, default_status=sensor_status),
+            build_reconcile_sensor(
+                jobs, interval_s=ticks.reconcile_s, default_status=sensor_status
+            ),
+            build_boundary_sensor(jobs, interval_s=ticks.boundary_s, default_status=sensor_status),
+            build_capacity_sensor(jobs, interval_s=ticks.capacity_s, default_status=sensor_status),
+            build_apply_now_sensor(
+                jobs, interval_s=ticks.apply_now_s, default_status=sensor_status
+            ),
+            build_reservation_sensor(interval_s=30, default_status=sensor_status),
         ],
         resources={"gps": resource},
+        executor=dg.in_process_executor,  # asset jobs too: no process spawned per step
     )

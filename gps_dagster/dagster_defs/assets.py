@@ -1,13 +1,12 @@
-"""Assets: reservations (one dynamic partition each), target status, the hourly timeline.
+"""Assets: reservations (one dynamic partition each) and the hourly timeline.
 
-``target_status`` is observed, never materialised: the sensors and ops
-record one observation per status change. ``gpu_reservations`` carries the
+The deploys' own assets (one per managed deploy, with its phase check) are in
+``deploys.py``. ``gpu_reservations`` carries the
 two GPS asset checks; they report "no reservation" until reservations exist
 in the ledger. ``schedule_timeline`` is hourly-partitioned with a single-run
 backfill policy, so ``dagster asset materialize --partition-range`` computes a
 week of plans in one run.
 """
-
 
 import warnings
 from datetime import datetime, timedelta
@@ -23,12 +22,6 @@ TIMELINE_START = "2026-01-01-00:00"
 
 reservation_partitions = dg.DynamicPartitionsDefinition(name=names.RESERVATION_PARTITIONS)
 hourly = dg.HourlyPartitionsDefinition(start_date=TIMELINE_START, timezone="UTC")
-
-target_status = dg.AssetSpec(
-    names.TARGET_STATUS_ASSET,
-    description="Phase of every scheduled target (observations: schedule, deploy_id, phase, reason, fix).",
-    group_name="gps",
-)
 
 
 @dg.asset(
@@ -70,19 +63,25 @@ def _ledger_check(context: AssetCheckExecutionContext, which: str) -> dg.AssetCh
     ids = reservation_ids(runtime)
     if not ids:
         return dg.AssetCheckResult(
-            passed=True, description="no reservation in the ledger: nothing to check", metadata={"reservations": 0}
+            passed=True,
+            description="no reservation in the ledger: nothing to check",
+            metadata={"reservations": 0},
         )
     run = checks.placement_check if which == names.CHECK_PLACEMENT else checks.overcommit_check
     outcomes = {rid: run(repo, runtime.core, rid) for rid in ids}
     failed = {rid: o for rid, o in outcomes.items() if not o.passed}
     metadata: dict[str, Any] = {"reservations": len(ids), "failed": len(failed)}
     for rid, o in outcomes.items():
-        metadata[rid] = dg.MetadataValue.json({"passed": o.passed, "description": o.description, **o.metadata})
+        metadata[rid] = dg.MetadataValue.json(
+            {"passed": o.passed, "description": o.description, **o.metadata}
+        )
     first = next(iter(failed.values()), None)
     return dg.AssetCheckResult(
         passed=not failed,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=first.description if first else "; ".join(f"{rid}: {o.description}" for rid, o in outcomes.items())[:900],
+        description=first.description
+        if first
+        else "; ".join(f"{rid}: {o.description}" for rid, o in outcomes.items())[:900],
         metadata=metadata,
     )
 
@@ -122,7 +121,12 @@ def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, 
             {"start": s.start.isoformat(), "end": s.end.isoformat(), "desired_gpus": s.desired_gpus}
             for s in segs
         ]
-    return {"capacity": pool.capacity, "peak_desired_gpus": peak, "overcommit_segments": over, "schedules": per_schedule}
+    return {
+        "capacity": pool.capacity,
+        "peak_desired_gpus": peak,
+        "overcommit_segments": over,
+        "schedules": per_schedule,
+    }
 
 
 def runtime_pool(runtime: Any) -> Any:

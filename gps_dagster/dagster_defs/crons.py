@@ -78,5 +78,7 @@ def end_crons(cron: str, duration: timedelta) -> tuple[str, ...] | None:
         for hour, minutes in hours.items():
             groups[frozenset(minutes)].add(hour)
         for minute_set, hour_set in sorted(groups.items(), key=lambda kv: min(kv[1])):
-            crons.append(f"{_fmt(minute_set, 0, 59)} {_fmt(hour_set, 0, 23)} {_day_fields(expr, carry)}")
+            crons.append(
+                f"{_fmt(minute_set, 0, 59)} {_fmt(hour_set, 0, 23)} {_day_fields(expr, carry)}"
+            )
     return tuple(crons) if 0 < len(crons) <= MAX_CRONS else None

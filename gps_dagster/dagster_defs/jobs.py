@@ -1,18 +1,24 @@
-"""The transition job: one static job, the plan in its run config.
+"""The transition jobs: static jobs, the plan in their run config (SPEC R-DAG-2, R-DAG-9).
 
-``plan`` fans the release steps out (DynamicOut), ``all_released`` fans them
-in and fans the acquire steps out, ``done`` fans those in. An acquire op
-depends on every release op through the fan-in, so it never starts before all
-of them succeeded; a release whose outcome is ``failed`` raises, Dagster skips
-everything downstream and no GPU is acquired on top of a failed release.
+``plan`` fans the first phase out (DynamicOut); a fan-in op waits for every op of that phase
+and fans the second phase out; ``done`` fans in. An acquire op depends on every release op
+through the fan-in, so it never starts before all of them succeeded; a release whose outcome
+is ``failed`` raises, Dagster skips everything downstream and no GPU is acquired on top of a
+failed release.
 
-No op waits: ``execute_step`` submits and returns. An acquire that does not
-fit yet ends its op in ``capacity_wait`` (a success: nothing went wrong); the
-capacity-wait sensor launches an acquire-only run once the preview fits. The
-in-process executor is used on purpose (the multiprocess one costs ~14 s per
-7-step run on a 2-core machine, FACTS.md).
+Every acquiring step goes through ``admit`` first, which previews its capacity (watching it
+for up to ``capacity_poll_s`` seconds, 10 by default: GPUs freed by the release usually
+publish within that) and then takes one of two outputs:
+
+* ``fits`` → ``acquire`` submits the start / scale-up;
+* ``wait`` → ``capacity_wait`` hands the step to the ``gps_capacity_wait`` sensor, and the
+  ``acquire`` op of that step is *skipped* — the run never shows a green acquire that did not
+  happen. The sensor's acquire run (``gps_acquire``: plan → admit → acquire → done) carries
+  Dagster's run-group tags, so the UI shows both runs as one group, the plan run as its root.
+
+No op waits beyond that bounded watch. The in-process executor is used on purpose (the
+multiprocess one costs ~14 s per 7-step run on a 2-core machine, FACTS.md).
 """
-
 
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +27,9 @@ import dagster as dg
 from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs.deploys import deploy_keys_from_store, report_deploy
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, PLAN_OP, RELEASE_FIRST
+from gps_dagster.dagster_defs.resources import capacity_poll_s, sleep
 
 _STEP = {"step_id": str, "deploy_id": str, "step": str}
 PLAN_CONFIG = {
@@ -29,36 +37,53 @@ PLAN_CONFIG = {
     "schedule": dg.Field(str, description="Deploy schedule name."),
     "release_steps": dg.Field([_STEP], default_value=[], description="Steps that free GPUs."),
     "acquire_steps": dg.Field([_STEP], default_value=[], description="Steps that take GPUs."),
-    "order": dg.Field(str, default_value=RELEASE_FIRST, description="release_first | acquire_first."),
+    "order": dg.Field(
+        str,
+        default_value=RELEASE_FIRST,
+        description="release_first | acquire_first | acquire_only.",
+    ),
 }
+POLL_EVERY_S = 0.5
+ACQUIRED = ("accepted", "converged", "superseded")
 
 
-def _fan_out(steps: list[dict[str, str]], output_name: str | None = None) -> Iterator[dg.DynamicOutput[Any]]:
+def _fan_out(
+    steps: list[dict[str, str]], schedule: str, output_name: str | None = None
+) -> Iterator[dg.DynamicOutput[Any]]:
     for step in steps:
         key = names.step_mapping_key(step["step_id"], step["deploy_id"])
+        value = dict(step, schedule=schedule)
         if output_name is None:
-            yield dg.DynamicOutput(dict(step), mapping_key=key)
+            yield dg.DynamicOutput(value, mapping_key=key)
         else:
-            yield dg.DynamicOutput(dict(step), mapping_key=key, output_name=output_name)
+            yield dg.DynamicOutput(value, mapping_key=key, output_name=output_name)
 
 
 def outcome_metadata(outcome: Any) -> dict[str, str]:
     return {
         "deploy_id": str(outcome.deploy_id),
         "state": str(outcome.state),
-        "phase": str(outcome.phase),
+        "phase": str(outcome.phase or ""),
         "reason": str(outcome.reason or ""),
         "fix": str(outcome.fix or ""),
     }
 
 
+def _report(context: OpExecutionContext, step: dict[str, str]) -> dict[str, Any]:
+    """The deploy's status after the op, on its asset (observation + phase check)."""
+    store = context.resources.gps.get_runtime().store
+    row = report_deploy(
+        context.instance, store, deploy_keys_from_store(store), step["schedule"], step["deploy_id"]
+    )
+    if row is None:
+        return {}
+    return {"phase": row.phase, "status_reason": row.reason or "", "status_fix": row.fix or ""}
+
+
 def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> dict[str, str]:
     engine = context.resources.gps.get_runtime().engine
     outcome = engine.execute_step(step["step_id"])
-    meta = outcome_metadata(outcome)
-    context.log_event(
-        dg.AssetObservation(asset_key=names.TARGET_STATUS_ASSET, metadata=dict(meta, step=step["step"]))
-    )
+    meta = {**outcome_metadata(outcome), **_report(context, step)}
     context.add_output_metadata(meta)
     if outcome.state in ("failed", "cancelled"):
         raise dg.Failure(
@@ -66,11 +91,15 @@ def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> d
             metadata=meta,
             allow_retries=False,
         )
-    if outcome.state == "capacity_wait":
-        context.log.info(
-            f"{step['deploy_id']}: capacity not published yet; {names.CAPACITY_WAIT_SENSOR} "
-            "launches the acquire when the preview fits"
+    if order == "acquire" and outcome.state == "capacity_wait":
+        raise dg.Failure(
+            description=f"acquire of {step['deploy_id']} NOT submitted: the capacity it previewed "
+            f"was taken before the submit; {names.CAPACITY_WAIT_SENSOR} launches it when it fits",
+            metadata=meta,
+            allow_retries=False,
         )
+    if outcome.state not in ACQUIRED:
+        context.log.warning(f"{step['deploy_id']}: {order} left {outcome.state} ({meta['reason']})")
     return dict(step, state=meta["state"], phase=meta["phase"])
 
 
@@ -83,13 +112,13 @@ def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> d
 def plan_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
     cfg = context.op_config
     release, acquire = cfg["release_steps"], cfg["acquire_steps"]
-    first, then = (acquire, release) if cfg["order"] == ACQUIRE_FIRST else (release, acquire)
+    first, then = (release, acquire) if cfg["order"] == RELEASE_FIRST else (acquire, release)
     context.log.info(
         f"transition {cfg['transition_id']} of {cfg['schedule']} ({cfg['order']}): "
         f"{len(release)} release, {len(acquire)} acquire step(s)"
     )
-    yield from _fan_out(first, "first")
-    yield dg.Output(list(then), output_name="then")
+    yield from _fan_out(first, cfg["schedule"], "first")
+    yield dg.Output([dict(s, schedule=cfg["schedule"]) for s in then], output_name="then")
 
 
 @dg.op(name="release", required_resource_keys={"gps"}, description="Stop / scale down one target.")
@@ -97,9 +126,79 @@ def release_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, A
     return _execute(context, step, "release")
 
 
+@dg.op(
+    name="admit",
+    required_resource_keys={"gps"},
+    out={"fits": dg.Out(dict, is_required=False), "wait": dg.Out(dict, is_required=False)},
+    description="Preview the capacity of one acquiring step (watching it a few seconds): "
+    "fits → acquire; else → capacity_wait (the acquire op is skipped).",
+)
+def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.Output[Any]]:
+    gps = context.resources.gps
+    runtime = gps.get_runtime()
+    deadline = runtime.clock.now().timestamp() + capacity_poll_s(gps)
+    while True:
+        preview = _preview(runtime, step["step_id"])
+        if preview.state == "pending":  # its releases were not submitted (the gate is off)
+            context.log.info(
+                f"{step['deploy_id']}: left pending ({preview.reason or 'releases not submitted'}): "
+                "neither acquired nor waiting; the reconcile sensor resumes the plan"
+            )
+            return  # both outputs absent: acquire and capacity_wait are skipped
+        if preview.state != "capacity_wait":
+            context.log.info(f"{step['deploy_id']}: {preview.state} → acquire")
+            yield dg.Output(step, "fits", metadata={"preview": preview.state})
+            return
+        if runtime.clock.now().timestamp() >= deadline:
+            yield dg.Output(
+                step, "wait", metadata={"preview": "capacity_wait", "reason": preview.reason or ""}
+            )
+            return
+        sleep(gps, POLL_EVERY_S)
+
+
+def _preview(runtime: Any, step_id: str) -> Any:
+    """The engine's own preview of the step; a step past previewing goes to ``acquire``."""
+    action = runtime.store.get_action(step_id)
+    if action is None or action.state not in ("pending", "capacity_wait"):
+        return _Passed(action.state if action is not None else "unknown")
+    return runtime.engine.runner.execute(step_id, submit=False)
+
+
+class _Passed:
+    def __init__(self, state: str) -> None:
+        self.state, self.reason = state, None
+
+
 @dg.op(name="acquire", required_resource_keys={"gps"}, description="Start / scale up one target.")
 def acquire_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, Any]:
     return _execute(context, step, "acquire")
+
+
+@dg.op(
+    name="capacity_wait",
+    required_resource_keys={"gps"},
+    description=f"The capacity does not fit yet: the acquire is deferred to "
+    f"{names.CAPACITY_WAIT_SENSOR}, which launches it (same run group) when it fits.",
+)
+def capacity_wait_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, Any]:
+    meta = _report(context, step)
+    action = context.resources.gps.get_runtime().store.get_action(step["step_id"])
+    deadline = action.deadline_at.isoformat() if action is not None and action.deadline_at else ""
+    context.log.info(
+        f"{step['deploy_id']}: acquire DEFERRED to {names.CAPACITY_WAIT_SENSOR} "
+        f"({meta.get('status_reason') or 'capacity not published yet'}); "
+        f"capacity_unavailable if it does not fit by {deadline or 'its deadline'}"
+    )
+    context.add_output_metadata(
+        {**meta, "deferred_to": names.CAPACITY_WAIT_SENSOR, "deadline": deadline}
+    )
+    return dict(step, state="capacity_wait")
+
+
+def _admission(step: Any) -> tuple[Any, Any]:
+    fits, wait = admit_op(step)
+    return acquire_op(fits), capacity_wait_op(wait)
 
 
 def _fan_in(name: str, what: str, then: str) -> dg.OpDefinition:
@@ -108,9 +207,13 @@ def _fan_in(name: str, what: str, then: str) -> dg.OpDefinition:
         out=dg.DynamicOut(dict),
         description=f"Fan-in: every {what} op succeeded; fan the {then} steps out.",
     )
-    def fan_in(context: OpExecutionContext, done: list[Any], then_steps: list[Any]) -> Iterator[dg.DynamicOutput[Any]]:
+    def fan_in(
+        context: OpExecutionContext, done: list[Any], then_steps: list[Any]
+    ) -> Iterator[dg.DynamicOutput[Any]]:
         context.log.info(f"{len(done)} {what} step(s) done; {then} {len(then_steps)}")
-        yield from _fan_out(then_steps)
+        for step in then_steps:
+            key = names.step_mapping_key(step["step_id"], step["deploy_id"])
+            yield dg.DynamicOutput(dict(step), mapping_key=key)
 
     return fan_in
 
@@ -119,28 +222,64 @@ all_released_op = _fan_in("all_released", "release", "acquire")
 all_acquired_op = _fan_in("all_acquired", "acquire", "release")
 
 
-@dg.op(name="done", description="Fan-in of the second phase: the run's summary.")
+@dg.op(name="done", description="Fan-in of the last phase: the run's summary.")
 def done_op(context: OpExecutionContext, finished: list[Any]) -> dict[str, Any]:
-    waiting = [s["deploy_id"] for s in finished if s.get("state") == "capacity_wait"]
-    context.log.info(f"{len(finished)} step(s) in the second phase; in capacity_wait: {waiting or 'none'}")
-    return {"steps": len(finished), "capacity_wait": waiting}
+    states = {s["deploy_id"]: s.get("state", "") for s in finished}
+    context.log.info(f"{len(finished)} step(s) in the last phase: {states}")
+    return {"steps": len(finished), "states": states}
 
 
 def build_transition_job(order: str = RELEASE_FIRST) -> dg.JobDefinition:
     """The release-first job (``gps_transition``) or its acquire-first mirror (R-PASS-12)."""
-    release_first = order == RELEASE_FIRST
-    first, then = (release_op, acquire_op) if release_first else (acquire_op, release_op)
-    fan_in = all_released_op if release_first else all_acquired_op
+    if order == ACQUIRE_FIRST:
+        return _acquire_first_job()
 
     @dg.job(
-        name=names.TRANSITION_JOB if release_first else names.TRANSITION_JOB_ACQUIRE_FIRST,
+        name=names.TRANSITION_JOB,
         executor_def=dg.in_process_executor,
-        description=f"One transition plan ({order}): {first.name} ops, fan-in, then {then.name} ops.",
+        description="One transition plan (release_first): release ops, fan-in, then admit → "
+        "acquire (or capacity_wait) per acquiring step.",
         tags={"gps/kind": "transition"},
     )
     def transition() -> None:
         first_steps, then_steps = plan_op()
-        done = first_steps.map(first).collect()
-        done_op(fan_in(done, then_steps).map(then).collect())
+        released = first_steps.map(release_op).collect()
+        acquired, _deferred = all_released_op(released, then_steps).map(_admission)
+        done_op(acquired.collect())
 
     return transition
+
+
+def _acquire_first_job() -> dg.JobDefinition:
+    @dg.job(
+        name=names.TRANSITION_JOB_ACQUIRE_FIRST,
+        executor_def=dg.in_process_executor,
+        description="One transition plan (acquire_first): admit → acquire per acquiring step, "
+        "fan-in, then release ops.",
+        tags={"gps/kind": "transition"},
+    )
+    def transition() -> None:
+        first_steps, then_steps = plan_op()
+        acquired, _deferred = first_steps.map(_admission)
+        done_op(all_acquired_op(acquired.collect(), then_steps).map(release_op).collect())
+
+    return transition
+
+
+def build_acquire_job() -> dg.JobDefinition:
+    """``gps_acquire``: the acquire run the capacity-wait sensor launches (plan → admit →
+    acquire → done), in the run group of the transition's plan run."""
+
+    @dg.job(
+        name=names.ACQUIRE_JOB,
+        executor_def=dg.in_process_executor,
+        description="The deferred acquiring steps of a transition, once their capacity fits "
+        f"(launched by {names.CAPACITY_WAIT_SENSOR} in the plan run's run group).",
+        tags={"gps/kind": "transition"},
+    )
+    def acquire() -> None:
+        steps, _ = plan_op()
+        acquired, _deferred = steps.map(_admission)
+        done_op(acquired.collect())
+
+    return acquire

@@ -1,34 +1,41 @@
 """Names, tags and run keys of the Dagster surface, in one place.
 
-Dagster accepts only ``[A-Za-z0-9_]`` in definition names and DynamicOut
-mapping keys, while schedule names and deploy ids carry ``-`` and ``.``. Every
-sanitised name gets a short hash of the original so that ``a-b`` and ``a_b``
-never collide. Tags and run keys are the contract operators filter on in the
-UI and through GraphQL (``runsOrError(filter: {tags: ...})``).
+Dagster accepts only ``[A-Za-z0-9_]`` in definition names, asset key parts, group names and
+DynamicOut mapping keys, while schedule names and deploy ids carry ``-`` and ``.``. Names are
+made readable first (``demo-swap`` → ``demo_swap``); a short hash of the original is added only
+where two originals would otherwise read the same (``readable``), so names stay short in the
+runs list and never collide. Tags and run keys are the contract operators filter on in the UI
+and through GraphQL (``runsOrError(filter: {tags: ...})``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections import defaultdict
+from collections.abc import Iterable
 
 TRANSITION_JOB = "gps_transition"
 TRANSITION_JOB_ACQUIRE_FIRST = "gps_transition_acquire_first"
+ACQUIRE_JOB = "gps_acquire"
 RECONCILE_SENSOR = "gps_reconcile"
 BOUNDARY_SENSOR = "gps_boundaries"
+MINUTE_SCHEDULE = "gps_every_minute"
 CAPACITY_WAIT_SENSOR = "gps_capacity_wait"
 APPLY_NOW_SENSOR = "gps_apply_now"
 RESERVATION_SENSOR = "gps_reservation_partitions"
 RESERVATIONS_ASSET = "gpu_reservations"
 RESERVATION_PARTITIONS = "gpu_reservations"
-TARGET_STATUS_ASSET = "target_status"
 TIMELINE_ASSET = "schedule_timeline"
 TIMELINE_JOB = "gps_timeline_job"
 TIMELINE_SCHEDULE = "gps_timeline_hourly"
 CHECKS_JOB = "gps_reservation_checks"
 CHECKS_SCHEDULE = "gps_reservation_checks_every_10m"
+DEPLOY_CHECKS_JOB = "gps_deploy_checks"
 CHECK_PLACEMENT = "placement_mismatch"
 CHECK_OVERCOMMIT = "reservation_overcommitted"
+CHECK_DEPLOY_PHASE = "phase"
+DEPLOY_KEY_PREFIX = "deploy"
 
 TAG_SCHEDULE = "gps/schedule"
 TAG_TARGETS = "gps/targets"
@@ -37,6 +44,12 @@ TAG_TRIGGER = "gps/trigger"
 TAG_TRANSITION = "gps/transition"
 TAG_PHASE = "gps/phase"
 TAG_VERSION = "gps/schedule_version"
+TAG_APPLY_NOW = "gps/apply_now"
+TAG_BATCH = "gps/batch"
+TAG_PLANS = "gps/plans"
+PARENT_RUN_TAG = "dagster/parent_run_id"
+ROOT_RUN_TAG = "dagster/root_run_id"
+"""Dagster's own run-group tags: a run carrying them is shown in its root run's group."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
 
@@ -45,15 +58,56 @@ def short_hash(text: str, size: int = 6) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:size]
 
 
+def clean(text: str) -> str:
+    """``text`` reduced to ``[A-Za-z0-9_]`` (readable, not necessarily unique)."""
+    return _UNSAFE.sub("_", text).strip("_") or "x"
+
+
 def safe(text: str) -> str:
     """``text`` reduced to ``[A-Za-z0-9_]``, plus a hash suffix when anything changed."""
-    cleaned = _UNSAFE.sub("_", text).strip("_") or "x"
+    cleaned = clean(text)
     return cleaned if cleaned == text else f"{cleaned}_{short_hash(text)}"
 
 
+def readable(originals: Iterable[str]) -> dict[str, str]:
+    """A Dagster-safe name per original: ``clean(original)``, with a hash suffix only for the
+    originals whose clean names collide (``a-b`` and ``a_b`` → ``a_b_3f2a1c``, ``a_b_9e0d4b``)."""
+    by_clean: dict[str, list[str]] = defaultdict(list)
+    for original in dict.fromkeys(originals):
+        by_clean[clean(original)].append(original)
+    out: dict[str, str] = {}
+    for cleaned, group in by_clean.items():
+        for original in group:
+            out[original] = cleaned if len(group) == 1 else f"{cleaned}_{short_hash(original)}"
+    return out
+
+
 def boundary_schedule_name(schedule: str, window: str, edge: str) -> str:
-    """Dagster name of the boundary schedule firing at ``edge`` (start|end) of a window."""
-    return f"gps_{safe(schedule)}__{safe(window)}__{edge}"
+    """Dagster name of the boundary schedule firing at ``edge`` (start|end) of a window.
+
+    Readable (``demo_swap__business_hours__start``); use ``boundary_schedule_names`` to make a
+    whole code location's names collision-safe."""
+    return f"{clean(schedule)}__{clean(window)}__{edge}"
+
+
+def boundary_schedule_names(
+    edges: Iterable[tuple[str, str, str]],
+) -> dict[tuple[str, str, str], str]:
+    """Collision-safe names of (schedule, window, edge) boundary schedules."""
+    wanted = list(dict.fromkeys(edges))
+    plain = {e: boundary_schedule_name(*e) for e in wanted}
+    counts: dict[str, int] = defaultdict(int)
+    for name in plain.values():
+        counts[name] += 1
+    return {
+        e: name if counts[name] == 1 else f"{name}_{short_hash('/'.join(e))}"
+        for e, name in plain.items()
+    }
+
+
+def group_name(schedule: str) -> str:
+    """Asset group of a deploy schedule's targets (readable; the schedule is in the metadata)."""
+    return clean(schedule)
 
 
 def plan_run_key(transition_id: str) -> str:
@@ -71,6 +125,11 @@ def acquire_run_key(transition_id: str, attempt: int) -> str:
     return f"{transition_id}:acquire:{attempt}"
 
 
+def batch_run_key(batch_id: str) -> str:
+    """One run for the plans a tick opened together (a storm)."""
+    return f"{batch_id}:batch"
+
+
 def step_mapping_key(step_id: str, deploy_id: str) -> str:
     """DynamicOut mapping key of one step: readable (deploy id) and unique (step id hash)."""
-    return f"{_UNSAFE.sub('_', deploy_id).strip('_') or 'x'}_{short_hash(step_id, 8)}"
+    return f"{clean(deploy_id)}_{short_hash(step_id, 8)}"

@@ -24,6 +24,8 @@ from gps_dagster.store.launches import Claim, LaunchClaims
 PLAN_OP = "plan"
 RELEASE_FIRST = "release_first"
 ACQUIRE_FIRST = "acquire_first"
+ACQUIRE_ONLY = "acquire_only"
+"""The order of a ``gps_acquire`` run: only the deferred acquiring steps."""
 CLAIM_TAKEOVER_S = 120.0
 """A plan claimed this long ago whose run Dagster still does not know was lost by its
 claimer (a tick that crashed after claiming): another origin may take the launch over.
@@ -109,23 +111,41 @@ def plan_request(plan: Any) -> dg.RunRequest:
     )
 
 
-def acquire_request(plan: Any, steps: Sequence[Any], attempt: int) -> dg.RunRequest:
-    """An acquire-only run for steps whose capacity now fits (capacity-wait sensor)."""
+def group_tags(runs: Sequence[Any]) -> dict[str, str]:
+    """Dagster's run-group tags for a run that continues ``runs`` (newest first): its parent
+    is the newest, its root the group's root (the plan run). Empty when there is no run."""
+    if not runs:
+        return {}
+    parent = runs[0]
+    root = parent.tags.get(names.ROOT_RUN_TAG) or parent.run_id
+    return {names.PARENT_RUN_TAG: parent.run_id, names.ROOT_RUN_TAG: root}
+
+
+def acquire_request(
+    plan: Any, steps: Sequence[Any], attempt: int, group: dict[str, str] | None = None
+) -> dg.RunRequest:
+    """The ``gps_acquire`` run of steps whose capacity now fits (capacity-wait sensor), in the
+    run group of the transition's earlier runs (``group``, see ``group_tags``)."""
+    tags = run_tags(
+        transition_id=plan.transition_id,
+        schedule=plan.schedule,
+        targets=tuple(s.deploy_id for s in steps),
+        interval_start=plan.interval_start,
+        trigger="capacity_wait",
+        phase="acquire",
+        schedule_version=plan.schedule_version,
+    )
     return dg.RunRequest(
         run_key=names.acquire_run_key(plan.transition_id, attempt),
-        job_name=names.TRANSITION_JOB,
+        job_name=names.ACQUIRE_JOB,
         run_config=run_config(
-            transition_id=plan.transition_id, schedule=plan.schedule, release=(), acquire=steps
-        ),
-        tags=run_tags(
             transition_id=plan.transition_id,
             schedule=plan.schedule,
-            targets=tuple(s.deploy_id for s in steps),
-            interval_start=plan.interval_start,
-            trigger="capacity_wait",
-            phase="acquire",
-            schedule_version=plan.schedule_version,
+            release=(),
+            acquire=steps,
+            order=ACQUIRE_ONLY,
         ),
+        tags={**tags, **(group or {})},
     )
 
 
@@ -135,11 +155,35 @@ def plan_requests(plans: Iterable[Any]) -> list[dg.RunRequest]:
     return [plan_request(p) for p in plans if p.release_steps or p.acquire_steps]
 
 
-def resume_request(request: dg.RunRequest, attempt: int) -> dg.RunRequest:
-    """The same plan again under a new key: its steps were left pending by an earlier run."""
+def resume_request(
+    request: dg.RunRequest, attempt: int, group: dict[str, str] | None = None
+) -> dg.RunRequest:
+    """The same plan again under a new key: its steps were left pending by an earlier run
+    (shown in that run's group)."""
     tid = request.tags[names.TAG_TRANSITION]
-    tags = dict(request.tags, **{names.TAG_PHASE: "resume", names.TAG_TRIGGER: "resume"})
+    tags = dict(
+        request.tags, **{names.TAG_PHASE: "resume", names.TAG_TRIGGER: "resume"}, **(group or {})
+    )
     return request.with_replaced_attrs(run_key=names.resume_run_key(tid, attempt), tags=tags)
+
+
+def batch_of(origin: str) -> str | None:
+    """The batch a claim's origin launched its plan in (``<origin>#<batch id>``), if any."""
+    return origin.split("#", 1)[1] if "#" in origin else None
+
+
+def transition_runs(
+    runtime: Any, instance: dg.DagsterInstance, transition_id: str
+) -> list[dg.DagsterRun]:
+    """The runs of one transition, newest first: its own, else the batch run it was in."""
+    own = list(instance.get_runs(dg.RunsFilter(tags={names.TAG_TRANSITION: transition_id})))
+    if own:
+        return own
+    claim = LaunchClaims(runtime.store.engine).get(names.plan_run_key(transition_id))
+    batch = batch_of(claim.origin) if claim is not None else None
+    if batch is None:
+        return []
+    return list(instance.get_runs(dg.RunsFilter(tags={names.TAG_BATCH: batch})))
 
 
 def sensor_origin(name: str) -> str:
@@ -196,4 +240,7 @@ def _took_over(
         return False
     if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
         return False  # its run exists: the owner launched it
+    batch = batch_of(held.origin)
+    if batch and instance.get_runs_count(dg.RunsFilter(tags={names.TAG_BATCH: batch})):
+        return False  # launched within a storm's batch run
     return claims.take_over(held, origin=origin, now=now)

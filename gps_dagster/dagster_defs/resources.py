@@ -15,6 +15,8 @@ built on a virtual clock to ``StaticRuntime`` and wrap it with
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -45,38 +47,81 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     pool_file: str | None = Field(
         default=None,
         description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else "
-                    "examples/seed-pool-10.yaml.",
+        "examples/seed-pool-10.yaml.",
     )
     backend: str | None = Field(
-        default=None, description="sim or kubernetes; None = $GPS_BACKEND, else sim.",
+        default=None,
+        description="sim or kubernetes; None = $GPS_BACKEND, else sim.",
     )
     kubeconfig: str | None = Field(
         default=None,
         description="Kubeconfig file (kubernetes); None = $GPS_KUBECONFIG, $KUBECONFIG or "
-                    "in-cluster.",
+        "in-cluster.",
     )
     kube_context: str | None = Field(
         default=None,
         description="Kubeconfig context; None = $GPS_KUBE_CONTEXT or the current one.",
     )
 
+    capacity_poll_s: float = Field(
+        default=10.0,
+        description="Seconds an admit op watches a capacity preview before it hands the "
+        "acquire to the capacity-wait sensor (0 = hand over at once).",
+    )
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
     def get_runtime(self) -> Any:
         return cached_runtime(
-            db_url=self.db_url, pool_file=self.pool_file, backend=self.backend,
-            kubeconfig=self.kubeconfig, kube_context=self.kube_context,
+            db_url=self.db_url,
+            pool_file=self.pool_file,
+            backend=self.backend,
+            kubeconfig=self.kubeconfig,
+            kube_context=self.kube_context,
         )
 
 
 class StaticRuntime:
     """A ready-made runtime (tests: virtual clock); wrap with ``hardcoded_resource``."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(
+        self,
+        runtime: Any,
+        *,
+        capacity_poll_s: float = 0.0,
+        sleeper: Callable[[float], object] | None = None,
+    ) -> None:
         self._runtime = runtime
+        self.capacity_poll_s = capacity_poll_s
+        self._sleeper = sleeper
+
+    def sleep(self, seconds: float) -> None:
+        """The test's sleeper (e.g. a virtual clock's ``advance``), else a real sleep."""
+        if self._sleeper is not None:
+            self._sleeper(seconds)
+        else:
+            time.sleep(seconds)
 
     def get_runtime(self) -> Any:
         return self._runtime
 
 
-def as_resource(runtime: Any) -> dg.ResourceDefinition:
+def as_resource(runtime: Any, **options: Any) -> dg.ResourceDefinition:
     """A resource definition serving this exact runtime object (no copy)."""
-    return dg.ResourceDefinition.hardcoded_resource(StaticRuntime(runtime), "gps runtime (fixed)")
+    served = runtime if isinstance(runtime, StaticRuntime) else StaticRuntime(runtime, **options)
+    return dg.ResourceDefinition.hardcoded_resource(served, "gps runtime (fixed)")
+
+
+def capacity_poll_s(gps: Any) -> float:
+    """How long an admit op watches a capacity preview (resource setting; 0 when absent)."""
+    return float(getattr(gps, "capacity_poll_s", 0.0) or 0.0)
+
+
+def sleep(gps: Any, seconds: float) -> None:
+    """Wait through the resource (tests inject a virtual clock's advance)."""
+    waiter = getattr(gps, "sleep", None)
+    if waiter is not None:
+        waiter(seconds)
+    else:
+        time.sleep(seconds)

@@ -1,5 +1,12 @@
 """Boundary schedules: Dagster cron ticks at the start and end of every recurring window.
 
+Up to ``max_boundary_schedules`` (200 by default) a code location gets one readable Dagster
+schedule per window edge (``demo_swap__business_hours__start``), so the Automation page shows
+each window's next ticks. A larger fleet (10,000 schedules would be 20,000 Dagster schedules)
+gets one fixed ``gps_every_minute`` schedule instead: each minute it serves what the due index
+(``due.py``) says is due — the boundary sensor serves the same index every second — and its
+skip reason names the next passes due (boundaries, and follow-ups of steps in flight).
+
 A tick asks the engine for a pass over its deploy schedule and launches the
 plans it opens; it never decides start vs end from its own wall time (DST
 moves ticks: Dagster fires ``30 2`` at 03:00 on spring-forward day). The
@@ -17,6 +24,7 @@ import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.crons import end_crons, start_crons
+from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_requests, schedule_origin
 from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
 from gps_dagster.engine.errors import Busy
@@ -24,9 +32,10 @@ from gps_dagster.engine.errors import Busy
 
 def _tick(schedule_name: str, edge: str, origin: str) -> Any:
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
-        runtime = context.resources.gps.get_runtime()
+        gps = context.resources.gps
+        runtime = gps.get_runtime()
         try:
-            report = runtime.engine.reconcile(schedule=schedule_name, trigger=f"boundary_{edge}")
+            report = reconcile_one(gps, runtime, schedule_name, f"boundary_{edge}")
         except Busy:
             yield dg.SkipReason("another pass holds the lock; the reconcile sensor follows up")
             return
@@ -43,43 +52,118 @@ def _tick(schedule_name: str, edge: str, origin: str) -> Any:
     return evaluate
 
 
-def boundary_schedules(
-    schedule: Schedule, jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
-) -> list[dg.ScheduleDefinition]:
-    """Start and end schedules of every recurring window of ``schedule``."""
-    job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
-    out: list[dg.ScheduleDefinition] = []
+def window_edges(schedule: Schedule) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(window, edge, crons) of every recurring window edge a cron can express."""
+    out = []
     for window in schedule.windows:
         if not isinstance(window, RecurringWindow):
             continue
-        edges: list[tuple[str, tuple[str, ...] | None]] = [
+        for edge, crons in (
             ("start", start_crons(window.cron)),
             ("end", end_crons(window.cron, window.duration)),
-        ]
-        for edge, crons in edges:
-            if crons is None:
-                continue  # not expressible as crons: gps_boundaries serves it
-            name = names.boundary_schedule_name(schedule.name, window.name, edge)
-            out.append(
-                dg.ScheduleDefinition(
-                    name=name,
-                    cron_schedule=list(crons) if len(crons) > 1 else crons[0],
-                    job=job,
-                    execution_fn=_tick(schedule.name, edge, schedule_origin(name)),
-                    execution_timezone=schedule.timezone,
-                    required_resource_keys={"gps"},
-                    default_status=default_status,
-                    tags={names.TAG_SCHEDULE: schedule.name},
-                    description=f"{edge} of window {window.name} of deploy schedule {schedule.name}: a pass.",
-                )
-            )
+        ):
+            if crons is not None:  # else not expressible as crons: gps_boundaries serves it
+                out.append((window.name, edge, crons))
     return out
+
+
+def boundary_schedules(
+    schedule: Schedule,
+    jobs: Mapping[str, dg.JobDefinition],
+    default_status: dg.DefaultScheduleStatus,
+    schedule_names: Mapping[tuple[str, str, str], str] | None = None,
+) -> list[dg.ScheduleDefinition]:
+    """Start and end schedules of every recurring window of ``schedule``."""
+    job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
+    named = schedule_names or names.boundary_schedule_names(
+        (schedule.name, w, e) for w, e, _ in window_edges(schedule)
+    )
+    out: list[dg.ScheduleDefinition] = []
+    for window, edge, crons in window_edges(schedule):
+        name = named[(schedule.name, window, edge)]
+        out.append(
+            dg.ScheduleDefinition(
+                name=name,
+                cron_schedule=list(crons) if len(crons) > 1 else crons[0],
+                job=job,
+                execution_fn=_tick(schedule.name, edge, schedule_origin(name)),
+                execution_timezone=schedule.timezone,
+                required_resource_keys={"gps"},
+                default_status=default_status,
+                tags={names.TAG_SCHEDULE: schedule.name},
+                description=f"{edge} of window {window} of deploy schedule {schedule.name}: "
+                "a pass.",
+            )
+        )
+    return out
+
+
+MAX_BOUNDARY_SCHEDULES = 200
 
 
 def all_boundary_schedules(
-    schedules: Iterable[Schedule], jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
+    schedules: Iterable[Schedule],
+    jobs: Mapping[str, dg.JobDefinition],
+    default_status: dg.DefaultScheduleStatus,
+    *,
+    max_boundary_schedules: int = MAX_BOUNDARY_SCHEDULES,
 ) -> list[dg.ScheduleDefinition]:
+    """One schedule per window edge, or the fixed ``gps_every_minute`` above the limit."""
+    specs = list(schedules)
+    edges = [(s.name, w, e) for s in specs for w, e, _ in window_edges(s)]
+    if len(edges) > max_boundary_schedules:
+        return [build_minute_schedule(jobs, default_status)]
+    named = names.boundary_schedule_names(edges)
     out: list[dg.ScheduleDefinition] = []
-    for schedule in schedules:
-        out.extend(boundary_schedules(schedule, jobs, default_status))
+    for schedule in specs:
+        out.extend(boundary_schedules(schedule, jobs, default_status, named))
     return out
+
+
+def build_minute_schedule(
+    jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
+) -> dg.ScheduleDefinition:
+    """Every minute: a pass over the schedules the due index says are due (see ``due.py``).
+
+    The boundary sensor serves the same index every second, so this tick mostly finds the
+    minute's boundaries served and shows the next ones; whichever claims a due schedule first
+    serves it. A Dagster schedule launches one job: this one launches the release-first plans
+    it opens as one ``gps_transition_batch`` run per tick; an acquire-first plan is left
+    unclaimed to the reconcile sensor (never-launched plans are launched by its next tick)."""
+    from gps_dagster.dagster_defs.batches import BATCH_JOB
+
+    job = jobs[BATCH_JOB]
+    origin = schedule_origin(names.MINUTE_SCHEDULE)
+
+    def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
+        from gps_dagster.dagster_defs.due import upcoming
+        from gps_dagster.dagster_defs.sensors import serve_due
+
+        runtime = context.resources.gps.get_runtime()
+        now = runtime.clock.now()
+        requests, lines = serve_due(
+            runtime,
+            now,
+            origin=origin,
+            trigger="boundary",
+            instance=context.instance,
+            always_batch=True,
+            release_first_only=True,
+        )
+        if requests:
+            yield from requests
+            return
+        nxt = ", ".join(f"{n} at {at.isoformat()}" for at, n in upcoming(runtime, now))
+        yield dg.SkipReason(f"{'; '.join(lines)}. Next: {nxt or 'none'}"[:900])
+
+    return dg.ScheduleDefinition(
+        name=names.MINUTE_SCHEDULE,
+        cron_schedule="* * * * *",
+        job=job,
+        execution_fn=evaluate,
+        required_resource_keys={"gps"},
+        default_status=default_status,
+        description="Boundaries of every deploy schedule (the fleet is too large for one Dagster "
+        "schedule per window): a pass over the schedules due this minute.",
+    )
+

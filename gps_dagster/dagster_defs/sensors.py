@@ -1,8 +1,9 @@
 """Sensors: reconcile (paging), boundaries, capacity wait, apply-now, reservation partitions.
 
-Each sensor is a few lines over one engine call; its durable state is the
-Dagster cursor (visible in the UI), its output run requests with deterministic
-run keys. Waiting never happens in an op: a sensor polls instead.
+Each sensor is a few lines over one engine call; its durable state is the Dagster cursor
+(visible in the UI), its output run requests with deterministic run keys, and the deploys'
+status changes as asset events (observation + phase check, ``deploys.py``). A tick that
+launches nothing says why in its skip reason. Waiting never happens in a sensor.
 """
 
 from __future__ import annotations
@@ -17,17 +18,29 @@ from typing import Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs.batches import (
+    BATCH_THRESHOLD,
+    batch_id,
+    batch_request,
+    batched,
+)
+from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys_from_store, status_events
+from gps_dagster.dagster_defs.due import due_now, serve_due_work
 from gps_dagster.dagster_defs.plans import (
+    RELEASE_FIRST,
     acquire_request,
     claim_launches,
+    group_tags,
     plan_requests,
     resume_request,
     sensor_origin,
+    transition_runs,
 )
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound
 
-_IN_FLIGHT = [
+ACQUIRE_BATCH = "acquire_batch"
+IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -53,41 +66,28 @@ class ReconcileCursor:
         return json.dumps({"after": self.after, "seen": self.seen}, sort_keys=True)
 
 
-def status_observations(store: Any, seen: dict[str, int]) -> list[dg.AssetObservation]:
-    """One observation of ``target_status`` per target whose status changed since ``seen``."""
-    out: list[dg.AssetObservation] = []
-    for row in store.list_status():
-        key = f"{row.schedule}/{row.deploy_id}"
-        if seen.get(key) == row.status_version:
-            continue
-        seen[key] = row.status_version
-        out.append(
-            dg.AssetObservation(
-                asset_key=names.TARGET_STATUS_ASSET,
-                metadata={
-                    "schedule": row.schedule,
-                    "deploy_id": row.deploy_id,
-                    "phase": row.phase,
-                    "reason": row.reason or "",
-                    "fix": row.fix or "",
-                    "interval_start": row.interval_start.isoformat() if row.interval_start else "",
-                    "status_version": row.status_version,
-                },
-            )
-        )
-    return out
+def status_observations(
+    store: Any, seen: dict[str, int]
+) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
+    """Observation + phase check of every deploy whose status changed since ``seen``."""
+    rows = changed_rows(store, seen)
+    return status_events(rows, deploy_keys_from_store(store)) if rows else []
 
 
-def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str]) -> list[dg.RunRequest]:
+def _runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[dg.DagsterRun]:
+    return list(instance.get_runs(dg.RunsFilter(tags=tags)))
+
+
+def open_plan_requests(
+    runtime: Any, instance: dg.DagsterInstance, skip: set[str]
+) -> list[dg.RunRequest]:
     """Requests for open transitions whose steps are still ``pending``.
 
     Never launched (a tick's request lost in a daemon crash) or gate not
     enforcing: the plan run is requested again under its own run key, which
     the daemon drops once that run exists. Gate enforcing and the plan run
-    finished with steps left pending: a resume run, at most one in flight per
-    transition, and only when a pending step can move now. A step waiting for
-    another one (``acquire_first``: the releases wait while the acquire loads)
-    gets no run until the step it waits for is done.
+    finished with steps left pending: a resume run (in the plan run's group), at
+    most one in flight per transition, and only when a pending step can move now.
     """
     gate = runtime.store.get_gate()
     out: list[dg.RunRequest] = []
@@ -97,39 +97,30 @@ def open_plan_requests(runtime: Any, instance: dg.DagsterInstance, skip: set[str
         pending = runtime.store.list_actions(transition_id=tr.id, states=("pending",))
         if not pending:
             continue
-        tags = {names.TAG_TRANSITION: tr.id}
-        runs = instance.get_runs_count(dg.RunsFilter(tags=tags))
-        if runs == 0 or gate != "enforce":
+        runs = transition_runs(runtime, instance, tr.id)
+        if not runs or gate != "enforce":
             out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
-        elif not _in_flight(instance, tags) and can_move(runtime, pending):
+        elif not _any_in_flight(runs) and can_move(runtime, pending):
             plan = runtime.engine.pending_steps(tr.id)
-            out.extend(resume_request(r, runs) for r in plan_requests([plan]))
+            group = group_tags(runs)
+            out.extend(resume_request(r, len(runs), group) for r in plan_requests([plan]))
     return out
 
 
-def _in_flight(instance: dg.DagsterInstance, tags: dict[str, str]) -> int:
-    return instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT))
+def _any_in_flight(runs: Sequence[dg.DagsterRun]) -> bool:
+    return any(r.status in IN_FLIGHT for r in runs)
 
 
 def can_move(runtime: Any, pending: Sequence[Any]) -> bool:
-    """Whether a run would advance any of these steps now (the engine's own preview).
-
-    The preview applies the step's prerequisites, capacity and staleness rules
-    without submitting; a step it ends (cancelled behind a failed step,
-    superseded by an edit) needs no run either.
-    """
+    """Whether a run would advance any of these steps now (the engine's own preview)."""
     return any(runtime.engine.runner.execute(a.id, submit=False).state == "ready" for a in pending)
 
 
 def reconcile_tick(
     runtime: Any, cursor: ReconcileCursor, instance: dg.DagsterInstance
-) -> tuple[list[dg.RunRequest], ReconcileCursor, list[dg.AssetObservation]]:
+) -> tuple[list[dg.RunRequest], ReconcileCursor, list[Any]]:
     """One engine pass over the next page of schedules (the engine keeps the durable
-    cursor, R-PASS-3); launch the plans it opened and any open plan left pending.
-
-    Plan requests go through the launch claims: a plan another origin launched
-    is left to it (see ``claim_launches``).
-    """
+    cursor, R-PASS-3); launch the plans it opened and any open plan left pending."""
     report = runtime.engine.reconcile(trigger="sensor")
     new = ReconcileCursor(after=cursor.after, seen=dict(cursor.seen))
     requests: list[dg.RunRequest] = []
@@ -144,83 +135,163 @@ def reconcile_tick(
     return requests, new, observations
 
 
-def build_reconcile_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_reconcile_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.RECONCILE_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Pages over the schedules from a durable cursor, opens transitions and launches them.",
+        description="Pages over the schedules from a durable cursor, opens transitions and "
+        "launches them.",
     )
     def reconcile(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
-        requests, cursor, observations = reconcile_tick(runtime, ReconcileCursor.parse(context.cursor), context.instance)
-        return dg.SensorResult(run_requests=requests, cursor=cursor.dump(), asset_events=observations)
+        requests, cursor, events = reconcile_tick(
+            runtime, ReconcileCursor.parse(context.cursor), context.instance
+        )
+        skip = None if requests else _reconcile_skip_text(events)
+        return dg.SensorResult(
+            run_requests=requests, cursor=cursor.dump(), asset_events=events, skip_reason=skip
+        )
 
     return reconcile
 
 
-def boundary_tick(
-    runtime: Any, last: datetime | None, instance: dg.DagsterInstance | None = None
-) -> tuple[list[dg.RunRequest], datetime]:
-    """Passes for the schedules whose intent changed in ``[last, now)``."""
-    from gps_dagster.domain.evaluator import boundaries
+def _reconcile_skip_text(events: Sequence[Any]) -> str:
+    changed = sum(1 for e in events if isinstance(e, dg.AssetObservation))
+    tail = f"; {changed} deploy status change(s) recorded" if changed else ""
+    return "pass done: no new intent interval and no plan left pending — nothing to launch" + tail
 
+
+STORM_LINES = 20
+"""Above this many schedules served in one tick, the skip reason / log gives one summary line."""
+
+
+def serve_due(
+    runtime: Any,
+    now: datetime,
+    *,
+    origin: str,
+    trigger: str,
+    instance: dg.DagsterInstance | None,
+    always_batch: bool = False,
+    release_first_only: bool = False,
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """Serve every schedule due at ``now`` (the due index; one claimed, batched pass) and
+    launch the plans it opened: their requests and what the tick did, a line per schedule.
+
+    ``release_first_only``: a Dagster schedule launches one job (the batch job), so it
+    leaves acquire-first plans unclaimed for the reconcile sensor (it launches any open plan
+    no run exists for) rather than claim launches it cannot make."""
+    due, at = due_now(runtime, now)
+    if not due:
+        when = f"next pass due at {at.isoformat()}" if at else "no schedule has a pass due"
+        return [], [f"nothing due ({when})"]
+    report = serve_due_work(runtime, trigger)
+    plans = [p for p in report.plans if p.release_steps or p.acquire_steps]
+    if release_first_only:
+        plans = [p for p in plans if getattr(p, "order", RELEASE_FIRST) == RELEASE_FIRST]
+    claimed, skipped = batched(
+        runtime,
+        plan_requests(plans),
+        origin=origin,
+        trigger=trigger,
+        instance=instance,
+        always=always_batch,
+    )
+    lines = _served_lines(report, len(plans))
+    return claimed, lines + [f"skipped {s}" for s in skipped[:STORM_LINES]]
+
+
+def _served_lines(report: Any, plans: int) -> list[str]:
+    """A line per schedule that opened, refused or failed; one line for those with nothing new
+    (their intent met, or a follow-up of steps in flight); one summary line in a storm."""
+    outcomes = report.schedules
+    quiet = [o.schedule for o in outcomes if not (o.errors or o.opened or o.refused)]
+    news = [o for o in outcomes if o.errors or o.opened or o.refused]
+    if len(news) > STORM_LINES:
+        failed = f", {len(report.errors)} failed" if report.errors else ""
+        return [f"{len(outcomes)} schedule(s) due: {plans} new plan(s){failed}"]
+    lines = []
+    for o in news:
+        if o.errors:
+            lines.append(f"{o.schedule}: failed ({'; '.join(o.errors)[:200]})")
+        elif o.opened:
+            lines.append(f"{o.schedule}: {len(o.opened)} plan(s)")
+        else:
+            lines.append(f"{o.schedule}: {len(o.refused)} target(s) refused by preflight")
+    if quiet:
+        more = ", …" if len(quiet) > 5 else ""
+        lines.append(
+            f"{len(quiet)} schedule(s) due, no new plan (intent met, or steps in flight): "
+            f"{', '.join(quiet[:5])}{more}"
+        )
+    return lines
+
+
+def boundary_tick_explained(
+    runtime: Any,
+    last: datetime | None,
+    instance: dg.DagsterInstance | None = None,
+) -> tuple[list[dg.RunRequest], list[str], datetime]:
+    """The boundary sensor's tick; ``last`` (the cursor: its previous tick) is informational —
+    what is due comes from the index, so a boundary missed while the sensor was down is served."""
     now = runtime.clock.now()
-    if last is None or last >= now:
-        return [], now
-    requests: list[dg.RunRequest] = []
-    for record in runtime.store.list_schedules():
-        if not boundaries(record.spec, last, now):
-            continue
-        try:
-            report = runtime.engine.reconcile(schedule=record.name, trigger="boundary")
-        except Busy:
-            # another pass holds the lock: retry the same range next tick
-            return _claimed(runtime, requests, instance), last
-        requests.extend(plan_requests(report.plans))
-    return _claimed(runtime, requests, instance), now
-
-
-def _claimed(
-    runtime: Any, requests: list[dg.RunRequest], instance: dg.DagsterInstance | None
-) -> list[dg.RunRequest]:
     origin = sensor_origin(names.BOUNDARY_SENSOR)
-    return claim_launches(runtime, requests, origin=origin, instance=instance)[0]
+    requests, lines = serve_due(runtime, now, origin=origin, trigger="boundary", instance=instance)
+    return requests, lines, now
 
 
-def build_boundary_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_boundary_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.BOUNDARY_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Intent boundaries no cron can express (one-shot windows, DST-shifted ends): a pass at once.",
+        description="Every schedule the due index says needs a pass now (a boundary, including "
+        "one-shot windows and DST-shifted ends no cron can express; a follow-up of steps in "
+        "flight): one claimed, batched pass.",
     )
     def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
         last = datetime.fromisoformat(context.cursor) if context.cursor else None
-        requests, now = boundary_tick(runtime, last, context.instance)
-        return dg.SensorResult(run_requests=requests, cursor=now.isoformat())
+        requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
+        for line in lines if requests else ():  # a skipped tick says it in its skip reason
+            context.log.info(line)
+        skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
+        return dg.SensorResult(run_requests=requests, cursor=now.isoformat(), skip_reason=skip)
 
     return boundary
 
 
 def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
-    """Acquire-only runs for capacity-waiting steps that now fit, one per transition."""
+    """``gps_acquire`` runs for capacity-waiting steps that now fit, one per transition, each
+    in the run group of its transition's earlier runs."""
     by_transition: dict[str, list[Any]] = defaultdict(list)
     for step in runtime.engine.capacity_waits():
         by_transition[step_transition(runtime, step)].append(step)
     requests: list[dg.RunRequest] = []
+    batch_tags = {names.TAG_PHASE: ACQUIRE_BATCH}
+    if instance.get_runs_count(dg.RunsFilter(tags=batch_tags, statuses=IN_FLIGHT)):
+        return []  # a storm's acquire batch is on its way: it takes every step that fits
     for transition_id, steps in sorted(by_transition.items()):
         tags = {names.TAG_TRANSITION: transition_id, names.TAG_PHASE: "acquire"}
-        if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT)):
+        if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=IN_FLIGHT)):
             continue  # its acquire run is queued or running already
         attempt = instance.get_runs_count(dg.RunsFilter(tags=tags))
         plan = runtime.engine.pending_steps(transition_id)
-        requests.append(acquire_request(plan, steps, attempt))
+        group = group_tags(transition_runs(runtime, instance, transition_id))
+        requests.append(acquire_request(plan, steps, attempt, group))
+    if len(requests) > BATCH_THRESHOLD:  # a storm: one run, not one per transition
+        attempt = instance.get_runs_count(dg.RunsFilter(tags=batch_tags))
+        bid = f"{batch_id(requests)}-{attempt}"
+        return [batch_request(requests, bid, "capacity_wait", phase=ACQUIRE_BATCH)]
     return requests
 
 
@@ -231,40 +302,62 @@ def step_transition(runtime: Any, step: Any) -> str:
     return str(tid)
 
 
-def build_capacity_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_capacity_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.CAPACITY_WAIT_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Re-previews targets in capacity_wait; launches the acquire when it fits, times out to capacity_unavailable.",
+        description="Re-previews targets in capacity_wait; launches the acquire when it fits, "
+        "times out to capacity_unavailable.",
     )
-    def capacity_wait(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    def capacity_wait(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
         requests = capacity_tick(runtime, context.instance)
-        if not requests:
-            return dg.SkipReason("no capacity-waiting step fits yet")
-        return dg.SensorResult(run_requests=requests)
+        skip = None if requests else _capacity_skip(runtime)
+        return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
     return capacity_wait
+
+
+def _capacity_skip(runtime: Any) -> str:
+    waiting = runtime.store.list_actions(states=("capacity_wait",))
+    if not waiting:
+        return "no step waits for capacity"
+    who = ", ".join(sorted({a.deploy_id for a in waiting}))
+    return f"{len(waiting)} step(s) wait for capacity and none fits yet: {who}"[:900]
 
 
 def apply_now_tick(
     runtime: Any, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], list[str]]:
-    """Serve pending apply-now requests: a pass for each schedule; busy answers 409."""
+    """Serve pending apply-now requests: a pass for each schedule; busy answers 409.
+
+    Every request gets an answer in the store (``apply-now --queue --wait`` prints it) and a
+    line in the tick: the run(s) it launched, or why none was needed."""
     requests: list[dg.RunRequest] = []
     log: list[str] = []
     for req in runtime.store.pending_apply_now():
         try:
             report = runtime.engine.reconcile(schedule=req.schedule, trigger="apply_now")
         except Busy as exc:
-            runtime.store.finish_apply_now(req.id, result=f"{exc.http_status} busy", now=runtime.clock.now(), state="busy")
+            runtime.store.finish_apply_now(
+                req.id, result=f"{exc.http_status} busy", now=runtime.clock.now(), state="busy"
+            )
             log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} busy")
             continue
-        except ScheduleNotFound as exc:  # deleted since the request: answered, never blocks the others
-            runtime.store.finish_apply_now(req.id, result=f"{exc.http_status} {exc.reason}", now=runtime.clock.now(), state="failed")
+        except (
+            ScheduleNotFound
+        ) as exc:  # deleted since the request: answered, never blocks the others
+            runtime.store.finish_apply_now(
+                req.id,
+                result=f"{exc.http_status} {exc.reason}",
+                now=runtime.clock.now(),
+                state="failed",
+            )
             log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} {exc.reason}")
             continue
         now = runtime.clock.now()
@@ -272,21 +365,42 @@ def apply_now_tick(
         plans, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=instance
         )
+        plans = [
+            r.with_replaced_attrs(tags={**r.tags, names.TAG_APPLY_NOW: str(req.id)}) for r in plans
+        ]
         log.extend(f"apply-now #{req.id} {req.schedule}: skipped {line}" for line in skipped)
         requests.extend(plans)
-        runtime.store.finish_apply_now(req.id, result=f"200 ok: {len(plans)} run(s)", now=now)
-        log.append(f"apply-now #{req.id} {req.schedule}: {len(plans)} run(s)")
+        answer = _apply_now_answer(runtime, req.schedule, plans, report)
+        runtime.store.finish_apply_now(req.id, result=answer, now=now)
+        log.append(f"apply-now #{req.id} {req.schedule}: {answer}")
     return requests, log
 
 
-def build_apply_now_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def _apply_now_answer(
+    runtime: Any, schedule: str, plans: Sequence[dg.RunRequest], report: Any
+) -> str:
+    if plans:
+        targets = ", ".join(
+            sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t})
+        )
+        return f"200 ok: {len(plans)} run(s) for {targets}"
+    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in runtime.store.list_status(schedule))
+    refused = sum(len(s.refused) for s in report.schedules)
+    why = f"{refused} target(s) refused by preflight; " if refused else ""
+    return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
+
+
+def build_apply_now_sensor(
+    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.APPLY_NOW_SENSOR,
         jobs=list(jobs),
         minimum_interval_seconds=interval_s,
         required_resource_keys={"gps"},
         default_status=default_status,
-        description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that schedule (409 when busy).",
+        description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that "
+        "schedule (409 when busy).",
     )
     def apply_now(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         requests, log = apply_now_tick(context.resources.gps.get_runtime(), context.instance)
@@ -294,6 +408,8 @@ def build_apply_now_sensor(jobs: Sequence[dg.JobDefinition], *, interval_s: int,
             context.log.info(line)
         if not log:
             return dg.SkipReason("no apply-now request")
+        if not requests:
+            return dg.SkipReason("; ".join(log)[:900])
         return dg.SensorResult(run_requests=requests)
 
     return apply_now
@@ -311,7 +427,9 @@ def reservation_ids(runtime: Any) -> list[str]:
     return ledger_ids(ReservationRepository(engine))
 
 
-def build_reservation_sensor(*, interval_s: int, default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+def build_reservation_sensor(
+    *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.RESERVATION_SENSOR,
         minimum_interval_seconds=interval_s,
@@ -319,17 +437,29 @@ def build_reservation_sensor(*, interval_s: int, default_status: dg.DefaultSenso
         default_status=default_status,
         description="Keeps one gpu_reservations partition per reservation in the ledger.",
     )
-    def reservation_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        wanted = set(reservation_ids(context.resources.gps.get_runtime()))
+    def reservation_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        from gps_dagster.dagster_defs.ledger import reservation_events
+
+        runtime = context.resources.gps.get_runtime()
+        wanted = set(reservation_ids(runtime))
         have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
         add, drop = sorted(wanted - have), sorted(have - wanted)
-        if not add and not drop:
-            return dg.SkipReason(f"{len(have)} reservation partition(s), up to date")
         reqs: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
         if add:
             reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
         if drop:
             reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
-        return dg.SensorResult(dynamic_partitions_requests=reqs)
+        seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+        # events name partitions: only those that exist (a new one is added by this tick)
+        events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
+        skip = None
+        if not reqs and not events:
+            skip = f"{len(have)} reservation partition(s) up to date, members unchanged"
+        return dg.SensorResult(
+            dynamic_partitions_requests=reqs,
+            asset_events=events,
+            cursor=json.dumps(seen, sort_keys=True),
+            skip_reason=skip,
+        )
 
     return reservation_partitions

@@ -442,6 +442,11 @@ class Engine:
         """Names of the schedules due at ``now`` that no replica is serving (by index)."""
         return self.store.due_names(now, limit)
 
+    def upcoming_due(self, now: datetime, limit: int = 5) -> list[tuple[datetime, str]]:
+        """(instant, schedule) of the next ``limit`` passes due after ``now`` (by index; the
+        UI's "next boundaries": a boundary, or a follow-up while steps are in flight)."""
+        return self.store.upcoming_due(now, limit)
+
     def execute_step(self, step_id: str) -> StepOutcome:
         """Advance one step now (a Dagster op); never blocks."""
         return self.runner.execute(step_id)

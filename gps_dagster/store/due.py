@@ -198,6 +198,17 @@ class DueMixin:
                 ).scalars()
             )
 
+    def upcoming_due(self, now: datetime, limit: int) -> list[tuple[datetime, str]]:
+        """(due_at, name) of the next ``limit`` schedules due after ``now``, soonest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(d.c.due_at, d.c.name)
+                .where(d.c.due_at > now)
+                .order_by(d.c.due_at, d.c.name)
+                .limit(limit)
+            ).all()
+        return [(r.due_at, r.name) for r in rows]
+
     def due_at(self, name: str) -> datetime | None:
         with self.engine.connect() as conn:
             return conn.execute(

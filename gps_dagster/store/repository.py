@@ -100,11 +100,20 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin):
         doc = spec.to_document()
         with self.begin() as conn:
             row = conn.execute(
-                sa.select(t.schedules.c.version, t.schedules.c.created_at)
+                sa.select(
+                    t.schedules.c.version, t.schedules.c.created_at, t.schedules.c.updated_at,
+                    t.schedules.c.document, t.schedules.c.scope, t.schedules.c.enabled,
+                )
                 .where(t.schedules.c.name == spec.name)
                 .with_for_update()
             ).first()
             _check_expected(spec.name, row.version if row is not None else None, expected_version)
+            if row is not None and (row.document, row.scope, row.enabled) == (
+                doc, spec.scope, spec.enabled
+            ):  # the same document again: nothing changed, so the version stays (R-MODEL-8)
+                return ScheduleRecord(
+                    spec.name, row.version, spec, spec.enabled, row.created_at, row.updated_at
+                )
             if row is None:
                 version, created = 1, now
                 try:

@@ -77,7 +77,9 @@ def test_a_page_over_the_limit_is_400_with_the_limit_in_the_fix(api: Api) -> Non
 
 def test_audit_is_readable_by_admins_only_and_pages(api: Api) -> None:
     api.call("admin", "POST", ADMIN, json=seed())
-    api.call("admin", "PUT", f"{ADMIN}/{NAME}", json=seed())
+    changed = seed()
+    changed["windows"][0]["priority"] = 20  # a change: an unchanged PUT keeps version 1
+    api.call("admin", "PUT", f"{ADMIN}/{NAME}", json=changed)
     api.call("admin", "DELETE", f"{ADMIN}/{NAME}")
     assert api.call("alpha", "GET", "/admin/audit").status_code == 403
     page = api.call("admin", "GET", "/admin/audit", params={"name": NAME, "limit": 2}).json()

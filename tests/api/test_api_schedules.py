@@ -38,7 +38,9 @@ def test_create_get_replace_delete_carry_the_version_as_etag(api: Api) -> None:
 
 def test_a_stale_if_match_is_412_and_changes_nothing(api: Api) -> None:
     api.call("admin", "POST", ADMIN, json=seed())
-    api.call("admin", "PUT", ONE, json=seed(), headers={"If-Match": '"1"'})
+    changed = seed()
+    changed["windows"][0]["priority"] = 20
+    api.call("admin", "PUT", ONE, json=changed, headers={"If-Match": '"1"'})
     doc = seed()
     doc["windows"][0]["priority"] = 99
     stale = api.call("admin", "PUT", ONE, json=doc, headers={"If-Match": 'W/"1"'})
@@ -46,7 +48,7 @@ def test_a_stale_if_match_is_412_and_changes_nothing(api: Api) -> None:
     body = stale.json()
     assert body["reason"] == "version_mismatch" and 'If-Match: "2"' in body["fix"]
     assert api.services.store.get_schedule(NAME).version == 2
-    assert api.services.store.get_schedule(NAME).spec.windows[0].priority == 10
+    assert api.services.store.get_schedule(NAME).spec.windows[0].priority == 20
     assert api.call("admin", "DELETE", ONE, headers={"If-Match": '"1"'}).status_code == 412
     bad = api.call("admin", "PUT", ONE, json=seed(), headers={"If-Match": "yesterday"})
     assert bad.status_code == 400 and bad.json()["reason"] == "invalid_if_match"

@@ -42,7 +42,9 @@ def test_apply_list_show_delete_round_trip_bumps_the_version(env: dict[str, str]
     first = run("schedules", "apply", "-f", SEED)
     assert first.exit_code == 0, first.output
     assert "version 1" in first.output
-    again = run("schedules", "apply", "-f", SEED)
+    doc = json.loads(Path(SEED).read_text())
+    doc["windows"][0]["priority"] = 20  # a change: a new version
+    again = run("schedules", "apply", "-f", write(env["tmp"], "edited.json", doc))
     assert "version 2" in again.output
     listed = json.loads(run("schedules", "list", "--format", "json").output)
     assert [(r["name"], r["version"]) for r in listed] == [("gpu-pool-h100-shared", 2)]

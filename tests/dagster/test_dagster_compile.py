@@ -15,6 +15,7 @@ from dagster_support import EXAMPLES, REPO, Runtime, faketime, make_runtime, see
 from gps_dagster.cli.devserver import materialize_timeline, prepare_home
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.assets import overcommit_check, placement_check
+from gps_dagster.dagster_defs.batches import BATCH_JOB
 from gps_dagster.dagster_defs.resources import as_resource
 from gps_dagster.domain.spec import TransitionOrder
 
@@ -25,7 +26,8 @@ DAGSTER = str(Path(sys.executable).with_name("dagster"))
 def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitions) -> None:
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == {
-        names.TRANSITION_JOB, names.TRANSITION_JOB_ACQUIRE_FIRST, names.TIMELINE_JOB, names.CHECKS_JOB,
+        names.TRANSITION_JOB, names.TRANSITION_JOB_ACQUIRE_FIRST, names.ACQUIRE_JOB, BATCH_JOB,
+        names.TIMELINE_JOB, names.CHECKS_JOB, names.DEPLOY_CHECKS_JOB,
     }
     assert {s.name for s in repo.sensor_defs} == {
         names.RECONCILE_SENSOR, names.BOUNDARY_SENSOR, names.CAPACITY_WAIT_SENSOR,
@@ -38,28 +40,46 @@ def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitio
         names.TIMELINE_SCHEDULE,
         names.CHECKS_SCHEDULE,
     }
-    assert names.boundary_schedule_name(SEED, "business-hours", "start").startswith("gps_gpu_pool_h100_shared_")
+    # readable: no hash unless two names collide
+    assert names.boundary_schedule_name(SEED, "business-hours", "start") == (
+        "gpu_pool_h100_shared__business_hours__start"
+    )
     reconcile = repo.get_sensor_def(names.RECONCILE_SENSOR)
     assert reconcile.minimum_interval_seconds == 30
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert {names.RESERVATIONS_ASSET, names.TARGET_STATUS_ASSET, names.TIMELINE_ASSET} <= keys
-    checks = {k.name for k in repo.asset_graph.asset_check_keys}
-    assert checks == {names.CHECK_PLACEMENT, names.CHECK_OVERCOMMIT}
+    assert keys == {
+        names.RESERVATIONS_ASSET, names.TIMELINE_ASSET, "deploy/md_llama70b", "deploy/md_qwen32b",
+    }  # C (md-bge-embed) is in no schedule: no asset
+    checks = {(k.asset_key.to_user_string(), k.name) for k in repo.asset_graph.asset_check_keys}
+    assert checks == {
+        (names.RESERVATIONS_ASSET, names.CHECK_PLACEMENT),
+        (names.RESERVATIONS_ASSET, names.CHECK_OVERCOMMIT),
+        ("deploy/md_llama70b", names.CHECK_DEPLOY_PHASE),
+        ("deploy/md_qwen32b", names.CHECK_DEPLOY_PHASE),
+    }
+    group = {
+        k.to_user_string(): repo.asset_graph.get(k).group_name
+        for k in repo.asset_graph.get_all_asset_keys()
+    }
+    assert group["deploy/md_llama70b"] == group["deploy/md_qwen32b"] == "gpu_pool_h100_shared"
 
 
 def test_transition_jobs_use_the_in_process_executor(defs: dg.Definitions) -> None:
     job = defs.resolve_job_def(names.TRANSITION_JOB)
     assert job.executor_def.name == "in_process"
-    assert {n.name for n in job.graph.nodes} == {"plan", "release", "all_released", "acquire", "done"}
+    admission = {"admit", "acquire", "capacity_wait"}
+    assert {n.name for n in job.graph.nodes} == {"plan", "release", "all_released", "done", *admission}
     # the order itself is asserted on executed runs (test_dagster_job.py)
     mirror = defs.resolve_job_def(names.TRANSITION_JOB_ACQUIRE_FIRST)
-    assert {n.name for n in mirror.graph.nodes} == {"plan", "acquire", "all_acquired", "release", "done"}
+    assert {n.name for n in mirror.graph.nodes} == {"plan", "all_acquired", "release", "done", *admission}
+    acquire = defs.resolve_job_def(names.ACQUIRE_JOB)  # no release op: its Gantt shows the acquire
+    assert {n.name for n in acquire.graph.nodes} == {"plan", "done", *admission}
 
 
 def test_acquire_first_schedules_target_the_mirror_job(rt: Runtime) -> None:
     spec = rt.store.get_schedule(SEED).spec.model_copy(update={"transition_order": TransitionOrder.ACQUIRE_FIRST})
     defs = build_definitions(StaticRuntime(rt), schedules=[spec])
-    boundary = [s for s in defs.get_repository_def().schedule_defs if s.name.startswith("gps_gpu_pool")]
+    boundary = [s for s in defs.get_repository_def().schedule_defs if s.name.startswith("gpu_pool")]
     assert {s.job_name for s in boundary} == {names.TRANSITION_JOB_ACQUIRE_FIRST}
 
 
@@ -125,7 +145,7 @@ def test_demo_schedule_compiles_into_boundary_schedules(path: Path, sqlite_url: 
     rt = make_runtime(sqlite_url, pool_file=EXAMPLES / "demo-pool.yaml")
     seed_schedule(rt, path)
     repo = build_definitions(StaticRuntime(rt)).get_repository_def()
-    crons = {s.name.rsplit("__", 1)[1]: s.cron_schedule for s in repo.schedule_defs if s.name.startswith("gps_demo_swap")}
+    crons = {s.name.rsplit("__", 1)[1]: s.cron_schedule for s in repo.schedule_defs if s.name.startswith("demo_swap__")}
     every_4 = ",".join(str(m) for m in range(0, 60, 4))
     two_later = ",".join(str(m) for m in range(2, 60, 4))
     assert crons == {"start": f"{every_4} * * * *", "end": f"{two_later} * * * *"}

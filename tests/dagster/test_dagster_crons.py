@@ -47,11 +47,20 @@ def test_start_crons_normalise_names_and_macros() -> None:
     assert start_crons("0 8 * * 7") == ("0 8 * * 0",)
 
 
-def test_names_are_dagster_safe_and_distinct() -> None:
-    a = names.boundary_schedule_name("gpu-pool-h100-shared", "business-hours", "start")
-    b = names.boundary_schedule_name("gpu_pool_h100_shared", "business_hours", "start")
+def test_names_are_readable_dagster_safe_and_distinct() -> None:
+    one = ("gpu-pool-h100-shared", "business-hours", "start")
+    other = ("gpu_pool_h100_shared", "business_hours", "start")
+    alone = names.boundary_schedule_names([one])
+    assert alone == {one: "gpu_pool_h100_shared__business_hours__start"}  # no hash: short
+    both = names.boundary_schedule_names([one, other])
+    a, b = both[one], both[other]
     assert re.fullmatch(r"[A-Za-z0-9_]+", a) and re.fullmatch(r"[A-Za-z0-9_]+", b)
-    assert a != b
+    assert a != b and a.startswith("gpu_pool_h100_shared__business_hours__start_")
+    assert names.readable(["md-a", "md_a", "md-b"]) == {
+        "md-a": f"md_a_{names.short_hash('md-a')}",
+        "md_a": f"md_a_{names.short_hash('md_a')}",
+        "md-b": "md_b",
+    }
     key = names.step_mapping_key("tr-1/md-llama70b/stop", "md-llama70b")
     assert re.fullmatch(r"^[A-Za-z0-9_]+$", key)
     assert key.startswith("md_llama70b_")

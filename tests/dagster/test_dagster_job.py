@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 from dagster_support import Runtime
 
-from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.plans import plan_request
 from gps_dagster.domain.pool import FaultSpec
 from gps_dagster.engine import Engine
@@ -14,13 +15,15 @@ from tests.engine.cores import DeletedDeploys
 A, B = "md-llama70b", "md-qwen32b"
 
 
-def _run(defs: dg.Definitions, rt: Runtime) -> tuple[dg.ExecuteInProcessResult, dg.RunRequest]:
+def _run(
+    defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance | None = None
+) -> tuple[dg.ExecuteInProcessResult, dg.RunRequest]:
     report = rt.engine.reconcile(trigger="sensor")
     assert len(report.plans) == 1
     request = plan_request(report.plans[0])
     job = defs.resolve_job_def(request.job_name or "")
     result = job.execute_in_process(
-        run_config=request.run_config, tags=request.tags, raise_on_error=False
+        run_config=request.run_config, tags=request.tags, raise_on_error=False, instance=instance
     )
     return result, request
 
@@ -29,25 +32,34 @@ def _steps(result: dg.ExecuteInProcessResult, kind: str) -> list[str]:
     return [e.step_key or "" for e in result.all_events if e.event_type_value == kind]
 
 
-def test_release_ops_finish_before_any_acquire_op_starts(defs: dg.Definitions, rt: Runtime) -> None:
-    result, request = _run(defs, rt)
+def _kinds(keys: list[str]) -> list[str]:
+    return [k.split("[")[0] for k in keys]
+
+
+def test_release_ops_finish_before_any_acquire_op_starts_and_a_deferred_acquire_is_skipped(
+    defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
+) -> None:
+    result, request = _run(defs, rt, instance)
     assert result.success
     assert request.job_name == names.TRANSITION_JOB
     starts = _steps(result, "STEP_START")
     successes = _steps(result, "STEP_SUCCESS")
     releases = [s for s in starts if s.startswith("release[")]
-    acquires = [s for s in starts if s.startswith("acquire[")]
+    admits = [s for s in starts if s.startswith("admit[")]
     assert [s.split("[")[1][: len("md_qwen32b")] for s in releases] == ["md_qwen32b"]
-    assert [s.split("[")[1][: len("md_llama70b")] for s in acquires] == ["md_llama70b"]
+    assert [s.split("[")[1][: len("md_llama70b")] for s in admits] == ["md_llama70b"]
     assert set(releases) <= set(successes)
     order = [(e.event_type_value, e.step_key) for e in result.all_events]
-    first_acquire = order.index(("STEP_START", acquires[0]))
+    first_admit = order.index(("STEP_START", admits[0]))
     # every release done first
-    assert max(order.index(("STEP_SUCCESS", r)) for r in releases) < first_acquire
-    assert order.index(("STEP_SUCCESS", "all_released")) < first_acquire  # through the fan-in
+    assert max(order.index(("STEP_SUCCESS", r)) for r in releases) < first_admit
+    assert order.index(("STEP_SUCCESS", "all_released")) < first_admit  # through the fan-in
+    # B's GPUs are not published yet: the acquire of A is deferred, never shown as succeeded
+    assert _kinds(_steps(result, "STEP_SKIPPED")) == ["acquire", "done"]
+    assert "capacity_wait" in _kinds(successes) and "acquire" not in _kinds(starts)
     status = {r.deploy_id: r for r in rt.store.list_status()}
     assert status[B].phase == "releasing"
-    assert status[A].phase == "capacity_wait"  # B's GPUs are not published yet: no op waits
+    assert status[A].phase == "capacity_wait"
     written = [
         (e.kind, e.deploy_id, e.phase) for e in rt.store.list_events() if e.deploy_id is not None
     ]
@@ -56,8 +68,43 @@ def test_release_ops_finish_before_any_acquire_op_starts(defs: dg.Definitions, r
         ("action_accepted", B, "releasing"),
         ("phase_changed", A, "capacity_wait"),
     ]
-    observed = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
-    assert {e.asset_key.to_user_string() for e in observed} == {names.TARGET_STATUS_ASSET}  # type: ignore[union-attr]
+    # each op recorded its deploy's phase on the deploy's own asset
+    for deploy, phase in ((B, "releasing"), (A, "capacity_wait")):
+        key = dg.AssetKey(["deploy", deploy.replace("-", "_")])
+        (record,) = instance.fetch_observations(key, limit=1).records
+        meta = record.asset_observation.metadata  # type: ignore[union-attr]
+        assert meta["phase"].value == phase
+        assert {"reason", "fix", "interval", "intent"} <= set(meta)
+
+
+def test_capacity_published_within_the_watch_is_acquired_in_the_same_run(
+    rt: Runtime, instance: dg.DagsterInstance
+) -> None:
+    """The admit op watches the preview up to ``capacity_poll_s``: B's GPUs (30 s grace + 60 s
+    publish lag in the seed pool) are published within a 120 s watch, so A's acquire runs in
+    the plan run itself — the way under the capacity-wait sensor's ~5 s tick floor."""
+    defs = build_definitions(
+        StaticRuntime(rt, capacity_poll_s=120, sleeper=rt.clock.advance)  # type: ignore[attr-defined]
+    )
+    result, _ = _run(defs, rt, instance)
+    assert result.success
+    assert "acquire" in _kinds(_steps(result, "STEP_SUCCESS"))
+    assert _kinds(_steps(result, "STEP_SKIPPED")) == ["capacity_wait"]
+    (start_a,) = rt.store.list_actions(deploy_id=A)
+    assert start_a.state == "accepted"
+
+
+def test_a_capacity_taken_between_preview_and_submit_fails_the_acquire_op_honestly(
+    defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gps_dagster.dagster_defs import jobs
+
+    monkeypatch.setattr(jobs, "_preview", lambda runtime, step_id: jobs._Passed("ready"))
+    result, _ = _run(defs, rt, instance)
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key.startswith("acquire[")  # type: ignore[union-attr]
+    assert "NOT submitted" in str(failure.event_specific_data)
+    assert rt.store.list_actions(deploy_id=A)[0].state == "capacity_wait"
 
 
 def test_failed_release_stops_the_acquire(defs: dg.Definitions, rt: Runtime) -> None:
@@ -117,3 +164,18 @@ def test_run_tags_name_schedule_targets_interval_and_trigger(
     assert tags[names.TAG_TRIGGER] == "sensor"
     assert tags[names.TAG_PHASE] == "plan"
     assert request.run_key == f"{tags[names.TAG_TRANSITION]}:plan"
+
+
+def test_with_the_gate_off_the_acquire_is_skipped_not_shown_as_done(
+    defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
+) -> None:
+    (plan,) = rt.engine.reconcile(trigger="sensor").plans
+    rt.store.set_gate("off", now=rt.clock.now())  # turned off after the plan opened
+    request = plan_request(plan)
+    result = defs.resolve_job_def(request.job_name or "").execute_in_process(
+        run_config=request.run_config, tags=request.tags, instance=instance
+    )
+    assert result.success  # nothing went wrong: the plan waits for the gate
+    skipped = sorted(_kinds(_steps(result, "STEP_SKIPPED")))
+    assert skipped == ["acquire", "capacity_wait", "done"]
+    assert {a.state for a in rt.store.list_actions()} == {"pending"}

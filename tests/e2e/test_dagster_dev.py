@@ -86,9 +86,10 @@ def test_daemon_drops_repeated_run_keys_then_the_gate_resumes_the_plan(server: S
     run = wait_for(resumed, 90, "the resumed transition run")
     steps = run["stepStats"]
     releases = [s for s in steps if s["stepKey"].startswith("release[")]
-    acquires = [s for s in steps if s["stepKey"].startswith("acquire[")]
-    assert releases and acquires
-    assert max(s["endTime"] for s in releases) <= min(s["startTime"] for s in acquires)
+    admits = [s for s in steps if s["stepKey"].startswith("admit[")]  # before acquire/capacity_wait
+    assert releases and admits
+    assert max(s["endTime"] for s in releases) <= min(s["startTime"] for s in admits)
+    assert _tag(run, names.ROOT_RUN_TAG) == runs[0]["runId"]  # the resume joins the plan's group
 
     def converged() -> bool:
         status = {r.deploy_id: r.phase for r in store.list_status(SCHEDULE)}

@@ -161,7 +161,7 @@ def test_bench_pass_stopped_by_sigterm_stops_its_postgresql() -> None:
 
 def test_bench_dagster_lag_stopped_by_sigterm_stops_dagster_dev() -> None:
     script = REPO / "bench" / "dagster_lag.py"
-    proc = run_script(script, "--boundaries", "1", "--coordinator", "immediate")
+    proc = run_script(script, "--boundaries", "1", "--pairs", "1")
     group = None
     try:
         group = int(

@@ -140,7 +140,9 @@ def test_a_mark_during_a_visit_is_not_lost(db_url: str) -> None:
     w = make_world(db_url, pool=a_running_pool(), start=local("2026-10-19T12:00"))
     now = w.clock.now()
     (claim,) = w.store.claim_due(holder="r", now=now, limit=10, lease_s=60)
-    w.store.apply_schedule(load_schedule(seed_schedule()), now=now)  # revision moves on
+    edited = seed_schedule()  # an edit (an unchanged document is a no-op: R-MODEL-8)
+    edited["windows"][0]["duration"] = "9h"
+    w.store.apply_schedule(load_schedule(edited), now=now)  # revision moves on
     w.store.finish_due([NextDue(claim.name, claim.revision, now + timedelta(hours=6))], holder="r")
     assert w.store.due_at(claim.name) == now
 

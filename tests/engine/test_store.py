@@ -28,6 +28,16 @@ def other(*targets: str, name: str = "batch-nightly") -> Schedule:
                      "targets": [{"model_deploy_id": t, "default_state": "running"} for t in targets]})
 
 
+def test_reapplying_an_unchanged_schedule_keeps_its_version(db_url: str) -> None:
+    store = Store.open(db_url)
+    first = store.apply_schedule(schedule(), now=NOW)
+    again = store.apply_schedule(schedule(), now=NOW + timedelta(minutes=1))
+    assert (again.version, again.updated_at) == (1, first.updated_at)
+    assert store.get_schedule(first.name).version == 1
+    applied = [e for e in store.list_events() if e.kind == "schedule_applied"]
+    assert len(applied) == 1  # nothing was written the second time
+
+
 def test_every_update_bumps_the_version(db_url: str) -> None:
     store = Store.open(db_url)
     assert store.apply_schedule(schedule(), now=NOW).version == 1

@@ -1,0 +1,1 @@
+"""An example dg project serving gps_dagster through its Component."""

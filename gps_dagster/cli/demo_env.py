@@ -1,0 +1,66 @@
+"""The running demo's settings, for a second terminal: ``. var/demo/env``.
+
+``make demo`` writes ``var/demo/env`` (shell ``export`` lines: the demo's store, pool, Dagster
+instance, Dagster URL, API URL and token, the venv on ``PATH``) when its UI is up, and removes
+it when it stops. Sourcing it makes every command of the README act on the demo — the
+``gps-dagster`` CLI, ``dagster asset materialize`` and ``dg launch`` (same ``DAGSTER_HOME``).
+A ``gps-dagster`` command typed without it while a demo runs prints a one-line hint.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+ENV_FILE = Path("var") / "demo" / "env"
+PID_VARIABLE = "GPS_DEMO_PID"
+
+
+def write(path: Path, env: Mapping[str, str], *, venv_bin: Path) -> Path:
+    """The env file: one ``export`` per setting, quoted for the shell."""
+    lines = ["# the running gps_dagster demo: `. var/demo/env` in a second terminal"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    lines.append(f'export PATH={shlex.quote(str(venv_bin))}:"$PATH"')
+    lines.append(f"export {PID_VARIABLE}={os.getpid()}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def read(path: Path) -> dict[str, str]:
+    """The settings of an env file (``export K=V`` lines)."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export ") :].split("=", 1)
+            parts = shlex.split(value)
+            out[key] = parts[0] if parts else ""
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def hint(cwd: Path, environ: Mapping[str, str]) -> str | None:
+    """A line for a command that does not act on a running demo it could mean, else None."""
+    path = cwd / ENV_FILE
+    if not path.is_file() or PID_VARIABLE in environ:
+        return None
+    try:
+        demo = read(path)
+        pid = int(demo.get(PID_VARIABLE, "0"))
+    except (OSError, ValueError):
+        return None
+    if not pid or not _alive(pid) or environ.get("GPS_DB_URL") == demo.get("GPS_DB_URL"):
+        return None
+    return (
+        f"note: a demo is running (pid {pid}) on another store; run `. {ENV_FILE}` first "
+        "to act on it"
+    )

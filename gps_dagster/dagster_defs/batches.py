@@ -1,0 +1,198 @@
+"""A storm in one run: the plans a tick opens together share a ``gps_transition_batch`` run.
+
+When everyone's 08:00 comes at once, one run per plan would queue a thousand run processes
+behind ``max_concurrent_runs``. Above ``BATCH_THRESHOLD`` release-first plans in one tick, the
+tick requests one run instead, whose ops each execute a batch of ``STEPS_PER_OP`` steps: every
+release batch, a fan-in, then every acquire batch (an acquire that does not fit yet is left in
+``capacity_wait`` for the sensor). Ops never raise for a step: a failed release ends its own
+plan (the engine cancels that plan's acquires), the other plans go on, and ``batch_done`` fails
+the run at the end when any step failed, naming them. Each plan is still claimed on its own
+(``claim_launches``), with the batch in the claim's origin, so no other origin launches it again.
+"""
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import dagster as dg
+from dagster import OpExecutionContext
+
+from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs.plans import PLAN_OP, RELEASE_FIRST
+
+BATCH_THRESHOLD = 8
+STEPS_PER_OP = 50
+BATCH_JOB = "gps_transition_batch"
+_STEP = {"step_id": str, "deploy_id": str, "step": str}
+_PLAN = {"transition_id": str, "schedule": str, "release_steps": [_STEP], "acquire_steps": [_STEP]}
+
+
+def batch_id(requests: Sequence[dg.RunRequest]) -> str:
+    tids = sorted(r.tags[names.TAG_TRANSITION] for r in requests)
+    return f"batch-{names.short_hash(','.join(tids), 12)}"
+
+
+def should_batch(requests: Sequence[dg.RunRequest]) -> bool:
+    plans = [r for r in requests if r.job_name == names.TRANSITION_JOB]
+    return len(plans) > BATCH_THRESHOLD
+
+
+def batch_request(
+    requests: Sequence[dg.RunRequest], bid: str, trigger: str, phase: str = "batch"
+) -> dg.RunRequest:
+    """One run for these plan requests (release-first plans, or acquire-only runs)."""
+    plans = [dict(r.run_config["ops"][PLAN_OP]["config"]) for r in requests]
+    for p in plans:
+        p.pop("order", None)
+    intervals = sorted({r.tags.get(names.TAG_INTERVAL, "") for r in requests})
+    schedules = sorted({r.tags.get(names.TAG_SCHEDULE, "") for r in requests})
+    one = {names.TAG_SCHEDULE: schedules[0]} if len(schedules) == 1 else {}
+    return dg.RunRequest(
+        run_key=names.batch_run_key(bid),
+        job_name=BATCH_JOB,
+        run_config={"ops": {"batch_plan": {"config": {"plans": plans}}}},
+        tags={
+            names.TAG_BATCH: bid,
+            names.TAG_PLANS: str(len(plans)),
+            names.TAG_TRIGGER: trigger,
+            names.TAG_PHASE: phase,
+            names.TAG_INTERVAL: intervals[0] if len(intervals) == 1 else "",
+            **one,
+        },
+    )
+
+
+def _chunks(steps: list[dict[str, str]]) -> Iterator[list[dict[str, str]]]:
+    for start in range(0, len(steps), STEPS_PER_OP):
+        yield steps[start : start + STEPS_PER_OP]
+
+
+@dg.op(
+    name="batch_plan",
+    config_schema={"plans": dg.Field([_PLAN], description="The plans of one tick.")},
+    out={"releases": dg.DynamicOut(list), "acquires": dg.Out(list)},
+    description="Fan the release steps of every plan out in batches; pass the acquires on.",
+)
+def batch_plan_op(context: OpExecutionContext) -> Iterator[Any]:
+    plans = context.op_config["plans"]
+    releases = [s for p in plans for s in p["release_steps"]]
+    acquires = [s for p in plans for s in p["acquire_steps"]]
+    context.log.info(
+        f"{len(plans)} plan(s): {len(releases)} release, {len(acquires)} acquire step(s)"
+    )
+    # at least one (maybe empty) batch: a fan-out of nothing would skip everything after it
+    for i, chunk in enumerate(list(_chunks(releases)) or [[]]):
+        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}", output_name="releases")
+    yield dg.Output(acquires, output_name="acquires")
+
+
+def _run_batch(context: OpExecutionContext, steps: list[dict[str, str]], what: str) -> list[Any]:
+    engine = context.resources.gps.get_runtime().engine
+    out = []
+    for step in steps:
+        outcome = engine.execute_step(step["step_id"])
+        out.append(
+            {"deploy_id": step["deploy_id"], "state": outcome.state, "reason": outcome.reason or ""}
+        )
+    states: dict[str, int] = {}
+    for o in out:
+        states[o["state"]] = states.get(o["state"], 0) + 1
+    context.add_output_metadata(
+        {"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}}
+    )
+    return out
+
+
+@dg.op(
+    name="release_batch",
+    required_resource_keys={"gps"},
+    description="Stop / scale down a batch of targets (a failure ends only its own plan).",
+)
+def release_batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
+    return _run_batch(context, steps, "release")
+
+
+@dg.op(
+    name="all_released_batches",
+    out=dg.DynamicOut(list),
+    description="Fan-in: every release batch ran; fan the acquire steps out in batches.",
+)
+def batch_fan_in_op(
+    context: OpExecutionContext, done: list[Any], acquires: list[Any]
+) -> Iterator[Any]:
+    context.log.info(f"{sum(len(d) for d in done)} release step(s) ran; acquire {len(acquires)}")
+    for i, chunk in enumerate(list(_chunks(list(acquires))) or [[]]):
+        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}")
+
+
+@dg.op(
+    name="acquire_batch",
+    required_resource_keys={"gps"},
+    description="Start / scale up a batch of targets whose capacity fits; the others wait "
+    f"in capacity_wait for {names.CAPACITY_WAIT_SENSOR}.",
+)
+def acquire_batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
+    return _run_batch(context, steps, "acquire")
+
+
+@dg.op(name="batch_done", description="Summary; fails the run when any step failed.")
+def batch_done_op(
+    context: OpExecutionContext, done: list[Any], released: list[Any]
+) -> dict[str, Any]:
+    steps = [s for batch in [*released, *done] for s in batch]
+    failed = [
+        f"{s['deploy_id']} ({s['reason']})" for s in steps if s["state"] in ("failed", "cancelled")
+    ]
+    waiting = sum(1 for s in steps if s["state"] == "capacity_wait")
+    context.log.info(f"{len(steps)} step(s); {waiting} wait for capacity")
+    if failed:
+        raise dg.Failure(
+            description=f"{len(failed)} step(s) ended: {', '.join(failed[:20])}",
+            allow_retries=False,
+        )
+    return {"steps": len(steps), "capacity_wait": waiting}
+
+
+def build_batch_job() -> dg.JobDefinition:
+    @dg.job(
+        name=BATCH_JOB,
+        executor_def=dg.in_process_executor,
+        tags={"gps/kind": "batch"},
+        description="The release-first plans one tick opened together (a storm), with ops "
+        f"per batch of {STEPS_PER_OP} steps: releases, fan-in, acquires.",
+    )
+    def batch() -> None:
+        releases, acquires = batch_plan_op()
+        done = releases.map(release_batch_op).collect()
+        acquired = batch_fan_in_op(done, acquires).map(acquire_batch_op).collect()
+        batch_done_op(acquired, done)
+
+    return batch
+
+
+def batched(
+    runtime: Any,
+    requests: list[dg.RunRequest],
+    *,
+    origin: str,
+    trigger: str,
+    instance: dg.DagsterInstance | None,
+    always: bool = False,
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """Claim ``requests`` (see ``claim_launches``); above the threshold (or ``always``), the
+    release-first plan requests won become one batch run (acquire-first ones keep their own)."""
+    from gps_dagster.dagster_defs.plans import claim_launches
+
+    if not always and not should_batch(requests):
+        return claim_launches(runtime, requests, origin=origin, instance=instance)
+    merge = [
+        r
+        for r in requests
+        if r.job_name == names.TRANSITION_JOB
+        and r.run_config["ops"][PLAN_OP]["config"].get("order", RELEASE_FIRST) == RELEASE_FIRST
+    ]
+    rest = [r for r in requests if r not in merge]
+    bid = batch_id(merge)
+    won, skipped = claim_launches(runtime, merge, origin=f"{origin}#{bid}", instance=instance)
+    others, more = claim_launches(runtime, rest, origin=origin, instance=instance)
+    out = [batch_request(won, bid, trigger)] if won else []
+    return out + others, skipped + more

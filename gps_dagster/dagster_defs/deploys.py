@@ -1,0 +1,242 @@
+"""Every managed deploy is its own asset, with a phase check (SPEC R-DAG-8).
+
+A deploy named by a schedule's targets is an observable asset ``deploys/<deploy>`` in the
+asset group of its schedule, so A and B sit side by side in the catalog and the lineage; a
+deploy in no schedule (C) has none. Each status change is recorded twice, by whoever sees it
+first (the op that moved the step, or the reconcile / capacity-wait sensor):
+
+* an ``AssetObservation`` with the phase, reason, fix, interval and intent;
+* an evaluation of the deploy's ``phase`` check: failed with severity ERROR on a terminal
+  phase (alias_blocked, quota_refused, capacity_unavailable, readiness_timeout, …), failed with
+  severity WARN on ``drift_detected`` (a manual change, respected), passed otherwise — so the
+  asset's health says what is wrong without opening anything.
+
+The checks are also executable (the ``gps_deploy_checks`` job, or "Execute" in the UI): they
+read the same status rows. They are declared in chunks of ``CHECK_CHUNK`` deploys, because one
+``multi_asset_check`` over 20,000 specs takes minutes to snapshot (quadratic in Dagster 1.13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from gps_dagster.dagster_defs import names
+from gps_dagster.domain.phases import TERMINAL, Phase
+
+CHECK_CHUNK = 200
+_TERMINAL = frozenset(p.value for p in TERMINAL) - {Phase.DRIFT_DETECTED.value}
+
+
+@dataclass
+class DeployKeys:
+    """The asset key of every managed deploy: readable, collision-safe over the known deploys."""
+
+    schedule_of: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, targets: Iterable[tuple[str, str]]) -> DeployKeys:
+        """From (schedule, deploy id) pairs."""
+        return cls({deploy: schedule for schedule, deploy in targets})
+
+    def _names(self, extra: str | None = None) -> dict[str, str]:
+        known = list(self.schedule_of)
+        return names.readable(known if extra is None or extra in known else [*known, extra])
+
+    def key(self, deploy_id: str) -> dg.AssetKey:
+        return dg.AssetKey([names.DEPLOY_KEY_PREFIX, self._names(deploy_id)[deploy_id]])
+
+    def keys(self) -> dict[str, dg.AssetKey]:
+        readable = self._names()
+        return {d: dg.AssetKey([names.DEPLOY_KEY_PREFIX, n]) for d, n in readable.items()}
+
+
+def deploy_keys_from_store(store: Any) -> DeployKeys:
+    """The keys of the deploys the store's schedules claim (status rows: one per target)."""
+    return DeployKeys.of((r.schedule, r.deploy_id) for r in store.list_status())
+
+
+LEAN_ABOVE = 1_000
+"""Above this many managed deploys the assets are lean: no per-asset description or kind and
+checks declared 1,000 per definition (at 20,000 deploys: ~60 MB less, the code location under
+400 MB, bench/dagster_scale.py); the ``gps_deploy_checks`` job is dropped too (the UI still
+executes each check)."""
+
+
+def asset_specs(schedules: Sequence[Any], keys: DeployKeys) -> list[dg.AssetSpec]:
+    """One observable asset per target of each schedule, grouped by schedule."""
+    by_key = keys.keys()
+    lean = len(by_key) > LEAN_ABOVE
+    specs: list[dg.AssetSpec] = []
+    for spec in schedules:
+        for target in spec.targets:
+            deploy = target.model_deploy_id
+            rich: dict[str, Any] = (
+                {}
+                if lean
+                else {
+                    "description": f"Deploy {deploy} of schedule {spec.name}: its phase, reason, "
+                    "fix, interval and intent (observations), and a phase check.",
+                    "kinds": {"gpu"},
+                }
+            )
+            specs.append(
+                dg.AssetSpec(
+                    by_key[deploy],
+                    group_name=names.group_name(spec.name),
+                    metadata={"deploy_id": deploy, "schedule": spec.name},
+                    **rich,
+                )
+            )
+    return specs
+
+
+def check_severity(phase: str) -> dg.AssetCheckSeverity | None:
+    """None = the check passes; ERROR for a terminal phase; WARN for drift."""
+    if phase == Phase.DRIFT_DETECTED.value:
+        return dg.AssetCheckSeverity.WARN
+    if phase in _TERMINAL or phase.split("{", 1)[0] in _TERMINAL:
+        return dg.AssetCheckSeverity.ERROR
+    return None
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if value is not None else ""
+
+
+def _intent(row: Any) -> str:
+    intent = row.intent or {}
+    if not intent:
+        return ""
+    replicas = intent.get("replicas")
+    text = str(intent.get("desired_state", ""))
+    if replicas is not None:
+        text += f" ×{replicas}"
+    source = intent.get("source")
+    return f"{text} (source {source})" if source else text
+
+
+def status_metadata(row: Any) -> dict[str, Any]:
+    """What an operator reads on the deploy's asset: phase, reason, fix, interval, intent."""
+    return {
+        "phase": row.phase,
+        "reason": row.reason or "",
+        "fix": row.fix or "",
+        "interval": f"{_iso(row.interval_start)} → {_iso(row.interval_end)}",
+        "intent": _intent(row),
+        "schedule": row.schedule,
+        "deploy_id": row.deploy_id,
+        "status_version": row.status_version,
+    }
+
+
+def observation(row: Any, keys: DeployKeys) -> dg.AssetObservation:
+    return dg.AssetObservation(asset_key=keys.key(row.deploy_id), metadata=status_metadata(row))
+
+
+def check_evaluation(row: Any, keys: DeployKeys) -> dg.AssetCheckEvaluation:
+    severity = check_severity(row.phase)
+    if severity is None:
+        description = f"{row.phase}: nothing wrong"
+    elif severity == dg.AssetCheckSeverity.WARN:
+        why = row.reason or "changed by hand"
+        description = f"drift_detected: {why} — respected, not reverted"
+    else:
+        description = f"{row.phase} ({row.reason or '-'}): {row.fix or ''}"
+    return dg.AssetCheckEvaluation(
+        asset_key=keys.key(row.deploy_id),
+        check_name=names.CHECK_DEPLOY_PHASE,
+        passed=severity is None,
+        severity=severity or dg.AssetCheckSeverity.ERROR,
+        description=description[:900],
+        metadata={"phase": row.phase, "reason": row.reason or "", "fix": row.fix or ""},
+    )
+
+
+def status_events(
+    rows: Iterable[Any], keys: DeployKeys
+) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
+    out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
+    for row in rows:
+        out += [observation(row, keys), check_evaluation(row, keys)]
+    return out
+
+
+def changed_rows(store: Any, seen: dict[str, int]) -> list[Any]:
+    """Status rows whose version moved since ``seen`` (updated in place)."""
+    out = []
+    for row in store.list_status():
+        key = f"{row.schedule}/{row.deploy_id}"
+        if seen.get(key) != row.status_version:
+            seen[key] = row.status_version
+            out.append(row)
+    return out
+
+
+def report_deploy(
+    instance: dg.DagsterInstance, store: Any, keys: DeployKeys, schedule: str, deploy_id: str
+) -> Any:
+    """Record the deploy's current status now (from an op: the UI need not wait for a sensor)."""
+    row = store.get_status(schedule, deploy_id)
+    if row is not None:
+        for event in status_events([row], keys):
+            instance.report_runless_asset_event(event)
+    return row
+
+
+def build_deploy_checks(
+    specs: Sequence[dg.AssetSpec], keys: DeployKeys
+) -> list[dg.AssetChecksDefinition]:
+    """The executable ``phase`` checks, ``CHECK_CHUNK`` deploys per definition (5 times more
+    for a lean, large fleet)."""
+    size = CHECK_CHUNK * 5 if len(specs) > LEAN_ABOVE else CHECK_CHUNK
+    out = []
+    for start in range(0, len(specs), size):
+        chunk = specs[start : start + size]
+        out.append(_checks(f"gps_deploy_phase_{start // size}", chunk, keys))
+    return out
+
+
+def _checks(name: str, chunk: Sequence[dg.AssetSpec], keys: DeployKeys) -> dg.AssetChecksDefinition:
+    check_specs = [
+        dg.AssetCheckSpec(
+            names.CHECK_DEPLOY_PHASE,
+            asset=s.key,
+            description="Red (error) on a terminal phase, yellow (warn) on drift_detected.",
+        )
+        for s in chunk
+    ]
+    wanted: Mapping[dg.AssetKey, tuple[str, str]] = {
+        s.key: (str(s.metadata["schedule"]), str(s.metadata["deploy_id"])) for s in chunk
+    }
+
+    @dg.multi_asset_check(
+        name=name, specs=check_specs, can_subset=True, required_resource_keys={"gps"}
+    )
+    def phase_checks(context):  # type: ignore[no-untyped-def]  # dagster reads the hint
+        store = context.resources.gps.get_runtime().store
+        for check_key in context.selected_asset_check_keys:
+            schedule, deploy = wanted[check_key.asset_key]
+            row = store.get_status(schedule, deploy)
+            if row is None:
+                yield dg.AssetCheckResult(
+                    asset_key=check_key.asset_key,
+                    check_name=names.CHECK_DEPLOY_PHASE,
+                    passed=True,
+                    description="no status yet: the engine has not seen it",
+                )
+                continue
+            ev = check_evaluation(row, keys)
+            yield dg.AssetCheckResult(
+                asset_key=check_key.asset_key,
+                check_name=names.CHECK_DEPLOY_PHASE,
+                passed=ev.passed,
+                severity=ev.severity,
+                description=ev.description,
+                metadata=ev.metadata,
+            )
+
+    return phase_checks

@@ -1,0 +1,32 @@
+"""Which deploy schedules need a pass now: the one seam between the Dagster layer and due work.
+
+The boundary sensor and the every-minute schedule ask only these functions, and each answers
+from the engine's due index (issue 13): one indexed read says whether anything is due (a quiet
+tick parses no schedule), and due work is served by ``Engine.reconcile_due`` — the due rows
+claimed in batches, only their specs read, plans opened without running steps, no pass lock.
+A schedule is due at its boundary whatever the sensor's cursor says (a sensor that was down
+serves it on its next tick), and again ``follow_up_s`` after a visit while steps are in flight.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+UPCOMING = 5
+
+
+def due_now(runtime: Any, now: datetime) -> tuple[bool, datetime | None]:
+    """Whether some schedule needs a pass at ``now``, and the earliest instant one does."""
+    at = runtime.engine.next_due(now)
+    return at is not None and at <= now, at
+
+
+def serve_due_work(runtime: Any, trigger: str) -> Any:
+    """Claim and visit every schedule due now; the pass report (plans opened, not run)."""
+    return runtime.engine.reconcile_due(trigger=trigger)
+
+
+def upcoming(runtime: Any, now: datetime, limit: int = UPCOMING) -> list[tuple[datetime, str]]:
+    """(instant, schedule) of the next ``limit`` passes due after ``now``, soonest first."""
+    return list(runtime.engine.upcoming_due(now, limit))
