@@ -15,7 +15,7 @@ No Docker engine and no registry of base images are reachable here (FACTS.md), s
 The inputs hash covers the Containerfile, definitions.py, dagster.yaml, constraints.txt,
 pyproject.toml and the package's files: an unchanged tree reuses the image (a second build
 takes the wheel step only). The built reference is written to ``image.ref`` in the cache;
-older product images are removed. Missing tools are installed with apt (root), any failure
+the last three product images are kept (work trees of one machine share the storage). Missing tools are installed with apt (root), any failure
 exits 1 with the step's output: nothing that needs the image is ever skipped.
 """
 
@@ -122,11 +122,20 @@ def product_image(cache: Path, ref: str, plain: str) -> None:
             what="buildah bud of the product image")
 
 
-def prune(keep: str) -> None:
+KEEP = 3
+"""Product images kept: the last ones built. Work trees of one machine share buildah's storage,
+so an image another tree's tests are about to read is not removed under them."""
+
+
+def prune(cache: Path, keep: str) -> None:
+    history = cache / "image.refs"
+    built = [r for r in (history.read_text().split() if history.is_file() else []) if r != keep]
+    recent = [*built, keep][-KEEP:]
+    history.write_text("".join(r + "\n" for r in recent))
     listing = run(["buildah", *STORAGE, "images", "--format", "{{.Name}}:{{.Tag}}"],
                   what="buildah images")
     for line in listing.split():
-        if line.startswith(NAME + ":") and line != keep and "-" in line.rsplit(":", 1)[1]:
+        if line.startswith(NAME + ":") and line not in recent and "-" in line.rsplit(":", 1)[1]:
             subprocess.run(["buildah", *STORAGE, "rmi", line], capture_output=True, check=False)
     subprocess.run(["buildah", *STORAGE, "rmi", "--prune"], capture_output=True, check=False)
 
@@ -145,7 +154,7 @@ def main() -> int:
             print(f"image {ref} is up to date")
         else:
             product_image(cache, ref, plain)
-            prune(keep=ref)
+            prune(cache, keep=ref)
             print(f"built image {ref}")
         (cache / "image.ref").write_text(ref + "\n")
     return 0
