@@ -227,15 +227,25 @@ def test_the_catalog_shows_both_targets_with_phases_and_the_reservation_members(
     assert "rsv-gpu42-shared" in texts["reservation"] and "memory_mib" in texts["reservation"]
 
 
-def _latest_check(demo: Demo, deploy: str) -> Any:
+def _latest_check_record(demo: Demo, deploy: str) -> Any:
     import dagster as dg
 
     key = dg.AssetCheckKey(
         dg.AssetKey(["deploy", deploy.replace("-", "_")]), names.CHECK_DEPLOY_PHASE
     )
     with _instance(demo) as instance:
-        record = instance.get_latest_asset_check_evaluation_record(key)
+        return instance.get_latest_asset_check_evaluation_record(key)
+
+
+def _latest_check(demo: Demo, deploy: str) -> Any:
+    record = _latest_check_record(demo, deploy)
     return None if record is None else record.evaluation
+
+
+def _row(demo: Demo, schedule: str, target: str) -> dict[str, Any]:
+    out = demo.sh(f"gps-dagster status {schedule} --format json")
+    assert out.returncode == 0, out.stderr
+    return next(r for r in json.loads(out.stdout)["targets"] if r["target"] == target)
 
 
 def _converged_running(demo: Demo, schedule: str) -> str | None:
@@ -250,24 +260,35 @@ def _converged_running(demo: Demo, schedule: str) -> str | None:
 
 
 def test_a_manual_stop_after_convergence_is_drift_and_turns_the_check_yellow(demo: Demo) -> None:
-    """U1 through the operator command: respected, not reverted, and the check warns."""
-    deploy = wait_for(
-        lambda: _converged_running(demo, "demo-gpu42"), 240, "a demo-gpu42 target converged running"
-    )
-    stopped = demo.sh(f"gps-dagster pool stop {deploy}")
-    assert stopped.returncode == 0, stopped.stderr
+    """U1 through the operator command: respected, not reverted, and the check warns.
 
-    def yellow() -> Any:
-        ev = _latest_check(demo, deploy)
-        return ev if ev is not None and not ev.passed else None
+    The demo swaps every two minutes: when its next boundary falls between the stop and the
+    read-back (a loaded machine), the new interval rightly plans again, so the scenario is
+    replayed in the next interval (at most three times) instead of asserting across intervals.
+    """
+    for _attempt in range(3):
+        deploy = wait_for(
+            lambda: _converged_running(demo, "demo-gpu42"), 240,
+            "a demo-gpu42 target converged running",
+        )
+        interval = _row(demo, "demo-gpu42", deploy)["interval_start"]
+        before = _latest_check_record(demo, deploy)
+        stopped = demo.sh(f"gps-dagster pool stop {deploy}")
+        assert stopped.returncode == 0, stopped.stderr
 
-    warned = wait_for(yellow, 60, f"{deploy}'s phase check warning on drift")
-    assert warned.severity.value == "WARN" and "drift_detected" in (warned.description or "")
-    status = demo.sh("gps-dagster status demo-gpu42 --format json").stdout
-    assert any(
-        r["target"] == deploy and r["phase"] == "drift_detected"
-        for r in json.loads(status)["targets"]
-    )
+        def yellow(deploy: str = deploy, before: Any = before) -> Any:
+            record = _latest_check_record(demo, deploy)
+            if record is None or (before is not None and record.id == before.id):
+                return None  # no evaluation since the stop yet
+            return None if record.evaluation.passed else record.evaluation
+
+        warned = wait_for(yellow, 60, f"{deploy}'s phase check warning on drift")
+        assert warned.severity.value == "WARN" and "drift_detected" in (warned.description or "")
+        row = _row(demo, "demo-gpu42", deploy)
+        if row["interval_start"] == interval:  # same interval: respected, not reverted
+            assert row["phase"] == "drift_detected", row
+            return
+    raise AssertionError("the demo's boundary fell inside every attempt")
 
 
 def test_an_injected_alias_blocked_turns_the_deploy_check_red(
