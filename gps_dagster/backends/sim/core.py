@@ -170,6 +170,7 @@ class SimPool(DriverMixin):
                     yield ctx, blocks
             except BaseException:
                 ctx.free = free  # the savepoint undid the call: so is its allocation
+                ctx.forget()  # and its writes of deploy rows
                 raise
             return
         with self.engine.begin() as conn:
@@ -335,9 +336,9 @@ class SimPool(DriverMixin):
 
         return self._read("reservation_deploys", None, read)
 
-    def _live(self, ctx: Ctx, op: Row[Any]) -> Operation:
+    def _live(self, ctx: Ctx, op: Row[Any], *, latest: bool = False) -> Operation:
         view = views.deploy_view(ctx, self._row(ctx, op.deploy))
-        return views.to_operation(op, views.operation_state(ctx, op, view))
+        return views.to_operation(op, views.operation_state(ctx, op, view, latest=latest))
 
     # -- the Core port: mutations ----------------------------------------------------------
 
@@ -385,26 +386,27 @@ class SimPool(DriverMixin):
                 op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
                 if self._session is None:
                     self._commit_changes(ctx)
-                result = self._live(ctx, op)
+                result = self._live(ctx, op, latest=True)
             self._after(hits, kind.value, "before_commit")
         self._after(hits, kind.value, "after_commit")
         return result
 
     def _record(self, ctx: Ctx, kind: OperationKind, deploy_id: str, key: str, replicas: int | None, outcome: mutations.Outcome) -> Row[Any]:
         p, o = t.pools, t.operations
-        seq = int(ctx.conn.execute(sa.select(p.c.op_seq).where(p.c.name == self.name)).scalar_one()) + 1
-        ctx.conn.execute(p.update().where(p.c.name == self.name).values(op_seq=seq))
+        seq = int(ctx.conn.execute(
+            p.update().where(p.c.name == self.name).values(op_seq=p.c.op_seq + 1).returning(p.c.op_seq)
+        ).scalar_one())
         version = self._row(ctx, deploy_id).version
-        op_id = f"op-{seq:06d}"
-        ctx.conn.execute(
-            o.insert().values(
-                pool=self.name, id=op_id, seq=seq, key=key, deploy=deploy_id, kind=kind.value, replicas=replicas,
+        return ctx.conn.execute(
+            o.insert()
+            .values(
+                pool=self.name, id=f"op-{seq:06d}", seq=seq, key=key, deploy=deploy_id, kind=kind.value, replicas=replicas,
                 persist_only=outcome.persist_only,
                 state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
                 etag_after=views.etag_of(deploy_id, version), created_at=ctx.now,
             )
-        )
-        return ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).one()
+            .returning(*o.c)
+        ).one()
 
 
 @dataclass

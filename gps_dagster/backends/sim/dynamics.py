@@ -82,21 +82,19 @@ def allocate(
 ) -> None:
     """Hand ``count`` free GPUs of ``node`` (of ``among``, else unreserved) to ``holder``; refuse if any was taken meanwhile."""
     g = t.gpus
-    uuids = [
-        r[0]
-        for r in ctx.conn.execute(
-            sa.select(g.c.uuid)
-            .where(g.c.pool == ctx.pool, g.c.node == node, g.c.state == "free", *_scope(ctx, among))
-            .order_by(g.c.idx)
-            .limit(count)
-        )
-    ]
-    done = ctx.conn.execute(
+    chosen = (
+        sa.select(g.c.uuid)
+        .where(g.c.pool == ctx.pool, g.c.node == node, g.c.state == "free", *_scope(ctx, among))
+        .order_by(g.c.idx)
+        .limit(count)
+        .scalar_subquery()
+    )
+    done = ctx.conn.execute(  # one statement: choose and take, guarded by state = 'free'
         g.update()
-        .where(g.c.pool == ctx.pool, g.c.uuid.in_(uuids), g.c.state == "free")
+        .where(g.c.pool == ctx.pool, g.c.uuid.in_(chosen), g.c.state == "free")
         .values(state="held", holder=holder, holder_type=holder_type, grp=grp, until=None)
     ).rowcount
-    if len(uuids) != count or done != count:
+    if done != count:
         raise Transient(f"GPUs on {node} were taken concurrently", reason="concurrent_allocation")
     ctx.touched.add(holder)
     if ctx.free is not None and among is None:
@@ -121,8 +119,8 @@ def release(ctx: Ctx, holder: str, grps: Iterable[int] | None = None) -> int:
     )
 
 
-def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
-    """Try to place every pending replica group, in deploy order."""
+def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> set[str]:
+    """Try to place every pending replica group, in deploy order; the deploys placed."""
     gr, d = t.groups, t.deploys
     pending = ctx.conn.execute(
         sa.select(gr.c.deploy, gr.c.grp, d.c.gpus_per_replica, d.c.nodes_per_replica, d.c.flavor, d.c.node_selector)
@@ -131,7 +129,7 @@ def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
         .order_by(d.c.ordinal, gr.c.grp)
     ).all()
     if not pending:
-        return
+        return set()
     free = free_by_node(ctx)
     placed: set[str] = set()
     misplace = ctx.faulted("misplace")
@@ -161,6 +159,7 @@ def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
     for dep in placed:
         mark_applied_if_placed(ctx, dep)
     ctx.touched |= placed
+    return placed
 
 
 def _place_bound(
@@ -183,15 +182,15 @@ def _place_bound(
 
 
 def mark_applied_if_placed(ctx: Ctx, dep: str) -> None:
-    """The controller applied the spec once no group of the deploy is pending."""
+    """The controller applied the spec once no group of the deploy is pending (one statement)."""
     gr, d = t.groups, t.deploys
-    waiting = ctx.conn.execute(
-        sa.select(sa.func.count()).where(gr.c.pool == ctx.pool, gr.c.deploy == dep, gr.c.state == "pending")
-    ).scalar_one()
-    if not waiting:
-        ctx.conn.execute(
-            d.update().where(d.c.pool == ctx.pool, d.c.id == dep).values(applied_generation=d.c.generation)
-        )
+    waiting = sa.exists().where(gr.c.pool == ctx.pool, gr.c.deploy == dep, gr.c.state == "pending")
+    ctx.conn.execute(
+        d.update()
+        .where(d.c.pool == ctx.pool, d.c.id == dep, d.c.applied_generation != d.c.generation, ~waiting)
+        .values(applied_generation=d.c.generation)
+    )
+    ctx.forget(dep)
 
 
 def grab_for_intruders(ctx: Ctx) -> None:

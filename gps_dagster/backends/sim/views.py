@@ -44,8 +44,14 @@ def etag_of(deploy_id: str, version: int) -> str:
 
 
 def deploy_row(ctx: Ctx, deploy_id: str) -> Row[Any] | None:
-    d = t.deploys
-    return ctx.conn.execute(sa.select(d).where(d.c.pool == ctx.pool, d.c.id == deploy_id)).first()
+    """The deploy's row, read once per transaction until it is written (``Ctx.rows``)."""
+    row = ctx.rows.get(deploy_id)
+    if row is None:
+        d = t.deploys
+        row = ctx.conn.execute(sa.select(d).where(d.c.pool == ctx.pool, d.c.id == deploy_id)).first()
+        if row is not None:
+            ctx.rows[deploy_id] = row
+    return row
 
 
 def _group_counts(ctx: Ctx, deploy_id: str) -> dict[str, int]:
@@ -134,11 +140,12 @@ def deploy_view(
     )
 
 
-def operation_state(ctx: Ctx, op: Row[Any], view: DeployView) -> OperationState:
+def operation_state(ctx: Ctx, op: Row[Any], view: DeployView, *, latest: bool = False) -> OperationState:
+    """``latest``: ``op`` was recorded moments ago in this transaction (no later one exists)."""
     if op.state != OperationState.ACCEPTED:
         return OperationState(op.state)
     o = t.operations
-    later = ctx.conn.execute(
+    later = 0 if latest else ctx.conn.execute(
         sa.select(sa.func.count()).where(o.c.pool == ctx.pool, o.c.deploy == op.deploy, o.c.seq > op.seq)
     ).scalar_one()
     if later:
