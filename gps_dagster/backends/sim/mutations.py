@@ -57,8 +57,8 @@ def _bump(ctx: Ctx, row: Row[Any], *, applied: bool, **values: object) -> None:
     values.update(version=row.version + 1, generation=gen)
     if applied:
         values["applied_generation"] = gen
-    ctx.conn.execute(d.update().where(d.c.pool == ctx.pool, d.c.id == row.id).values(**values))
-    ctx.forget(row.id)
+    query = d.update().where(d.c.pool == ctx.pool, d.c.id == row.id).values(**values)
+    ctx.rows[row.id] = ctx.conn.execute(query.returning(*d.c)).one()  # the row as now written
     ctx.touched.add(row.id)
 
 

@@ -43,36 +43,34 @@ def etag_of(deploy_id: str, version: int) -> str:
     return f'W/"{deploy_id}.{version}"'
 
 
+_d, _gr, _g = t.deploys, t.groups, t.gpus
+# The hottest reads as statements built once: building one per call, and its cache key, cost
+# about as much Python time as the round trip (bound as pool / deploy).
+_DEPLOY_ROW = sa.select(_d).where(_d.c.pool == sa.bindparam("pool"), _d.c.id == sa.bindparam("deploy"))
+_PODS = (
+    sa.select(_g.c.grp, _g.c.node)
+    .where(_g.c.pool == sa.bindparam("pool"), _g.c.holder == sa.bindparam("deploy"), _g.c.state == "terminating")
+    .distinct()
+    .subquery()
+)
+TERMINATING_PODS = "~terminating_pods"
+"""Not a group state: the row of ``_COUNTS`` that counts terminating pods."""
+_COUNTS = sa.union_all(
+    sa.select(_gr.c.state, sa.func.count())
+    .where(_gr.c.pool == sa.bindparam("pool"), _gr.c.deploy == sa.bindparam("deploy"))
+    .group_by(_gr.c.state),
+    sa.select(sa.literal(TERMINATING_PODS), sa.func.count()).select_from(_PODS),
+)
+
+
 def deploy_row(ctx: Ctx, deploy_id: str) -> Row[Any] | None:
     """The deploy's row, read once per transaction until it is written (``Ctx.rows``)."""
     row = ctx.rows.get(deploy_id)
     if row is None:
-        d = t.deploys
-        row = ctx.conn.execute(sa.select(d).where(d.c.pool == ctx.pool, d.c.id == deploy_id)).first()
+        row = ctx.conn.execute(_DEPLOY_ROW, {"pool": ctx.pool, "deploy": deploy_id}).first()
         if row is not None:
             ctx.rows[deploy_id] = row
     return row
-
-
-def _group_counts(ctx: Ctx, deploy_id: str) -> dict[str, int]:
-    gr = t.groups
-    rows = ctx.conn.execute(
-        sa.select(gr.c.state, sa.func.count())
-        .where(gr.c.pool == ctx.pool, gr.c.deploy == deploy_id)
-        .group_by(gr.c.state)
-    )
-    return {str(s): int(n) for s, n in rows}
-
-
-def terminating_pods(ctx: Ctx, deploy_id: str) -> int:
-    g = t.gpus
-    inner = (
-        sa.select(g.c.grp, g.c.node)
-        .where(g.c.pool == ctx.pool, g.c.holder == deploy_id, g.c.state == "terminating")
-        .distinct()
-        .subquery()
-    )
-    return int(ctx.conn.execute(sa.select(sa.func.count()).select_from(inner)).scalar_one())
 
 
 def derive_state(row: Row[Any], counts: Mapping[str, int], terminating: int) -> DeployState:
@@ -110,11 +108,18 @@ def deploy_views(ctx: Ctx, rows: list[Row[Any]]) -> dict[str, DeployView]:
     return {r.id: deploy_view(ctx, r, counts[r.id], term.get(r.id, 0)) for r in rows}
 
 
+def _counts_and_terminating(ctx: Ctx, deploy_id: str) -> tuple[dict[str, int], int]:
+    """A deploy's groups by state and its terminating pods, in one statement."""
+    rows = ctx.conn.execute(_COUNTS, {"pool": ctx.pool, "deploy": deploy_id})
+    counts = {str(s): int(n) for s, n in rows}
+    return counts, counts.pop(TERMINATING_PODS, 0)
+
+
 def deploy_view(
     ctx: Ctx, row: Row[Any], counts: dict[str, int] | None = None, term: int | None = None
 ) -> DeployView:
-    counts = _group_counts(ctx, row.id) if counts is None else counts
-    term = terminating_pods(ctx, row.id) if term is None else term
+    if counts is None or term is None:
+        counts, term = _counts_and_terminating(ctx, row.id)
     pending = counts.get("pending", 0)
     return DeployView(
         id=row.id,
