@@ -108,19 +108,23 @@ def allocate(
 ) -> None:
     """Hand ``count`` free GPUs of ``node`` (of ``among``, else unreserved) to ``holder``; refuse if any was taken meanwhile."""
     g = t.gpus
-    chosen = (
-        sa.select(g.c.uuid)
-        .where(g.c.pool == ctx.pool, g.c.node == node, g.c.state == "free", *_scope(ctx, among))
-        .order_by(g.c.idx)
-        .limit(count)
-        .scalar_subquery()
-    )
-    done = ctx.conn.execute(  # one statement: choose and take, guarded by state = 'free'
+    # Two statements, not UPDATE ... WHERE uuid IN (SELECT ... LIMIT): planned on stale
+    # statistics (no GPU free when last analysed) that one walks every free GPU of the pool.
+    uuids = [
+        r[0]
+        for r in ctx.conn.execute(
+            sa.select(g.c.uuid)
+            .where(g.c.pool == ctx.pool, g.c.node == node, g.c.state == "free", *_scope(ctx, among))
+            .order_by(g.c.idx)
+            .limit(count)
+        )
+    ]
+    done = ctx.conn.execute(
         g.update()
-        .where(g.c.pool == ctx.pool, g.c.uuid.in_(chosen), g.c.state == "free")
+        .where(g.c.pool == ctx.pool, g.c.uuid.in_(uuids), g.c.state == "free")
         .values(state="held", holder=holder, holder_type=holder_type, grp=grp, until=None)
     ).rowcount
-    if done != count:
+    if len(uuids) != count or done != count:
         raise Transient(f"GPUs on {node} were taken concurrently", reason="concurrent_allocation")
     ctx.touched.add(holder)
     if ctx.free is not None and among is None:
