@@ -9,6 +9,7 @@ GPUs are free, never the state alone (SPEC R-PASS-8).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -61,6 +62,12 @@ _COUNTS = sa.union_all(
     .group_by(_gr.c.state),
     sa.select(sa.literal(TERMINATING_PODS), sa.func.count()).select_from(_PODS),
 )
+
+
+@functools.lru_cache(maxsize=4096)
+def names(document: str) -> tuple[str, ...]:
+    """A JSON list of names (aliases, a node selector), parsed once per distinct text."""
+    return tuple(json.loads(document))
 
 
 def deploy_row(ctx: Ctx, deploy_id: str) -> Row[Any] | None:
@@ -126,7 +133,7 @@ def deploy_view(
         kind=DeployKind(row.kind),
         state=derive_state(row, counts, term),
         etag=etag_of(row.id, row.version),
-        aliases=tuple(json.loads(row.aliases)),
+        aliases=names(row.aliases),
         project=row.project,
         cmp_managed=row.project is not None,
         endpoint=row.endpoint,
@@ -190,7 +197,7 @@ def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> Cap
         return bound
     per_node = row.gpus_per_replica // row.nodes_per_replica
     npr = row.nodes_per_replica
-    matching = eligible(ctx, free, row.flavor, json.loads(row.node_selector))
+    matching = eligible(ctx, free, row.flavor, names(row.node_selector))
     if row.flavor is not None and row.flavor not in set(ctx.flavors.values()):
         return Insufficient("no_matching_flavor", {}, delta, 0)
     by_flavor: dict[str, list[int]] = {}
@@ -206,7 +213,7 @@ def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> Cap
 def take(ctx: Ctx, row: Row[Any], free: dict[str, int], delta: int) -> None:
     """Count ``delta`` groups of ``row`` as taken from ``free`` (a batch's fitting preview)."""
     per_node = row.gpus_per_replica // row.nodes_per_replica
-    selector = json.loads(row.node_selector)
+    selector = names(row.node_selector)
     for _ in range(delta):
         nodes = choose_nodes(ctx, free, row.flavor, per_node, row.nodes_per_replica, selector)
         if not nodes:
