@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from gps_dagster.store import metric_totals
@@ -96,17 +97,34 @@ def update_rows(
                 conn.execute(table.update().where(*where).values(**{c: row[c] for c in cols}))
             continue
         for part in chunks(items):
-            names = [*(f"k_{k}" for k in keys), *(f"c_{c}" for c in cols)]
-            types = [table.c[k].type for k in keys] + [table.c[c].type for c in cols]
-            v = sa.values(*(sa.column(n, ty) for n, ty in zip(names, types, strict=True)), name="v")
-            v = v.data([tuple(r[k] for k in keys) + tuple(r[c] for c in cols) for r in part])
-            stmt = (
-                table.update()
-                .where(*(table.c[k] == v.c[f"k_{k}"] for k in keys))
-                .values(**{c: sa.cast(v.c[f"c_{c}"], table.c[c].type) for c in cols})
-            )
-            # VALUES data is part of the statement: never keep it in the compiled cache
-            conn.execution_options(compiled_cache=None).execute(stmt)
+            conn.execute(_unnest_update(table, keys, cols), _arrays(table, (*keys, *cols), part))
+
+
+def _unnest_update(table: sa.Table, keys: tuple[str, ...], cols: tuple[str, ...]) -> sa.Update:
+    """``UPDATE table SET c = v.c FROM unnest(:p_k, :p_c, ...) AS v(k, c, ...) WHERE key = v.key``.
+
+    The rows travel as one array parameter per column, so the statement text depends only on
+    the table and the column set: compiled once and cached (a ``VALUES`` list of literals was
+    compiled again for every chunk, ~50 ms each).
+    """
+    names = (*keys, *cols)
+    arrays = [
+        sa.cast(sa.bindparam(f"p_{n}", type_=ARRAY(table.c[n].type)), ARRAY(table.c[n].type))
+        for n in names
+    ]
+    v = sa.func.unnest(*arrays).table_valued(*names).render_derived(name="v")
+    return (
+        table.update()
+        .where(*(table.c[k] == v.c[k] for k in keys))
+        .values(**{c: v.c[c] for c in cols})
+    )
+
+
+def _arrays(
+    table: sa.Table, names: tuple[str, ...], rows: Sequence[Mapping[str, Any]]
+) -> dict[str, list[Any]]:
+    """One list per column (each item bound through the column's own type: JSON, UTC times)."""
+    return {f"p_{n}": [r[n] for r in rows] for n in names}
 
 
 def lock_statuses(conn: Connection, keys: Iterable[StatusKey]) -> dict[StatusKey, TargetStatusRow]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from gps_dagster.backends.sim.ledger import Ledger
 from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
@@ -38,6 +39,17 @@ class Ctx:
     free: dict[str, int] | None = None
     """Published free unreserved GPUs per node, kept by a batch session (``SimPool.batch``):
     time stands still in a session, so free GPUs only go, through ``allocate``. None: read."""
+    rows: dict[str, Row[Any]] = field(default_factory=dict)
+    """Deploy rows read in this transaction (the pool row is locked: only this transaction
+    writes them). Every write of a deploy row drops it (``forget``); a rolled-back savepoint
+    drops them all."""
+
+    def forget(self, deploy_id: str | None = None) -> None:
+        """A deploy row (every one: None) was written: read it again next time."""
+        if deploy_id is None:
+            self.rows.clear()
+        else:
+            self.rows.pop(deploy_id, None)
 
     def faulted(self, effect: str) -> set[str]:
         """Deploys a persistent fault ``effect`` is in force for."""

@@ -55,6 +55,9 @@ from gps_dagster.store.reservation_tables import reservation as reservation_tabl
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 
 R = TypeVar("R")
+_SEEN = sa.select(t.operations).where(t.operations.c.pool == sa.bindparam("pool"), t.operations.c.key == sa.bindparam("key"))
+_RECORD = t.operations.insert().returning(*t.operations.c)
+"""Built once (the mutation path's statements; see ``views``)."""
 
 
 def _ts(value: datetime) -> float:
@@ -149,6 +152,9 @@ class SimPool(DriverMixin):
                 session, self._session = self._session, None
                 ctx.free = None
             if session.mutated:
+                if session.op_seq is not None:
+                    p = t.pools
+                    ctx.conn.execute(p.update().where(p.c.name == self.name).values(op_seq=session.op_seq))
                 self._commit_changes(ctx)
 
     def _faulty(self) -> bool:
@@ -165,11 +171,14 @@ class SimPool(DriverMixin):
             self._session.mutated = True
             self._session.previews = None  # what is free changed: previews start again
             free = None if ctx.free is None else dict(ctx.free)
+            seq = self._session.op_seq
             try:
                 with ctx.conn.begin_nested():
                     yield ctx, blocks
             except BaseException:
-                ctx.free = free  # the savepoint undid the call: so is its allocation
+                ctx.free = free  # the savepoint undid the call: so is its allocation,
+                ctx.forget()  # its writes of deploy rows
+                self._session.op_seq = seq  # and its operation number
                 raise
             return
         with self.engine.begin() as conn:
@@ -335,9 +344,9 @@ class SimPool(DriverMixin):
 
         return self._read("reservation_deploys", None, read)
 
-    def _live(self, ctx: Ctx, op: Row[Any]) -> Operation:
+    def _live(self, ctx: Ctx, op: Row[Any], *, latest: bool = False) -> Operation:
         view = views.deploy_view(ctx, self._row(ctx, op.deploy))
-        return views.to_operation(op, views.operation_state(ctx, op, view))
+        return views.to_operation(op, views.operation_state(ctx, op, view, latest=latest))
 
     # -- the Core port: mutations ----------------------------------------------------------
 
@@ -370,8 +379,7 @@ class SimPool(DriverMixin):
     ) -> Operation:
         hits = self._one_shots(kind.value, deploy_id)
         with self._tx(write=True) as (ctx, blocks):
-            o = t.operations
-            seen = ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.key == key)).first()
+            seen = ctx.conn.execute(_SEEN, {"pool": self.name, "key": key}).first()
             if seen is not None:
                 # A replay mutates nothing, but the faults it consumed still fire: a retry can lose its answer too.
                 if seen.deploy != deploy_id or seen.kind != kind.value:
@@ -385,26 +393,33 @@ class SimPool(DriverMixin):
                 op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
                 if self._session is None:
                     self._commit_changes(ctx)
-                result = self._live(ctx, op)
+                result = self._live(ctx, op, latest=True)
             self._after(hits, kind.value, "before_commit")
         self._after(hits, kind.value, "after_commit")
         return result
 
+    def _next_seq(self, ctx: Ctx) -> int:
+        """The next operation number; a batch session counts in memory and writes it once."""
+        p, session = t.pools, self._session
+        if session is None:
+            bump = p.update().where(p.c.name == self.name).values(op_seq=p.c.op_seq + 1)
+            return int(ctx.conn.execute(bump.returning(p.c.op_seq)).scalar_one())
+        if session.op_seq is None:
+            query = sa.select(p.c.op_seq).where(p.c.name == self.name)
+            session.op_seq = int(ctx.conn.execute(query).scalar_one())
+        session.op_seq += 1
+        return session.op_seq
+
     def _record(self, ctx: Ctx, kind: OperationKind, deploy_id: str, key: str, replicas: int | None, outcome: mutations.Outcome) -> Row[Any]:
-        p, o = t.pools, t.operations
-        seq = int(ctx.conn.execute(sa.select(p.c.op_seq).where(p.c.name == self.name)).scalar_one()) + 1
-        ctx.conn.execute(p.update().where(p.c.name == self.name).values(op_seq=seq))
+        seq = self._next_seq(ctx)
         version = self._row(ctx, deploy_id).version
-        op_id = f"op-{seq:06d}"
-        ctx.conn.execute(
-            o.insert().values(
-                pool=self.name, id=op_id, seq=seq, key=key, deploy=deploy_id, kind=kind.value, replicas=replicas,
-                persist_only=outcome.persist_only,
-                state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
-                etag_after=views.etag_of(deploy_id, version), created_at=ctx.now,
-            )
+        values = dict(
+            pool=self.name, id=f"op-{seq:06d}", seq=seq, key=key, deploy=deploy_id, kind=kind.value, replicas=replicas,
+            persist_only=outcome.persist_only,
+            state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
+            etag_after=views.etag_of(deploy_id, version), created_at=ctx.now,
         )
-        return ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).one()
+        return ctx.conn.execute(_RECORD, values).one()
 
 
 @dataclass
@@ -416,6 +431,8 @@ class Session:
     mutated: bool = False
     previews: dict[str, int] | None = None
     """Free GPUs per node as the block's previews left them (fitting previews take theirs)."""
+    op_seq: int | None = None
+    """The last operation number handed out in the block (None: none yet); written at its end."""
 
 
 def _has_ledger(engine: Engine) -> bool:

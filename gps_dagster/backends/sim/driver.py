@@ -122,11 +122,13 @@ class DriverMixin:
             raise AdmissionRefused(reason, f"fault {fault.model_dump(exclude_defaults=True)}: {reason}")
         with self._tx() as (ctx, _b):
             faults.insert(ctx.conn, self.name, fault)
+            ctx.forget()  # a forced state changes deploy rows
             self._commit_changes(ctx)
 
     def clear_faults(self) -> None:
         with self._tx() as (ctx, _b):
             faults.clear(ctx.conn, self.name, ctx.now + ctx.timings.start_delay_s)
+            ctx.forget()
             place_pending(ctx, blocked=set(), never_ready=set())
             self._commit_changes(ctx)
 

@@ -27,6 +27,32 @@ from gps_dagster.backends.sim.context import Ctx
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import Transient
 
+_gr, _d = t.groups, t.deploys
+# The placement path's statements, built once (bound as pool / b_*; see ``views``).
+_PENDING = (
+    sa.select(_gr.c.deploy, _gr.c.grp, _d.c.gpus_per_replica, _d.c.nodes_per_replica, _d.c.flavor, _d.c.node_selector)
+    .join(_d, sa.and_(_d.c.pool == _gr.c.pool, _d.c.id == _gr.c.deploy))
+    .where(_gr.c.pool == sa.bindparam("pool"), _gr.c.state == "pending")
+    .order_by(_d.c.ordinal, _gr.c.grp)
+)
+_STARTING = (
+    _gr.update()
+    .where(_gr.c.pool == sa.bindparam("b_pool"), _gr.c.deploy == sa.bindparam("b_deploy"), _gr.c.grp == sa.bindparam("b_grp"))
+    .values(state="starting", ready_at=sa.bindparam("b_ready_at"))
+)
+_WAITING = sa.exists().where(
+    _gr.c.pool == sa.bindparam("b_pool"), _gr.c.deploy == sa.bindparam("b_deploy"), _gr.c.state == "pending"
+)
+_MARK_APPLIED = (
+    _d.update()
+    .where(
+        _d.c.pool == sa.bindparam("b_pool"), _d.c.id == sa.bindparam("b_deploy"),
+        _d.c.applied_generation != _d.c.generation, ~_WAITING,
+    )
+    .values(applied_generation=_d.c.generation)
+    .returning(*_d.c)
+)
+
 __all__ = ["Ctx", "advance", "allocate", "choose_nodes", "eligible", "free_by_node", "place_pending", "release"]
 
 
@@ -82,6 +108,8 @@ def allocate(
 ) -> None:
     """Hand ``count`` free GPUs of ``node`` (of ``among``, else unreserved) to ``holder``; refuse if any was taken meanwhile."""
     g = t.gpus
+    # Two statements, not UPDATE ... WHERE uuid IN (SELECT ... LIMIT): planned on stale
+    # statistics (no GPU free when last analysed) that one walks every free GPU of the pool.
     uuids = [
         r[0]
         for r in ctx.conn.execute(
@@ -121,17 +149,11 @@ def release(ctx: Ctx, holder: str, grps: Iterable[int] | None = None) -> int:
     )
 
 
-def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
-    """Try to place every pending replica group, in deploy order."""
-    gr, d = t.groups, t.deploys
-    pending = ctx.conn.execute(
-        sa.select(gr.c.deploy, gr.c.grp, d.c.gpus_per_replica, d.c.nodes_per_replica, d.c.flavor, d.c.node_selector)
-        .join(d, sa.and_(d.c.pool == gr.c.pool, d.c.id == gr.c.deploy))
-        .where(gr.c.pool == ctx.pool, gr.c.state == "pending")
-        .order_by(d.c.ordinal, gr.c.grp)
-    ).all()
+def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> set[str]:
+    """Try to place every pending replica group, in deploy order; the deploys placed."""
+    pending = ctx.conn.execute(_PENDING, {"pool": ctx.pool}).all()
     if not pending:
-        return
+        return set()
     free = free_by_node(ctx)
     placed: set[str] = set()
     misplace = ctx.faulted("misplace")
@@ -152,15 +174,12 @@ def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> None:
                 allocate(ctx, node, per_node, dep, "deploy", grp)
                 free[node] -= per_node
         ready_at = None if dep in never_ready else ctx.now + ctx.timings.start_delay_s
-        ctx.conn.execute(
-            gr.update()
-            .where(gr.c.pool == ctx.pool, gr.c.deploy == dep, gr.c.grp == grp)
-            .values(state="starting", ready_at=ready_at)
-        )
+        ctx.conn.execute(_STARTING, {"b_pool": ctx.pool, "b_deploy": dep, "b_grp": grp, "b_ready_at": ready_at})
         placed.add(dep)
     for dep in placed:
         mark_applied_if_placed(ctx, dep)
     ctx.touched |= placed
+    return placed
 
 
 def _place_bound(
@@ -183,15 +202,10 @@ def _place_bound(
 
 
 def mark_applied_if_placed(ctx: Ctx, dep: str) -> None:
-    """The controller applied the spec once no group of the deploy is pending."""
-    gr, d = t.groups, t.deploys
-    waiting = ctx.conn.execute(
-        sa.select(sa.func.count()).where(gr.c.pool == ctx.pool, gr.c.deploy == dep, gr.c.state == "pending")
-    ).scalar_one()
-    if not waiting:
-        ctx.conn.execute(
-            d.update().where(d.c.pool == ctx.pool, d.c.id == dep).values(applied_generation=d.c.generation)
-        )
+    """The controller applied the spec once no group of the deploy is pending (one statement)."""
+    row = ctx.conn.execute(_MARK_APPLIED, {"b_pool": ctx.pool, "b_deploy": dep}).first()
+    if row is not None:
+        ctx.rows[dep] = row
 
 
 def grab_for_intruders(ctx: Ctx) -> None:

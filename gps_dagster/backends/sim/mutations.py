@@ -57,7 +57,8 @@ def _bump(ctx: Ctx, row: Row[Any], *, applied: bool, **values: object) -> None:
     values.update(version=row.version + 1, generation=gen)
     if applied:
         values["applied_generation"] = gen
-    ctx.conn.execute(d.update().where(d.c.pool == ctx.pool, d.c.id == row.id).values(**values))
+    query = d.update().where(d.c.pool == ctx.pool, d.c.id == row.id).values(**values)
+    ctx.rows[row.id] = ctx.conn.execute(query.returning(*d.c)).one()  # the row as now written
     ctx.touched.add(row.id)
 
 
@@ -155,8 +156,8 @@ def _remove_groups(ctx: Ctx, row: Row[Any], count: int) -> None:
 
 
 def _place(ctx: Ctx, deploy_id: str, blocks: Blocks) -> None:
-    place_pending(ctx, blocks.unschedulable, blocks.never_ready)
-    mark_applied_if_placed(ctx, deploy_id)
+    if deploy_id not in place_pending(ctx, blocks.unschedulable, blocks.never_ready):
+        mark_applied_if_placed(ctx, deploy_id)  # nothing to place (no group added) applies too
 
 
 def check_billing(ctx: Ctx, row: Row[Any]) -> None:

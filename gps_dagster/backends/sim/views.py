@@ -9,6 +9,7 @@ GPUs are free, never the state alone (SPEC R-PASS-8).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -43,30 +44,40 @@ def etag_of(deploy_id: str, version: int) -> str:
     return f'W/"{deploy_id}.{version}"'
 
 
+_d, _gr, _g = t.deploys, t.groups, t.gpus
+# The hottest reads as statements built once: building one per call, and its cache key, cost
+# about as much Python time as the round trip (bound as pool / deploy).
+_DEPLOY_ROW = sa.select(_d).where(_d.c.pool == sa.bindparam("pool"), _d.c.id == sa.bindparam("deploy"))
+_PODS = (
+    sa.select(_g.c.grp, _g.c.node)
+    .where(_g.c.pool == sa.bindparam("pool"), _g.c.holder == sa.bindparam("deploy"), _g.c.state == "terminating")
+    .distinct()
+    .subquery()
+)
+TERMINATING_PODS = "~terminating_pods"
+"""Not a group state: the row of ``_COUNTS`` that counts terminating pods."""
+_COUNTS = sa.union_all(
+    sa.select(_gr.c.state, sa.func.count())
+    .where(_gr.c.pool == sa.bindparam("pool"), _gr.c.deploy == sa.bindparam("deploy"))
+    .group_by(_gr.c.state),
+    sa.select(sa.literal(TERMINATING_PODS), sa.func.count()).select_from(_PODS),
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def names(document: str) -> tuple[str, ...]:
+    """A JSON list of names (aliases, a node selector), parsed once per distinct text."""
+    return tuple(json.loads(document))
+
+
 def deploy_row(ctx: Ctx, deploy_id: str) -> Row[Any] | None:
-    d = t.deploys
-    return ctx.conn.execute(sa.select(d).where(d.c.pool == ctx.pool, d.c.id == deploy_id)).first()
-
-
-def _group_counts(ctx: Ctx, deploy_id: str) -> dict[str, int]:
-    gr = t.groups
-    rows = ctx.conn.execute(
-        sa.select(gr.c.state, sa.func.count())
-        .where(gr.c.pool == ctx.pool, gr.c.deploy == deploy_id)
-        .group_by(gr.c.state)
-    )
-    return {str(s): int(n) for s, n in rows}
-
-
-def terminating_pods(ctx: Ctx, deploy_id: str) -> int:
-    g = t.gpus
-    inner = (
-        sa.select(g.c.grp, g.c.node)
-        .where(g.c.pool == ctx.pool, g.c.holder == deploy_id, g.c.state == "terminating")
-        .distinct()
-        .subquery()
-    )
-    return int(ctx.conn.execute(sa.select(sa.func.count()).select_from(inner)).scalar_one())
+    """The deploy's row, read once per transaction until it is written (``Ctx.rows``)."""
+    row = ctx.rows.get(deploy_id)
+    if row is None:
+        row = ctx.conn.execute(_DEPLOY_ROW, {"pool": ctx.pool, "deploy": deploy_id}).first()
+        if row is not None:
+            ctx.rows[deploy_id] = row
+    return row
 
 
 def derive_state(row: Row[Any], counts: Mapping[str, int], terminating: int) -> DeployState:
@@ -104,18 +115,25 @@ def deploy_views(ctx: Ctx, rows: list[Row[Any]]) -> dict[str, DeployView]:
     return {r.id: deploy_view(ctx, r, counts[r.id], term.get(r.id, 0)) for r in rows}
 
 
+def _counts_and_terminating(ctx: Ctx, deploy_id: str) -> tuple[dict[str, int], int]:
+    """A deploy's groups by state and its terminating pods, in one statement."""
+    rows = ctx.conn.execute(_COUNTS, {"pool": ctx.pool, "deploy": deploy_id})
+    counts = {str(s): int(n) for s, n in rows}
+    return counts, counts.pop(TERMINATING_PODS, 0)
+
+
 def deploy_view(
     ctx: Ctx, row: Row[Any], counts: dict[str, int] | None = None, term: int | None = None
 ) -> DeployView:
-    counts = _group_counts(ctx, row.id) if counts is None else counts
-    term = terminating_pods(ctx, row.id) if term is None else term
+    if counts is None or term is None:
+        counts, term = _counts_and_terminating(ctx, row.id)
     pending = counts.get("pending", 0)
     return DeployView(
         id=row.id,
         kind=DeployKind(row.kind),
         state=derive_state(row, counts, term),
         etag=etag_of(row.id, row.version),
-        aliases=tuple(json.loads(row.aliases)),
+        aliases=names(row.aliases),
         project=row.project,
         cmp_managed=row.project is not None,
         endpoint=row.endpoint,
@@ -134,11 +152,12 @@ def deploy_view(
     )
 
 
-def operation_state(ctx: Ctx, op: Row[Any], view: DeployView) -> OperationState:
+def operation_state(ctx: Ctx, op: Row[Any], view: DeployView, *, latest: bool = False) -> OperationState:
+    """``latest``: ``op`` was recorded moments ago in this transaction (no later one exists)."""
     if op.state != OperationState.ACCEPTED:
         return OperationState(op.state)
     o = t.operations
-    later = ctx.conn.execute(
+    later = 0 if latest else ctx.conn.execute(
         sa.select(sa.func.count()).where(o.c.pool == ctx.pool, o.c.deploy == op.deploy, o.c.seq > op.seq)
     ).scalar_one()
     if later:
@@ -178,7 +197,7 @@ def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> Cap
         return bound
     per_node = row.gpus_per_replica // row.nodes_per_replica
     npr = row.nodes_per_replica
-    matching = eligible(ctx, free, row.flavor, json.loads(row.node_selector))
+    matching = eligible(ctx, free, row.flavor, names(row.node_selector))
     if row.flavor is not None and row.flavor not in set(ctx.flavors.values()):
         return Insufficient("no_matching_flavor", {}, delta, 0)
     by_flavor: dict[str, list[int]] = {}
@@ -194,7 +213,7 @@ def preview(ctx: Ctx, row: Row[Any], free: Mapping[str, int], delta: int) -> Cap
 def take(ctx: Ctx, row: Row[Any], free: dict[str, int], delta: int) -> None:
     """Count ``delta`` groups of ``row`` as taken from ``free`` (a batch's fitting preview)."""
     per_node = row.gpus_per_replica // row.nodes_per_replica
-    selector = json.loads(row.node_selector)
+    selector = names(row.node_selector)
     for _ in range(delta):
         nodes = choose_nodes(ctx, free, row.flavor, per_node, row.nodes_per_replica, selector)
         if not nodes:
