@@ -54,12 +54,12 @@ class StepBatch(BatchRunner):
         """The outcome of each of ``step_ids``, in that order; never raises for a step."""
         ids = list(dict.fromkeys(step_ids))
         got: dict[str, StepOutcome] = {}
-        waiting = self._round(ids, got, last=False)
+        waiting = self._move(ids, got, last=False)
         if waiting:  # behind a step of this call that just moved (releases and acquires mixed)
-            self._round(waiting, got, last=True)
+            self._move(waiting, got, last=True)
         return [got[i] for i in step_ids]
 
-    def _round(self, ids: list[str], got: dict[str, StepOutcome], *, last: bool) -> list[str]:
+    def _move(self, ids: list[str], got: dict[str, StepOutcome], *, last: bool) -> list[str]:
         """Move ``ids``; returns those waiting on a prerequisite (run alone when ``last``)."""
         try:
             rows = self.store.actions_by_id(ids)

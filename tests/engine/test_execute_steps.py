@@ -141,7 +141,7 @@ def two_urls(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[st
 
 def test_execute_steps_decides_every_situation_as_execute_step(two_urls: tuple[str, str]) -> None:
     url_one, url_batch = two_urls
-    one, batch = opened(url_one, N, spare=1), opened(url_batch, N, spare=1)
+    one, batch = opened(url_one, N, spare=3), opened(url_batch, N, spare=3)
     upset(one)
     upset(batch)
 
@@ -164,10 +164,11 @@ def test_execute_steps_decides_every_situation_as_execute_step(two_urls: tuple[s
         "ineligible", "target_failed")
     acquires = {d: state for d, state, _, _ in together[N:]}
     assert acquires[f"d{UNWIRED}-b"] == acquires[f"d{GONE}-b"] == "cancelled"
-    # one spare GPU: the first acquire in plan order gets it, the others wait for the stops
-    assert acquires[f"d{HAPPY}-b"] == "accepted"
-    assert acquires[f"d{CONSENT}-b"] == acquires[f"d{FITS}-b"] == acquires[f"d{WAITS}-b"] == (
-        "capacity_wait")
+    # three spare GPUs: the first three acquires in plan order get one each (never the same
+    # one twice, whether the core's session counts previews or not), the last waits for a stop
+    assert acquires[f"d{HAPPY}-b"] == acquires[f"d{CONSENT}-b"] == acquires[f"d{FITS}-b"] == (
+        "accepted")
+    assert acquires[f"d{WAITS}-b"] == "capacity_wait"
     stops = {d for d, kind, _ in snapshot(batch)["ops"] if kind == "stop"}
     assert stops == {f"d{i}-a" for i in (HAPPY, CONSENT, FITS, WAITS)}
 
