@@ -87,12 +87,12 @@ def batch_plan_op(context: OpExecutionContext) -> Iterator[Any]:
 
 def _run_batch(context: OpExecutionContext, steps: list[dict[str, str]], what: str) -> list[Any]:
     engine = context.resources.gps.get_runtime().engine
-    out = []
-    for step in steps:
-        outcome = engine.execute_step(step["step_id"])
-        out.append(
-            {"deploy_id": step["deploy_id"], "state": outcome.state, "reason": outcome.reason or ""}
-        )
+    # together (shared reads, one fence, core sessions): one step at a time cost ~30 ms each
+    outcomes = engine.execute_steps([step["step_id"] for step in steps]) if steps else []
+    out = [
+        {"deploy_id": step["deploy_id"], "state": o.state, "reason": o.reason or ""}
+        for step, o in zip(steps, outcomes, strict=True)
+    ]
     states: dict[str, int] = {}
     for o in out:
         states[o["state"]] = states.get(o["state"], 0) + 1

@@ -24,6 +24,7 @@ from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
+from gps_dagster.engine.step_batch import StepBatch
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.ports import Clock, Core
 from gps_dagster.store.bulk import Draft
@@ -64,6 +65,7 @@ class Engine:
         self.runner = StepRunner(store, core, clock, self.config, reservation_check)
         self.observer = Observer(store, core, clock, self.config, self.runner, witness)
         self.batch = BatchRunner(store, core, clock, self.config, self.runner, self.observer)
+        self.given = StepBatch(store, core, clock, self.config, self.runner, self.observer)
 
     # -- passes ------------------------------------------------------------------
 
@@ -450,6 +452,11 @@ class Engine:
     def execute_step(self, step_id: str) -> StepOutcome:
         """Advance one step now (a Dagster op); never blocks."""
         return self.runner.execute(step_id)
+
+    def execute_steps(self, step_ids: Sequence[str]) -> list[StepOutcome]:
+        """Advance these steps now, together (a Dagster batch op; ``engine/step_batch.py``):
+        the outcome of each, in order, as ``execute_step`` would decide it; never blocks."""
+        return self.given.execute(step_ids)
 
     def capacity_waits(self) -> list[StepRef]:
         """Re-preview every waiting step: return those that fit now, time out the rest."""

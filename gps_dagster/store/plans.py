@@ -170,6 +170,15 @@ class PlansMixin:
             row = conn.execute(sa.select(t.actions).where(t.actions.c.id == action_id)).first()
         return _action(row) if row is not None else None
 
+    def actions_by_id(self, ids: Sequence[str]) -> dict[str, ActionRow]:
+        """These steps' rows in one read (chunked); unknown ids are absent."""
+        out: dict[str, ActionRow] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(ids), 1000):
+                query = sa.select(t.actions).where(t.actions.c.id.in_(list(ids[i : i + 1000])))
+                out.update({r.id: _action(r) for r in conn.execute(query)})
+        return out
+
     def list_actions(
         self,
         *,

@@ -1,0 +1,236 @@
+"""Executing a given list of steps together: a Dagster batch op's steps (issue 13).
+
+``BatchRunner.run`` moves every movable step of a batch of schedules, but takes the batched
+lane for a release only when its plan was preflighted in the same pass. A storm's
+``gps_transition_batch`` run executes plans opened by an earlier tick, so each of its op's
+steps went through ``StepRunner.execute`` one at a time (a dozen round trips a step).
+
+``StepBatch.execute`` moves exactly the steps it is given (never another step of their
+plans) on shared round trips:
+
+1. one read of the steps, their open plans, statuses and schedule versions;
+2. one ``core.get_deploys`` for the acquires and for the steps the releases' re-checks
+   preflight; the release-time re-checks (alias guard of a stop, preflight of the plan's
+   acquiring steps, R-PASS-6/8) run in one core session with the rules of
+   ``StepRunner._fence_and_submit``;
+3. the releases cleared: the fence, the core sessions of ``SUBMIT_SESSION`` calls and the
+   accepted write that ``BatchRunner`` uses; acquires: previews in core sessions, each fit
+   submitted before the next preview (``_acquire_all``), the waits written together.
+
+Only the common path is batched. A release whose re-check does not pass cleanly (an alias
+without consent, an unreadable guard, a refusal, a deploy not read) and every step off the
+path (``BatchRunner._lane``'s "one") goes to ``StepRunner.execute``, which re-reads and
+decides it as it always has: the outcome of an unusual step is the lone runner's by
+construction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
+from gps_dagster.engine import endpoints
+from gps_dagster.engine.batch import MOVABLE, BatchRunner, core_session
+from gps_dagster.engine.endings import first_order
+from gps_dagster.engine.preflight import preflight
+from gps_dagster.engine.reports import StepOutcome
+from gps_dagster.engine.step_writes import capacity_write, wait_deadline
+from gps_dagster.engine.steps import planned_step
+from gps_dagster.ports import DeployView, Insufficient
+from gps_dagster.store.plans import StepWrite
+from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+
+log = logging.getLogger(__name__)
+
+Plan = tuple[TransitionRow, list[ActionRow]]
+
+
+class StepBatch(BatchRunner):
+    """Given steps of one order (a batch op's releases, or its acquires), moved together."""
+
+    def execute(self, step_ids: Sequence[str]) -> list[StepOutcome]:
+        """The outcome of each of ``step_ids``, in that order; never raises for a step."""
+        ids = list(dict.fromkeys(step_ids))
+        got: dict[str, StepOutcome] = {}
+        waiting = self._move(ids, got, last=False)
+        if waiting:  # behind a step of this call that just moved (releases and acquires mixed)
+            self._move(waiting, got, last=True)
+        return [got[i] for i in step_ids]
+
+    def _move(self, ids: list[str], got: dict[str, StepOutcome], *, last: bool) -> list[str]:
+        """Move ``ids``; returns those waiting on a prerequisite (run alone when ``last``)."""
+        try:
+            rows = self.store.actions_by_id(ids)
+            names = sorted({a.schedule for a in rows.values()})
+            plans = {tr.id: (tr, steps) for tr, steps in self.store.open_plans(names)}
+            statuses = self.store.statuses_for(names)
+            versions = self.store.schedule_states(names)
+        except Exception as exc:  # each step then reads (and owns its errors) on its own
+            log.warning("batched read of %d step(s) failed (%s); one by one", len(ids), exc)
+            self._alone(ids, got)
+            return []
+        steps = [rows[i] for i in ids if i in rows]
+        reads = self._deploys(steps, plans)
+        releases, acquires, waiting = [], [], []
+        for i in ids:
+            lane = self._lane_of(rows.get(i), plans, statuses, versions, reads)
+            if lane == "release":
+                releases.append(rows[i])
+            elif lane == "acquire":
+                acquires.append(rows[i])
+            elif lane == "wait" and not last:
+                waiting.append(i)
+            else:
+                self._alone([i], got)
+        cleared = self._rechecked(releases, plans, reads)
+        self._alone([a.id for a in releases if a.id not in cleared], got)
+        out: list[StepOutcome] = []
+        self._submit_all([a for a in releases if a.id in cleared], statuses, out)
+        self._acquire_all(acquires, statuses, out)
+        got.update({o.step_id: o for o in out})
+        return waiting
+
+    def _alone(self, ids: list[str], got: dict[str, StepOutcome]) -> None:
+        for i in ids:
+            got[i] = self.runner.execute(i)
+
+    def _lane_of(
+        self,
+        a: ActionRow | None,
+        plans: Mapping[str, Plan],
+        statuses: Mapping[tuple[str, str], TargetStatusRow],
+        versions: Mapping[str, tuple[int, bool]],
+        reads: Mapping[str, DeployView],
+    ) -> str:
+        plan = plans.get(a.transition_id) if a is not None else None
+        if a is None or plan is None or a.state not in MOVABLE:
+            return "one"  # unknown, finished, accepted, submitting, or its plan closed
+        tr, steps = plan
+        first = first_order(tr.order)
+        before = [x for x in steps if x.order == first]
+        # every plan counts as preflighted here: the releases' re-checks are done below
+        return self._lane(a, tr, first, before, statuses, versions, {tr.id}, reads)
+
+    def _deploys(self, steps: list[ActionRow], plans: Mapping[str, Plan]) -> dict[str, DeployView]:
+        """One read of the acquires' deploys and of every deploy the releases' re-checks need."""
+        wanted = {a.deploy_id for a in steps if a.order == "acquire"}
+        for tid in {a.transition_id for a in steps if a.order == "release"}:
+            _tr, plan_steps = plans.get(tid, (None, []))
+            wanted.update(x.deploy_id for x in plan_steps if x.state in MOVABLE)
+        if not wanted:
+            return {}
+        try:
+            return dict(self.core.get_deploys(sorted(wanted)))
+        except Exception as exc:  # each step then reads (and owns its errors) on its own
+            log.warning("batched deploy read failed (%s); those steps run one by one", exc)
+            return {}
+
+    # -- acquires -------------------------------------------------------------------
+
+    def _acquire_all(
+        self,
+        acquires: list[ActionRow],
+        statuses: Mapping[tuple[str, str], TargetStatusRow],
+        out: list[StepOutcome],
+    ) -> None:
+        """Preview in core sessions; each fit is submitted before the next preview.
+
+        A fit is trusted only as the first of its session: not every core's session counts
+        earlier fits as taken (a sim on SQLite or with faults declared, a core without
+        sessions), and a preview that already saw a start submitted needs no such count.
+        "Does not fit" is safe whatever the core counts, so the waits share sessions and
+        one write (the common case right after a storm's stops: their GPUs are not free yet).
+        """
+        queue = list(acquires)
+        waits: list[StepWrite] = []
+        later: list[tuple[ActionRow, Exception | None]] = []  # handled once a session is over
+        while queue:
+            fit: ActionRow | None = None
+            now = self.clock.now()
+            with core_session(self.core):
+                while queue and fit is None:
+                    a = queue.pop(0)
+                    try:
+                        preview = endpoints.preview(
+                            self.core, a.deploy_id, max(a.delta_replicas or 1, 1)
+                        )
+                    except Exception as exc:  # the step's owner decides
+                        later.append((a, exc))
+                        continue
+                    if not isinstance(preview, Insufficient):
+                        fit = a
+                        continue
+                    deadline = wait_deadline(a, self.config)
+                    if now >= deadline:
+                        later.append((a, None))  # the runner ends it capacity_unavailable
+                        continue
+                    if a.state != "capacity_wait":
+                        status = statuses[(a.schedule, a.deploy_id)]
+                        waits.append(capacity_write(a, preview, deadline, status))
+                    out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait",
+                                           Phase.CAPACITY_WAIT.value, preview.reason))
+            if fit is not None:
+                self._submit_all([fit], statuses, out)
+        if waits:
+            self.store.write_each(waits, now=self.clock.now())
+        for a, error in later:
+            out.append(self.runner.owned(error, a.id, a) if error else self.runner.execute(a.id))
+
+    # -- the release-time re-checks (``StepRunner._fence_and_submit``) ----------------
+
+    def _rechecked(
+        self, releases: list[ActionRow], plans: Mapping[str, Plan], reads: Mapping[str, DeployView]
+    ) -> set[str]:
+        """The releases whose alias guard and plan preflight pass cleanly now."""
+        if not releases:
+            return set()
+        cleared: set[str] = set()
+        verdicts: dict[str, bool] = {}
+        try:
+            with core_session(self.core):
+                for a in releases:
+                    if a.transition_id not in verdicts:
+                        verdicts[a.transition_id] = self._plan_passes(plans[a.transition_id], reads)
+                    if verdicts[a.transition_id] and self._alias_clear(a):
+                        cleared.add(a.id)
+        except Exception as exc:  # the session itself failed: each release checks alone
+            log.warning("batched release re-check failed (%s); one by one", exc)
+            return set()
+        return cleared
+
+    def _alias_clear(self, a: ActionRow) -> bool:
+        """No alias guard in the way of this stop (anything else: the lone runner decides)."""
+        if a.step != StepKind.STOP.value:
+            return True
+        if (a.detail or {}).get("endpoint"):
+            return False
+        try:
+            info = self.core.alias_guard(a.deploy_id)
+        except Exception:  # blocked, retried or refused: the lone runner's verdict
+            return False
+        return not info.has_alias or bool((a.detail or {}).get("allow_downtime"))
+
+    def _plan_passes(self, plan: Plan, reads: Mapping[str, DeployView]) -> bool:
+        """``StepRunner._recheck_preflight`` would find no refusal of an acquiring step."""
+        tr, steps = plan
+        actions = [x for x in steps if x.state in MOVABLE]
+        if not any(x.order == "acquire" for x in actions):
+            return True
+        if any(x.deploy_id not in reads for x in actions):
+            return False  # gone, an endpoint or unread: the lone runner reads it itself
+        planned: dict[str, tuple[PlannedStep, Wanted, DeployView]] = {
+            x.deploy_id: planned_step(x, reads[x.deploy_id]) for x in actions
+        }
+        try:
+            refusals = preflight(
+                self.core,
+                planned,
+                self.runner.reservation_check,
+                release_first=first_order(tr.order) == "release",
+            )
+        except Exception:  # a transient read: the lone runner owns it
+            return False
+        acquiring = {x.deploy_id for x in actions if x.order == "acquire"}
+        return not any(d in acquiring for d in refusals)
