@@ -105,9 +105,9 @@ def resolve(
         env.setdefault("KUBECONFIG", _kubeconfig(Path(mounts[SA_PATH]), root, cluster))
     base = {"HOSTNAME": meta["name"], "HOME": str(_home(root)), "LANG": "C.UTF-8"}
     full_env = {**base, **{k: _remap(v, files) for k, v in image.env.items()}, **env}
-    argv = _argv(container, image, full_env)
+    argv = _argv(container, image, full_env, files)
     cwd = _remap(container.get("workingDir") or image.workdir, files)
-    return ProcessSpec(tuple(_remap(a, files) for a in argv), full_env, cwd, mounts)
+    return ProcessSpec(tuple(argv), full_env, cwd, mounts)
 
 
 # -- volumes ---------------------------------------------------------------------------------------
@@ -277,7 +277,12 @@ def _expand(text: str, env: Mapping[str, str]) -> str:
     return _REF.sub(lambda m: env.get(m.group(1), m.group(0)), text)
 
 
-def _argv(container: Obj, image: LocalImage, env: Mapping[str, str]) -> list[str]:
+def _argv(
+    container: Obj, image: LocalImage, env: Mapping[str, str], files: Mapping[str, str]
+) -> list[str]:
+    """The command line with its container paths remapped, then the program looked up on the
+    (already local) PATH: a program found there is a local path and is never remapped again
+    (a repository under /tmp is not the pod's /tmp mount)."""
     command, args = container.get("command"), container.get("args")
     if command:
         argv = [*command, *(args or [])]
@@ -285,7 +290,7 @@ def _argv(container: Obj, image: LocalImage, env: Mapping[str, str]) -> list[str
         argv = [*image.entrypoint, *(args if args is not None else image.cmd)]
     if not argv:
         raise UnsupportedVolume("the container has no command, the image no entrypoint or cmd")
-    argv = [_expand(a, env) for a in argv]
+    argv = [_remap(_expand(a, env), files) for a in argv]
     if "/" not in argv[0]:  # the runtime looks the program up on the container's PATH
         for directory in env.get("PATH", "").split(os.pathsep):
             candidate = Path(directory) / argv[0]
