@@ -294,13 +294,25 @@ def test_a_manual_stop_after_convergence_is_drift_and_turns_the_check_yellow(dem
 def test_an_injected_alias_blocked_turns_the_deploy_check_red(
     demo: Demo, artifacts: Path, tmp_path: Path
 ) -> None:
-    # A running by hand while a new version of demo-swap wants it stopped without consent
-    assert demo.sh(f"gps-dagster pool stop {B}").returncode == 0
-    wait_for(
-        lambda: demo.sh(f"gps-dagster pool start {A}").returncode == 0 or None,
-        90,
-        "A started by hand once B's GPUs are free",
-    )
+    # A running while a new version of demo-swap wants it stopped without consent. First a
+    # version without windows holds A running: the demo's two-minute swaps would otherwise race
+    # the setup (seen on a loaded machine: its boundary stopped A, with consent, first).
+    hold = json.loads((REPO / "examples" / "demo-schedule.json").read_text())
+    hold["windows"] = []
+    for t in hold["targets"]:
+        t["default_state"] = "running" if t["model_deploy_id"] == A else "stopped"
+        t["default_allow_downtime"] = True
+    (tmp_path / "hold.json").write_text(json.dumps(hold))
+    held = demo.sh(f"gps-dagster schedules apply -f {tmp_path / 'hold.json'}")
+    assert held.returncode == 0, held.stderr
+    demo.sh("gps-dagster apply-now demo-swap --queue --wait 60")
+
+    def a_running() -> bool:
+        rows = json.loads(demo.sh("gps-dagster status demo-swap --format json").stdout)["targets"]
+        phases = {r["target"]: (r["phase"], (r["intent"] or {}).get("desired_state")) for r in rows}
+        return phases.get(A) == ("converged", "running") and phases.get(B, ("",))[0] == "converged"
+
+    wait_for(a_running, 240, "A held running by a version without windows")
     doc = (REPO / "examples" / "demo-schedule.json").read_text()
     doc = re.sub(r'"windows": \[.*\]\s*}', '"windows": []\n}', doc, flags=re.S)
     doc = doc.replace('"default_allow_downtime": true', '"default_allow_downtime": false')
