@@ -396,7 +396,12 @@ class BatchingCore(Protocol):
     exits without raising. ``preview_capacity`` inside a block counts the
     groups earlier previews of the same block found fitting as taken (the
     caller is about to start them), so a batch never plans two starts on one
-    free GPU. A core without it is called one call at a time.
+    free GPU — when ``previews_count_fits()`` says so: a core whose block may
+    be a no-op (the simulator on SQLite or with faults declared) answers False,
+    and the engine then submits each fit before the next preview. A core
+    without it is called one call at a time.
     """
 
     def batch(self) -> AbstractContextManager[None]: ...
+
+    def previews_count_fits(self) -> bool: ...

@@ -53,6 +53,12 @@ earlier than the whole batch is safe: nothing is recorded accepted before its se
 and a step left ``submitting`` is resubmitted with the same idempotency key."""
 
 
+def counts_fits(core: Core) -> bool:
+    """Whether previews inside one core session count earlier fits as taken (then a batch
+    of acquires may be previewed together and submitted together)."""
+    return isinstance(core, BatchingCore) and core.previews_count_fits()
+
+
 @contextlib.contextmanager
 def core_session(core: Core) -> Iterator[None]:
     """The core's batch session when it has one (``BatchingCore``), else nothing."""
@@ -182,6 +188,9 @@ class BatchRunner:
                     releases.append(a)
                 else:
                     acquires.append(a)
+        if not counts_fits(self.core):  # each fit submitted before the next preview
+            moved = self._submit_all(releases, statuses, out)
+            return moved + self._acquire_all(acquires, statuses, out)
         ready = releases + self._previewed(acquires, statuses, out)
         return self._submit_all(ready, statuses, out)
 
@@ -214,6 +223,57 @@ class BatchRunner:
         if deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint"):
             return "one"
         return "acquire"
+
+    def _acquire_all(
+        self,
+        acquires: list[ActionRow],
+        statuses: Mapping[tuple[str, str], TargetStatusRow],
+        out: list[StepOutcome],
+    ) -> int:
+        """Preview in core sessions; each fit is submitted before the next preview.
+
+        A fit is trusted only as the first of its session: not every core's session counts
+        earlier fits as taken (a sim on SQLite or with faults declared, a core without
+        sessions), and a preview that already saw a start submitted needs no such count.
+        "Does not fit" is safe whatever the core counts, so the waits share sessions and
+        one write (the common case right after a storm's stops: their GPUs are not free yet).
+        """
+        queue = list(acquires)
+        moved = 0
+        waits: list[StepWrite] = []
+        later: list[tuple[ActionRow, Exception | None]] = []  # handled once a session is over
+        while queue:
+            fit: ActionRow | None = None
+            now = self.clock.now()
+            with core_session(self.core):
+                while queue and fit is None:
+                    a = queue.pop(0)
+                    try:
+                        preview = endpoints.preview(
+                            self.core, a.deploy_id, max(a.delta_replicas or 1, 1)
+                        )
+                    except Exception as exc:  # the step's owner decides
+                        later.append((a, exc))
+                        continue
+                    if not isinstance(preview, Insufficient):
+                        fit = a
+                        continue
+                    deadline = wait_deadline(a, self.config)
+                    if now >= deadline:
+                        later.append((a, None))  # the runner ends it capacity_unavailable
+                        continue
+                    if a.state != "capacity_wait":
+                        status = statuses[(a.schedule, a.deploy_id)]
+                        waits.append(capacity_write(a, preview, deadline, status))
+                    out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait",
+                                           Phase.CAPACITY_WAIT.value, preview.reason))
+            if fit is not None:
+                moved += self._submit_all([fit], statuses, out)
+        if waits:
+            self.store.write_each(waits, now=self.clock.now())
+        for a, error in later:
+            out.append(self.runner.owned(error, a.id, a) if error else self.runner.execute(a.id))
+        return moved
 
     def _previewed(
         self,

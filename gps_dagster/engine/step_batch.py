@@ -29,17 +29,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
-from gps_dagster.engine import endpoints
-from gps_dagster.engine.batch import MOVABLE, BatchRunner, core_session
+from gps_dagster.engine.batch import MOVABLE, BatchRunner, core_session, counts_fits
 from gps_dagster.engine.endings import first_order
 from gps_dagster.engine.preflight import preflight
 from gps_dagster.engine.reports import StepOutcome
-from gps_dagster.engine.step_writes import capacity_write, wait_deadline
 from gps_dagster.engine.steps import planned_step
-from gps_dagster.ports import DeployView, Insufficient
-from gps_dagster.store.plans import StepWrite
+from gps_dagster.ports import DeployView
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 
 log = logging.getLogger(__name__)
@@ -88,7 +84,10 @@ class StepBatch(BatchRunner):
         self._alone([a.id for a in releases if a.id not in cleared], got)
         out: list[StepOutcome] = []
         self._submit_all([a for a in releases if a.id in cleared], statuses, out)
-        self._acquire_all(acquires, statuses, out)
+        if counts_fits(self.core):  # previews of one session count each other's fits
+            self._submit_all(self._previewed(acquires, statuses, out), statuses, out)
+        else:
+            self._acquire_all(acquires, statuses, out)
         got.update({o.step_id: o for o in out})
         return waiting
 
@@ -128,55 +127,6 @@ class StepBatch(BatchRunner):
             return {}
 
     # -- acquires -------------------------------------------------------------------
-
-    def _acquire_all(
-        self,
-        acquires: list[ActionRow],
-        statuses: Mapping[tuple[str, str], TargetStatusRow],
-        out: list[StepOutcome],
-    ) -> None:
-        """Preview in core sessions; each fit is submitted before the next preview.
-
-        A fit is trusted only as the first of its session: not every core's session counts
-        earlier fits as taken (a sim on SQLite or with faults declared, a core without
-        sessions), and a preview that already saw a start submitted needs no such count.
-        "Does not fit" is safe whatever the core counts, so the waits share sessions and
-        one write (the common case right after a storm's stops: their GPUs are not free yet).
-        """
-        queue = list(acquires)
-        waits: list[StepWrite] = []
-        later: list[tuple[ActionRow, Exception | None]] = []  # handled once a session is over
-        while queue:
-            fit: ActionRow | None = None
-            now = self.clock.now()
-            with core_session(self.core):
-                while queue and fit is None:
-                    a = queue.pop(0)
-                    try:
-                        preview = endpoints.preview(
-                            self.core, a.deploy_id, max(a.delta_replicas or 1, 1)
-                        )
-                    except Exception as exc:  # the step's owner decides
-                        later.append((a, exc))
-                        continue
-                    if not isinstance(preview, Insufficient):
-                        fit = a
-                        continue
-                    deadline = wait_deadline(a, self.config)
-                    if now >= deadline:
-                        later.append((a, None))  # the runner ends it capacity_unavailable
-                        continue
-                    if a.state != "capacity_wait":
-                        status = statuses[(a.schedule, a.deploy_id)]
-                        waits.append(capacity_write(a, preview, deadline, status))
-                    out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait",
-                                           Phase.CAPACITY_WAIT.value, preview.reason))
-            if fit is not None:
-                self._submit_all([fit], statuses, out)
-        if waits:
-            self.store.write_each(waits, now=self.clock.now())
-        for a, error in later:
-            out.append(self.runner.owned(error, a.id, a) if error else self.runner.execute(a.id))
 
     # -- the release-time re-checks (``StepRunner._fence_and_submit``) ----------------
 

@@ -157,6 +157,10 @@ class SimPool(DriverMixin):
                     ctx.conn.execute(p.update().where(p.c.name == self.name).values(op_seq=session.op_seq))
                 self._commit_changes(ctx)
 
+    def previews_count_fits(self) -> bool:
+        """A block counts earlier fits only when it is a real session (see ``batch``)."""
+        return is_postgres(self.engine) and not self._faulty()
+
     def _faulty(self) -> bool:
         with self.engine.connect() as conn:
             return bool(conn.execute(sa.select(t.faults.c.id).where(t.faults.c.pool == self.name).limit(1)).first())
