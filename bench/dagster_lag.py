@@ -44,6 +44,7 @@ from gps_dagster.cli.devserver import (
 )
 from gps_dagster.cli.teardown import exit_on_signals, signals_held
 from gps_dagster.dagster_defs import names
+from tests.dagster.pair_fleet import pair_pool, pair_schedule
 
 BASELINE_JOB = "bench_empty_cron"
 DEFINITIONS = f'''
@@ -75,57 +76,12 @@ query Runs($job: String) {
 
 
 def pool_doc(pairs: int, stop_grace: float) -> dict[str, Any]:
-    nodes = [
-        {"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(pairs)
-    ]
-    deploys = []
-    for i in range(pairs):
-        deploys += [
-            {
-                "id": f"a{i}",
-                "kind": "dgd",
-                "gpus_per_replica": 8,
-                "state": "stopped",
-                "node_selector": [f"n{i}"],
-            },
-            {
-                "id": f"b{i}",
-                "kind": "dgd",
-                "gpus_per_replica": 6,
-                "state": "running",
-                "node_selector": [f"n{i}"],
-            },
-        ]
-    timings = {"stop_grace_s": stop_grace, "publish_lag_s": 0, "start_delay_s": 0}
-    return {"name": "bench-pool", "nodes": nodes, "deploys": deploys, "sim": {"timings": timings}}
+    return pair_pool(pairs, name="bench-pool", stop_grace_s=stop_grace)
 
 
 def schedule_doc(i: int) -> dict[str, Any]:
-    return {
-        "name": f"bench-lag-{i}",
-        "timezone": "UTC",
-        "targets": [
-            {
-                "model_deploy_id": f"a{i}",
-                "default_state": "stopped",
-                "default_allow_downtime": True,
-            },
-            {"model_deploy_id": f"b{i}", "default_state": "running"},
-        ],
-        "windows": [
-            {
-                "name": "every-other-minute",
-                "kind": "recurring",
-                "priority": 10,
-                "cron": "*/2 * * * *",
-                "duration": "1m",
-                "states": [
-                    {"model_deploy_id": f"a{i}", "desired_state": "running"},
-                    {"model_deploy_id": f"b{i}", "desired_state": "stopped"},
-                ],
-            }
-        ],
-    }
+    return pair_schedule(i, name=f"bench-lag-{i}", cron="*/2 * * * *", duration="1m",
+                         timezone="UTC", window="every-other-minute")
 
 
 def percentile(values: list[float], q: float) -> float:

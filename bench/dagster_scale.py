@@ -39,6 +39,7 @@ import yaml
 
 from gps_dagster.cli.devserver import REPO, DagsterDev, free_port, graphql, prepare_home
 from gps_dagster.cli.teardown import exit_on_signals, signals_held
+from tests.dagster.pair_fleet import pair_pool, pair_schedule
 
 LOAD = """
 import resource, sys, time
@@ -60,31 +61,7 @@ print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
 
 
 def schedule_doc(i: int, cron: str = "0 8 * * 1-5", duration: str = "10h") -> dict[str, Any]:
-    return {
-        "name": f"team-{i:05d}",
-        "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [
-            {
-                "model_deploy_id": f"a{i}",
-                "default_state": "stopped",
-                "default_allow_downtime": True,
-            },
-            {"model_deploy_id": f"b{i}", "default_state": "running"},
-        ],
-        "windows": [
-            {
-                "name": "business-hours",
-                "kind": "recurring",
-                "priority": 10,
-                "cron": cron,
-                "duration": duration,
-                "states": [
-                    {"model_deploy_id": f"a{i}", "desired_state": "running"},
-                    {"model_deploy_id": f"b{i}", "desired_state": "stopped"},
-                ],
-            }
-        ],
-    }
+    return pair_schedule(i, name=f"team-{i:05d}", cron=cron, duration=duration)
 
 
 def seed_store(url: str, docs: list[dict[str, Any]]) -> None:
@@ -188,31 +165,7 @@ def ticks(url: str, pool_file: Path) -> dict[str, float]:
 
 
 def storm_pool(n: int) -> dict[str, Any]:
-    nodes = [{"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(n)]
-    deploys = []
-    for i in range(n):
-        deploys += [
-            {
-                "id": f"a{i}",
-                "kind": "dgd",
-                "gpus_per_replica": 8,
-                "state": "stopped",
-                "node_selector": [f"n{i}"],
-            },
-            {
-                "id": f"b{i}",
-                "kind": "dgd",
-                "gpus_per_replica": 6,
-                "state": "running",
-                "node_selector": [f"n{i}"],
-            },
-        ]
-    return {
-        "name": "storm",
-        "nodes": nodes,
-        "deploys": deploys,
-        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
-    }
+    return pair_pool(n)
 
 
 def storm(n: int) -> dict[str, Any]:

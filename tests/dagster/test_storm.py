@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 import yaml
 from dagster_support import MONDAY_0800, Daemon, make_runtime, seed_schedule
+from pair_fleet import pair_pool, pair_schedule
 
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.batches import BATCH_JOB, BATCH_THRESHOLD
@@ -23,63 +24,13 @@ PAIRS = BATCH_THRESHOLD + 4
 
 def _fleet(tmp_path: Path, url: str, stop_grace_s: float = 0) -> Any:
     """PAIRS schedules, each swapping its own pair on its own node at 08:00 +07."""
-    nodes = [
-        {"name": f"n{i}", "gpus": 8, "flavor": "H100-80GB", "region": "r"} for i in range(PAIRS)
-    ]
-    deploys = []
-    for i in range(PAIRS):
-        deploys += [
-            {
-                "id": f"a{i}",
-                "kind": "dgd",
-                "gpus_per_replica": 8,
-                "state": "stopped",
-                "node_selector": [f"n{i}"],
-            },
-            {
-                "id": f"b{i}",
-                "kind": "dgd",
-                "gpus_per_replica": 6,
-                "state": "running",
-                "node_selector": [f"n{i}"],
-            },
-        ]
-    pool = {
-        "name": "storm",
-        "nodes": nodes,
-        "deploys": deploys,
-        "sim": {"timings": {"stop_grace_s": stop_grace_s, "publish_lag_s": 0, "start_delay_s": 0}},
-    }
+    pool = pair_pool(PAIRS, stop_grace_s=stop_grace_s)
     (tmp_path / "pool.yaml").write_text(yaml.safe_dump(pool))
     rt = make_runtime(
         url, pool_file=tmp_path / "pool.yaml", start=MONDAY_0800 - timedelta(minutes=5)
     )
     for i in range(PAIRS):
-        doc = {
-            "name": f"team-{i}",
-            "timezone": "Asia/Ho_Chi_Minh",
-            "targets": [
-                {
-                    "model_deploy_id": f"a{i}",
-                    "default_state": "stopped",
-                    "default_allow_downtime": True,
-                },
-                {"model_deploy_id": f"b{i}", "default_state": "running"},
-            ],
-            "windows": [
-                {
-                    "name": "business-hours",
-                    "kind": "recurring",
-                    "priority": 10,
-                    "cron": "0 8 * * 1-5",
-                    "duration": "10h",
-                    "states": [
-                        {"model_deploy_id": f"a{i}", "desired_state": "running"},
-                        {"model_deploy_id": f"b{i}", "desired_state": "stopped"},
-                    ],
-                }
-            ],
-        }
+        doc = pair_schedule(i, name=f"team-{i}")
         rt.store.apply_schedule(parse_schedule(json.dumps(doc), source="fleet"), now=rt.clock.now())
     rt.engine.reconcile(trigger="sensor")  # 07:55: the fleet is at its intent
     return rt
