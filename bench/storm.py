@@ -54,6 +54,7 @@ from gps_dagster.engine.loop import EngineLoop
 from gps_dagster.engine.metrics import render
 from gps_dagster.store import Store
 from gps_dagster.store import tables as t
+from tests.engine.night_fleet import night_pool, night_schedule
 
 T0 = datetime.fromisoformat("2026-10-19T00:00:00+07:00")
 BEFORE = T0 + timedelta(hours=12)
@@ -64,25 +65,11 @@ HISTORY = 400_000
 
 
 def pool_doc(n: int) -> dict[str, Any]:
-    deploys = []
-    for i in range(n):
-        deploys.append({"id": f"d{i}-a", "gpus_per_replica": 1, "state": "running"})
-        deploys.append({"id": f"d{i}-b", "gpus_per_replica": 1, "state": "stopped"})
-    nodes = [{"name": f"n{j:05d}", "gpus": 8} for j in range((n + 7) // 8)]
-    # the usage history is a simulation report, not the engine's work: off at this size
-    return {"name": POOL, "nodes": nodes, "deploys": deploys, "sim": {"record_usage": False}}
+    return night_pool(n, name=POOL, digits=5)
 
 
 def schedule_doc(i: int) -> dict[str, Any]:
-    return {
-        "name": f"s{i:05d}", "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [{"model_deploy_id": f"d{i}-a", "default_state": "running"},
-                    {"model_deploy_id": f"d{i}-b", "default_state": "stopped"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": 10,
-                     "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
-                                {"model_deploy_id": f"d{i}-b", "desired_state": "running"}]}],
-    }
+    return night_schedule(i, digits=5)
 
 
 # -- databases ------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
 from gps_dagster.store import Store
+from tests.engine.night_fleet import night_pool, night_schedule
 from tests.engine.storm_worker import worker
 
 N = 1000
@@ -34,24 +35,11 @@ BOUNDARY = datetime.fromisoformat("2026-10-19T22:00:00+07:00")
 
 
 def pool_doc() -> dict[str, Any]:
-    deploys = []
-    for i in range(N):
-        deploys.append({"id": f"d{i}-a", "gpus_per_replica": 1, "state": "running"})
-        deploys.append({"id": f"d{i}-b", "gpus_per_replica": 1, "state": "stopped"})
-    nodes = [{"name": f"n{j:04d}", "gpus": 8} for j in range(N // 8)]
-    return {"name": "storm", "nodes": nodes, "deploys": deploys, "sim": {"record_usage": False}}
+    return night_pool(N)
 
 
 def schedule_doc(i: int) -> dict[str, Any]:
-    return {
-        "name": f"s{i:04d}", "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [{"model_deploy_id": f"d{i}-a", "default_state": "running"},
-                    {"model_deploy_id": f"d{i}-b", "default_state": "stopped"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": 10,
-                     "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
-                                {"model_deploy_id": f"d{i}-b", "desired_state": "running"}]}],
-    }
+    return night_schedule(i)
 
 
 def instants() -> list[str]:
