@@ -6,7 +6,7 @@
 # processes (xdist workers, CLI and Dagster subprocesses) instead of restarting at the instant.
 # tools/faketime_probe.py runs in the same pytest invocation and fails unless the test processes
 # and their subprocesses really read the faked instant. faketime is installed when missing
-# (root or sudo), like tools/ensure_chromium.sh; the run fails loudly if it cannot be.
+# (tools/ensure_faketime.sh); the run fails loudly if it cannot be.
 #
 # usage: sh tools/faketime_tests.sh PYTHON   (PostgreSQL: GPS_TEST_PG_URL, else one is started)
 set -eu
@@ -17,21 +17,7 @@ if [ -z "${GPS_TEST_PG_URL:-}" ]; then  # one real server, on the real clock, fo
   exec "$PY" tools/with_postgres.py -- sh tools/faketime_tests.sh "$PY"
 fi
 
-if ! command -v faketime >/dev/null 2>&1; then
-  SUDO=""
-  if [ "$(id -u)" != "0" ]; then
-    SUDO="sudo"
-  fi
-  echo "faketime_tests: installing Debian faketime" >&2
-  $SUDO apt-get update -qq || true
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    faketime >/dev/null || true
-fi
-if ! command -v faketime >/dev/null 2>&1; then
-  echo "faketime_tests: FAILED: faketime is missing and could not be installed" \
-    "(apt-get install faketime)" >&2
-  exit 1
-fi
+sh tools/ensure_faketime.sh
 
 for at in "2026-10-20 03:00:00" "2026-10-24 20:00:00"; do
   started=$(date +%s)
