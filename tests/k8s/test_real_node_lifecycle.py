@@ -61,4 +61,4 @@ def test_sigterm_stops_and_cleans_the_real_node() -> None:
     left = [c for c in _cmdlines() if str(node_dir) in c]
     assert left == [], f"processes of the node survived: {left}"
     assert not node_dir.exists()
-    assert not (Path("/sys/fs/cgroup/pids") / f"gps-node-{tag}").exists()
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/gps-node-{tag}")), "pod cgroups left behind"

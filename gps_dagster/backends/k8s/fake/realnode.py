@@ -289,8 +289,12 @@ def _import_images(node: RealNode, found: dict[str, Path]) -> None:
             raise NodeError(f"ctr images import {archive} failed: {done.stderr.decode(errors='replace')[-300:]}")
 
 
-def _subsystems() -> list[Path]:
-    return [p for p in sorted(CGROUP_V1.iterdir()) if p.name != "unified" and (p / "cgroup.procs").exists()]
+def _subsystems(*, unified: bool = False) -> list[Path]:
+    """The v1 hierarchies (and, for cleanup, the hybrid ``unified`` one runc also writes to)."""
+    return [
+        p for p in sorted(CGROUP_V1.iterdir())
+        if (unified or p.name != "unified") and (p / "cgroup.procs").exists()
+    ]  # fmt: skip
 
 
 def _make_cgroups(cgroup_root: str) -> None:
@@ -408,7 +412,7 @@ def _kill_cgroup_tree(cgroup_root: str) -> None:
 
 
 def _remove_cgroups(cgroup_root: str) -> None:
-    for sub in _subsystems():
+    for sub in _subsystems(unified=True):
         top = sub / cgroup_root.lstrip("/")
         if not top.exists():
             continue
