@@ -48,7 +48,7 @@ def test_our_messages_are_the_kubelets(rel: str, ours: dict[str, list[tuple[str,
 
 
 def test_no_source_is_witness_unavailable_with_the_fix() -> None:
-    with pytest.raises(nodeagent.WitnessUnavailable, match="witness_unavailable.*--pod-resources-socket"):
+    with pytest.raises(nodeagent.WitnessUnavailable, match=r"witness_unavailable.*--pod-resources-socket"):
         nodeagent.source_from(pod_resources_socket=None, dcgm_url=None)
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,7 +23,7 @@ import pytest
 
 from gps_dagster.backends.k8s import Kube, connect, names, nodeagent
 from gps_dagster.backends.k8s.fake import realnode
-from gps_dagster.domain.gps.witness import annotation_uuids
+from gps_dagster.domain.gps.witness import Mismatch, annotation_uuids, judge
 
 
 class Node:
@@ -32,9 +35,14 @@ class Node:
         return str(self.root / "kubelet" / "pod-resources" / "kubelet.sock")
 
     def control(self, **doc: list[str]) -> None:
+        """Tell the device plugin which GPUs are unhealthy / preferred; return once it applied it."""
+        text = json.dumps({"nonce": uuid.uuid4().hex, **doc})
         tmp = self.root / "gpus.json.tmp"
-        tmp.write_text(json.dumps(doc))
+        tmp.write_text(text)
         tmp.replace(self.root / "gpus.json")
+        applied = self.root / "gpus.json.applied"
+        wait_for("the device plugin to apply the control file",
+                 lambda: applied.exists() and applied.read_text() == text, timeout_s=15)
 
     def allocatable(self) -> str:
         return str(self.kube.core.read_node(self.name).status.allocatable.get(names.GPU))
@@ -144,6 +152,39 @@ def test_the_witness_comes_from_the_kubelets_podresources(node: Node, ns: str) -
     assert annotation_uuids(pod) == (node.uuids[2],)  # what the adapter's witness reads
     assert pod["metadata"]["annotations"][names.AGENT_SOURCE] == "podresources"
     assert nodeagent.publish(node.kube, node.name, source) == 0  # idempotent: nothing changed
+
+
+def test_a_gpu_outside_the_reservation_is_a_placement_mismatch(node: Node, ns: str) -> None:
+    reserved = node.uuids[:2]
+    node.control(prefer=[node.uuids[3]])  # the plugin steers the kubelet off the reservation
+    node.kube.core.create_namespaced_pod(ns, standin_pod("off", node.name, gpus=1))
+    wait_for("ready", lambda: ready(node, ns, "off"), timeout_s=90)
+    nodeagent.publish(node.kube, node.name, nodeagent.PodResourcesSource(socket=node.pod_resources))
+    pod = node.kube.api_client.sanitize_for_serialization(node.kube.core.read_namespaced_pod("off", ns))
+    verdict = judge(annotation_uuids(pod), "rsv-1", reserved, source="node_agent_podresources")
+    assert isinstance(verdict, Mismatch)
+    assert verdict.outside == (node.uuids[3],) and verdict.reason == "placement_mismatch"
+
+
+def test_the_node_agent_command_annotates_and_stops_on_sigterm(node: Node, ns: str, k8s_cluster: str) -> None:
+    node.kube.core.create_namespaced_pod(ns, standin_pod("agent", node.name, gpus=1))
+    wait_for("ready", lambda: ready(node, ns, "agent"), timeout_s=90)
+    agent = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gps-dagster")), "node-agent", "--node", node.name,
+         "--pod-resources-socket", node.pod_resources, "--kubeconfig", k8s_cluster, "--interval", "0.5"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        def annotated() -> str | None:
+            ann = node.kube.core.read_namespaced_pod("agent", ns).metadata.annotations or {}
+            return ann.get(names.agent_device_annotation("server"))
+
+        got = wait_for("the agent's annotation", annotated, timeout_s=30)
+        assert got in node.uuids
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        out = agent.communicate(timeout=15)[0].decode(errors="replace")
+    assert agent.returncode == 0, out
 
 
 def test_graceful_termination_is_the_containers_drain(node: Node, ns: str) -> None:

@@ -18,7 +18,9 @@ An agent with no source refuses to start (``WitnessUnavailable``): it never gues
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -44,7 +46,8 @@ class WitnessUnavailable(RuntimeError):
 
 
 class Source(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def devices(self) -> Devices: ...
 
@@ -112,7 +115,7 @@ class DcgmSource:
 
     def devices(self) -> Devices:
         try:
-            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:  # noqa: S310 - configured URL
+            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:
                 return dcgm_devices(resp.read().decode(errors="replace"))
         except OSError as exc:
             raise WitnessUnavailable(
@@ -161,3 +164,26 @@ def publish(kube: Kube, node: str, source: Source) -> int:
 
 def describe(found: Devices) -> str:
     return json.dumps({f"{ns}/{pod}": c for (ns, pod), c in sorted(found.items())}, sort_keys=True)
+
+
+def run(
+    kube: Kube,
+    node: str,
+    source: Source,
+    *,
+    interval_s: float,
+    stop: threading.Event,
+    log: logging.Logger,
+) -> None:
+    """Sync every ``interval_s`` until ``stop``; a failed sync is logged and retried next tick
+    (the agent owns its errors: it never exits on an unreachable kubelet or API server)."""
+    while not stop.is_set():
+        try:
+            changed = publish(kube, node, source)
+            if changed:
+                log.info("node %s: annotated %d pod(s) from %s", node, changed, source.name)
+        except WitnessUnavailable as exc:
+            log.warning("%s: %s", WITNESS_UNAVAILABLE, exc)
+        except Exception as exc:
+            log.warning("node %s: sync failed (%s: %s); retrying in %.0f s", node, type(exc).__name__, exc, interval_s)
+        stop.wait(interval_s)

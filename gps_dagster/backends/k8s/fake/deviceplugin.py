@@ -15,7 +15,8 @@ Like NVIDIA's k8s-device-plugin (``internal/plugin/server.go``):
   ``prefer`` is how a test makes the kubelet hand a pod a GPU outside its reservation.
 
 A test steers the plugin through a JSON control file (``watch_control``):
-``{"unhealthy": [uuid...], "prefer": [uuid...]}``.
+``{"unhealthy": [uuid...], "prefer": [uuid...]}``; once applied, the plugin copies it to
+``<file>.applied``, so a test waits for that instead of guessing how long the plugin takes.
 """
 
 from __future__ import annotations
@@ -187,19 +188,19 @@ class DevicePlugin:
 
     def watch_control(self, path: Path, stop: threading.Event, *, every_s: float = 0.2) -> None:
         """Apply ``path`` (JSON ``unhealthy``/``prefer`` lists) whenever it changes, until ``stop``."""
-        last: float | None = None
+        last: str | None = None
         while not stop.wait(every_s):
             try:
-                mtime = path.stat().st_mtime
-            except FileNotFoundError:
-                continue
-            if mtime == last:
-                continue
-            last = mtime
-            try:
-                doc = json.loads(path.read_text())
+                text = path.read_text()
+                doc = json.loads(text)
             except (OSError, ValueError):
-                last = None  # half-written: read it again next tick
+                continue  # absent or half-written: read it again next tick
+            if text == last:
                 continue
             self.set_unhealthy(list(doc.get("unhealthy") or []))
             self.set_prefer(list(doc.get("prefer") or []))
+            last = text
+            applied = path.with_name(path.name + ".applied")
+            tmp = path.with_name(path.name + ".applied.tmp")
+            tmp.write_text(text)
+            tmp.replace(applied)

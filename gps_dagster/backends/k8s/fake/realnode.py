@@ -125,11 +125,11 @@ def prerequisites() -> dict[str, Path]:
     found: dict[str, Path] = {}
     missing: list[str] = []
     for name in ("containerd", "ctr", "runc", "unshare", "nsenter", "ip", "mount"):
-        path = shutil.which(name)
-        if path is None:
+        which = shutil.which(name)
+        if which is None:
             missing.append(name)
         else:
-            found[name] = Path(path)
+            found[name] = Path(which)
     for name, path in (
         ("kubelet", cache() / "bin" / "kubelet"),
         ("bridge", Path("/usr/lib/cni/bridge")),
@@ -363,7 +363,7 @@ def _wait_node(node: RealNode, kubeconfig: Path, *, deadline: float) -> None:
             raise NodeError("the kubelet exited: " + _tail(node, "kubelet"))
         try:
             obj = kube.core.read_node(node.name)
-        except Exception as exc:  # noqa: BLE001 - not registered yet
+        except Exception as exc:
             last = f"not registered ({type(exc).__name__})"
             time.sleep(0.5)
             continue
