@@ -7,7 +7,7 @@
 BB=/bin/busybox
 PORT="${PORT:-8000}"
 DIR="${STATE_DIR:-/tmp/standin}"
-$BB mkdir -p "$DIR"
+$BB mkdir -p "$DIR" || { echo "standin: cannot create $DIR (mount an emptyDir on /tmp)" >&2; exit 2; }
 $BB rm -f "$DIR/ready"
 echo ok >"$DIR/healthz"
 $BB httpd -f -p "$PORT" -h "$DIR" &
