@@ -41,6 +41,7 @@ def deployment(name: str) -> dict[str, object]:
                 "metadata": {"labels": labels},
                 "spec": {
                     "nodeSelector": {realnode.REAL_NODE_LABEL: "true"},
+                    "tolerations": [realnode.REAL_NODE_TOLERATION],
                     "terminationGracePeriodSeconds": 30,
                     "containers": [{
                         "name": "server", "image": realnode.STANDIN_IMAGE,

@@ -89,6 +89,7 @@ def standin_pod(name: str, node: str, *, gpus: int = 1, grace_s: int = 30, **env
         "metadata": {"name": name, "labels": {"app": name}},
         "spec": {
             "nodeSelector": {realnode.REAL_NODE_LABEL: "true"},
+            "tolerations": [realnode.REAL_NODE_TOLERATION],
             "terminationGracePeriodSeconds": grace_s,
             "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
             "containers": [
@@ -212,3 +213,16 @@ def test_a_crashing_server_ends_in_crash_loop_back_off(node: Node, ns: str) -> N
     assert wait_for("CrashLoopBackOff", waiting_reason, timeout_s=90) == "CrashLoopBackOff"
     st = node.kube.core.read_namespaced_pod("crash", ns).status.container_statuses[0]
     assert st.last_state.terminated.exit_code == 3
+
+
+def test_pods_that_do_not_tolerate_the_real_node_stay_off_it(node: Node, ns: str) -> None:
+    body = standin_pod("intruder", node.name, gpus=1)
+    body["spec"].pop("tolerations")
+    node.kube.core.create_namespaced_pod(ns, body)
+
+    def unschedulable() -> bool:
+        pod = node.kube.core.read_namespaced_pod("intruder", ns)
+        return any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in pod.status.conditions or [])
+
+    assert wait_for("the scheduler's verdict", unschedulable, timeout_s=30)
+    assert node.kube.core.read_namespaced_pod("intruder", ns).spec.node_name is None

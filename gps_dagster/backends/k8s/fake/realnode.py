@@ -39,6 +39,10 @@ PAUSE_IMAGE = "localhost/gps/pause:3.4"
 STANDIN_IMAGE = "localhost/gps/standin:1"
 NODE_NAME = "gps-real-node-0"
 REAL_NODE_LABEL = "gps.dagster.io/real-node"
+REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
+"""Registered with the node: only pods that tolerate it (the real-node tests) land there, so the
+other tests' pods, which share the cluster, never take its GPUs."""
+REAL_NODE_TOLERATION = {"key": REAL_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
@@ -328,6 +332,7 @@ def _kubelet(node: RealNode, found: dict[str, Path], kubeconfig: Path) -> None:
         f"--healthz-port={free_port()}",
         "--healthz-bind-address=127.0.0.1",
         f"--node-labels={labels}",
+        f"--register-with-taints={REAL_NODE_LABEL}=true:NoSchedule",
         "--eviction-hard=memory.available<64Mi,nodefs.available<1%,imagefs.available<1%",
         "--image-gc-high-threshold=100",
         "--image-gc-low-threshold=99",
@@ -369,7 +374,7 @@ def _wait_node(node: RealNode, kubeconfig: Path, *, deadline: float) -> None:
             continue
         ready = [c for c in obj.status.conditions or [] if c.type == "Ready"]
         gpus = (obj.status.allocatable or {}).get("nvidia.com/gpu")
-        taints = [t.key for t in obj.spec.taints or []]
+        taints = [t.key for t in obj.spec.taints or [] if t.key != REAL_NODE_LABEL]
         if ready and ready[0].status == "True" and gpus == str(len(node.uuids)) and not taints:
             return
         last = f"Ready={ready[0].status if ready else '?'} ({ready[0].message if ready else ''}), gpu={gpus}, taints={taints}"
