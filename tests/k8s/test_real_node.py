@@ -175,16 +175,19 @@ def test_the_node_agent_command_annotates_and_stops_on_sigterm(node: Node, ns: s
          "--pod-resources-socket", node.pod_resources, "--kubeconfig", k8s_cluster, "--interval", "0.5"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
-    try:
-        def annotated() -> str | None:
-            ann = node.kube.core.read_namespaced_pod("agent", ns).metadata.annotations or {}
-            return ann.get(names.agent_device_annotation("server"))
+    def annotated() -> str | None:
+        assert agent.poll() is None, "the agent exited"
+        ann = node.kube.core.read_namespaced_pod("agent", ns).metadata.annotations or {}
+        return ann.get(names.agent_device_annotation("server"))
 
-        got = wait_for("the agent's annotation", annotated, timeout_s=30)
-        assert got in node.uuids
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        out = agent.communicate(timeout=15)[0].decode(errors="replace")
+    try:
+        got = wait_for("the agent's annotation", annotated, timeout_s=120)  # CLI start is slow under load
+    except AssertionError:
+        agent.kill()
+        raise AssertionError("agent output: " + agent.communicate(timeout=15)[0].decode(errors="replace")) from None
+    agent.send_signal(signal.SIGTERM)
+    out = agent.communicate(timeout=30)[0].decode(errors="replace")
+    assert got in node.uuids
     assert agent.returncode == 0, out
 
 
