@@ -44,6 +44,7 @@ test: $(STAMP) lint k8s-tools image
 	sh tools/ensure_chromium.sh
 	sh tools/ensure_faketime.sh
 	bash tools/k8s/build_control_plane.sh
+	bash tools/k8s/build_node.sh
 	$(PY) tools/with_postgres.py -- $(PY) tools/with_k8s.py -- $(PY) -m pytest -n 2 --dist loadfile tests
 	sh tools/faketime_tests.sh $(PY)
 

@@ -19,6 +19,7 @@ from gps_dagster import __version__
 from gps_dagster.cli import engine_cmds, render
 from gps_dagster.cli.dagster_cmd import dagster_group
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
+from gps_dagster.cli.nodeagent_cmd import node_agent
 from gps_dagster.cli.pool_cmd import pool_group
 from gps_dagster.cli.reservations_cmd import reservations_group
 from gps_dagster.cli.serve_cmd import serve
@@ -135,7 +136,7 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
 for _command in (
     engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
     engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group, dagster_group,
-    serve, tokens_group,
+    serve, tokens_group, node_agent,
 ):
     cli.add_command(_command)
 

@@ -324,7 +324,9 @@ def witness(w: Workload, own: Sequence[Pod]) -> WitnessResult:
     out = tuple(
         tuple(dict.fromkeys(g)) for _, g in sorted(groups.items(), key=lambda kv: _order(kv[0]))
     )
-    return WitnessResult(w.deploy_id, out, WITNESS_SOURCE)
+    sources = {s for p in ready if (s := pods.annotations_of(p).get(names.AGENT_SOURCE))}
+    source = f"node_agent_{sorted(sources)[0]}" if len(sources) == 1 else WITNESS_SOURCE
+    return WitnessResult(w.deploy_id, out, source)
 
 
 def _group_key(w: Workload, p: Pod) -> str:

@@ -44,6 +44,11 @@ REGION = "topology.kubernetes.io/region"
 HOSTNAME = "kubernetes.io/hostname"
 DEVICE_ANNOTATION = "nvidia.com/container.{container}.gpus.devices"
 """Per container, the comma-separated GPU UUIDs the device plugin / binder gave the pod."""
+AGENT_DEVICE_ANNOTATION = PREFIX + "container.{container}.gpus.devices"
+"""Per container, the device ids the kubelet gave it, published by the node agent (``nodeagent``)
+from the kubelet's PodResources API or dcgm-exporter: a source that exists on a real cluster."""
+AGENT_SOURCE = PREFIX + "gpu-devices-source"
+"""Which source the node agent read (``podresources`` or ``dcgm``)."""
 
 # -- the scheduling policy object (GPS, R-GPS-5) ---------------------------------------------------
 POLICY_CONFIGMAP = "gps-dagster-scheduling-policy"
@@ -57,6 +62,10 @@ LWS_PLURAL = "leaderworkersets"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def agent_device_annotation(container: str) -> str:
+    return AGENT_DEVICE_ANNOTATION.format(container=container)
 
 
 def device_annotation(container: str) -> str:

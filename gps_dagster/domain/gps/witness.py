@@ -3,8 +3,9 @@
 Track S cannot choose the UUID up front (KAI binpacks on the node), so the
 product checks *after* bind, through the API only (never ``exec nvidia-smi``):
 
-1. the binder annotation ``nvidia.com/container.<container>.gpus.devices`` —
-   comma-separated UUIDs, per container;
+1. the binder annotation ``nvidia.com/container.<container>.gpus.devices``, or the node agent's
+   ``gps.dagster.io/container.<container>.gpus.devices`` (the kubelet's PodResources record,
+   issue 19) — comma-separated UUIDs, per container;
 2. else DCGM exporter samples, whose label sets carry ``UUID``,
    ``namespace``, ``pod`` and ``container``.
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PLACEMENT_MISMATCH = "placement_mismatch"
-_ANNOTATION = re.compile(r"^nvidia\.com/container\.(?P<container>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.gpus\.devices$")
+_ANNOTATION = re.compile(r"^(nvidia\.com|gps\.dagster\.io)/container\.(?P<container>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.gpus\.devices$")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,189 @@
+"""The GPU witness node agent: which device ids did the kubelet give each container? (R-GPS-7)
+
+No NVIDIA component writes GPU UUIDs onto the Pod object: the device plugin hands them to the
+container runtime (``NVIDIA_VISIBLE_DEVICES``) and the kubelet's device manager records them.
+This agent runs on every GPU node (a DaemonSet) and publishes that record on the pods, as the
+annotations the adapter's witness reads (``names.AGENT_DEVICE_ANNOTATION`` per container, and
+``names.AGENT_SOURCE`` naming where it came from). Two sources, pluggable:
+
+* ``PodResourcesSource`` — the kubelet's PodResources v1 gRPC API
+  (``/var/lib/kubelet/pod-resources/kubelet.sock``), the API dcgm-exporter itself uses to map
+  GPUs to pods (``pkg/kubelet/apis/podresources`` in 1.20);
+* ``DcgmSource`` — a dcgm-exporter ``/metrics`` page, for clusters that already run it: its
+  samples carry ``UUID``, ``namespace``, ``pod`` and ``container`` labels.
+
+An agent with no source refuses to start (``WitnessUnavailable``): it never guesses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import grpc
+
+from gps_dagster.backends.k8s import kubelet_wire as wire
+from gps_dagster.backends.k8s import names
+from gps_dagster.backends.k8s.api import Kube
+
+POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+WITNESS_UNAVAILABLE = "witness_unavailable"
+
+Devices = dict[tuple[str, str], dict[str, tuple[str, ...]]]
+"""(namespace, pod) -> container -> device ids."""
+
+
+class WitnessUnavailable(RuntimeError):
+    """No witness source is configured or reachable; the message says how to fix it."""
+
+    reason = WITNESS_UNAVAILABLE
+
+
+class Source(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def devices(self) -> Devices: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourcesSource:
+    """The kubelet's PodResources v1 ``List`` over its unix socket."""
+
+    socket: str = POD_RESOURCES_SOCKET
+    resource: str = names.GPU
+    timeout_s: float = 5.0
+    name: str = "podresources"
+
+    def devices(self) -> Devices:
+        m = wire.podresources
+        try:
+            with grpc.insecure_channel(f"unix:{self.socket}") as ch:
+                call = ch.unary_unary(
+                    wire.POD_RESOURCES_LIST,
+                    request_serializer=m["ListPodResourcesRequest"].SerializeToString,
+                    response_deserializer=m["ListPodResourcesResponse"].FromString,
+                )
+                resp = call(m["ListPodResourcesRequest"](), timeout=self.timeout_s)
+        except grpc.RpcError as exc:
+            raise WitnessUnavailable(
+                f"kubelet PodResources API at {self.socket} unreachable ({exc.code().name}): mount the "
+                "host's /var/lib/kubelet/pod-resources into the agent, or configure a DCGM source"
+            ) from exc
+        out: Devices = {}
+        for pod in resp.pod_resources:
+            for c in pod.containers:
+                ids = tuple(i for d in c.devices if d.resource_name == self.resource for i in d.device_ids)
+                if ids:
+                    out.setdefault((pod.namespace, pod.name), {})[c.name] = ids
+        return out
+
+
+_SAMPLE = re.compile(r"^(?P<metric>DCGM_FI_[A-Z0-9_]+)\{(?P<labels>[^}]*)\}")
+_LABEL = re.compile(r'(?P<k>[A-Za-z_][A-Za-z0-9_]*)="(?P<v>(?:[^"\\]|\\.)*)"')
+
+
+def dcgm_devices(text: str) -> Devices:
+    """Device UUIDs per pod/container from a dcgm-exporter page (samples without a pod are idle GPUs)."""
+    out: Devices = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        labels = {m["k"]: m["v"] for m in _LABEL.finditer(match["labels"])}
+        ns, pod, container, uuid = (labels.get(k, "") for k in ("namespace", "pod", "container", "UUID"))
+        if ns and pod and container and uuid:
+            have = out.setdefault((ns, pod), {}).get(container, ())
+            if uuid not in have:
+                out[(ns, pod)][container] = (*have, uuid)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmSource:
+    """A dcgm-exporter metrics URL (e.g. ``http://localhost:9400/metrics``)."""
+
+    url: str
+    timeout_s: float = 5.0
+    name: str = "dcgm"
+
+    def devices(self) -> Devices:
+        try:
+            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:
+                return dcgm_devices(resp.read().decode(errors="replace"))
+        except OSError as exc:
+            raise WitnessUnavailable(
+                f"dcgm-exporter at {self.url} unreachable ({exc}): check the exporter's Service, "
+                "or use the PodResources source"
+            ) from exc
+
+
+def source_from(*, pod_resources_socket: str | None, dcgm_url: str | None) -> Source:
+    """The configured source; ``WitnessUnavailable`` with the fix when none is."""
+    if pod_resources_socket:
+        return PodResourcesSource(socket=pod_resources_socket)
+    if dcgm_url:
+        return DcgmSource(url=dcgm_url)
+    raise WitnessUnavailable(
+        f"{WITNESS_UNAVAILABLE}: no witness source configured: set --pod-resources-socket "
+        f"(default {POD_RESOURCES_SOCKET}, hostPath-mounted) or --dcgm-url"
+    )
+
+
+def annotations_for(containers: Mapping[str, Iterable[str]], source: str) -> dict[str, str]:
+    ann = {names.agent_device_annotation(c): ",".join(ids) for c, ids in sorted(containers.items())}
+    ann[names.AGENT_SOURCE] = source
+    return ann
+
+
+def publish(kube: Kube, node: str, source: Source) -> int:
+    """One sync: annotate every pod of ``node`` that holds devices; returns how many changed."""
+    found = source.devices()
+    changed = 0
+    pods = kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+    for pod in pods:
+        key = (pod.metadata.namespace, pod.metadata.name)
+        if key not in found:
+            continue
+        want = annotations_for(found[key], source.name)
+        have = pod.metadata.annotations or {}
+        if all(have.get(k) == v for k, v in want.items()):
+            continue
+        kube.core.patch_namespaced_pod(
+            pod.metadata.name, pod.metadata.namespace, {"metadata": {"annotations": want}}
+        )
+        changed += 1
+    return changed
+
+
+def describe(found: Devices) -> str:
+    return json.dumps({f"{ns}/{pod}": c for (ns, pod), c in sorted(found.items())}, sort_keys=True)
+
+
+def run(
+    kube: Kube,
+    node: str,
+    source: Source,
+    *,
+    interval_s: float,
+    stop: threading.Event,
+    log: logging.Logger,
+) -> None:
+    """Sync every ``interval_s`` until ``stop``; a failed sync is logged and retried next tick
+    (the agent owns its errors: it never exits on an unreachable kubelet or API server)."""
+    while not stop.is_set():
+        try:
+            changed = publish(kube, node, source)
+            if changed:
+                log.info("node %s: annotated %d pod(s) from %s", node, changed, source.name)
+        except WitnessUnavailable as exc:
+            log.warning("%s: %s", WITNESS_UNAVAILABLE, exc)
+        except Exception as exc:
+            log.warning("node %s: sync failed (%s: %s); retrying in %.0f s", node, type(exc).__name__, exc, interval_s)
+        stop.wait(interval_s)
