@@ -71,8 +71,9 @@ def stop(w: Workload, *, aliases: tuple[str, ...], allow_aliased_downtime: bool)
     return Plan(spec={"replicas": 0}, annotations={names.REPLICAS: str(w.replicas)})
 
 
-def start(w: Workload, *, template: Obj | None) -> Plan:
-    """``template``: the rendered pod template of a bound deploy (None = leave it)."""
+def start(w: Workload, *, template: Obj | None, leader: Obj | None = None) -> Plan:
+    """``template``: the rendered pod template of a bound deploy (None = leave it); ``leader``:
+    an LWS's rendered ``leaderTemplate`` (its leader pods are placed by it, not the worker's)."""
     refuse_broken(w)
     if w.replicas > 0:
         return NOTHING
@@ -80,7 +81,20 @@ def start(w: Workload, *, template: Obj | None) -> Plan:
     spec: Obj = {"replicas": replicas}
     if template is not None:
         spec.update(template_patch(w, template))
+    if leader is not None and w.kind == LWS:
+        diff = merge_diff(leader_template(w), leader)
+        if diff:
+            spec.setdefault("leaderWorkerTemplate", {})["leaderTemplate"] = diff
     return Plan(spec=spec, replicas=None)
+
+
+def leader_template(w: Workload) -> Obj | None:
+    """An LWS's ``leaderTemplate`` when it has one (else its leaders use the worker template)."""
+    if w.kind != LWS:
+        return None
+    lwt = (w.raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    found = lwt.get("leaderTemplate")
+    return dict(found) if found else None
 
 
 def check_scalable(w: Workload, replicas: int, *, hpa: bool, time_sliced: bool) -> None:

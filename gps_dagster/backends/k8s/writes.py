@@ -95,8 +95,14 @@ class MutationsMixin:
                 return mutations.NOTHING
             b = self._binding(w)
             self._quota(w, b, views.desired_replicas(w))
-            template = self.gps.rendered_template(w, b) if b is not None else None
-            return mutations.start(w, template=template)
+            if b is None:
+                return mutations.start(w, template=None)
+            leader = mutations.leader_template(w)
+            return mutations.start(
+                w,
+                template=self.gps.rendered_template(w, b),
+                leader=self.gps.rendered_template(w, b, leader) if leader else None,
+            )
 
         return self._mutate(OperationKind.START, deploy_id, etag, idempotency_key, plan)
 

@@ -1,0 +1,170 @@
+"""Issue 18's wrong verdicts, each on the real control plane: what was true only in the fakes.
+
+Every test here failed on the adapter before its fix (the closing note of issue 18 says how each
+was seen failing); the names say the defect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gps_dagster.backends.k8s import names
+from gps_dagster.domain.pool import gpu_uuid
+from gps_dagster.domain.render import kai
+from gps_dagster.ports import AdmissionRefused, DeployState
+from tests.k8s.test_adapter_on_cluster import Pool
+
+
+def deployment(
+    name: str,
+    deploy_id: str,
+    *,
+    replicas: int = 0,
+    gpus: int = 1,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A tenant's Deployment as people write them: an ``app:`` selector, RollingUpdate."""
+    pod_labels = {"app": name, names.DEPLOY_ID: deploy_id}
+    resources = {"requests": {names.GPU: str(gpus)}, "limits": {names.GPU: str(gpus)}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "labels": {names.DEPLOY_ID: deploy_id, **(labels or {})},
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "containers": [{"name": "serve", "image": "serve:1", "resources": resources}],
+                    "automountServiceAccountToken": False,
+                    **(spec or {}),
+                },
+            },
+        },
+    }
+
+
+def create(p: Pool, namespace: str, body: dict[str, Any]) -> None:
+    p.admin.call(
+        p.admin.apps.create_namespaced_deployment, namespace, body, what="create", mutating=True
+    )
+
+
+def read_deployment(p: Pool, namespace: str, name: str) -> dict[str, Any]:
+    return p.admin.call(p.admin.apps.read_namespaced_deployment, name, namespace, what="read")
+
+
+# -- item 2: exclusive bindings are namespace and project checked ---------------------------------
+
+
+def exclusive() -> dict[str, Any]:
+    return {
+        "name": "exclusive",
+        "nodes": [{"name": "n1", "gpus": 8}],
+        "reservations": [
+            {
+                "id": "rsv-x",
+                "node": "n1",
+                "namespace": "cmp-team",
+                "mode": "exclusive",
+                "gpu_memory_mib": 80000,
+                "gpu_uuids": [gpu_uuid("excl", "n1", 0), gpu_uuid("excl", "n1", 1)],
+            }
+        ],
+        "deploys": [
+            {
+                "id": "own",
+                "gpus_per_replica": 1,
+                "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]},
+            }
+        ],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
+
+
+@pytest.fixture
+def excl(k8s_cluster: str, sqlite_url: str) -> Iterator[Pool]:
+    made = Pool(exclusive(), sqlite_url)
+    yield made
+    made.close()
+
+
+def test_an_exclusive_binding_in_another_tenants_namespace_is_refused_not_rendered(
+    excl: Pool,
+) -> None:
+    other = excl.cluster.layout.admin  # not the reservation's namespace
+    binding = json.dumps({"mode": "exclusive", "reservations": ["rsv-x"]})
+    create(
+        excl,
+        other,
+        deployment(
+            "impostor",
+            "impostor",
+            labels={names.PROJECT: "evil"},
+            annotations={names.RESERVATION: binding},
+        ),
+    )
+    preview = excl.core.admission_preview("impostor", delta_replicas=1)
+    assert not preview.admitted and preview.reason == "reservation_namespace_mismatch"
+    view = excl.core.get_deploy("impostor")
+    with pytest.raises(AdmissionRefused) as refused:
+        excl.core.start("impostor", etag=view.etag, idempotency_key="k")
+    assert refused.value.reason == "reservation_namespace_mismatch"
+    after = read_deployment(excl, other, "impostor")
+    assert after["spec"]["replicas"] == 0  # nothing written: no render onto the node
+    assert names.HOSTNAME not in (after["spec"]["template"]["spec"].get("nodeSelector") or {})
+
+
+def test_a_reservation_bound_render_takes_its_queue_from_the_reservation_not_a_label(
+    excl: Pool,
+) -> None:
+    kind, ns, name = excl.workload("own")
+    excl.patch("own", {"metadata": {"labels": {names.PROJECT: "someone-else"}}})
+    view = excl.core.get_deploy("own")
+    excl.core.start("own", etag=view.etag, idempotency_key="k")
+    labels = read_deployment(excl, ns, name)["spec"]["template"]["metadata"]["labels"]
+    policy = excl.core.gps.policy()
+    assert labels[kai.QUEUE_LABEL] == policy.queue_for(ns)  # the reservation's namespace
+    assert labels[kai.QUEUE_LABEL] != policy.queue_for("someone-else")
+
+
+# -- item 7: a LeaderWorkerSet is READY on every supported LWS release ------------------------------
+
+
+def multi_node() -> dict[str, Any]:
+    return {
+        "name": "lws",
+        "nodes": [{"name": "n1", "gpus": 8}, {"name": "n2", "gpus": 8}],
+        "deploys": [{"id": "big", "gpus_per_replica": 16, "nodes_per_replica": 2}],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
+
+
+@pytest.mark.parametrize("shape", ["v0.8", "v0.9"])
+def test_a_leaderworkerset_gets_ready_with_either_lws_status_shape(
+    k8s_cluster: str, sqlite_url: str, shape: str
+) -> None:
+    p = Pool(multi_node(), sqlite_url)
+    try:
+        p.cluster.lws.shape = shape  # v0.8: no observedGeneration in the status at all
+        view = p.core.get_deploy("big")
+        op = p.core.start("big", etag=view.etag, idempotency_key="start")
+        p.cluster.settle()
+        ready = p.core.get_deploy("big")
+        assert ready.state is DeployState.READY and ready.ready_replicas == 1
+        p.core.stop("big", etag=op.etag_after, allow_aliased_downtime=False, idempotency_key="s")
+        p.cluster.settle()
+        assert p.core.get_deploy("big").converged_stopped
+    finally:
+        p.close()
