@@ -29,6 +29,7 @@ from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.gps import Binding, Reservations
 from gps_dagster.backends.k8s.workloads import (
+    LWS,
     Finder,
     Workload,
     read,
@@ -65,6 +66,16 @@ class Snapshot:
     """Whether ``pods`` holds every pod of the namespaces (else only a workload's)."""
     services: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     hpa: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+def replica_group(w: Workload) -> list[Obj]:
+    """The pod templates of one replica group, one per pod: an LWS's leader (its own template
+    when it has one) then ``size - 1`` workers; a Deployment's one pod."""
+    if w.kind != LWS:
+        return [dict(w.template)]
+    lwt = (w.raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    leader = lwt.get("leaderTemplate") or w.template
+    return [dict(leader), *(dict(w.template) for _ in range(w.group_size - 1))]
 
 
 class K8sCore(MutationsMixin):
@@ -188,13 +199,22 @@ class K8sCore(MutationsMixin):
         if b is not None:
             return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
         return capacity.preview(
-            w.template.get("spec") or {},
-            gpus_per_replica=gpr,
-            nodes_per_replica=w.group_size,
+            replica_group(w),
+            namespace=w.namespace,
             delta=delta_replicas,
             nodes=self.nodes(),
             holding=self.holding_pods(),
+            nominated=self.nominated_pods(),
         )
+
+    def nominated_pods(self) -> list[pods.Pod]:
+        """Pending pods the scheduler nominated a node for (preemptors): that node is promised."""
+        found = self.kube.items(
+            self.kube.core.list_pod_for_all_namespaces,
+            what="list pending pods",
+            field_selector="spec.nodeName=,status.phase=Pending",
+        )
+        return [p for p in found if (p.get("status") or {}).get("nominatedNodeName")]
 
     def alias_guard(self, deploy_id: str) -> AliasInfo:
         w = self.finder.find(deploy_id)

@@ -86,9 +86,7 @@ class LwsController:
     oldest release the adapter supports, so the default) or as ``v0.9`` and later do
     (``status.observedGeneration`` and each condition stamped with it)."""
 
-    def __init__(
-        self, kube: Kube, namespaces: Collection[str], *, shape: str = "v0.8"
-    ) -> None:
+    def __init__(self, kube: Kube, namespaces: Collection[str], *, shape: str = "v0.8") -> None:
         self.kube, self.namespaces, self.shape = kube, sorted(namespaces), shape
 
     def sync(self) -> bool:
