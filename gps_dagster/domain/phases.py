@@ -87,6 +87,11 @@ INELIGIBLE_FIXES: dict[str, str] = {
         "the CMP endpoint was found partly running before the schedule acted: start or stop all its "
         "members by hand, then apply-now"
     ),
+    "gitops_owned": (
+        "a GitOps tool owns spec.replicas and would revert every stop: omit replicas from Git (or "
+        "add an Argo CD ignoreDifferences on /spec/replicas and the gps.dagster.io annotations, "
+        "with RespectIgnoreDifferences=true), then apply-now"
+    ),
 }
 
 

@@ -225,7 +225,7 @@ def test_capacity_skips_nodes_the_pod_may_not_land_on() -> None:
     )
 
 
-def test_the_etag_moves_with_generation_and_ledger_but_not_with_status_writes() -> None:
+def test_the_etag_moves_with_spec_and_ledger_but_not_with_status_or_annotation_writes() -> None:
     w = deployment(1)
     churned = from_object(
         DEPLOYMENT,
@@ -236,15 +236,34 @@ def test_the_etag_moves_with_generation_and_ledger_but_not_with_status_writes() 
         },
     )
     assert ledger.etag(w) == ledger.etag(churned)  # a controller's status write is no conflict
-    scaled = from_object(DEPLOYMENT, {**w.raw, "metadata": {**w.raw["metadata"], "generation": 4}})
-    assert ledger.etag(w) != ledger.etag(scaled)
+    scaled = from_object(DEPLOYMENT, {**w.raw, "spec": {**w.raw["spec"], "replicas": 3}})
+    assert ledger.etag(w) != ledger.etag(scaled)  # someone changed what it runs
+    annotated = from_object(  # Argo CD's tracking annotation: generation + 1, spec untouched
+        DEPLOYMENT,
+        {
+            **w.raw,
+            "metadata": {
+                **w.raw["metadata"],
+                "generation": 4,
+                "annotations": {"argocd.argoproj.io/tracking-id": "app:apps/Deployment:ns/b"},
+            },
+        },
+    )
+    assert ledger.etag(w) == ledger.etag(annotated)
     new, entry = ledger.append(
-        w, ledger.read(w), key="k", kind=OperationKind.STOP, at=T0_K8S, spec_changes=True
+        w,
+        ledger.read(w),
+        key="k",
+        kind=OperationKind.STOP,
+        at=T0_K8S,
+        spec_changes=True,
+        spec_patch={"replicas": 0},
     )
     after = from_object(
         DEPLOYMENT,
         {
             **w.raw,
+            "spec": {**w.raw["spec"], "replicas": 0},
             "metadata": {
                 **w.raw["metadata"],
                 "generation": 4,

@@ -15,8 +15,9 @@ import pytest
 from gps_dagster.backends.k8s import names
 from gps_dagster.domain.pool import gpu_uuid
 from gps_dagster.domain.render import kai
-from gps_dagster.ports import AdmissionRefused, DeployState
-from tests.k8s.test_adapter_on_cluster import Pool
+from gps_dagster.engine.outcomes import from_core_error
+from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Unsupported
+from tests.k8s.test_adapter_on_cluster import Pool, two_deploys
 
 
 def deployment(
@@ -79,7 +80,7 @@ def exclusive() -> dict[str, Any]:
                 "namespace": "cmp-team",
                 "mode": "exclusive",
                 "gpu_memory_mib": 80000,
-                "gpu_uuids": [gpu_uuid("excl", "n1", 0), gpu_uuid("excl", "n1", 1)],
+                "gpu_uuids": [gpu_uuid("exclusive", "n1", 0), gpu_uuid("exclusive", "n1", 1)],
             }
         ],
         "deploys": [
@@ -168,3 +169,58 @@ def test_a_leaderworkerset_gets_ready_with_either_lws_status_shape(
         assert p.core.get_deploy("big").converged_stopped
     finally:
         p.close()
+
+
+# -- item 12: GitOps owners are refused; foreign annotations are no conflict ---------------------
+
+
+@pytest.fixture
+def pair(k8s_cluster: str, sqlite_url: str) -> Iterator[Pool]:
+    made = Pool(two_deploys(), sqlite_url)
+    yield made
+    made.close()
+
+
+def test_a_foreign_annotation_only_change_is_not_an_etag_mismatch(pair: Pool) -> None:
+    b = pair.core.get_deploy("b")  # the engine's read
+    tracking = {"argocd.argoproj.io/tracking-id": "gpu:apps/Deployment:ns/b"}
+    pair.patch("b", {"metadata": {"annotations": tracking}})  # generation + 1 on a Deployment
+    op = pair.core.stop("b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert op.etag_after == pair.core.get_deploy("b").etag  # predicted exactly
+    pair.patch("b", {"metadata": {"annotations": {"reloader.stakater.com/last": "x"}}})
+    c = pair.core.get_deploy("c")
+    pair.patch("c", {"spec": {"replicas": 2}})  # a spec change still is one
+    with pytest.raises(EtagMismatch):
+        pair.core.start("c", etag=c.etag, idempotency_key="kc")
+
+
+def server_side_apply(p: Pool, deploy: str, manager: str, replicas: int) -> None:
+    _, ns, name = p.workload(deploy)
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas},
+    }
+    p.admin.call(
+        p.admin.apps.patch_namespaced_deployment,
+        name,
+        ns,
+        body,
+        field_manager=manager,
+        force=True,
+        _content_type="application/apply-patch+yaml",
+        what="apply",
+        mutating=True,
+    )
+
+
+def test_a_gitops_owner_of_replicas_makes_the_deploy_ineligible_not_reverted(pair: Pool) -> None:
+    server_side_apply(pair, "b", "kustomize-controller", 1)  # Flux owns spec.replicas
+    b = pair.core.get_deploy("b")
+    with pytest.raises(Unsupported) as refused:
+        pair.core.stop("b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert refused.value.reason == "gitops_owned" and "kustomize-controller" in str(refused.value)
+    assert from_core_error(refused.value).reason == "gitops_owned"
+    _, ns, name = pair.workload("b")
+    assert read_deployment(pair, ns, name)["spec"]["replicas"] == 1  # nothing written

@@ -223,6 +223,7 @@ class MutationsMixin:
             spec_changes=plan.spec_changes,
             replicas=replicas,
             persist_only=plan.persist_only,
+            spec_patch=plan.spec,
         )
         annotations = {**plan.annotations, names.OPERATIONS: ledger.dump(new)}
         body: Obj = {
