@@ -168,6 +168,9 @@ class DeployView:
     """Resource role replicas ``{desired,min,max}`` (R-SCALE-3); desired = ``desired_replicas``."""
     role_max: int | None = None
     reservation: ReservationBinding | None = None
+    refused: str | None = None
+    """The API server's refusal to create the deploy's pods, in its words (a ReplicaSet's
+    ``ReplicaFailure/FailedCreate``: quota, LimitRange, Pod Security, a webhook); None if none."""
 
     @property
     def converged_stopped(self) -> bool:

@@ -26,6 +26,7 @@ class Phase(StrEnum):
     STOP_TIMEOUT = "stop_timeout"
     READINESS_TIMEOUT = "readiness_timeout"
     START_UNSCHEDULABLE = "start_unschedulable"
+    START_REFUSED = "start_refused"
     PARTIAL_EXECUTION = "partial_execution"
     INELIGIBLE = "ineligible"
     DRIFT_DETECTED = "drift_detected"
@@ -63,6 +64,11 @@ FIXES: dict[Phase, str] = {
     Phase.START_UNSCHEDULABLE: (
         "pods cannot be scheduled (capacity taken, taints, flavor): inspect the deploy; its allocation "
         "is kept; then apply-now"
+    ),
+    Phase.START_REFUSED: (
+        "the API server refused to create the deploy's pods (quota on cpu/memory/pods, LimitRange, "
+        "Pod Security, an admission webhook): fix what its message names, then apply-now; the "
+        "allocation is kept"
     ),
     Phase.PARTIAL_EXECUTION: "see the per-member receipt: fix each failed member, then apply-now",
     Phase.INELIGIBLE: "see the reason: the schedule cannot act on this deploy until it changes",

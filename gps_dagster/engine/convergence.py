@@ -105,6 +105,12 @@ class Observer:
             return False, self._late(Phase.STOP_TIMEOUT, a, deploy) if late else None
         if acquire_ready(deploy, a.replicas or deploy.desired_replicas):
             return self._witnessed(a, deploy, late)
+        if deploy.refused:  # the API server will not create the pods: no deadline will help
+            return False, verdict(
+                Phase.START_REFUSED,
+                extra=f"{a.deploy_id}: {deploy.refused}",
+                detail=_deploy_detail(deploy),
+            )
         if deploy.unschedulable:
             since = self._unschedulable_since(a, now)
             if (now - since).total_seconds() >= self.config.unschedulable_grace_s:

@@ -233,9 +233,12 @@ def _cpu_hungry(w: K8sWorld, deploy: str) -> None:
     )
 
 
-def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
+def test_a_start_the_scheduler_would_refuse_is_judged_before_anything_is_released(
     new_world: Any,
 ) -> None:
+    """Issue 18 item 9: B asks for more CPU than any node has. The preview used to count GPUs
+    only, said Fits once A was released, and B's pods waited Pending to start_unschedulable; now
+    the preview says no and B is never started (capacity_wait, then capacity_unavailable)."""
     w = new_world(
         schedule=seed_schedule(),
         pool=a_running_pool(),
@@ -245,6 +248,25 @@ def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
     _cpu_hungry(w, B)
     w.run_until(local("2026-10-19T18:10"))
     st = w.status(B)
+    assert st.phase in ("capacity_wait", "capacity_unavailable")
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop")]  # B's pods never created
+    assert not w.deploy(B).unschedulable
+
+
+def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
+    new_world: Any,
+) -> None:
+    """The cluster moves between the preflight and the placement (another tenant's pod is bound
+    to the nodes while B's start is being written): the scheduler's verdict still ends it."""
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(unschedulable_grace_s=120),
+    )
+    _before_start_patch(w, B, lambda: _bind_cpu_hogs(w))
+    w.run_until(local("2026-10-19T18:10"))
+    st = w.status(B)
     assert (st.phase, st.reason) == ("start_unschedulable", "start_unschedulable")
     assert (st.detail or {}).get("allocation_kept") is True
     b = w.deploy(B)
@@ -252,6 +274,88 @@ def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
         b.unschedulable and b.state is DeployState.STARTING
     )  # kept: nothing stopped automatically
     assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def test_a_pod_the_api_server_refuses_ends_start_refused_at_once_not_at_the_deadline(
+    new_world: Any,
+) -> None:
+    """Issue 18 item 11: a LimitRange (or a cpu/pod quota, Pod Security, a webhook) refuses B's
+    pods after every preflight passed: the ReplicaSet's FailedCreate is the verdict, within a
+    pass or two, instead of B sitting at 0 pods until readiness_timeout (30 min)."""
+    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING)
+    _, ns, _ = w.cluster.workloads[B]
+    body = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "cpu-floor"},
+        "spec": {"limits": [{"type": "Container", "min": {"cpu": "20m"}}]},
+    }
+    w.cluster.kube.call(
+        w.cluster.kube.core.create_namespaced_limit_range, ns, body, what="lr", mutating=True
+    )
+    w.run_until(local("2026-10-19T18:04"))
+    st = w.status(B)
+    assert (st.phase, st.reason) == ("start_refused", "start_refused")
+    assert "minimum cpu usage per Container" in (st.fix or "")
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def _before_start_patch(w: K8sWorld, deploy: str, action: Any) -> None:
+    """Run ``action`` once, after the preflight, just before the adapter PATCHes ``deploy``."""
+    _, _, name = w.cluster.workloads[deploy]
+    rest = w.core.kube.api_client.rest_client
+    inner = rest.request
+    fired: list[bool] = []
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "PATCH" and url.split("?")[0].endswith(f"/deployments/{name}") and not fired:
+            fired.append(True)
+            action()
+        return inner(method, url, *args, **kwargs)
+
+    rest.request = request
+
+
+def _bind_cpu_hogs(w: K8sWorld) -> None:
+    """Another tenant's pod bound straight to every node (``nodeName``: no scheduler involved),
+    taking all the CPU but 5m (B's pods ask 10m each)."""
+    kube = w.cluster.kube
+    bound = pods.holding(
+        kube.items(
+            kube.core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=", what="p"
+        )
+    )
+    for i, node in enumerate(sorted(w.cluster.sim.nodes)):
+        obj = kube.call(kube.core.read_node, node, what="node")
+        used = sum(
+            pods.spec_requests(p["spec"]).get("cpu", 0) for p in bound if pods.node(p) == node
+        )
+        free_m = int((pods.parse_quantity(obj["status"]["allocatable"]["cpu"]) - used) * 1000)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"cpu-hog-{i}"},
+            "spec": {
+                "nodeName": node,
+                "tolerations": [{"operator": "Exists"}],
+                "automountServiceAccountToken": False,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "hog",
+                        "image": "hog:1",
+                        "resources": {"requests": {"cpu": f"{free_m - 5}m"}},
+                    }
+                ],
+            },
+        }
+        w.cluster.kube.call(
+            w.cluster.kube.core.create_namespaced_pod,
+            w.cluster.layout.system,
+            body,
+            what="bind a cpu hog",
+            mutating=True,
+        )
 
 
 def _reserved_pool() -> dict[str, Any]:

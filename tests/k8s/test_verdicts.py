@@ -7,6 +7,7 @@ was seen failing); the names say the defect.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -130,7 +131,7 @@ def test_an_exclusive_binding_in_another_tenants_namespace_is_refused_not_render
 def test_a_reservation_bound_render_takes_its_queue_from_the_reservation_not_a_label(
     excl: Pool,
 ) -> None:
-    kind, ns, name = excl.workload("own")
+    _, ns, name = excl.workload("own")
     excl.patch("own", {"metadata": {"labels": {names.PROJECT: "someone-else"}}})
     view = excl.core.get_deploy("own")
     excl.core.start("own", etag=view.etag, idempotency_key="k")
@@ -224,3 +225,40 @@ def test_a_gitops_owner_of_replicas_makes_the_deploy_ineligible_not_reverted(pai
     assert from_core_error(refused.value).reason == "gitops_owned"
     _, ns, name = pair.workload("b")
     assert read_deployment(pair, ns, name)["spec"]["replicas"] == 1  # nothing written
+
+
+# -- item 11: an API-side refusal after a passed preflight is said at once -------------------------
+
+
+def limit_cpu_min(p: Pool, namespace: str, minimum: str = "20m") -> None:
+    """A LimitRange the preflight knows nothing of: every container must ask >= ``minimum``."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "cpu-floor"},
+        "spec": {"limits": [{"type": "Container", "min": {"cpu": minimum}}]},
+    }
+    p.admin.call(
+        p.admin.core.create_namespaced_limit_range,
+        namespace,
+        body,
+        what="limitrange",
+        mutating=True,
+    )
+
+
+def test_a_replicaset_failed_create_is_read_as_the_api_servers_refusal(pair: Pool) -> None:
+    _, ns, _ = pair.workload("c")
+    limit_cpu_min(pair, ns)
+    c = pair.core.get_deploy("c")
+    pair.core.start("c", etag=c.etag, idempotency_key="k")
+    seen = None
+    for _ in range(50):  # the controllers write the condition within a few syncs (wall time)
+        pair.cluster.settle()
+        seen = pair.core.get_deploy("c")
+        if seen.refused:
+            break
+        time.sleep(0.1)
+    assert seen is not None and seen.refused is not None
+    assert "FailedCreate" in seen.refused and "minimum cpu usage per Container" in seen.refused
+    assert seen.state is DeployState.STARTING and not seen.unschedulable

@@ -232,10 +232,10 @@ class Reservations:
         """A pod template of ``w`` (its main one, or ``source``: an LWS's leader template)
         rendered for its binding (the start patches it in)."""
         policy = self.policy()
-        source = w.template if source is None else source
+        base: Mapping[str, Any] = w.template if source is None else source
         template = {
-            "metadata": dict(source.get("metadata") or {}),
-            "spec": dict(source.get("spec") or {}),
+            "metadata": dict(base.get("metadata") or {}),
+            "spec": dict(base.get("spec") or {}),
         }
         if isinstance(b, TimeSlicedBinding):
             return self._member_template(w, b, template, policy)

@@ -59,6 +59,16 @@ def failed(w: Workload) -> bool:
     return False
 
 
+def refused(w: Workload) -> str | None:
+    """The Deployment controller's ``ReplicaFailure=True`` condition (it copies its ReplicaSet's,
+    ``pkg/controller/deployment/progress.go``): the API server refused a pod — ``FailedCreate``
+    with the admission's message (``exceeded quota: …``, a LimitRange, Pod Security, a webhook)."""
+    for cond in w.status.get("conditions") or []:
+        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+            return f"{cond.get('reason') or 'ReplicaFailure'}: {cond.get('message') or ''}".strip()
+    return None
+
+
 def observed_generation(w: Workload) -> int:
     if w.kind == LWS:
         return lws_observed_generation(w)
@@ -148,6 +158,7 @@ def deploy_view(
         role_min=_role(w, names.ROLE_MIN),
         role_max=_role(w, names.ROLE_MAX),
         reservation=binding,
+        refused=refused(w) if w.replicas > 0 else None,
     )
 
 
