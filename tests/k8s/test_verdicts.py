@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import names
+from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.pool import gpu_uuid
 from gps_dagster.domain.render import kai
 from gps_dagster.engine.outcomes import from_core_error
-from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Unsupported
+from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Permanent, Unsupported
 from tests.k8s.test_adapter_on_cluster import Pool, two_deploys
 
 
@@ -262,3 +263,46 @@ def test_a_replicaset_failed_create_is_read_as_the_api_servers_refusal(pair: Poo
     assert seen is not None and seen.refused is not None
     assert "FailedCreate" in seen.refused and "minimum cpu usage per Container" in seen.refused
     assert seen.state is DeployState.STARTING and not seen.unschedulable
+
+
+# -- item 3 (part): controller-owned workloads are refused, a duplicate id stays its own problem ----
+
+
+def test_a_controller_owned_deployment_is_refused_with_its_owner_kind(pair: Pool) -> None:
+    ns = pair.cluster.layout.admin
+    owner = pair.admin.call(
+        pair.admin.core.create_namespaced_config_map,
+        ns,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "isvc-stand-in"}},
+        what="owner",
+        mutating=True,
+    )
+    body = deployment("owned", "owned", replicas=1)
+    body["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",  # KServe's InferenceService, Dynamo, Seldon … in real life
+            "name": "isvc-stand-in",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    create(pair, ns, body)
+    view = pair.core.get_deploy("owned")
+    assert view.kind is DeployKind.OTHER  # the engine's eligibility says unsupported_kind
+    with pytest.raises(Unsupported) as refused:
+        pair.core.stop("owned", etag=view.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert refused.value.reason == "unsupported_kind"
+    assert "ConfigMap/isvc-stand-in" in str(refused.value)
+    assert read_deployment(pair, ns, "owned")["spec"]["replicas"] == 1
+
+
+def test_a_duplicated_deploy_id_does_not_break_the_batched_read_of_the_pass(pair: Pool) -> None:
+    ns = pair.cluster.layout.admin
+    create(pair, ns, deployment("dup-1", "dup"))
+    create(pair, ns, deployment("dup-2", "dup"))
+    views_ = pair.core.get_deploys(["b", "c", "dup"])
+    assert set(views_) == {"b", "c"}  # the others of the pass are read
+    with pytest.raises(Permanent) as dup:
+        pair.core.get_deploy("dup")
+    assert dup.value.reason == "duplicate_deploy_id"

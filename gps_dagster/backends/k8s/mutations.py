@@ -21,7 +21,7 @@ from typing import Any
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.views import desired_replicas, failed
-from gps_dagster.backends.k8s.workloads import LWS, Workload
+from gps_dagster.backends.k8s.workloads import LWS, Workload, refuse_controlled
 from gps_dagster.domain.kinds import scale_refusal
 from gps_dagster.ports import AdmissionRefused, Unsupported
 
@@ -86,6 +86,7 @@ def refuse_gitops(w: Workload) -> None:
 
 
 def refuse_deleting(w: Workload) -> None:
+    refuse_controlled(w)
     if w.deleting:
         raise AdmissionRefused("deploy_deleting", f"{w.ref} is being deleted")
 
