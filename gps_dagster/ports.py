@@ -240,6 +240,9 @@ class QuotaStatus:
     quota: int | None
     used: int
     requested: int
+    scope: str | None = None
+    """Which quota counted (Kubernetes: ``<namespace>/<ResourceQuota>`` plus its scopes): a
+    release frees room only for acquires under the same one. None: the project's (simulator)."""
 
 
 class CoreError(GpsError):
@@ -277,8 +280,12 @@ class NotFound(Permanent):
 class QuotaRefused(Permanent):
     http_status = 403
 
-    def __init__(self, message: str = "", *, project: str | None = None, quota: int | None = None, used: int = 0, requested: int = 0) -> None:
+    def __init__(
+        self, message: str = "", *, project: str | None = None, quota: int | None = None, used: int = 0,
+        requested: int = 0, scope: str | None = None,
+    ) -> None:
         self.project, self.quota, self.used, self.requested = project, quota, used, requested
+        self.scope = scope
         super().__init__(message, reason="quota_refused")
 
 

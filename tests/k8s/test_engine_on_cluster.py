@@ -8,6 +8,7 @@ and asserts on what the *cluster* shows: pods, GPUs per node, the workloads' ope
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -297,6 +298,34 @@ def test_a_pod_the_api_server_refuses_ends_start_refused_at_once_not_at_the_dead
     st = w.status(B)
     assert (st.phase, st.reason) == ("start_refused", "start_refused")
     assert "minimum cpu usage per Container" in (st.fix or "")
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def test_admin_deploys_sharing_a_namespace_quota_equal_to_the_pool_can_swap(
+    new_world: Any,
+) -> None:
+    """Issue 18 item 6: a ResourceQuota is per namespace. A (8) and C (2) hold the whole 10-GPU
+    quota of the admin namespace; A's release makes room for B (6) under that same quota. The
+    preflight used to credit releases per project label (none here): B was quota_refused."""
+    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING)
+    _, ns, _ = w.cluster.workloads[B]
+    kube = w.cluster.kube
+    body = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus"},
+        "spec": {"hard": {f"requests.{names.GPU}": "10"}},
+    }
+    kube.call(kube.core.create_namespaced_resource_quota, ns, body, what="quota", mutating=True)
+    for _ in range(100):  # the quota controller counts the running pods (wall time)
+        q = kube.call(kube.core.read_namespaced_resource_quota, "gpus", ns, what="quota")
+        if ((q.get("status") or {}).get("used") or {}).get(f"requests.{names.GPU}") == "10":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("quota usage never counted")
+    w.run_until(local("2026-10-19T18:10"))
+    assert w.status(B).phase == "converged", (w.status(B).phase, w.status(B).fix)
     assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
 
 

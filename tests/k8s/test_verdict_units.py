@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gps_dagster.backends.k8s import capacity, names, pods, views
+from gps_dagster.backends.k8s import accounts, capacity, names, pods, views
 from gps_dagster.backends.k8s.mutations import leader_template, start
 from gps_dagster.backends.k8s.workloads import LWS, from_object
 from gps_dagster.ports import Fits, Insufficient, Permanent
@@ -226,3 +226,28 @@ def test_sidecars_add_an_empty_node_selector_term_matches_nothing_and_bad_quanti
         fits([template({names.GPU: "eight"})], [gpu_node("g1")])
     assert bad.value.reason == "invalid_quantity" and "containers[0]" in str(bad.value)
     assert pods.parse_quantity("500m") == Fraction(1, 2) and pods.parse_quantity("1Gi") == 2**30
+
+
+# -- item 6: a quota's scope is namespace + name + its scopes --------------------------------------
+
+
+def test_gpu_quotas_name_their_scope_and_skip_quotas_that_do_not_select_the_pod() -> None:
+    def quota(name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "namespace": "serving"},
+            "spec": {"hard": {accounts.QUOTA_KEY: "8"}, **spec},
+            "status": {"used": {accounts.QUOTA_KEY: "2"}},
+        }
+
+    high = {
+        "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]
+    }
+    quotas = [
+        quota("all"),
+        quota("high-only", scopeSelector=high),
+        quota("batch", scopes=["Terminating"]),
+    ]
+    found = accounts.gpu_quotas(quotas, {"priorityClassName": "low"})
+    assert found == [("serving/all", 8, 2)]
+    both = accounts.gpu_quotas(quotas, {"priorityClassName": "high"})
+    assert [s for s, _, _ in both] == ["serving/all", "serving/high-only [PriorityClass In high]"]
