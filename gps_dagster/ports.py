@@ -169,6 +169,10 @@ class DeployView:
     role_max: int | None = None
     reservation: ReservationBinding | None = None
     refused: str | None = None
+    scale_up: str | None = None
+    """Cluster-autoscaler's word on the pending pods: ``triggered`` (a node is coming: wait to the
+    readiness deadline, not the unschedulable grace), ``not_triggered`` (no node group can fit
+    them: unschedulable at once); None when no autoscaler spoke."""
     """The API server's refusal to create the deploy's pods, in its words (a ReplicaSet's
     ``ReplicaFailure/FailedCreate``: quota, LimitRange, Pod Security, a webhook); None if none."""
 

@@ -111,7 +111,14 @@ class Observer:
                 extra=f"{a.deploy_id}: {deploy.refused}",
                 detail=_deploy_detail(deploy),
             )
-        if deploy.unschedulable:
+        if deploy.unschedulable and deploy.scale_up == "not_triggered":
+            return False, verdict(
+                Phase.START_UNSCHEDULABLE,
+                extra=f"{a.deploy_id} pods unschedulable and the cluster autoscaler will not add a "
+                "node for them (NotTriggerScaleUp)",
+                detail=_deploy_detail(deploy),
+            )
+        if deploy.unschedulable and deploy.scale_up != "triggered":  # a node is coming: wait
             since = self._unschedulable_since(a, now)
             if (now - since).total_seconds() >= self.config.unschedulable_grace_s:
                 return False, verdict(

@@ -12,6 +12,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.domain.pool import gpu_uuid
 from gps_dagster.engine import EngineConfig
@@ -327,6 +329,72 @@ def test_admin_deploys_sharing_a_namespace_quota_equal_to_the_pool_can_swap(
     w.run_until(local("2026-10-19T18:10"))
     assert w.status(B).phase == "converged", (w.status(B).phase, w.status(B).fix)
     assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def _fake_cluster_autoscaler(w: K8sWorld, deploy: str, reason: str) -> None:
+    """A FAKE cluster-autoscaler (none can run here: there is no cloud to add nodes from): at each
+    settled instant it records, like the real one, a Normal event ``reason`` on every
+    unschedulable pod of ``deploy`` it has not spoken about yet."""
+    kube, ns = w.cluster.kube, w.cluster.workloads[deploy][1]
+    told: set[str] = set()
+    settle = w.settle
+
+    def settle_and_speak() -> None:
+        settle()
+        found = kube.items(
+            kube.core.list_namespaced_pod,
+            ns,
+            label_selector=f"{names.DEPLOY_ID}={deploy}",
+            what="p",
+        )
+        for p in found:
+            if pods.unschedulable(p) and pods.name(p) not in told:
+                told.add(pods.name(p))
+                message = (
+                    "pod triggered scale-up: [{gpu-pool 0->1 (max: 4)}]"
+                    if reason == "TriggeredScaleUp"
+                    else "pod didn't trigger scale-up: 1 max node group size reached"
+                )
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": f"{pods.name(p)}.ca"},
+                    "involvedObject": {"kind": "Pod", "namespace": ns, "name": pods.name(p)},
+                    "reason": reason,
+                    "message": message,
+                    "type": "Normal",
+                    "source": {"component": "cluster-autoscaler"},
+                    "lastTimestamp": w.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+                kube.call(kube.core.create_namespaced_event, ns, body, what="ev", mutating=True)
+
+    w.settle = settle_and_speak  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    ("reason", "phase"),
+    [
+        ("NotTriggerScaleUp", "start_unschedulable"),  # no node group fits: no point waiting
+        ("TriggeredScaleUp", "awaiting_ready"),  # its node is coming: the readiness deadline rules
+    ],
+)
+def test_not_trigger_scale_up_is_unschedulable_at_once_and_triggered_waits_for_its_node(
+    new_world: Any, reason: str, phase: str
+) -> None:
+    """Issue 18 item 10: with a cluster-autoscaler a GPU node takes minutes. A pod it will add a
+    node for (TriggeredScaleUp) waits to the readiness deadline, not the unschedulable grace; a
+    pod no node group can fit (NotTriggerScaleUp) is start_unschedulable without waiting."""
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(unschedulable_grace_s=600 if reason == "NotTriggerScaleUp" else 120),
+    )
+    _before_start_patch(w, B, lambda: _bind_cpu_hogs(w))
+    _fake_cluster_autoscaler(w, B, reason)
+    w.run_until(local("2026-10-19T18:08"))  # far past 120 s of grace, before 600 s
+    assert w.status(B).phase == phase
+    assert w.deploy(B).unschedulable
 
 
 def _before_start_patch(w: K8sWorld, deploy: str, action: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -44,6 +44,7 @@ from gps_dagster.ports import (
     AliasInfo,
     CapacityPreview,
     Clock,
+    CoreError,
     DeployState,
     DeployView,
     NotFound,
@@ -66,6 +67,39 @@ class Snapshot:
     """Whether ``pods`` holds every pod of the namespaces (else only a workload's)."""
     services: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     hpa: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+SCALE_UP_EVENTS = {"TriggeredScaleUp": "triggered", "NotTriggerScaleUp": "not_triggered"}
+"""cluster-autoscaler's Normal events on a pending pod (kubernetes/autoscaler
+``cluster-autoscaler/processors/status/eventing_scale_up_processor.go``): "pod triggered
+scale-up: [...]" and "pod didn't trigger scale-up: [...]". Karpenter does not emit them."""
+
+
+def autoscaler_verdict(kube: Kube, namespace: str, own: Sequence[Obj]) -> str | None:
+    """The newest scale-up event of any unschedulable pod of the deploy, as ``DeployView.scale_up``:
+    ``not_triggered`` wins over ``triggered`` (one pod no node group can fit is enough)."""
+    waiting = {pods.name(p) for p in own if pods.unschedulable(p)}
+    newest: dict[str, tuple[str, str]] = {}
+    found: list[Obj] = []
+    try:
+        for reason in SCALE_UP_EVENTS:
+            found += kube.items(
+                kube.core.list_namespaced_event,
+                namespace,
+                field_selector=f"involvedObject.kind=Pod,reason={reason}",
+                what=f"list {reason} events in {namespace}",
+            )
+    except CoreError:  # events unreadable (RBAC): the unschedulable grace decides, as without
+        return None
+    for e in found:
+        reason = str(e.get("reason", ""))
+        if reason in SCALE_UP_EVENTS:
+            pod = str((e.get("involvedObject") or {}).get("name", ""))
+            at = str(e.get("lastTimestamp") or e.get("eventTime") or "")
+            if pod in waiting and at >= newest.get(pod, ("", ""))[0]:
+                newest[pod] = (at, SCALE_UP_EVENTS[reason])
+    said = {verdict for _, verdict in newest.values()}
+    return "not_triggered" if "not_triggered" in said else ("triggered" if said else None)
 
 
 def replica_group(w: Workload) -> list[Obj]:
@@ -139,6 +173,8 @@ class K8sCore(MutationsMixin):
             hpa=(w.namespace, w.kind, w.name) in snap.hpa,
             binding=gps_mod.binding_view(b),
         )
+        if view.unschedulable:
+            view = replace(view, scale_up=autoscaler_verdict(self.kube, w.namespace, own))
         if isinstance(b, TimeSlicedBinding) and view.state is DeployState.READY:
             holder = kai.holder_name(b.reservation)  # a member runs again: the holder can go
             if not snap.every_pod or any(pods.name(p) == holder for p in snap.pods):
