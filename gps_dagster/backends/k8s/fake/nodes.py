@@ -102,7 +102,7 @@ def register(
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": node.name, "labels": node.all_labels()},
-            "spec": {"taints": [dict(GPU_TAINT)]},
+            "spec": {"taints": [dict(GPU_TAINT)]} if node.gpus else {},  # GPU nodes only
         }
         kube.call(kube.core.create_node, body, what=f"create node {node.name}", mutating=True)
         set_status(kube, node, allocatable[node.name])
