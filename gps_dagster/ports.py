@@ -168,6 +168,13 @@ class DeployView:
     """Resource role replicas ``{desired,min,max}`` (R-SCALE-3); desired = ``desired_replicas``."""
     role_max: int | None = None
     reservation: ReservationBinding | None = None
+    refused: str | None = None
+    scale_up: str | None = None
+    """Cluster-autoscaler's word on the pending pods: ``triggered`` (a node is coming: wait to the
+    readiness deadline, not the unschedulable grace), ``not_triggered`` (no node group can fit
+    them: unschedulable at once); None when no autoscaler spoke."""
+    """The API server's refusal to create the deploy's pods, in its words (a ReplicaSet's
+    ``ReplicaFailure/FailedCreate``: quota, LimitRange, Pod Security, a webhook); None if none."""
 
     @property
     def converged_stopped(self) -> bool:
@@ -237,6 +244,9 @@ class QuotaStatus:
     quota: int | None
     used: int
     requested: int
+    scope: str | None = None
+    """Which quota counted (Kubernetes: ``<namespace>/<ResourceQuota>`` plus its scopes): a
+    release frees room only for acquires under the same one. None: the project's (simulator)."""
 
 
 class CoreError(GpsError):
@@ -274,8 +284,12 @@ class NotFound(Permanent):
 class QuotaRefused(Permanent):
     http_status = 403
 
-    def __init__(self, message: str = "", *, project: str | None = None, quota: int | None = None, used: int = 0, requested: int = 0) -> None:
+    def __init__(
+        self, message: str = "", *, project: str | None = None, quota: int | None = None, used: int = 0,
+        requested: int = 0, scope: str | None = None,
+    ) -> None:
         self.project, self.quota, self.used, self.requested = project, quota, used, requested
+        self.scope = scope
         super().__init__(message, reason="quota_refused")
 
 

@@ -26,6 +26,7 @@ class Phase(StrEnum):
     STOP_TIMEOUT = "stop_timeout"
     READINESS_TIMEOUT = "readiness_timeout"
     START_UNSCHEDULABLE = "start_unschedulable"
+    START_REFUSED = "start_refused"
     PARTIAL_EXECUTION = "partial_execution"
     INELIGIBLE = "ineligible"
     DRIFT_DETECTED = "drift_detected"
@@ -64,6 +65,11 @@ FIXES: dict[Phase, str] = {
         "pods cannot be scheduled (capacity taken, taints, flavor): inspect the deploy; its allocation "
         "is kept; then apply-now"
     ),
+    Phase.START_REFUSED: (
+        "the API server refused to create the deploy's pods (quota on cpu/memory/pods, LimitRange, "
+        "Pod Security, an admission webhook): fix what its message names, then apply-now; the "
+        "allocation is kept"
+    ),
     Phase.PARTIAL_EXECUTION: "see the per-member receipt: fix each failed member, then apply-now",
     Phase.INELIGIBLE: "see the reason: the schedule cannot act on this deploy until it changes",
     Phase.DRIFT_DETECTED: "none needed: a manual change is respected until the effective intent changes",
@@ -86,6 +92,11 @@ INELIGIBLE_FIXES: dict[str, str] = {
     "endpoint_partially_running": (
         "the CMP endpoint was found partly running before the schedule acted: start or stop all its "
         "members by hand, then apply-now"
+    ),
+    "gitops_owned": (
+        "a GitOps tool owns spec.replicas and would revert every stop: omit replicas from Git (or "
+        "add an Argo CD ignoreDifferences on /spec/replicas and the gps.dagster.io annotations, "
+        "with RespectIgnoreDifferences=true), then apply-now"
     ),
 }
 

@@ -105,7 +105,20 @@ class Observer:
             return False, self._late(Phase.STOP_TIMEOUT, a, deploy) if late else None
         if acquire_ready(deploy, a.replicas or deploy.desired_replicas):
             return self._witnessed(a, deploy, late)
-        if deploy.unschedulable:
+        if deploy.refused:  # the API server will not create the pods: no deadline will help
+            return False, verdict(
+                Phase.START_REFUSED,
+                extra=f"{a.deploy_id}: {deploy.refused}",
+                detail=_deploy_detail(deploy),
+            )
+        if deploy.unschedulable and deploy.scale_up == "not_triggered":
+            return False, verdict(
+                Phase.START_UNSCHEDULABLE,
+                extra=f"{a.deploy_id} pods unschedulable and the cluster autoscaler will not add a "
+                "node for them (NotTriggerScaleUp)",
+                detail=_deploy_detail(deploy),
+            )
+        if deploy.unschedulable and deploy.scale_up != "triggered":  # a node is coming: wait
             since = self._unschedulable_since(a, now)
             if (now - since).total_seconds() >= self.config.unschedulable_grace_s:
                 return False, verdict(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gps_dagster.domain.phases import Phase, fix_for
+from gps_dagster.domain.phases import INELIGIBLE_FIXES, Phase, fix_for
 from gps_dagster.ports import (
     AdmissionRefused,
     AliasGuardUnavailable,
@@ -55,7 +55,8 @@ def from_core_error(exc: CoreError) -> Verdict:
             return verdict(Phase.ALIAS_BLOCKED, exc.reason, extra=message)
         return verdict(Phase.QUOTA_REFUSED, exc.reason, extra=f"core admission refused: {message}")
     if isinstance(exc, Unsupported):
-        return verdict(Phase.INELIGIBLE, "unsupported_scale_for_mode", extra=message, detail={"core_reason": exc.reason})
+        reason = exc.reason if exc.reason in INELIGIBLE_FIXES else "unsupported_scale_for_mode"
+        return verdict(Phase.INELIGIBLE, reason, extra=message, detail={"core_reason": exc.reason})
     if isinstance(exc, NotFound):
         return verdict(Phase.INELIGIBLE, "target_failed", extra=message)
     return verdict(Phase.INELIGIBLE, "core_refused", extra=f"{type(exc).__name__}: {message}")

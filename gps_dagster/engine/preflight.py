@@ -50,6 +50,10 @@ class QuotaLedger:
     granted: dict[str, int] = field(default_factory=dict)
     releasing: frozenset[str] = frozenset()
     """Deploys the plan releases before its acquiring steps (for the reservation preview)."""
+    released: dict[str, int] = field(default_factory=dict)
+    """GPUs each releasing deploy frees; credited to the quota *scope* the core reports for it
+    (Kubernetes: a ResourceQuota is per namespace, not per project label; issue 18 item 6)."""
+    scopes: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def for_plan(cls, steps: Mapping[str, tuple[PlannedStep, Wanted, DeployView]], *, release_first: bool) -> QuotaLedger:
@@ -63,29 +67,52 @@ class QuotaLedger:
             held = deploy.role_max if deploy.role_max is not None else deploy.desired_replicas
             groups = held if step.kind is StepKind.STOP else held - (step.replicas or held)
             ledger.freed[deploy.project] = ledger.freed.get(deploy.project, 0) + max(groups, 0) * deploy.gpus_per_replica
+        for step, _wanted, deploy in steps.values():
+            if step.order.value == "release":
+                held = deploy.role_max if deploy.role_max is not None else deploy.desired_replicas
+                groups = held if step.kind is StepKind.STOP else held - (step.replicas or held)
+                ledger.released[deploy.id] = max(groups, 0) * deploy.gpus_per_replica
         return ledger
+
+    def _scope_of(self, core: Core, deploy_id: str) -> str | None:
+        if deploy_id not in self.scopes:
+            try:
+                self.scopes[deploy_id] = core.check_quota(deploy_id, delta_replicas=0).scope
+            except QuotaRefused as exc:  # already over: still the same quota
+                self.scopes[deploy_id] = exc.scope
+        return self.scopes[deploy_id]
+
+    def _freed_in(self, core: Core, scope: str) -> int:
+        return sum(n for d, n in self.released.items() if n and self._scope_of(core, d) == scope)
 
     def charge(self, core: Core, deploy_id: str, delta_replicas: int) -> None:
         """Raise ``QuotaRefused`` unless the request fits the quota once the plan's releases are counted."""
         try:
             q = core.check_quota(deploy_id, delta_replicas=delta_replicas)
             project, quota, used, requested, refused = q.project, q.quota, q.used, q.requested, None
+            scope = q.scope
         except QuotaRefused as exc:
             project, quota, used, requested, refused = exc.project, exc.quota, exc.used, exc.requested, exc
-        if project is None or quota is None:
+            scope = exc.scope
+        if quota is None or (scope is None and project is None):
             if refused is not None:
                 raise refused
             return
-        freed, granted = self.freed.get(project, 0), self.granted.get(project, 0)
+        if scope is not None:  # the quota the core names: credit releases under that one only
+            key, freed, what = f"scope:{scope}", self._freed_in(core, scope), f"quota {scope}"
+        else:
+            key, what = str(project), f"project {project}"
+            freed = self.freed.get(str(project), 0)
+        granted = self.granted.get(key, 0)
         if used - freed + granted + requested > quota:
             if refused is not None and not freed and not granted:
                 raise refused
             raise QuotaRefused(
-                f"project {project}: {used} GPUs held - {freed} released by the plan + {granted + requested} "
+                f"{what}: {used} GPUs held - {freed} released by the plan + {granted + requested} "
                 f"requested > quota {quota}",
-                project=project, quota=quota, used=used - freed + granted, requested=requested,
+                project=project, quota=quota, used=used - freed + granted, requested=requested, scope=scope,
             )
-        self.granted[project] = granted + requested
+        self.granted[key] = granted + requested
 
 
 def check_step(

@@ -155,29 +155,33 @@ def node(
         "metadata": {"name": name, "labels": {names.GPU_PRODUCT: flavor}},
         "spec": {"taints": taints or []},
         "status": {
-            "allocatable": {names.GPU: str(gpus)},
+            "allocatable": {names.GPU: str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"},
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         },
     }
+
+
+def group(spec: dict[str, Any], gpus: int, nodes: int = 1) -> list[dict[str, Any]]:
+    """One replica group of ``nodes`` pods of ``spec``, ``gpus`` split evenly among them."""
+    per = {names.GPU: str(gpus // nodes)}
+    containers = [{"name": "c", "resources": {"requests": per, "limits": per}}]
+    return [{"spec": {**spec, "containers": containers}} for _ in range(nodes)]
 
 
 def test_capacity_fits_whole_groups_per_node_and_counts_terminating_pods() -> None:
     nodes = [node("n1", 8), node("n2", 8), node("a1", 8, flavor="A100")]
     holding = [pod("x", node="n1", gpus=4), pod("y", node="n2", gpus=4, deleting=True)]
     spec = {"nodeSelector": {names.GPU_PRODUCT: "H100-80GB"}}
-    out = capacity.preview(
-        spec, gpus_per_replica=8, nodes_per_replica=1, delta=1, nodes=nodes, holding=holding
-    )
+    out = capacity.preview(group(spec, 8, 1), namespace="ns", delta=1, nodes=nodes, holding=holding)
     assert out == Insufficient("insufficient_capacity", {"n1": 4, "n2": 4}, 1, 0)  # never 4 + 4
     wide = capacity.preview(
-        spec, gpus_per_replica=8, nodes_per_replica=2, delta=1, nodes=nodes, holding=holding
+        group(spec, 8, 2), namespace="ns", delta=1, nodes=nodes, holding=holding
     )
     assert wide == Fits(groups=1)
     assert (
         capacity.preview(
-            {"nodeSelector": {names.GPU_PRODUCT: "B200"}},
-            gpus_per_replica=1,
-            nodes_per_replica=1,
+            group({"nodeSelector": {names.GPU_PRODUCT: "B200"}}, 1, 1),
+            namespace="ns",
             delta=1,
             nodes=nodes,
             holding=[],
@@ -189,9 +193,7 @@ def test_capacity_fits_whole_groups_per_node_and_counts_terminating_pods() -> No
 def test_capacity_skips_nodes_the_pod_may_not_land_on() -> None:
     tainted = node("t", 8, taints=[{"key": "gpu", "value": "maint", "effect": "NoSchedule"}])
     nodes = [node("down", 8, ready=False), tainted]
-    plain = capacity.preview(
-        {}, gpus_per_replica=8, nodes_per_replica=1, delta=1, nodes=nodes, holding=[]
-    )
+    plain = capacity.preview(group({}, 8), namespace="ns", delta=1, nodes=nodes, holding=[])
     assert isinstance(plain, Insufficient)
     tolerant = {
         "tolerations": [
@@ -199,7 +201,7 @@ def test_capacity_skips_nodes_the_pod_may_not_land_on() -> None:
         ]
     }
     assert capacity.preview(
-        tolerant, gpus_per_replica=8, nodes_per_replica=1, delta=1, nodes=nodes, holding=[]
+        group(tolerant, 8, 1), namespace="ns", delta=1, nodes=nodes, holding=[]
     ) == Fits(groups=1)
     pinned = {
         "affinity": {
@@ -218,14 +220,12 @@ def test_capacity_skips_nodes_the_pod_may_not_land_on() -> None:
         **tolerant,
     }
     assert isinstance(
-        capacity.preview(
-            pinned, gpus_per_replica=8, nodes_per_replica=1, delta=1, nodes=nodes, holding=[]
-        ),
+        capacity.preview(group(pinned, 8, 1), namespace="ns", delta=1, nodes=nodes, holding=[]),
         Insufficient,
     )
 
 
-def test_the_etag_moves_with_generation_and_ledger_but_not_with_status_writes() -> None:
+def test_the_etag_moves_with_spec_and_ledger_but_not_with_status_or_annotation_writes() -> None:
     w = deployment(1)
     churned = from_object(
         DEPLOYMENT,
@@ -236,15 +236,34 @@ def test_the_etag_moves_with_generation_and_ledger_but_not_with_status_writes() 
         },
     )
     assert ledger.etag(w) == ledger.etag(churned)  # a controller's status write is no conflict
-    scaled = from_object(DEPLOYMENT, {**w.raw, "metadata": {**w.raw["metadata"], "generation": 4}})
-    assert ledger.etag(w) != ledger.etag(scaled)
+    scaled = from_object(DEPLOYMENT, {**w.raw, "spec": {**w.raw["spec"], "replicas": 3}})
+    assert ledger.etag(w) != ledger.etag(scaled)  # someone changed what it runs
+    annotated = from_object(  # Argo CD's tracking annotation: generation + 1, spec untouched
+        DEPLOYMENT,
+        {
+            **w.raw,
+            "metadata": {
+                **w.raw["metadata"],
+                "generation": 4,
+                "annotations": {"argocd.argoproj.io/tracking-id": "app:apps/Deployment:ns/b"},
+            },
+        },
+    )
+    assert ledger.etag(w) == ledger.etag(annotated)
     new, entry = ledger.append(
-        w, ledger.read(w), key="k", kind=OperationKind.STOP, at=T0_K8S, spec_changes=True
+        w,
+        ledger.read(w),
+        key="k",
+        kind=OperationKind.STOP,
+        at=T0_K8S,
+        spec_changes=True,
+        spec_patch={"replicas": 0},
     )
     after = from_object(
         DEPLOYMENT,
         {
             **w.raw,
+            "spec": {**w.raw["spec"], "replicas": 0},
             "metadata": {
                 **w.raw["metadata"],
                 "generation": 4,

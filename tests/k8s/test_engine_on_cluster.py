@@ -8,8 +8,11 @@ and asserts on what the *cluster* shows: pods, GPUs per node, the workloads' ope
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.domain.pool import gpu_uuid
@@ -233,9 +236,12 @@ def _cpu_hungry(w: K8sWorld, deploy: str) -> None:
     )
 
 
-def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
+def test_a_start_the_scheduler_would_refuse_is_judged_before_anything_is_released(
     new_world: Any,
 ) -> None:
+    """Issue 18 item 9: B asks for more CPU than any node has. The preview used to count GPUs
+    only, said Fits once A was released, and B's pods waited Pending to start_unschedulable; now
+    the preview says no and B is never started (capacity_wait, then capacity_unavailable)."""
     w = new_world(
         schedule=seed_schedule(),
         pool=a_running_pool(),
@@ -245,6 +251,25 @@ def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
     _cpu_hungry(w, B)
     w.run_until(local("2026-10-19T18:10"))
     st = w.status(B)
+    assert st.phase in ("capacity_wait", "capacity_unavailable")
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop")]  # B's pods never created
+    assert not w.deploy(B).unschedulable
+
+
+def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
+    new_world: Any,
+) -> None:
+    """The cluster moves between the preflight and the placement (another tenant's pod is bound
+    to the nodes while B's start is being written): the scheduler's verdict still ends it."""
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(unschedulable_grace_s=120),
+    )
+    _before_start_patch(w, B, lambda: _bind_cpu_hogs(w))
+    w.run_until(local("2026-10-19T18:10"))
+    st = w.status(B)
     assert (st.phase, st.reason) == ("start_unschedulable", "start_unschedulable")
     assert (st.detail or {}).get("allocation_kept") is True
     b = w.deploy(B)
@@ -252,6 +277,182 @@ def test_start_unschedulable_is_the_schedulers_verdict_and_keeps_the_allocation(
         b.unschedulable and b.state is DeployState.STARTING
     )  # kept: nothing stopped automatically
     assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def test_a_pod_the_api_server_refuses_ends_start_refused_at_once_not_at_the_deadline(
+    new_world: Any,
+) -> None:
+    """Issue 18 item 11: a LimitRange (or a cpu/pod quota, Pod Security, a webhook) refuses B's
+    pods after every preflight passed: the ReplicaSet's FailedCreate is the verdict, within a
+    pass or two, instead of B sitting at 0 pods until readiness_timeout (30 min)."""
+    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING)
+    _, ns, _ = w.cluster.workloads[B]
+    body = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "cpu-floor"},
+        "spec": {"limits": [{"type": "Container", "min": {"cpu": "20m"}}]},
+    }
+    w.cluster.kube.call(
+        w.cluster.kube.core.create_namespaced_limit_range, ns, body, what="lr", mutating=True
+    )
+    w.run_until(local("2026-10-19T18:04"))
+    st = w.status(B)
+    assert (st.phase, st.reason) == ("start_refused", "start_refused")
+    assert "minimum cpu usage per Container" in (st.fix or "")
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def test_admin_deploys_sharing_a_namespace_quota_equal_to_the_pool_can_swap(
+    new_world: Any,
+) -> None:
+    """Issue 18 item 6: a ResourceQuota is per namespace. A (8) and C (2) hold the whole 10-GPU
+    quota of the admin namespace; A's release makes room for B (6) under that same quota. The
+    preflight used to credit releases per project label (none here): B was quota_refused."""
+    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING)
+    _, ns, _ = w.cluster.workloads[B]
+    kube = w.cluster.kube
+    body = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus"},
+        "spec": {"hard": {f"requests.{names.GPU}": "10"}},
+    }
+    kube.call(kube.core.create_namespaced_resource_quota, ns, body, what="quota", mutating=True)
+    for _ in range(100):  # the quota controller counts the running pods (wall time)
+        q = kube.call(kube.core.read_namespaced_resource_quota, "gpus", ns, what="quota")
+        if ((q.get("status") or {}).get("used") or {}).get(f"requests.{names.GPU}") == "10":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("quota usage never counted")
+    w.run_until(local("2026-10-19T18:10"))
+    assert w.status(B).phase == "converged", (w.status(B).phase, w.status(B).fix)
+    assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def _fake_cluster_autoscaler(w: K8sWorld, deploy: str, reason: str) -> None:
+    """A FAKE cluster-autoscaler (none can run here: there is no cloud to add nodes from): at each
+    settled instant it records, like the real one, a Normal event ``reason`` on every
+    unschedulable pod of ``deploy`` it has not spoken about yet."""
+    kube, ns = w.cluster.kube, w.cluster.workloads[deploy][1]
+    told: set[str] = set()
+    settle = w.settle
+
+    def settle_and_speak() -> None:
+        settle()
+        found = kube.items(
+            kube.core.list_namespaced_pod,
+            ns,
+            label_selector=f"{names.DEPLOY_ID}={deploy}",
+            what="p",
+        )
+        for p in found:
+            if pods.unschedulable(p) and pods.name(p) not in told:
+                told.add(pods.name(p))
+                message = (
+                    "pod triggered scale-up: [{gpu-pool 0->1 (max: 4)}]"
+                    if reason == "TriggeredScaleUp"
+                    else "pod didn't trigger scale-up: 1 max node group size reached"
+                )
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": f"{pods.name(p)}.ca"},
+                    "involvedObject": {"kind": "Pod", "namespace": ns, "name": pods.name(p)},
+                    "reason": reason,
+                    "message": message,
+                    "type": "Normal",
+                    "source": {"component": "cluster-autoscaler"},
+                    "lastTimestamp": w.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+                kube.call(kube.core.create_namespaced_event, ns, body, what="ev", mutating=True)
+
+    w.settle = settle_and_speak  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    ("reason", "phase"),
+    [
+        ("NotTriggerScaleUp", "start_unschedulable"),  # no node group fits: no point waiting
+        ("TriggeredScaleUp", "awaiting_ready"),  # its node is coming: the readiness deadline rules
+    ],
+)
+def test_not_trigger_scale_up_is_unschedulable_at_once_and_triggered_waits_for_its_node(
+    new_world: Any, reason: str, phase: str
+) -> None:
+    """Issue 18 item 10: with a cluster-autoscaler a GPU node takes minutes. A pod it will add a
+    node for (TriggeredScaleUp) waits to the readiness deadline, not the unschedulable grace; a
+    pod no node group can fit (NotTriggerScaleUp) is start_unschedulable without waiting."""
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(unschedulable_grace_s=600 if reason == "NotTriggerScaleUp" else 120),
+    )
+    _before_start_patch(w, B, lambda: _bind_cpu_hogs(w))
+    _fake_cluster_autoscaler(w, B, reason)
+    w.run_until(local("2026-10-19T18:08"))  # far past 120 s of grace, before 600 s
+    assert w.status(B).phase == phase
+    assert w.deploy(B).unschedulable
+
+
+def _before_start_patch(w: K8sWorld, deploy: str, action: Any) -> None:
+    """Run ``action`` once, after the preflight, just before the adapter PATCHes ``deploy``."""
+    _, _, name = w.cluster.workloads[deploy]
+    rest = w.core.kube.api_client.rest_client
+    inner = rest.request
+    fired: list[bool] = []
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "PATCH" and url.split("?")[0].endswith(f"/deployments/{name}") and not fired:
+            fired.append(True)
+            action()
+        return inner(method, url, *args, **kwargs)
+
+    rest.request = request
+
+
+def _bind_cpu_hogs(w: K8sWorld) -> None:
+    """Another tenant's pod bound straight to every node (``nodeName``: no scheduler involved),
+    taking all the CPU but 5m (B's pods ask 10m each)."""
+    kube = w.cluster.kube
+    bound = pods.holding(
+        kube.items(
+            kube.core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=", what="p"
+        )
+    )
+    for i, node in enumerate(sorted(w.cluster.sim.nodes)):
+        obj = kube.call(kube.core.read_node, node, what="node")
+        used = sum(
+            pods.spec_requests(p["spec"]).get("cpu", 0) for p in bound if pods.node(p) == node
+        )
+        free_m = int((pods.parse_quantity(obj["status"]["allocatable"]["cpu"]) - used) * 1000)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"cpu-hog-{i}"},
+            "spec": {
+                "nodeName": node,
+                "tolerations": [{"operator": "Exists"}],
+                "automountServiceAccountToken": False,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "hog",
+                        "image": "hog:1",
+                        "resources": {"requests": {"cpu": f"{free_m - 5}m"}},
+                    }
+                ],
+            },
+        }
+        w.cluster.kube.call(
+            w.cluster.kube.core.create_namespaced_pod,
+            w.cluster.layout.system,
+            body,
+            what="bind a cpu hog",
+            mutating=True,
+        )
 
 
 def _reserved_pool() -> dict[str, Any]:

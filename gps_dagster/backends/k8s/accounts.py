@@ -59,18 +59,62 @@ class NamespaceBilling:
             )
 
 
-def gpu_quotas(quotas: Sequence[Obj]) -> list[tuple[str, int, int]]:
-    """(name, hard, used) of every ResourceQuota limiting ``requests.nvidia.com/gpu``."""
+def gpu_quotas(
+    quotas: Sequence[Obj], spec: Mapping[str, Any] | None = None
+) -> list[tuple[str, int, int]]:
+    """(scope, hard, used) of every ResourceQuota limiting ``requests.nvidia.com/gpu`` that
+    applies to pods of ``spec`` (its ``scopes`` / ``scopeSelector``); scope =
+    ``<namespace>/<name>`` plus its scopes, the identity releases are credited under."""
     out = []
     for q in quotas:
-        hard = ((q.get("spec") or {}).get("hard") or {}).get(QUOTA_KEY)
-        if hard is None:
+        qspec = q.get("spec") or {}
+        hard = (qspec.get("hard") or {}).get(QUOTA_KEY)
+        if hard is None or (spec is not None and not quota_applies(qspec, spec)):
             continue
         used = ((q.get("status") or {}).get("used") or {}).get(QUOTA_KEY)
-        out.append(
-            ((q.get("metadata") or {}).get("name", "?"), pods.quantity(hard), pods.quantity(used))
-        )
+        meta = q.get("metadata") or {}
+        scope = f"{meta.get('namespace', '?')}/{meta.get('name', '?')}{_scopes_text(qspec)}"
+        out.append((scope, pods.quantity(hard), pods.quantity(used)))
     return out
+
+
+def _scopes_text(qspec: Mapping[str, Any]) -> str:
+    parts = list(qspec.get("scopes") or [])
+    for e in (qspec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        parts.append(f"{e.get('scopeName')} {e.get('operator')} {','.join(e.get('values') or [])}")
+    return f" [{'; '.join(parts)}]" if parts else ""
+
+
+def quota_applies(qspec: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+    """Whether a ResourceQuota's ``scopes``/``scopeSelector`` select pods of this spec (the
+    quota admission's rules: BestEffort, Terminating = activeDeadlineSeconds, PriorityClass).
+    A GPU pod has requests, so it is never BestEffort."""
+    terminating = spec.get("activeDeadlineSeconds") is not None
+    facts = {
+        "BestEffort": False,
+        "NotBestEffort": True,
+        "Terminating": terminating,
+        "NotTerminating": not terminating,
+    }
+    for s in qspec.get("scopes") or []:
+        if not facts.get(str(s), True):
+            return False
+    for e in (qspec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        name, op, values = e.get("scopeName"), e.get("operator"), e.get("values") or []
+        if name in facts:
+            if facts[name] != (op != "DoesNotExist"):
+                return False
+        elif name == "PriorityClass":
+            pc = spec.get("priorityClassName")
+            ok = {
+                "In": pc in values,
+                "NotIn": pc not in values,
+                "Exists": pc is not None,
+                "DoesNotExist": pc is None,
+            }.get(str(op), True)
+            if not ok:
+                return False
+    return True
 
 
 def check_quota(
@@ -84,20 +128,21 @@ def check_quota(
         w.namespace,
         what=f"list resourcequotas in {w.namespace}",
     )
-    limits = gpu_quotas(quotas)
+    limits = gpu_quotas(quotas, w.template.get("spec") or {})
     if not limits:
         return QuotaStatus(project=project, quota=None, used=0, requested=requested)
-    name, hard, used = min(limits, key=lambda x: x[1] - x[2])
+    scope, hard, used = min(limits, key=lambda x: x[1] - x[2])
     if used + requested > hard:
         raise QuotaRefused(
-            f"ResourceQuota {w.namespace}/{name}: {used} {QUOTA_KEY} used + {requested} "
+            f"ResourceQuota {scope}: {used} {QUOTA_KEY} used + {requested} "
             f"requested > hard {hard}",
             project=project,
             quota=hard,
             used=used,
             requested=requested,
+            scope=scope,
         )
-    return QuotaStatus(project=project, quota=hard, used=used, requested=requested)
+    return QuotaStatus(project=project, quota=hard, used=used, requested=requested, scope=scope)
 
 
 def alias_services(services: Sequence[Obj]) -> dict[tuple[str, str], list[str]]:

@@ -1,23 +1,40 @@
-"""Capacity preview per node (SPEC R-K8S-4, R-PASS-9): whole replica groups on free GPUs.
+"""Capacity preview per node (SPEC R-K8S-4, R-PASS-9): whole replica groups, as the scheduler
+would place them, now.
 
-Free GPUs of a node = allocatable ``nvidia.com/gpu`` − the GPU requests of every pod bound to it
-that is not terminal, **terminating pods included** (their GPUs are not back until they are gone).
-A node counts only if the pod template may land there, as the scheduler would judge it: Ready and
-schedulable, every ``nodeSelector`` label (flavor ``nvidia.com/gpu.product``, region, hostname …)
-and the required node affinity matched, its NoSchedule/NoExecute taints tolerated. A replica
-group of ``n`` nodes needs ``n`` distinct nodes of one flavor with ``gpus/n`` free GPUs each: an
-8-GPU single-node replica never fits as 4 + 4 (``domain.fitting``).
+Free on a node = allocatable − the requests of every pod bound to it that is not terminal
+(**terminating pods included**: their resources are not back until they are gone) − the requests
+of pods the scheduler has *nominated* for it (a preemptor waiting for its victims). Every resource
+a pod requests is modelled: ``cpu``, ``memory``, the ``pods`` slot, ``nvidia.com/gpu``, MIG
+profiles (``nvidia.com/mig-…``) and any other extended resource; requests are the scheduler's
+(``pods.spec_requests``: sidecars add, init containers peak).
+
+A node counts only if the pod may land there: Ready and schedulable, every ``nodeSelector`` label
+and the required node affinity matched (an empty ``nodeSelectorTerm`` matches nothing), its
+NoSchedule/NoExecute taints tolerated — counting the tolerations the **ExtendedResourceToleration**
+admission plugin adds to every pod that requests an extended resource (GKE taints GPU nodes
+``nvidia.com/gpu=present:NoSchedule`` and relies on it; the plugin changes pods, never the
+template, so the preview adds them itself: ``plugin/pkg/admission/extendedresourcetoleration``).
+Required pod anti-affinity and ``DoNotSchedule`` topology spread on ``kubernetes.io/hostname`` are
+simulated pod by pod; anything the preview does not model (pod affinity, other topology keys) is
+``Insufficient("preview_unsupported", …)`` naming the feature, never a Fits it cannot vouch for.
+
+A replica group (an LWS: its leader pod, then ``size − 1`` workers, each with its own template's
+requests) needs distinct nodes of one flavor; an 8-GPU single-node replica never fits as 4 + 4.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from gps_dagster.backends.k8s import names, pods
-from gps_dagster.backends.k8s.pods import Pod
-from gps_dagster.domain.fitting import groups_fitting
+from gps_dagster.backends.k8s.pods import Pod, Requests
+from gps_dagster.backends.k8s.workloads import selector_matches
 from gps_dagster.ports import CapacityPreview, Fits, Insufficient
+
+PODS = "pods"
 
 Node = Mapping[str, Any]
 
@@ -78,12 +95,13 @@ def _affinity_ok(spec: Mapping[str, Any], node: Node) -> bool:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if not terms:
+    if not required:
         return True
+    terms = required.get("nodeSelectorTerms") or []
     labels, fields = node_labels(node), {"metadata.name": node_name(node)}
     return any(
-        all(_expr_ok(e, labels) for e in t.get("matchExpressions") or [])
+        bool(t.get("matchExpressions") or t.get("matchFields"))  # an empty term matches nothing
+        and all(_expr_ok(e, labels) for e in t.get("matchExpressions") or [])
         and all(_expr_ok(e, fields) for e in t.get("matchFields") or [])
         for t in terms
     )
@@ -102,6 +120,26 @@ def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]
     return False
 
 
+def extended(resource: str) -> bool:
+    """An extended resource name (``vendor.example/x``, not ``*kubernetes.io/*`` nor
+    ``requests.*``): Kubernetes ``helper.IsExtendedResourceName``."""
+    return (
+        "/" in resource
+        and "kubernetes.io/" not in resource
+        and not resource.startswith("requests.")
+    )
+
+
+def admitted_tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pod's tolerations after ExtendedResourceToleration: one ``Exists``/``NoSchedule`` per
+    extended resource its containers or init containers request."""
+    added = sorted(r for r in pods.spec_requests(spec) if extended(r))
+    return [
+        *(spec.get("tolerations") or []),
+        *({"key": r, "operator": "Exists", "effect": "NoSchedule"} for r in added),
+    ]
+
+
 def matches(spec: Mapping[str, Any], node: Node) -> bool:
     """Whether a pod of this spec may be placed on the node (selectors, affinity, taints)."""
     labels = node_labels(node)
@@ -109,7 +147,7 @@ def matches(spec: Mapping[str, Any], node: Node) -> bool:
         return False
     if not _affinity_ok(spec, node):
         return False
-    tolerations = spec.get("tolerations") or []
+    tolerations = admitted_tolerations(spec)
     blocking = [
         t
         for t in (node.get("spec") or {}).get("taints") or []
@@ -118,30 +156,183 @@ def matches(spec: Mapping[str, Any], node: Node) -> bool:
     return all(_tolerated(t, tolerations) for t in blocking)
 
 
+def node_allocatable(node: Node) -> Requests:
+    raw = (node.get("status") or {}).get("allocatable") or {}
+    return {
+        str(k): pods.parse_quantity(v, where=f"node {node_name(node)} allocatable[{k}]")
+        for k, v in raw.items()
+    }
+
+
+def unsupported(spec: Mapping[str, Any]) -> str | None:
+    """The first placement rule of this pod spec the preview does not model, if any."""
+    affinity = spec.get("affinity") or {}
+    if (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        return "pod_affinity"
+    for term in _anti_terms(spec):
+        if term.get("topologyKey") != names.HOSTNAME:
+            return "pod_anti_affinity_topology"
+        if term.get("namespaceSelector") is not None:
+            return "pod_anti_affinity_namespace_selector"
+    for c in _spread(spec):
+        if c.get("topologyKey") != names.HOSTNAME:
+            return "topology_spread_topology"
+    return None
+
+
+def _anti_terms(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    anti = (spec.get("affinity") or {}).get("podAntiAffinity") or {}
+    return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+
+
+def _spread(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        c
+        for c in spec.get("topologySpreadConstraints") or []
+        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+    ]
+
+
+@dataclass
+class Placement:
+    """Free resources and placed pods' labels per node, updated as the simulation places pods."""
+
+    free: dict[str, Requests]
+    labels: dict[str, list[tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
+    """node → (namespace, labels) of the pods on it (bound, nominated and simulated)."""
+
+    def fits(self, node: str, need: Requests) -> bool:
+        have = self.free.get(node, {})
+        return all(have.get(r, Fraction(0)) >= v for r, v in need.items() if v > 0)
+
+    def take(self, node: str, need: Requests, namespace: str, labels: Mapping[str, str]) -> None:
+        have = self.free[node]
+        for r, v in need.items():
+            have[r] = have.get(r, Fraction(0)) - v
+        self.labels.setdefault(node, []).append((namespace, labels))
+
+
+def _selected(term: Mapping[str, Any], namespace: str, ns: str, labels: Mapping[str, str]) -> bool:
+    spaces = term.get("namespaces") or [namespace]
+    return ns in spaces and selector_matches(term.get("labelSelector") or {}, labels)
+
+
+def _rules_ok(
+    pod: Mapping[str, Any], namespace: str, node: str, world: Placement, nodes: Sequence[str]
+) -> bool:
+    """Required anti-affinity and DoNotSchedule spread on hostname, as the scheduler checks."""
+    for term in _anti_terms(pod["spec"]):
+        if any(_selected(term, namespace, ns, lb) for ns, lb in world.labels.get(node, [])):
+            return False
+    for c in _spread(pod["spec"]):
+        sel = c.get("labelSelector") or {}
+        term = {"labelSelector": sel}
+        count = {
+            n: sum(1 for ns, lb in world.labels.get(n, []) if _selected(term, namespace, ns, lb))
+            for n in nodes
+        }
+        if count[node] + 1 - min(count.values(), default=0) > int(c.get("maxSkew") or 1):
+            return False
+    return True
+
+
 def preview(
-    spec: Mapping[str, Any],
+    group: Sequence[Mapping[str, Any]],
     *,
-    gpus_per_replica: int,
-    nodes_per_replica: int,
+    namespace: str,
     delta: int,
     nodes: Sequence[Node],
     holding: Sequence[Pod],
+    nominated: Sequence[Pod] = (),
 ) -> CapacityPreview:
-    """Do ``delta`` more replica groups of this pod spec fit, node by node, now?"""
+    """Do ``delta`` more replica groups fit, node by node, now? ``group``: the pod templates
+    (``{"metadata", "spec"}``) of one replica group, one per pod (an LWS: leader first)."""
     delta = max(delta, 0)
-    matching = [n for n in nodes if matches(spec, n)]
+    specs = [t.get("spec") or {} for t in group]
+    missing = next((f for f in map(unsupported, specs) if f), None)
+    if missing is not None:
+        return Insufficient(f"preview_unsupported:{missing}", {}, delta, 0)
+    matching = [n for n in nodes if any(matches(s, n) for s in specs)]
     if not matching:
         return Insufficient("no_matching_flavor", {}, delta, 0)
     usable = [n for n in matching if node_usable(n)]
-    free = free_by_node(usable, holding)
-    per_node = gpus_per_replica // max(nodes_per_replica, 1)
-    by_flavor: dict[str, list[int]] = {}
-    for n in usable:
-        slots = free[node_name(n)] // per_node if per_node else delta
-        if slots > 0:
-            by_flavor.setdefault(node_labels(n).get(names.GPU_PRODUCT, ""), []).append(slots)
-    fitting = sum(groups_fitting(s, nodes_per_replica, delta) for s in by_flavor.values())
+    world = _world(usable, holding, nominated)
+    needs = [{**pods.spec_requests(s), PODS: Fraction(1)} for s in specs]
+    fitting = 0
+    for _ in range(delta):
+        if not _place_group(group, needs, namespace, usable, world):
+            break
+        fitting += 1
     if fitting >= delta:
         return Fits(groups=delta)
-    shown = {k: v for k, v in sorted(free.items()) if v > 0}
-    return Insufficient("insufficient_capacity", shown, delta, min(fitting, delta))
+    waiting = [_as_bound(p) for p in nominated]
+    shown = {k: v for k, v in sorted(free_by_node(usable, [*holding, *waiting]).items()) if v > 0}
+    return Insufficient("insufficient_capacity", shown, delta, fitting)
+
+
+def _world(usable: Sequence[Node], holding: Sequence[Pod], nominated: Sequence[Pod]) -> Placement:
+    world = Placement({node_name(n): node_allocatable(n) for n in usable})
+    for p in [*holding, *nominated]:
+        where = pods.node(p) or (p.get("status") or {}).get("nominatedNodeName")
+        if where in world.free:
+            need = {**pods.spec_requests(p.get("spec") or {}), PODS: Fraction(1)}
+            world.take(str(where), need, pods.namespace(p), pods.labels(p))
+    return world
+
+
+def _as_bound(pod: Pod) -> Pod:
+    where = (pod.get("status") or {}).get("nominatedNodeName")
+    return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": where}}
+
+
+def _place_group(
+    group: Sequence[Mapping[str, Any]],
+    needs: Sequence[Requests],
+    namespace: str,
+    usable: Sequence[Node],
+    world: Placement,
+) -> bool:
+    """Place one group on distinct nodes of one flavor (most free GPUs first); commit or not."""
+    by_flavor: dict[str, list[str]] = {}
+    for n in usable:
+        by_flavor.setdefault(node_labels(n).get(names.GPU_PRODUCT, ""), []).append(node_name(n))
+    specs = {node_name(n): n for n in usable}
+    for flavor in sorted(by_flavor):
+        names_ = by_flavor[flavor]
+        trial = Placement(
+            {k: dict(v) for k, v in world.free.items()},
+            {k: list(v) for k, v in world.labels.items()},
+        )
+        used: set[str] = set()
+        gpu_first = sorted(
+            zip(group, needs, strict=True), key=lambda tn: -tn[1].get(names.GPU, Fraction(0))
+        )
+        for template, need in gpu_first:
+            spec = template.get("spec") or {}
+            labels = (template.get("metadata") or {}).get("labels") or {}
+            sign = (
+                -1 if need.get(names.GPU, 0) > 0 else 1
+            )  # GPU pods: most free first; others: least
+            order = sorted(
+                names_,
+                key=lambda n: (sign * trial.free[n].get(names.GPU, Fraction(0)), n),
+            )
+            spot = next(
+                (
+                    n
+                    for n in order
+                    if n not in used
+                    and matches(spec, specs[n])
+                    and trial.fits(n, need)
+                    and _rules_ok(template, namespace, n, trial, names_)
+                ),
+                None,
+            )
+            if spot is None:
+                break
+            used.add(spot)
+            trial.take(spot, need, namespace, labels)
+        else:
+            world.free, world.labels = trial.free, trial.labels
+            return True
+    return False

@@ -32,6 +32,9 @@ FEATURE_GATES = "--feature-gates=TTLAfterFinished=true"
 """Alpha in 1.20 (beta, on by default, from 1.21): a finished Job with
 ``ttlSecondsAfterFinished`` is deleted by the TTL controller, as dagster-k8s's run Jobs expect."""
 ADMIN_TOKEN_ENV = "GPS_TEST_K8S_TOKEN"
+ADMISSION_PLUGINS = "ExtendedResourceToleration"
+"""Added to the API server's default admission plugins (NamespaceLifecycle, ServiceAccount,
+ResourceQuota, Priority, DefaultTolerationSeconds …, which stay on)."""
 
 
 class ControlPlaneError(RuntimeError):
@@ -300,7 +303,12 @@ def _start_apiserver(
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.96.0.0/24",
             "--endpoint-reconciler-type=none",
-            "--enable-priority-and-fairness=false",
+            # As strict as production (issue 18): API Priority and Fairness on (the 1.20 default:
+            # feature gate APIPriorityAndFairness beta, --enable-priority-and-fairness=true; its
+            # FlowSchema/PriorityLevelConfiguration are flowcontrol.apiserver.k8s.io/v1beta1),
+            # and ExtendedResourceToleration on top of the default plugins, as on GKE: a pod
+            # requesting nvidia.com/gpu gets the toleration for the GPU nodes' taint.
+            f"--enable-admission-plugins={ADMISSION_PLUGINS}",
             FEATURE_GATES,
             "--v=0",
         ],
@@ -320,9 +328,7 @@ def _start_controllers(plane: ControlPlane, bins: dict[str, Path], pki: dict[str
             f"--root-ca-file={pki['ca.crt']}",
             "--secure-port=0",
             f"--port={free_port()}",
-            "--concurrent-deployment-syncs=10",
-            "--concurrent-replicaset-syncs=10",
-            FEATURE_GATES,
+            FEATURE_GATES,  # default syncs (5 deployment / 5 replicaset workers) and QPS (20)
             "--v=0",
         ],
     )
@@ -332,12 +338,11 @@ def _start_controllers(plane: ControlPlane, bins: dict[str, Path], pki: dict[str
             {
                 "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
                 "kind": "KubeSchedulerConfiguration",
-                "clientConnection": {"kubeconfig": kubeconfig, "qps": 200, "burst": 400},
+                "clientConnection": {"kubeconfig": kubeconfig},  # default QPS 50 / burst 100
                 "leaderElection": {"leaderElect": False},
                 "healthzBindAddress": f"127.0.0.1:{free_port()}",
                 "metricsBindAddress": f"127.0.0.1:{free_port()}",
-                "podInitialBackoffSeconds": 1,
-                "podMaxBackoffSeconds": 1,
+                # default backoffs (podInitialBackoffSeconds 1, podMaxBackoffSeconds 10)
             }
         )
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -29,6 +29,7 @@ from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.gps import Binding, Reservations
 from gps_dagster.backends.k8s.workloads import (
+    LWS,
     Finder,
     Workload,
     read,
@@ -43,6 +44,7 @@ from gps_dagster.ports import (
     AliasInfo,
     CapacityPreview,
     Clock,
+    CoreError,
     DeployState,
     DeployView,
     NotFound,
@@ -65,6 +67,49 @@ class Snapshot:
     """Whether ``pods`` holds every pod of the namespaces (else only a workload's)."""
     services: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     hpa: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+SCALE_UP_EVENTS = {"TriggeredScaleUp": "triggered", "NotTriggerScaleUp": "not_triggered"}
+"""cluster-autoscaler's Normal events on a pending pod (kubernetes/autoscaler
+``cluster-autoscaler/processors/status/eventing_scale_up_processor.go``): "pod triggered
+scale-up: [...]" and "pod didn't trigger scale-up: [...]". Karpenter does not emit them."""
+
+
+def autoscaler_verdict(kube: Kube, namespace: str, own: Sequence[Obj]) -> str | None:
+    """The newest scale-up event of any unschedulable pod of the deploy, as ``DeployView.scale_up``:
+    ``not_triggered`` wins over ``triggered`` (one pod no node group can fit is enough)."""
+    waiting = {pods.name(p) for p in own if pods.unschedulable(p)}
+    newest: dict[str, tuple[str, str]] = {}
+    found: list[Obj] = []
+    try:
+        for reason in SCALE_UP_EVENTS:
+            found += kube.items(
+                kube.core.list_namespaced_event,
+                namespace,
+                field_selector=f"involvedObject.kind=Pod,reason={reason}",
+                what=f"list {reason} events in {namespace}",
+            )
+    except CoreError:  # events unreadable (RBAC): the unschedulable grace decides, as without
+        return None
+    for e in found:
+        reason = str(e.get("reason", ""))
+        if reason in SCALE_UP_EVENTS:
+            pod = str((e.get("involvedObject") or {}).get("name", ""))
+            at = str(e.get("lastTimestamp") or e.get("eventTime") or "")
+            if pod in waiting and at >= newest.get(pod, ("", ""))[0]:
+                newest[pod] = (at, SCALE_UP_EVENTS[reason])
+    said = {verdict for _, verdict in newest.values()}
+    return "not_triggered" if "not_triggered" in said else ("triggered" if said else None)
+
+
+def replica_group(w: Workload) -> list[Obj]:
+    """The pod templates of one replica group, one per pod: an LWS's leader (its own template
+    when it has one) then ``size - 1`` workers; a Deployment's one pod."""
+    if w.kind != LWS:
+        return [dict(w.template)]
+    lwt = (w.raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    leader = lwt.get("leaderTemplate") or w.template
+    return [dict(leader), *(dict(w.template) for _ in range(w.group_size - 1))]
 
 
 class K8sCore(MutationsMixin):
@@ -128,6 +173,8 @@ class K8sCore(MutationsMixin):
             hpa=(w.namespace, w.kind, w.name) in snap.hpa,
             binding=gps_mod.binding_view(b),
         )
+        if view.unschedulable:
+            view = replace(view, scale_up=autoscaler_verdict(self.kube, w.namespace, own))
         if isinstance(b, TimeSlicedBinding) and view.state is DeployState.READY:
             holder = kai.holder_name(b.reservation)  # a member runs again: the holder can go
             if not snap.every_pod or any(pods.name(p) == holder for p in snap.pods):
@@ -188,13 +235,22 @@ class K8sCore(MutationsMixin):
         if b is not None:
             return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
         return capacity.preview(
-            w.template.get("spec") or {},
-            gpus_per_replica=gpr,
-            nodes_per_replica=w.group_size,
+            replica_group(w),
+            namespace=w.namespace,
             delta=delta_replicas,
             nodes=self.nodes(),
             holding=self.holding_pods(),
+            nominated=self.nominated_pods(),
         )
+
+    def nominated_pods(self) -> list[pods.Pod]:
+        """Pending pods the scheduler nominated a node for (preemptors): that node is promised."""
+        found = self.kube.items(
+            self.kube.core.list_pod_for_all_namespaces,
+            what="list pending pods",
+            field_selector="spec.nodeName=,status.phase=Pending",
+        )
+        return [p for p in found if (p.get("status") or {}).get("nominatedNodeName")]
 
     def alias_guard(self, deploy_id: str) -> AliasInfo:
         w = self.finder.find(deploy_id)

@@ -125,6 +125,8 @@ class Reservations:
 
         ``members`` are (workload, binding, ready groups) of the deploys in scope.
         """
+        if isinstance(b, ExclusiveBinding):
+            return self._scope_decision(w, b.reservations)
         if not isinstance(b, TimeSlicedBinding):
             return None
         try:
@@ -135,6 +137,9 @@ class Reservations:
                 "unknown_reservation",
                 f"reservation '{b.reservation}' is not in the ledger",
             )
+        out_of_scope = self._scope_decision(w, (rsv.id,), rsv)
+        if out_of_scope is not None:
+            return out_of_scope
         running: dict[str, int] = {}
         flying: dict[str, int] = {}
         for mw, mb, ready in members:
@@ -147,6 +152,19 @@ class Reservations:
             if mw.replicas > 0:
                 (running if ready > 0 else flying)[mw.deploy_id] = mb.memory_mib
         return admit(rsv, running=running, in_flight=flying, proposed=(w.deploy_id, b.memory_mib))
+
+    def _scope_decision(
+        self, w: Workload, reservation_ids: Sequence[str], rsv: Reservation | None = None
+    ) -> Ineligible | None:
+        """The preflight's form of ``check_scope``: refused before anything is released."""
+        for rid in reservation_ids:
+            try:
+                check_scope(w, rsv if rsv is not None else self.get(rid))
+            except NotFound:
+                continue  # the render and the capacity preview report an unknown reservation
+            except AdmissionRefused as exc:
+                return Ineligible(rid, exc.reason, str(exc))
+        return None
 
     def preview(self, w: Workload, decision: Decision | None) -> AdmissionPreview:
         if decision is None:
@@ -210,34 +228,33 @@ class Reservations:
                 "scheduling_policy_invalid", f"{names.POLICY_CONFIGMAP}: {exc}"
             ) from exc
 
-    def rendered_template(self, w: Workload, b: Binding) -> Obj:
-        """The pod template of ``w`` rendered for its binding (the start patches it in)."""
+    def rendered_template(self, w: Workload, b: Binding, source: Obj | None = None) -> Obj:
+        """A pod template of ``w`` (its main one, or ``source``: an LWS's leader template)
+        rendered for its binding (the start patches it in)."""
         policy = self.policy()
+        base: Mapping[str, Any] = w.template if source is None else source
         template = {
-            "metadata": dict(w.template.get("metadata") or {}),
-            "spec": dict(w.template.get("spec") or {}),
+            "metadata": dict(base.get("metadata") or {}),
+            "spec": dict(base.get("spec") or {}),
         }
         if isinstance(b, TimeSlicedBinding):
             return self._member_template(w, b, template, policy)
         rsvs = [self.get(r) for r in b.reservations]
-        return exclusive_template(template, rsvs, project=_queue_project(w, rsvs[0]), policy=policy)
+        for rsv in rsvs:
+            check_scope(w, rsv)
+        return exclusive_template(template, rsvs, project=_queue_project(rsvs[0]), policy=policy)
 
     def _member_template(
         self, w: Workload, b: TimeSlicedBinding, template: Obj, policy: kai.SchedulingPolicy
     ) -> Obj:
         rsv = self.get(b.reservation)
-        if rsv.namespace != w.namespace:
-            raise AdmissionRefused(
-                "reservation_namespace_mismatch",
-                f"{w.ref} is a member of {rsv.id}, whose pods run in namespace {rsv.namespace}; "
-                f"deploy it in {rsv.namespace}",
-            )
+        check_scope(w, rsv)
         try:
             out = kai.render_member_pod(
                 template,
                 reservation=rsv,
                 deploy_id=w.deploy_id,
-                project=_queue_project(w, rsv),
+                project=_queue_project(rsv),
                 memory_mib=b.memory_mib,
                 policy=policy,
             )
@@ -257,7 +274,7 @@ class Reservations:
         rsv = self.get(b.reservation)
         if not holder_wanted(rsv, running=running_members, stopping=[w.deploy_id]):
             return
-        pod = kai.render_holder_pod(rsv, project=_queue_project(w, rsv), policy=self.policy())
+        pod = kai.render_holder_pod(rsv, project=_queue_project(rsv), policy=self.policy())
         try:
             self.kube.call(
                 self.kube.core.create_namespaced_pod,
@@ -377,8 +394,29 @@ def exclusive_template(
     return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
 
 
-def _queue_project(w: Workload, rsv: Reservation) -> str:
-    return w.labels.get(names.PROJECT) or reservation_project(rsv) or w.namespace
+def _queue_project(rsv: Reservation) -> str:
+    """The KAI queue's project of a reservation-bound render: the reservation's own (its
+    namespace), never a label of the workload — a label is whatever its author wrote."""
+    return reservation_project(rsv) or rsv.namespace
+
+
+def check_scope(w: Workload, rsv: Reservation) -> None:
+    """A reservation lends its GPUs to one namespace (and so one project), whatever the mode:
+    a workload elsewhere that carries the binding annotation is refused, never rendered onto
+    the reservation's node (issue 18 item 2)."""
+    if rsv.namespace != w.namespace:
+        raise AdmissionRefused(
+            "reservation_namespace_mismatch",
+            f"{w.ref} is bound to {rsv.id}, whose pods run in namespace {rsv.namespace}; "
+            f"deploy it in {rsv.namespace} or remove the {names.RESERVATION} annotation",
+        )
+    owner, claimed = reservation_project(rsv), w.labels.get(names.PROJECT)
+    if owner is not None and claimed and claimed != owner:
+        raise AdmissionRefused(
+            "reservation_project_mismatch",
+            f"{w.ref} is labelled {names.PROJECT}={claimed} but {rsv.id} belongs to project "
+            f"{owner}; fix the label or bind a reservation of project {claimed}",
+        )
 
 
 class _Locked:

@@ -11,23 +11,29 @@ not even its key, because any annotation write bumps a Deployment's generation. 
 carries the key (``…/noop:<kind>:<key>``); a resubmit decides again, so it still mutates at most
 once.
 
-**ETag.** The port's ETag is ``<uid>.<generation>.<seq>``: the object's identity, its
-generation and the count of product mutations (a persist-only write of a LeaderWorkerSet
-changes no generation). A raw resourceVersion would go stale every time a
-controller writes the status (a pod became ready), turning every follow-up into a spurious
-conflict; ``metadata.generation`` moves exactly when someone changes the spec — or, on a
-Deployment, its annotations (a manual ``kubectl scale``, the HPA, us). The resourceVersion is
-still the precondition of every write:
-each mutation re-reads the object, compares this ETag, and patches with that read's
-resourceVersion, so a write that lands in between is a 409, never a lost update.
+**ETag.** The port's ETag is ``<uid>.<spec digest>.<seq>``: the object's identity, a digest of
+its ``spec`` and the count of product mutations (a persist-only write changes no spec). A raw
+resourceVersion would go stale every time a controller writes the status (a pod became ready),
+and ``metadata.generation`` moves on a Deployment with **any annotation change** (the registry
+bumps it because annotations are copied onto ReplicaSets: ``pkg/registry/apps/deployment/
+strategy.go`` ``PrepareForUpdate``) — Argo CD's tracking annotation, Reloader, a ``kubectl
+annotate`` would each turn the engine's next write into a spurious conflict. The spec digest moves
+exactly when someone changes what the deploy runs (replicas, template, strategy …). The
+resourceVersion is still the precondition of every write: each mutation re-reads the object,
+compares this ETag, and patches with that read's resourceVersion — the change and the ledger in
+one preconditioned merge patch, so a write that lands in between is a 409, never a lost update,
+and a lost answer is replayed from the ledger.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.workloads import Workload
@@ -79,17 +85,30 @@ def dump(ledger: Ledger) -> str:
 
 def etag(w: Workload, ledger: Ledger | None = None) -> str:
     ledger = ledger if ledger is not None else read(w)
-    return etag_of(w.uid, w.generation, ledger.seq)
+    return etag_of(w.uid, spec_digest(w.raw.get("spec") or {}), ledger.seq)
 
 
-def etag_of(uid: str, generation: int, seq: int) -> str:
-    return f"{uid[:13]}.{generation}.{seq}"
+def etag_of(uid: str, digest: str, seq: int) -> str:
+    return f"{uid[:13]}.{digest}.{seq}"
 
 
-def bumps_generation(w: Workload, *, spec_changes: bool) -> bool:
-    """Whether our write moves ``metadata.generation``: any spec change; on a Deployment also
-    any annotation change (the API server copies them to ReplicaSets), and we always write one."""
-    return spec_changes or w.kind == "Deployment"
+def spec_digest(spec: Mapping[str, Any]) -> str:
+    """A digest of a workload's ``spec`` (canonical JSON): blind to metadata and status."""
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def merge_apply(target: Any, patch: Any) -> Any:
+    """``target`` with the JSON merge patch ``patch`` applied (RFC 7386), as the API server does."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_apply(out.get(key), value)
+    return out
 
 
 def append(
@@ -102,16 +121,19 @@ def append(
     spec_changes: bool,
     replicas: int | None = None,
     persist_only: bool = False,
+    spec_patch: Mapping[str, Any] | None = None,
 ) -> tuple[Ledger, Entry]:
-    """The ledger with the new entry; its ``etag_after`` predicts the object after the patch."""
+    """The ledger with the new entry; its ``etag_after`` predicts the object after the patch
+    (``spec_patch``: the merge patch the same write applies to the spec)."""
     seq = ledger.seq + 1
-    generation = w.generation + (1 if bumps_generation(w, spec_changes=spec_changes) else 0)
+    spec = w.raw.get("spec") or {}
+    after = merge_apply(spec, spec_patch) if spec_changes and spec_patch else spec
     entry = Entry(
         key=key,
         seq=seq,
         kind=kind.value,
         state=OperationState.DONE.value if persist_only else OperationState.ACCEPTED.value,
-        etag_after=etag_of(w.uid, generation, seq),
+        etag_after=etag_of(w.uid, spec_digest(after), seq),
         at=at.isoformat(),
         replicas=replicas,
         persist_only=persist_only,

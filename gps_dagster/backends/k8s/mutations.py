@@ -14,13 +14,14 @@ the ledger still records the key, but the ETag stays.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.views import desired_replicas, failed
-from gps_dagster.backends.k8s.workloads import LWS, Workload
+from gps_dagster.backends.k8s.workloads import LWS, Workload, refuse_controlled
 from gps_dagster.domain.kinds import scale_refusal
 from gps_dagster.ports import AdmissionRefused, Unsupported
 
@@ -43,7 +44,49 @@ class Plan:
 NOTHING = Plan(mutating=False)
 
 
+GITOPS_MANAGERS = ("argocd-controller", "argocd-application-controller")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def gitops_owner(w: Workload) -> str | None:
+    """The field manager that will put ``spec.replicas`` back after we change it, if any.
+
+    * a server-side apply owner (``operation: Apply`` in ``managedFields`` owning
+      ``f:spec.f:replicas``) that is not us: Flux's kustomize-controller, Argo CD with
+      ServerSideApply, ``kubectl apply --server-side --force-conflicts`` in a loop — each re-apply
+      takes the field back;
+    * Argo CD's client-side sync (manager ``argocd-controller``, operation Update) when the
+      last-applied configuration names ``spec.replicas``: self-heal re-applies it.
+    """
+    meta = w.raw.get("metadata") or {}
+    for entry in meta.get("managedFields") or []:
+        owned = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:replicas")
+        if owned is not None and entry.get("operation") == "Apply":
+            return str(entry.get("manager") or "server-side apply")
+    applied = (meta.get("annotations") or {}).get(LAST_APPLIED)
+    managers = {str(e.get("manager")) for e in meta.get("managedFields") or []}
+    if applied and managers & set(GITOPS_MANAGERS):
+        try:
+            replicas = (json.loads(applied).get("spec") or {}).get("replicas")
+        except (ValueError, AttributeError):
+            replicas = None
+        if replicas is not None:
+            return sorted(managers & set(GITOPS_MANAGERS))[0]
+    return None
+
+
+def refuse_gitops(w: Workload) -> None:
+    owner = gitops_owner(w)
+    if owner is not None:
+        raise Unsupported(
+            "gitops_owned",
+            f"{w.ref}: spec.replicas is owned by field manager {owner!r}, which reverts every "
+            "stop; omit replicas from Git, or ignoreDifferences on /spec/replicas (Argo CD)",
+        )
+
+
 def refuse_deleting(w: Workload) -> None:
+    refuse_controlled(w)
     if w.deleting:
         raise AdmissionRefused("deploy_deleting", f"{w.ref} is being deleted")
 
@@ -68,19 +111,35 @@ def stop(w: Workload, *, aliases: tuple[str, ...], allow_aliased_downtime: bool)
         )
     if w.replicas == 0:
         return NOTHING
+    refuse_gitops(w)
     return Plan(spec={"replicas": 0}, annotations={names.REPLICAS: str(w.replicas)})
 
 
-def start(w: Workload, *, template: Obj | None) -> Plan:
-    """``template``: the rendered pod template of a bound deploy (None = leave it)."""
+def start(w: Workload, *, template: Obj | None, leader: Obj | None = None) -> Plan:
+    """``template``: the rendered pod template of a bound deploy (None = leave it); ``leader``:
+    an LWS's rendered ``leaderTemplate`` (its leader pods are placed by it, not the worker's)."""
     refuse_broken(w)
     if w.replicas > 0:
         return NOTHING
+    refuse_gitops(w)
     replicas = desired_replicas(w)
     spec: Obj = {"replicas": replicas}
     if template is not None:
         spec.update(template_patch(w, template))
+    if leader is not None and w.kind == LWS:
+        diff = merge_diff(leader_template(w), leader)
+        if diff:
+            spec.setdefault("leaderWorkerTemplate", {})["leaderTemplate"] = diff
     return Plan(spec=spec, replicas=None)
+
+
+def leader_template(w: Workload) -> Obj | None:
+    """An LWS's ``leaderTemplate`` when it has one (else its leaders use the worker template)."""
+    if w.kind != LWS:
+        return None
+    lwt = (w.raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    found = lwt.get("leaderTemplate")
+    return dict(found) if found else None
 
 
 def check_scalable(w: Workload, replicas: int, *, hpa: bool, time_sliced: bool) -> None:
@@ -107,6 +166,8 @@ def set_replica_intent(w: Workload, replicas: int) -> Plan:
             replicas=replicas,
         )
     spec = {"replicas": replicas} if replicas != w.replicas else {}
+    if spec:
+        refuse_gitops(w)
     return Plan(spec=spec, annotations=roles, replicas=replicas)
 
 

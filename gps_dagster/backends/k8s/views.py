@@ -59,11 +59,47 @@ def failed(w: Workload) -> bool:
     return False
 
 
+def refused(w: Workload) -> str | None:
+    """The Deployment controller's ``ReplicaFailure=True`` condition (it copies its ReplicaSet's,
+    ``pkg/controller/deployment/progress.go``): the API server refused a pod — ``FailedCreate``
+    with the admission's message (``exceeded quota: …``, a LimitRange, Pod Security, a webhook)."""
+    for cond in w.status.get("conditions") or []:
+        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+            return f"{cond.get('reason') or 'ReplicaFailure'}: {cond.get('message') or ''}".strip()
+    return None
+
+
 def observed_generation(w: Workload) -> int:
     if w.kind == LWS:
-        seen = [_int(c.get("observedGeneration")) for c in w.status.get("conditions") or []]
-        return max(seen, default=0)
+        return lws_observed_generation(w)
     return _int(w.status.get("observedGeneration"))
+
+
+def lws_observed_generation(w: Workload) -> int:
+    """The generation an LWS controller has acted on, from either status shape.
+
+    LWS v0.9.0 added ``status.observedGeneration`` and stamps its conditions with it; up to
+    v0.8.0 neither exists (kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``
+    at v0.8.0 vs v0.9.0; v0.8.0's controller never sets ``ObservedGeneration``). Then the counts
+    stand in: the controller has caught up with ``spec.replicas`` when it reports that many groups,
+    all on the current template (``updatedReplicas``), and no ``UpdateInProgress`` condition is
+    True. A template change it has not yet seen looks current there until its first status write:
+    the start/stop of a schedule changes ``replicas``, which the counts do show.
+    """
+    top = w.status.get("observedGeneration")
+    if top is not None:
+        return _int(top)
+    conditions = w.status.get("conditions") or []
+    stamped = [c["observedGeneration"] for c in conditions if c.get("observedGeneration")]
+    if stamped:
+        return max(_int(g) for g in stamped)
+    updating = any(
+        c.get("type") == "UpdateInProgress" and c.get("status") == "True" for c in conditions
+    )
+    counts = (_int(w.status.get("replicas")), _int(w.status.get("updatedReplicas")))
+    if not updating and counts == (w.replicas, w.replicas):
+        return w.generation
+    return max(w.generation - 1, 0)
 
 
 def terminating(w: Workload, own: Sequence[Pod]) -> int:
@@ -122,6 +158,7 @@ def deploy_view(
         role_min=_role(w, names.ROLE_MIN),
         role_max=_role(w, names.ROLE_MAX),
         reservation=binding,
+        refused=refused(w) if w.replicas > 0 else None,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.domain.kinds import DeployKind
-from gps_dagster.ports import NotFound, Permanent
+from gps_dagster.ports import NotFound, Permanent, Unsupported
 
 DEPLOYMENT = "Deployment"
 LWS = "LeaderWorkerSet"
@@ -56,7 +56,18 @@ class Workload:
         return self.labels[names.DEPLOY_ID]
 
     @property
+    def controller(self) -> str | None:
+        """``Kind/name`` of the controller owning this workload (KServe, Dynamo, Seldon …), which
+        would revert any scale we write; None for a workload people own."""
+        for ref in (self.raw.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("controller"):
+                return f"{ref.get('kind', '?')}/{ref.get('name', '?')}"
+        return None
+
+    @property
     def deploy_kind(self) -> DeployKind:
+        if self.controller is not None:
+            return DeployKind.OTHER
         if self.kind == DEPLOYMENT:
             return DeployKind.DEPLOYMENT
         if self.kind == LWS:
@@ -232,7 +243,8 @@ class Finder:
         if missing:
             for w in self.unsupported(f"{names.DEPLOY_ID} in ({','.join(missing)})"):
                 by_id.setdefault(w.deploy_id, []).append(w)
-        return {i: one(i, ws) for i, ws in by_id.items()}
+        # a duplicated id is left out: its own read reports it, the rest of the batch stands
+        return {i: ws[0] for i, ws in by_id.items() if len(ws) == 1}
 
     def all_labelled(self) -> list[Workload]:
         return self.managed(names.DEPLOY_ID)
@@ -258,8 +270,19 @@ def one(deploy_id: str, found: list[Workload]) -> Workload:
     return found[0]
 
 
+def refuse_controlled(w: Workload) -> None:
+    """A controller-owned workload (ownerReferences ``controller: true``) is never written."""
+    if w.controller is not None:
+        raise Unsupported(
+            "unsupported_kind",
+            f"{w.ref} is controlled by {w.controller}, which reverts any change to it; schedule "
+            f"the {w.controller.split('/')[0]} itself, or remove {names.DEPLOY_ID} from {w.ref}",
+        )
+
+
 def patch(kube: Kube, w: Workload, body: Obj) -> Workload:
     """Merge-patch the workload (the body carries the resourceVersion precondition)."""
+    refuse_controlled(w)
     if w.kind == DEPLOYMENT:
         out = kube.merge_patch(
             kube.apps.patch_namespaced_deployment,

@@ -95,8 +95,14 @@ class MutationsMixin:
                 return mutations.NOTHING
             b = self._binding(w)
             self._quota(w, b, views.desired_replicas(w))
-            template = self.gps.rendered_template(w, b) if b is not None else None
-            return mutations.start(w, template=template)
+            if b is None:
+                return mutations.start(w, template=None)
+            leader = mutations.leader_template(w)
+            return mutations.start(
+                w,
+                template=self.gps.rendered_template(w, b),
+                leader=self.gps.rendered_template(w, b, leader) if leader else None,
+            )
 
         return self._mutate(OperationKind.START, deploy_id, etag, idempotency_key, plan)
 
@@ -217,6 +223,7 @@ class MutationsMixin:
             spec_changes=plan.spec_changes,
             replicas=replicas,
             persist_only=plan.persist_only,
+            spec_patch=plan.spec,
         )
         annotations = {**plan.annotations, names.OPERATIONS: ledger.dump(new)}
         body: Obj = {

@@ -39,6 +39,10 @@ GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+"""A fractional pod requests no ``nvidia.com/gpu``, so the ExtendedResourceToleration admission
+plugin gives it no toleration for the GPU taint (GKE taints GPU nodes ``nvidia.com/gpu``): the
+render adds it, since the pod is pinned to the reservation's GPU node anyway."""
 RESERVATION_LABEL = "gps-dagster.io/reservation"
 DEPLOY_LABEL = "gps-dagster.io/deploy"
 ROLE_LABEL = "gps-dagster.io/role"
@@ -191,6 +195,9 @@ def _schedule(spec: dict[str, Any], rsv: Reservation, policy: SchedulingPolicy, 
             spec.pop("affinity")
     selector = spec.setdefault("nodeSelector", {})
     _override(selector, HOSTNAME_LABEL, rsv.node, f"spec.nodeSelector[{HOSTNAME_LABEL}]", "node_is_the_reservation's", dropped)
+    tolerations = spec.setdefault("tolerations", [])
+    if GPU_TOLERATION not in tolerations:
+        tolerations.append(dict(GPU_TOLERATION))
     if policy.priority_class_name:
         spec["priorityClassName"] = policy.priority_class_name
 

@@ -45,6 +45,8 @@ class Layout:
         ref = d.reservation
         if ref is not None and ref.mode == "time_sliced" and ref.reservation in reservations:
             return reservations[ref.reservation].namespace
+        if ref is not None and ref.mode == "exclusive" and ref.reservations[0] in reservations:
+            return reservations[ref.reservations[0]].namespace  # a reservation lends to one ns
         return self.projects[d.project] if d.project else self.admin
 
 

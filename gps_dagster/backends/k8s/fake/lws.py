@@ -82,8 +82,12 @@ def install_crd(kube: Kube) -> None:
 
 
 class LwsController:
-    def __init__(self, kube: Kube, namespaces: Collection[str]) -> None:
-        self.kube, self.namespaces = kube, sorted(namespaces)
+    """``shape``: the status as LWS ``v0.8`` writes it (no ``observedGeneration`` anywhere: the
+    oldest release the adapter supports, so the default) or as ``v0.9`` and later do
+    (``status.observedGeneration`` and each condition stamped with it)."""
+
+    def __init__(self, kube: Kube, namespaces: Collection[str], *, shape: str = "v0.8") -> None:
+        self.kube, self.namespaces, self.shape = kube, sorted(namespaces), shape
 
     def sync(self) -> bool:
         changed = False
@@ -210,7 +214,7 @@ class LwsController:
         ready = [g for g in complete if all(pods.ready(p) for p in groups[g])]
         meta = lws["metadata"]
         available = "True" if replicas and len(ready) == replicas else "False"
-        status = {
+        status: dict[str, Any] = {
             "replicas": len(complete),
             "readyReplicas": len(ready),
             "updatedReplicas": len(complete),
@@ -221,11 +225,14 @@ class LwsController:
                     "status": available,
                     "reason": "GroupsReady",
                     "message": f"{len(ready)}/{replicas} groups ready",
-                    "observedGeneration": int(meta.get("generation") or 0),
                     "lastTransitionTime": "1970-01-01T00:00:00Z",
                 }
             ],
         }
+        if self.shape != "v0.8":
+            generation = int(meta.get("generation") or 0)
+            status["observedGeneration"] = generation
+            status["conditions"][0]["observedGeneration"] = generation
         if (lws.get("status") or {}) == status:
             return False
         self.kube.call(

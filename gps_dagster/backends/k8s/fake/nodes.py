@@ -24,6 +24,10 @@ from gps_dagster.ports import CoreError, NotFound
 LEASE_NAMESPACE = "kube-node-lease"
 HEARTBEAT_S = 10.0
 FAKE_KUBELET = "v1.20.2-gps-fake-kubelet"
+GPU_TAINT = {"key": names.GPU, "value": "present", "effect": "NoSchedule"}
+"""What GKE puts on every GPU node (``nvidia.com/gpu=present:NoSchedule``, "Running GPUs in GKE
+Standard node pools"): only pods that tolerate it — through ExtendedResourceToleration for pods
+requesting ``nvidia.com/gpu`` — land there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,7 @@ def register(
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": node.name, "labels": node.all_labels()},
+            "spec": {"taints": [dict(GPU_TAINT)]} if node.gpus else {},  # GPU nodes only
         }
         kube.call(kube.core.create_node, body, what=f"create node {node.name}", mutating=True)
         set_status(kube, node, allocatable[node.name])
@@ -107,8 +112,8 @@ def register(
     while pending:
         for name in sorted(pending):
             obj = kube.call(kube.core.read_node, name, what=f"read node {name}")
-            if not (obj.get("spec") or {}).get("taints"):
-                pending.discard(name)
+            if not [t for t in (obj.get("spec") or {}).get("taints") or [] if t != GPU_TAINT]:
+                pending.discard(name)  # only the GPU taint left: the not-ready taints are gone
         if pending and time.monotonic() > deadline:
             raise TimeoutError(f"nodes still tainted after {timeout_s} s: {sorted(pending)}")
         if pending:

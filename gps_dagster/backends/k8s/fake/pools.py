@@ -39,6 +39,8 @@ POOL_LABEL = names.PREFIX + "pool"
 FOREIGN_LABEL = names.PREFIX + "foreign"
 KAI_SCHEDULER = "kai-scheduler"
 IMAGE = "registry.k8s.io/pause:3.10"
+TENANT_LOAD = {"cpu": "4", "memory": "16Gi"}
+"""What another tenant's agent takes from each GPU node (of 64 CPUs / 512 GiB)."""
 
 
 class ClusterPool:
@@ -105,6 +107,7 @@ class ClusterPool:
             self._namespaces()
             self._policy()
             self.sim.register(heartbeat=heartbeat)
+            self._tenant_load()
             for d in self.spec.deploys:
                 self._deploy(d)
             for f in self.spec.sim.foreign:
@@ -152,6 +155,37 @@ class ClusterPool:
         wait_default_tokens(self.kube, self.namespaces)
         wait_quotas_counted(self.kube, list(self.layout.projects.values()))
 
+    def _tenant_load(self) -> None:
+        """Another tenant's node agent on every GPU node (as dcgm-exporter, a log shipper): it
+        tolerates every taint and takes CPU and memory, so the nodes are never empty (issue 18)."""
+        wait_default_tokens(self.kube, [self.layout.system])
+        for i, node in enumerate(sorted(self.sim.nodes)):
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"tenant-agent-{i}", "labels": {"app": "tenant-agent"}},
+                "spec": {
+                    "nodeSelector": {names.HOSTNAME: node},
+                    "tolerations": [{"operator": "Exists"}],
+                    "automountServiceAccountToken": False,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "agent",
+                            "image": "tenant/agent:1",
+                            "resources": {"requests": TENANT_LOAD, "limits": TENANT_LOAD},
+                        }
+                    ],
+                },
+            }
+            self.kube.call(
+                self.kube.core.create_namespaced_pod,
+                self.layout.system,
+                body,
+                what=f"create tenant agent on {node}",
+                mutating=True,
+            )
+
     def _policy(self) -> None:
         body = {
             "apiVersion": "v1",
@@ -189,7 +223,7 @@ class ClusterPool:
                     "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
                 }
             }
-        return {"metadata": {"labels": {names.DEPLOY_ID: d.id}}, "spec": spec}
+        return {"metadata": {"labels": {"app": k8s_name(d.id), names.DEPLOY_ID: d.id}}, "spec": spec}
 
     def _deploy(self, d: DeploySpec) -> None:
         ns, name = self.layout.namespace_of(d, self.reservations), k8s_name(d.id)
@@ -233,14 +267,13 @@ class ClusterPool:
             )
             self.workloads[d.id] = ("LeaderWorkerSet", ns, name)
             return
-        body = {
+        body = {  # as tenants write them: an app: selector, the default RollingUpdate strategy
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": meta,
             "spec": {
                 "replicas": replicas,
-                "selector": {"matchLabels": {names.DEPLOY_ID: d.id}},
-                "strategy": {"type": "Recreate"},
+                "selector": {"matchLabels": {"app": name}},
                 "template": self.template(d),
             },
         }

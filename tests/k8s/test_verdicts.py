@@ -1,0 +1,308 @@
+"""Issue 18's wrong verdicts, each on the real control plane: what was true only in the fakes.
+
+Every test here failed on the adapter before its fix (the closing note of issue 18 says how each
+was seen failing); the names say the defect.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gps_dagster.backends.k8s import names
+from gps_dagster.domain.kinds import DeployKind
+from gps_dagster.domain.pool import gpu_uuid
+from gps_dagster.domain.render import kai
+from gps_dagster.engine.outcomes import from_core_error
+from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Permanent, Unsupported
+from tests.k8s.test_adapter_on_cluster import Pool, two_deploys
+
+
+def deployment(
+    name: str,
+    deploy_id: str,
+    *,
+    replicas: int = 0,
+    gpus: int = 1,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A tenant's Deployment as people write them: an ``app:`` selector, RollingUpdate."""
+    pod_labels = {"app": name, names.DEPLOY_ID: deploy_id}
+    resources = {"requests": {names.GPU: str(gpus)}, "limits": {names.GPU: str(gpus)}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "labels": {names.DEPLOY_ID: deploy_id, **(labels or {})},
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "containers": [{"name": "serve", "image": "serve:1", "resources": resources}],
+                    "automountServiceAccountToken": False,
+                    **(spec or {}),
+                },
+            },
+        },
+    }
+
+
+def create(p: Pool, namespace: str, body: dict[str, Any]) -> None:
+    p.admin.call(
+        p.admin.apps.create_namespaced_deployment, namespace, body, what="create", mutating=True
+    )
+
+
+def read_deployment(p: Pool, namespace: str, name: str) -> dict[str, Any]:
+    return p.admin.call(p.admin.apps.read_namespaced_deployment, name, namespace, what="read")
+
+
+# -- item 2: exclusive bindings are namespace and project checked ---------------------------------
+
+
+def exclusive() -> dict[str, Any]:
+    return {
+        "name": "exclusive",
+        "nodes": [{"name": "n1", "gpus": 8}],
+        "reservations": [
+            {
+                "id": "rsv-x",
+                "node": "n1",
+                "namespace": "cmp-team",
+                "mode": "exclusive",
+                "gpu_memory_mib": 80000,
+                "gpu_uuids": [gpu_uuid("exclusive", "n1", 0), gpu_uuid("exclusive", "n1", 1)],
+            }
+        ],
+        "deploys": [
+            {
+                "id": "own",
+                "gpus_per_replica": 1,
+                "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]},
+            }
+        ],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
+
+
+@pytest.fixture
+def excl(k8s_cluster: str, sqlite_url: str) -> Iterator[Pool]:
+    made = Pool(exclusive(), sqlite_url)
+    yield made
+    made.close()
+
+
+def test_an_exclusive_binding_in_another_tenants_namespace_is_refused_not_rendered(
+    excl: Pool,
+) -> None:
+    other = excl.cluster.layout.admin  # not the reservation's namespace
+    binding = json.dumps({"mode": "exclusive", "reservations": ["rsv-x"]})
+    create(
+        excl,
+        other,
+        deployment(
+            "impostor",
+            "impostor",
+            labels={names.PROJECT: "evil"},
+            annotations={names.RESERVATION: binding},
+        ),
+    )
+    preview = excl.core.admission_preview("impostor", delta_replicas=1)
+    assert not preview.admitted and preview.reason == "reservation_namespace_mismatch"
+    view = excl.core.get_deploy("impostor")
+    with pytest.raises(AdmissionRefused) as refused:
+        excl.core.start("impostor", etag=view.etag, idempotency_key="k")
+    assert refused.value.reason == "reservation_namespace_mismatch"
+    after = read_deployment(excl, other, "impostor")
+    assert after["spec"]["replicas"] == 0  # nothing written: no render onto the node
+    assert names.HOSTNAME not in (after["spec"]["template"]["spec"].get("nodeSelector") or {})
+
+
+def test_a_reservation_bound_render_takes_its_queue_from_the_reservation_not_a_label(
+    excl: Pool,
+) -> None:
+    _, ns, name = excl.workload("own")
+    excl.patch("own", {"metadata": {"labels": {names.PROJECT: "someone-else"}}})
+    view = excl.core.get_deploy("own")
+    excl.core.start("own", etag=view.etag, idempotency_key="k")
+    labels = read_deployment(excl, ns, name)["spec"]["template"]["metadata"]["labels"]
+    policy = excl.core.gps.policy()
+    assert labels[kai.QUEUE_LABEL] == policy.queue_for(ns)  # the reservation's namespace
+    assert labels[kai.QUEUE_LABEL] != policy.queue_for("someone-else")
+
+
+# -- item 7: a LeaderWorkerSet is READY on every supported LWS release ------------------------------
+
+
+def multi_node() -> dict[str, Any]:
+    return {
+        "name": "lws",
+        "nodes": [{"name": "n1", "gpus": 8}, {"name": "n2", "gpus": 8}],
+        "deploys": [{"id": "big", "gpus_per_replica": 16, "nodes_per_replica": 2}],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
+
+
+@pytest.mark.parametrize("shape", ["v0.8", "v0.9"])
+def test_a_leaderworkerset_gets_ready_with_either_lws_status_shape(
+    k8s_cluster: str, sqlite_url: str, shape: str
+) -> None:
+    p = Pool(multi_node(), sqlite_url)
+    try:
+        p.cluster.lws.shape = shape  # v0.8: no observedGeneration in the status at all
+        view = p.core.get_deploy("big")
+        op = p.core.start("big", etag=view.etag, idempotency_key="start")
+        p.cluster.settle()
+        ready = p.core.get_deploy("big")
+        assert ready.state is DeployState.READY and ready.ready_replicas == 1
+        p.core.stop("big", etag=op.etag_after, allow_aliased_downtime=False, idempotency_key="s")
+        p.cluster.settle()
+        assert p.core.get_deploy("big").converged_stopped
+    finally:
+        p.close()
+
+
+# -- item 12: GitOps owners are refused; foreign annotations are no conflict ---------------------
+
+
+@pytest.fixture
+def pair(k8s_cluster: str, sqlite_url: str) -> Iterator[Pool]:
+    made = Pool(two_deploys(), sqlite_url)
+    yield made
+    made.close()
+
+
+def test_a_foreign_annotation_only_change_is_not_an_etag_mismatch(pair: Pool) -> None:
+    b = pair.core.get_deploy("b")  # the engine's read
+    tracking = {"argocd.argoproj.io/tracking-id": "gpu:apps/Deployment:ns/b"}
+    pair.patch("b", {"metadata": {"annotations": tracking}})  # generation + 1 on a Deployment
+    op = pair.core.stop("b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert op.etag_after == pair.core.get_deploy("b").etag  # predicted exactly
+    pair.patch("b", {"metadata": {"annotations": {"reloader.stakater.com/last": "x"}}})
+    c = pair.core.get_deploy("c")
+    pair.patch("c", {"spec": {"replicas": 2}})  # a spec change still is one
+    with pytest.raises(EtagMismatch):
+        pair.core.start("c", etag=c.etag, idempotency_key="kc")
+
+
+def server_side_apply(p: Pool, deploy: str, manager: str, replicas: int) -> None:
+    _, ns, name = p.workload(deploy)
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas},
+    }
+    p.admin.call(
+        p.admin.apps.patch_namespaced_deployment,
+        name,
+        ns,
+        body,
+        field_manager=manager,
+        force=True,
+        _content_type="application/apply-patch+yaml",
+        what="apply",
+        mutating=True,
+    )
+
+
+def test_a_gitops_owner_of_replicas_makes_the_deploy_ineligible_not_reverted(pair: Pool) -> None:
+    server_side_apply(pair, "b", "kustomize-controller", 1)  # Flux owns spec.replicas
+    b = pair.core.get_deploy("b")
+    with pytest.raises(Unsupported) as refused:
+        pair.core.stop("b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert refused.value.reason == "gitops_owned" and "kustomize-controller" in str(refused.value)
+    assert from_core_error(refused.value).reason == "gitops_owned"
+    _, ns, name = pair.workload("b")
+    assert read_deployment(pair, ns, name)["spec"]["replicas"] == 1  # nothing written
+
+
+# -- item 11: an API-side refusal after a passed preflight is said at once -------------------------
+
+
+def limit_cpu_min(p: Pool, namespace: str, minimum: str = "20m") -> None:
+    """A LimitRange the preflight knows nothing of: every container must ask >= ``minimum``."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "cpu-floor"},
+        "spec": {"limits": [{"type": "Container", "min": {"cpu": minimum}}]},
+    }
+    p.admin.call(
+        p.admin.core.create_namespaced_limit_range,
+        namespace,
+        body,
+        what="limitrange",
+        mutating=True,
+    )
+
+
+def test_a_replicaset_failed_create_is_read_as_the_api_servers_refusal(pair: Pool) -> None:
+    _, ns, _ = pair.workload("c")
+    limit_cpu_min(pair, ns)
+    c = pair.core.get_deploy("c")
+    pair.core.start("c", etag=c.etag, idempotency_key="k")
+    seen = None
+    for _ in range(50):  # the controllers write the condition within a few syncs (wall time)
+        pair.cluster.settle()
+        seen = pair.core.get_deploy("c")
+        if seen.refused:
+            break
+        time.sleep(0.1)
+    assert seen is not None and seen.refused is not None
+    assert "FailedCreate" in seen.refused and "minimum cpu usage per Container" in seen.refused
+    assert seen.state is DeployState.STARTING and not seen.unschedulable
+
+
+# -- item 3 (part): controller-owned workloads are refused, a duplicate id stays its own problem ----
+
+
+def test_a_controller_owned_deployment_is_refused_with_its_owner_kind(pair: Pool) -> None:
+    ns = pair.cluster.layout.admin
+    owner = pair.admin.call(
+        pair.admin.core.create_namespaced_config_map,
+        ns,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "isvc-stand-in"}},
+        what="owner",
+        mutating=True,
+    )
+    body = deployment("owned", "owned", replicas=1)
+    body["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",  # KServe's InferenceService, Dynamo, Seldon … in real life
+            "name": "isvc-stand-in",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    create(pair, ns, body)
+    view = pair.core.get_deploy("owned")
+    assert view.kind is DeployKind.OTHER  # the engine's eligibility says unsupported_kind
+    with pytest.raises(Unsupported) as refused:
+        pair.core.stop("owned", etag=view.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert refused.value.reason == "unsupported_kind"
+    assert "ConfigMap/isvc-stand-in" in str(refused.value)
+    assert read_deployment(pair, ns, "owned")["spec"]["replicas"] == 1
+
+
+def test_a_duplicated_deploy_id_does_not_break_the_batched_read_of_the_pass(pair: Pool) -> None:
+    ns = pair.cluster.layout.admin
+    create(pair, ns, deployment("dup-1", "dup"))
+    create(pair, ns, deployment("dup-2", "dup"))
+    views_ = pair.core.get_deploys(["b", "c", "dup"])
+    assert set(views_) == {"b", "c"}  # the others of the pass are read
+    with pytest.raises(Permanent) as dup:
+        pair.core.get_deploy("dup")
+    assert dup.value.reason == "duplicate_deploy_id"
