@@ -21,6 +21,7 @@ from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
+from gps_dagster.engine.heartbeat import ClaimHeartbeat
 from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
@@ -91,8 +92,15 @@ class Engine:
         their steps: the boundary sensor's one call per tick (no sweep page, no pass lock)."""
         now = self.clock.now()
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
-        self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
+        with self.heartbeat():
+            self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
         return report
+
+    def heartbeat(self) -> ClaimHeartbeat:
+        """Renews this replica's due claims while a pass serves them (``engine/heartbeat.py``)."""
+        return ClaimHeartbeat(
+            self.store, self.clock, holder=self.config.holder, lease_s=self.config.claim_ttl_s
+        )
 
     def _pass(
         self,
@@ -106,11 +114,24 @@ class Engine:
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
         if schedule is not None:
             return self._one(schedule, report, trigger=trigger, execute=execute)
+        with self.heartbeat():
+            return self._full_pass(report, now=now, trigger=trigger, execute=execute, stop=stop)
+
+    def _full_pass(
+        self,
+        report: PassReport,
+        *,
+        now: datetime,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None,
+    ) -> PassReport:
         # Due work first, found by index and shared between replicas by claims: a boundary
         # is served whatever page the cursor is on. Then the steady sweep of one page.
         served = self._serve_due(report, now=now, trigger=trigger, execute=execute, stop=stop)
         if report.stopped:
             return report
+        self._observe_claimed_elsewhere(report, served)
         with self.store.lock(
             LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s
         ) as lock:
@@ -132,6 +153,27 @@ class Engine:
             self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop,
                         page=True)
         return report
+
+    def _observe_claimed_elsewhere(self, report: PassReport, served: set[str]) -> None:
+        """Observe the accepted steps of schedules another replica claims (issue 25).
+
+        A claim saves planning work twice; it must not freeze the observation of steps the core
+        already accepted (a busy or dead holder): that is a read and a CAS write any replica may
+        do, and the step's convergence clock keeps running meanwhile.
+        """
+        names = self.store.claimed_elsewhere_in_flight(
+            holder=self.config.holder, now=self.clock.now(), limit=self.config.due_batch
+        )
+        names = [n for n in names if n not in served]
+        if not names:
+            return
+        accepted = self.store.list_actions(schedules=names, states=("accepted",))
+        try:
+            reads = dict(self.core.get_deploys(sorted({a.deploy_id for a in accepted})))
+        except Exception as exc:  # each step is then read on its own by the observer
+            log.warning("pass: batched deploy read failed (%s); observing one by one", exc)
+            reads = {}
+        report.steps += self.batch.observe(accepted, reads)
 
     def _one(self, name: str, report: PassReport, *, trigger: str, execute: bool) -> PassReport:
         """A pass for one schedule (apply-now, a sensor), under the pass lock (409 when busy)."""
