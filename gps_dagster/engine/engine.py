@@ -280,6 +280,8 @@ class Engine:
             ok = True
             try:
                 self._visit(record, report, prefetch, trigger=trigger, force=force)
+            except StoreUnavailable:  # the database is down: the pass ends, the loop owns it
+                raise
             except Exception as exc:  # one schedule's failure never stops the others
                 self._schedule_failed(record.name, exc, report)
                 ok = False
@@ -384,6 +386,8 @@ class Engine:
     def _gate(self) -> str:
         try:
             return self.store.get_gate()
+        except StoreUnavailable:  # no database, no pass: one line from the loop (issue 25 #7)
+            raise
         except Exception as exc:  # unreadable gate: fail closed (R-PASS-1), loudly
             log.error("execution gate unreadable: failing closed (off): %s", exc, exc_info=exc)
             try:
