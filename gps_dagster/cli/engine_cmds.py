@@ -142,6 +142,32 @@ def schedules_delete(name: str, force: bool, settings: Settings) -> None:
     click.echo(f"deleted schedule '{name}'{untracked}")
 
 
+@schedules.command("clear-skew")
+@click.argument("name")
+@store_options
+def schedules_clear_skew(name: str, settings: Settings) -> None:
+    """Forget NAME's stored intervals that start more than max_clock_skew_s (5 s) ahead of now.
+
+    A clock ahead (a fast replica, a GPS_CLOCK what-if left exported) stored a future interval;
+    time only moves forward (R-PASS-14), so the present plans nothing until that instant, and
+    every pass records a clock_skew event. Fix that clock first; this command then lets the next
+    pass plan the present intent (applying a new version of the schedule does the same).
+    """
+    store = wiring.store(settings)
+    try:
+        store.get_schedule(name)
+    except StoreError as exc:
+        refuse(exc)
+    cleared = store.clear_clock_skew(
+        name, now=build_clock(settings).now(), bound_s=EngineConfig().max_clock_skew_s
+    )
+    if not cleared:
+        click.echo(f"schedule '{name}': no stored interval ahead of now; nothing to clear")
+        return
+    click.echo(f"schedule '{name}': cleared the future intervals of {', '.join(cleared)}; "
+               "the next pass plans the present intent")
+
+
 # -- status, gate, metrics, db ------------------------------------------------------------------
 
 @click.command("status")
