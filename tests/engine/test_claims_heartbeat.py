@@ -5,7 +5,7 @@ step from observation (issue 25 #1). ``test_takeover`` kills a replica; these ar
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
