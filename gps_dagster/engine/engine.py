@@ -143,6 +143,8 @@ class Engine:
             # claimed now and what this pass already served; a claim taken while it visits
             # means at worst a second visit, which the fence, CAS and keys make harmless.
             rows = self.store.due_rows([r.name for r in page])
+            if self._gate() != report.gate:  # it changed since the pass read it: every schedule
+                return report  # is due now under the new gate; a stale visit would lose that
             now_ = self.clock.now()
             # A version applied between the page read and the due rows' read is skipped: its
             # record here is stale, and its due row already says "due now" with a revision this

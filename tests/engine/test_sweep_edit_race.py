@@ -69,3 +69,41 @@ def test_an_edit_between_the_page_and_its_due_rows_is_planned_at_once(pg_url: st
     engine.run_pass()
     stops = [a for a in store.list_actions(deploy_id="d0-a") if a.step == "stop"]
     assert [a.schedule_version for a in stops] == [2]
+
+
+class GateDuringPage(Store):
+    """The real store; right after one page read, another connection sets the gate."""
+
+    setter: Store | None = None
+    at: datetime = T0
+
+    def page_schedules(self, after: str | None, limit: int, *,
+                       scope: str | None = None) -> list[ScheduleRecord]:
+        page = super().page_schedules(after, limit, scope=scope)
+        if self.setter is not None and page:
+            setter, self.setter = self.setter, None
+            setter.set_gate("enforce", now=self.at)
+        return page
+
+
+@pytest.mark.postgres
+def test_a_gate_change_between_the_page_and_its_due_rows_is_served_at_once(pg_url: str) -> None:
+    """Issue 25 #8, a sibling of #3: the gate's "every schedule is due" mark is not lost."""
+    clock = VirtualClock(T0)
+    setup = Store.open(pg_url)
+    pool = SimPool.create(setup.engine, load_pool(night_pool(1)), clock)
+    setup.apply_schedule(load_schedule(afternoon_off(0)), now=clock.now())
+    setup.set_gate("observe", now=clock.now())
+    store = GateDuringPage(setup.engine)
+    engine = Engine(store, pool, clock, EngineConfig(holder="solo", page_size=1))
+    engine.run_pass()  # observe: computed and recorded, nothing submitted
+    assert store.list_actions() == []
+    clock.advance(30)
+    store.setter, store.at = Store.open(pg_url, upgrade=False), clock.now()
+    engine.run_pass()  # the sweep's page is read, then the gate turns to enforce
+    assert store.get_gate() == "enforce"
+    due = store.due_at("s0000")
+    assert due is not None and due <= clock.now(), due
+    clock.advance(2)
+    engine.run_pass()
+    assert [a.step for a in store.list_actions(deploy_id="d0-a")] == ["stop"]
