@@ -55,7 +55,18 @@ def wedged_world(url: str, tmp: Path) -> tuple[Store, SimPool, VirtualClock, Eng
     engine.run_pass()  # the present: the night intent, already in place
     assert {s.interval_start for s in store.list_status()} == {
         datetime.fromisoformat("2026-10-18T22:00:00+07:00")}
+    before = store.list_status()
     stray = cli(url, pool_file, "engine", "run", "--once", clock=FUTURE.isoformat())
+    assert stray.returncode == 1, stray.stderr  # refused: a frozen clock, not asked (#2a)
+    assert "clock_frozen" in stray.stderr and "engine run --what-if" in stray.stderr
+    assert "unset GPS_CLOCK" in stray.stderr and "Traceback" not in stray.stderr
+    peek = cli(url, pool_file, "engine", "run", "--once", "--what-if", clock=FUTURE.isoformat())
+    assert peek.returncode == 0, peek.stderr
+    assert "s0000 v1: nothing to do" in peek.stdout, peek.stdout  # tonight: already in place
+    assert store.list_status() == before and store.list_actions() == []  # nothing written
+    # asked explicitly (as a replica whose clock runs 20 h fast would, unasked)
+    stray = cli(url, pool_file, "engine", "run", "--once", "--frozen-clock-writes",
+                clock=FUTURE.isoformat())
     assert stray.returncode == 0, stray.stderr
     tonight = datetime.fromisoformat("2026-10-19T22:00:00+07:00")
     assert {s.interval_start for s in store.list_status()} == {tonight}
@@ -98,3 +109,20 @@ def test_a_new_version_clears_a_stored_future_interval(pg_url: str, tmp_path: Pa
     doc["windows"][0]["priority"] = 20  # the same intent, a new version
     assert store.apply_schedule(load_schedule(doc), now=clock.now()).version == 2
     present_planned(store, engine, clock)
+
+
+@pytest.mark.postgres
+def test_apply_now_on_a_frozen_clock_refuses_unless_asked(pg_url: str, tmp_path: Path) -> None:
+    """Issue 25 #8, a sibling of #2a: the other command that submits steps from the CLI."""
+    doc = night_pool(1)
+    pool_file = tmp_path / "pool.yaml"
+    pool_file.write_text(yaml.safe_dump(doc))
+    store = Store.open(pg_url)
+    SimPool.create(store.engine, load_pool(doc), VirtualClock(NOW))
+    store.apply_schedule(load_schedule(night_schedule(0)), now=NOW)
+    store.set_gate("enforce", now=NOW)
+    refused = cli(pg_url, pool_file, "apply-now", "s0000", clock=FUTURE.isoformat())
+    assert refused.returncode == 1 and "clock_frozen" in refused.stderr, refused.stderr
+    assert store.list_status() == [] and store.list_actions() == []
+    queued = cli(pg_url, pool_file, "apply-now", "s0000", "--queue", clock=FUTURE.isoformat())
+    assert queued.returncode == 0, queued.stderr  # a request only: the sensor serves it on its clock
