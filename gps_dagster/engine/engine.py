@@ -143,7 +143,7 @@ class Engine:
             # claimed now and what this pass already served; a claim taken while it visits
             # means at worst a second visit, which the fence, CAS and keys make harmless.
             rows = self.store.due_rows([r.name for r in page])
-            if self._gate() != report.gate:  # it changed since the pass read it: every schedule
+            if self._gate_moved(report.gate):  # since the pass read it: every schedule
                 return report  # is due now under the new gate; a stale visit would lose that
             now_ = self.clock.now()
             # A version applied between the page read and the due rows' read is skipped: its
@@ -389,6 +389,15 @@ class Engine:
             self.store.ensure_statuses(missing, now=self.clock.now())
             statuses = self.store.statuses_for(names)
         return Prefetch(statuses, reads, in_flight)
+
+    def _gate_moved(self, seen: str) -> bool:
+        """The gate reads otherwise than ``seen`` now (unreadable: no; the fence re-checks)."""
+        try:
+            return self.store.get_gate() != seen
+        except StoreUnavailable:
+            raise
+        except Exception:
+            return False
 
     def _gate(self) -> str:
         try:
