@@ -15,6 +15,10 @@ as schedules, so every acquire needs the GPUs its release frees. Figures:
 * a metrics scrape with 400,000 historic actions; the steady sweep;
 * 3 engine replicas in 3 processes vs 1, storm of 10,000 (throughput, duplicates);
 * the engine's RSS at 10,000 (the replica process, after the storm).
+* takeover (issue 25): 3 replicas on a clock that runs from the boundary, one SIGKILLed at
+  boundary + 2 s: boundary → the last acquire submitted, beside the same storm with no kill
+  (the baseline, same run). ``GPS_BENCH_TAKEOVER`` schedules (default 200); the pool's
+  stop grace and publish lag are 1 s each so the figure is the engine's, not the pool's.
 
 Baseline, measured in the same run: the physical floor of the storm figures is
 as many minimal fenced transactions (a row lock + an insert + a commit) as steps
@@ -54,6 +58,7 @@ from gps_dagster.engine.loop import EngineLoop
 from gps_dagster.engine.metrics import render
 from gps_dagster.store import Store
 from gps_dagster.store import tables as t
+from gps_dagster.store.scale_tables import schedule_due
 from tests.engine.night_fleet import night_pool, night_schedule
 
 T0 = datetime.fromisoformat("2026-10-19T00:00:00+07:00")
@@ -338,6 +343,125 @@ def replicas(server: str, template: str, n: int, count: int) -> dict[str, float]
             "rss_mb": max(r[2] for r in results), "throughput": n / elapsed}
 
 
+# -- takeover: one of 3 replicas killed at boundary + 2 s (issue 25) ----------------------
+
+
+class RunningClock:
+    """The boundary plus the seconds since ``anchor`` on CLOCK_MONOTONIC (shared by every
+    process of the machine): the replicas' clocks agree and run in real time."""
+
+    def __init__(self, anchor: float) -> None:
+        self.anchor = anchor
+
+    def now(self) -> datetime:
+        return BOUNDARY + timedelta(seconds=time.monotonic() - self.anchor)
+
+
+def fast_pool_doc(n: int) -> dict[str, Any]:
+    doc = pool_doc(n)
+    doc["sim"] = {"record_usage": False,
+                  "timings": {"stop_grace_s": 1, "publish_lag_s": 1, "start_delay_s": 1}}
+    return doc
+
+
+def build_fast(server: str, n: int) -> str:
+    name = f"takeover_{n}"
+    admin(server, f'DROP DATABASE IF EXISTS "{name}"')
+    admin(server, f'CREATE DATABASE "{name}"')
+    url = db_url(server, name)
+    clock = VirtualClock(BEFORE)
+    store = Store.open(url)
+    pool = SimPool.create(store.engine, load_pool(fast_pool_doc(n)), clock, replace=True)
+    for i in range(n):
+        store.apply_schedule(load_schedule(schedule_doc(i)), now=clock.now())
+    store.set_gate("enforce", now=clock.now())
+    Engine(store, pool, clock, EngineConfig(holder="setup")).run_pass()
+    store.engine.dispose()
+    return name
+
+
+def loop_replica(url: str, holder: str, n: int, anchor: float, go: Any) -> None:
+    """Default settings, the production loop's wake-ups, until every acquire is submitted."""
+    clock = RunningClock(anchor)
+    store = Store.open(url, upgrade=False)
+    engine = Engine(store, SimPool.open(store.engine, POOL, clock), clock,
+                    EngineConfig(holder=holder))
+    loop = EngineLoop(engine, clock=clock, interval_s=30.0)
+    go.wait()
+    while submitted(store, "acquire") < n and time.monotonic() - anchor < 600:
+        loop.tick()
+        time.sleep(min(0.5, loop.next_wait()))
+    store.engine.dispose()
+
+
+def takeover(server: str, template: str, n: int, *, kill: bool) -> dict[str, float]:
+    url = clone(server, template, f"takeover_{n}_{'kill' if kill else 'nokill'}")
+    ctx = multiprocessing.get_context("spawn")
+    go = ctx.Event()
+    anchor = time.monotonic() + 4.0  # the boundary: every replica imported and connected
+    procs = [ctx.Process(target=loop_replica, args=(url, f"replica-{k}", n, anchor, go))
+             for k in range(3)]
+    for p in procs:
+        p.start()
+    time.sleep(max(0.0, anchor - time.monotonic()))
+    go.set()
+    killed_at, held = -1.0, 0.0
+    if kill:
+        time.sleep(2.0)
+        killed_at, held = kill_a_holder(url, procs, anchor)
+    for p in procs:
+        p.join(timeout=700)
+    store = Store.open(url, upgrade=False)
+    starts = [o.created_at for o in SimPool.open(store.engine, POOL, VirtualClock(BOUNDARY))
+              .operation_log() if o.kind.value == "start"]
+    dup = duplicates(store)
+    store.engine.dispose()
+    last = (max(starts) - BOUNDARY).total_seconds() if len(starts) == n else float("nan")
+    return {"last_acquire": last, "starts": float(len(starts)), "duplicates": float(dup),
+            "killed_at": killed_at, "held": held}
+
+
+def kill_a_holder(url: str, procs: list[Any], anchor: float) -> tuple[float, float]:
+    """SIGKILL the replica holding the most due claims now (the first instant one holds any,
+    from boundary + 2 s): no cleanup, its claims stay until their lease runs out."""
+    store = Store.open(url, upgrade=False)  # its engine knows the product's schema
+    engine = store.engine
+    d = schedule_due
+    try:
+        while time.monotonic() - anchor < 60:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.select(d.c.claimed_by, sa.func.count()).where(d.c.claimed_by.is_not(None))
+                    .group_by(d.c.claimed_by).order_by(sa.func.count().desc())
+                ).all()
+            if rows:
+                holder, count = rows[0]
+                procs[int(str(holder).rsplit("-", 1)[1])].kill()
+                return time.monotonic() - anchor, float(count)
+            time.sleep(0.01)
+    finally:
+        engine.dispose()
+    procs[0].kill()
+    return time.monotonic() - anchor, 0.0
+
+
+def takeover_rows(server: str) -> list[str]:
+    n = int(os.environ.get("GPS_BENCH_TAKEOVER", "200"))
+    template = build_fast(server, n)
+    base = takeover(server, template, n, kill=False)
+    killed = takeover(server, template, n, kill=True)
+    lease = EngineConfig().claim_ttl_s
+    rows = [f"takeover, {n:,} schedules, 3 replicas: boundary → last acquire submitted "
+            f"{killed['last_acquire']:.1f} s with the replica holding {killed['held']:.0f} due claims "
+            f"SIGKILLed at boundary + {killed['killed_at']:.1f} s, "
+            f"{base['last_acquire']:.1f} s with none (baseline, same run): "
+            f"{killed['last_acquire'] - base['last_acquire']:+.1f} s (lease {lease:.0f} s; goal: "
+            f"takeover ≤ 15 s; before issue 25: the 120 s claim TTL); duplicate mutations "
+            f"{killed['duplicates']:.0f} / {base['duplicates']:.0f}"]
+    print("  " + rows[-1], flush=True)
+    return rows
+
+
 # -- the report ---------------------------------------------------------------------------
 
 
@@ -346,7 +470,10 @@ def run_all(server: str) -> None:
     print("bench/storm.py — one boundary for every schedule, PostgreSQL + simulated pool",
           flush=True)
     rows: list[str] = []
-    only = os.environ.get("GPS_BENCH_ONLY", "")  # "replicas": that figure alone
+    only = os.environ.get("GPS_BENCH_ONLY", "")  # "replicas" / "takeover": that figure alone
+    if only == "takeover":
+        print("\nsummary\n  " + "\n  ".join(takeover_rows(server)), flush=True)
+        return
     for n in sizes:
         template = build(server, n)
         if only == "replicas":
@@ -379,6 +506,8 @@ def run_all(server: str) -> None:
                         f"(goal ≤ 2 s; before: up to {c['old_worst'] / 60:.0f} min)")
             print("  " + rows[-1], flush=True)
         rows += replica_rows(server, template, n)
+    if only != "replicas":
+        rows += takeover_rows(server)
     print("\nsummary\n  " + "\n  ".join(rows), flush=True)
 
 

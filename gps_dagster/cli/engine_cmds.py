@@ -142,6 +142,32 @@ def schedules_delete(name: str, force: bool, settings: Settings) -> None:
     click.echo(f"deleted schedule '{name}'{untracked}")
 
 
+@schedules.command("clear-skew")
+@click.argument("name")
+@store_options
+def schedules_clear_skew(name: str, settings: Settings) -> None:
+    """Forget NAME's stored intervals that start more than max_clock_skew_s (5 s) ahead of now.
+
+    A clock ahead (a fast replica, a GPS_CLOCK what-if left exported) stored a future interval;
+    time only moves forward (R-PASS-14), so the present plans nothing until that instant, and
+    every pass records a clock_skew event. Fix that clock first; this command then lets the next
+    pass plan the present intent (applying a new version of the schedule does the same).
+    """
+    store = wiring.store(settings)
+    try:
+        store.get_schedule(name)
+    except StoreError as exc:
+        refuse(exc)
+    cleared = store.clear_clock_skew(
+        name, now=build_clock(settings).now(), bound_s=EngineConfig().max_clock_skew_s
+    )
+    if not cleared:
+        click.echo(f"schedule '{name}': no stored interval ahead of now; nothing to clear")
+        return
+    click.echo(f"schedule '{name}': cleared the future intervals of {', '.join(cleared)}; "
+               "the next pass plans the present intent")
+
+
 # -- status, gate, metrics, db ------------------------------------------------------------------
 
 @click.command("status")
@@ -217,6 +243,32 @@ def db_prune(days: float | None, settings: Settings) -> None:
                f"{done.actions} step(s), {done.events} event(s), {done.requests} apply-now request(s)")
 
 
+# -- a frozen clock never mutates the core unless asked (issue 25) ----------------------------
+
+FROZEN_CLOCK_WRITES = click.option(
+    "--frozen-clock-writes", "frozen_writes", is_flag=True, envvar="GPS_CLOCK_WRITES",
+    help="With GPS_CLOCK set: act on the core at that instant anyway (tests, a simulated "
+         "what-if); env GPS_CLOCK_WRITES=1.")
+
+
+def refuse_frozen_clock(settings: Settings, command: str, *, allowed: bool, what_if: str) -> None:
+    """Exit 1 when ``command`` would submit steps to the core on a GPS_CLOCK instant.
+
+    An instant left exported after a what-if planned that instant's intent on the real deploys,
+    and time only moves forward (R-PASS-14): the present then planned nothing (issue 25).
+    """
+    if settings.clock is None or allowed:
+        return
+    click.echo(
+        f"error: GPS_CLOCK: clock_frozen — `{command}` would act on the core as if it were "
+        f"{settings.clock.isoformat()}, not now — fix: unset GPS_CLOCK (or GPS_CLOCK=wall); "
+        f"{what_if} shows what it would do without writing; --frozen-clock-writes "
+        "(GPS_CLOCK_WRITES=1) acts anyway",
+        err=True,
+    )
+    sys.exit(1)
+
+
 # -- apply-now, dry-run, engine run -------------------------------------------------------------
 
 @click.command("apply-now")
@@ -225,8 +277,13 @@ def db_prune(days: float | None, settings: Settings) -> None:
 @click.option("--queue", is_flag=True, help="Only record the request for the Dagster apply-now sensor.")
 @click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=0, show_default=True,
               help="With --queue: wait up to this many seconds for the sensor's answer.")
-def apply_now(name: str, settings: Settings, queue: bool, wait_s: float) -> None:
+@FROZEN_CLOCK_WRITES
+def apply_now(name: str, settings: Settings, queue: bool, wait_s: float,
+              frozen_writes: bool) -> None:
     """Run a pass for schedule NAME now (exit 3 when another pass holds the lock: 409 busy)."""
+    if not queue:
+        refuse_frozen_clock(settings, "apply-now", allowed=frozen_writes,
+                            what_if=f"`dry-run` of {name}'s file --at that instant")
     rt = wiring.runtime(settings)
     try:
         if queue:
@@ -329,17 +386,27 @@ def engine_group() -> None:
               help="Serve /metrics (Prometheus) and /healthz (pass loop alive) on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="Address of the metrics server (0.0.0.0 in a pod).")
+@click.option("--what-if", "what_if", is_flag=True,
+              help="Read-only: print each schedule's plan at the runtime's clock (GPS_CLOCK); "
+                   "nothing is written, nothing submitted.")
+@FROZEN_CLOCK_WRITES
 @core_options
 def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_port: int | None,
-               metrics_host: str, settings: Settings) -> None:
+               metrics_host: str, what_if: bool, frozen_writes: bool, settings: Settings) -> None:
     """Run passes forever (every --interval seconds), or once.
 
     A failed pass (a database outage included) is logged and the next tick tries again;
     SIGTERM or SIGINT stops the loop within a second (a second signal stops it at once).
+    With GPS_CLOCK set it refuses (exit 1) unless --what-if or --frozen-clock-writes.
     """
+    if what_if:
+        _what_if(settings)
+        return
     if settings.clock is not None and not once:
         raise click.UsageError("GPS_CLOCK is a frozen instant: no boundary would ever come; "
                                "run `engine run --once`, or set GPS_CLOCK=wall")
+    refuse_frozen_clock(settings, "engine run", allowed=frozen_writes,
+                        what_if="`engine run --what-if`")
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # a store that is not up yet is a clear error (exit 1): the supervisor restarts us
@@ -377,6 +444,17 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_po
         click.echo("stopped", err=True)
     if once and loop.failures:
         sys.exit(1)
+
+
+def _what_if(settings: Settings) -> None:
+    """Every stored schedule's dry-run at the runtime's clock: reads only (issue 25)."""
+    rt = wiring.runtime(settings)
+    at = rt.clock.now()
+    click.echo(f"what-if at {at.isoformat()} — nothing written, nothing submitted")
+    for record in rt.store.list_schedules():
+        rep = dry_run(record.spec, rt.core, at, pool=rt.pool)
+        steps = ", ".join(f"{s['step']} {s['target']}" for s in rep.steps) or "nothing to do"
+        click.echo(f"  {record.name} v{record.version}: {steps}")
 
 
 def _metrics_server(rt: Runtime, host: str, port: int | None, beat: Heartbeat) -> MetricsServer | None:

@@ -21,6 +21,7 @@ from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
+from gps_dagster.engine.heartbeat import ClaimHeartbeat
 from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
@@ -91,8 +92,15 @@ class Engine:
         their steps: the boundary sensor's one call per tick (no sweep page, no pass lock)."""
         now = self.clock.now()
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
-        self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
+        with self.heartbeat():
+            self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
         return report
+
+    def heartbeat(self) -> ClaimHeartbeat:
+        """Renews this replica's due claims while a pass serves them (``engine/heartbeat.py``)."""
+        return ClaimHeartbeat(
+            self.store, self.clock, holder=self.config.holder, lease_s=self.config.claim_ttl_s
+        )
 
     def _pass(
         self,
@@ -106,11 +114,24 @@ class Engine:
         report = PassReport(at=now, trigger=trigger, gate=self._gate())
         if schedule is not None:
             return self._one(schedule, report, trigger=trigger, execute=execute)
+        with self.heartbeat():
+            return self._full_pass(report, now=now, trigger=trigger, execute=execute, stop=stop)
+
+    def _full_pass(
+        self,
+        report: PassReport,
+        *,
+        now: datetime,
+        trigger: str,
+        execute: bool,
+        stop: Callable[[], bool] | None,
+    ) -> PassReport:
         # Due work first, found by index and shared between replicas by claims: a boundary
         # is served whatever page the cursor is on. Then the steady sweep of one page.
         served = self._serve_due(report, now=now, trigger=trigger, execute=execute, stop=stop)
         if report.stopped:
             return report
+        self._observe_claimed_elsewhere(report, served)
         with self.store.lock(
             LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s
         ) as lock:
@@ -122,16 +143,44 @@ class Engine:
             # claimed now and what this pass already served; a claim taken while it visits
             # means at worst a second visit, which the fence, CAS and keys make harmless.
             rows = self.store.due_rows([r.name for r in page])
+            if self._gate_moved(report.gate):  # since the pass read it: every schedule
+                return report  # is due now under the new gate; a stale visit would lose that
             now_ = self.clock.now()
+            # A version applied between the page read and the due rows' read is skipped: its
+            # record here is stale, and its due row already says "due now" with a revision this
+            # visit would carry (and overwrite with the stale version's next due; issue 25 #3).
+            # The due path serves it, on this replica's next wake-up or another's.
             records = [
                 r for r in page
                 if r.name not in served and r.name in rows
+                and rows[r.name].version == r.version
                 and not _claimed_elsewhere(rows[r.name], self.config.holder, now_)
             ]
             claims = [rows[r.name] for r in records]
             self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop,
                         page=True)
         return report
+
+    def _observe_claimed_elsewhere(self, report: PassReport, served: set[str]) -> None:
+        """Observe the accepted steps of schedules another replica claims (issue 25).
+
+        A claim saves planning work twice; it must not freeze the observation of steps the core
+        already accepted (a busy or dead holder): that is a read and a CAS write any replica may
+        do, and the step's convergence clock keeps running meanwhile.
+        """
+        names = self.store.claimed_elsewhere_in_flight(
+            holder=self.config.holder, now=self.clock.now(), limit=self.config.due_batch
+        )
+        names = [n for n in names if n not in served]
+        if not names:
+            return
+        accepted = self.store.list_actions(schedules=names, states=("accepted",))
+        try:
+            reads = dict(self.core.get_deploys(sorted({a.deploy_id for a in accepted})))
+        except Exception as exc:  # each step is then read on its own by the observer
+            log.warning("pass: batched deploy read failed (%s); observing one by one", exc)
+            reads = {}
+        report.steps += self.batch.observe(accepted, reads)
 
     def _one(self, name: str, report: PassReport, *, trigger: str, execute: bool) -> PassReport:
         """A pass for one schedule (apply-now, a sensor), under the pass lock (409 when busy)."""
@@ -238,6 +287,8 @@ class Engine:
             ok = True
             try:
                 self._visit(record, report, prefetch, trigger=trigger, force=force)
+            except StoreUnavailable:  # the database is down: the pass ends, the loop owns it
+                raise
             except Exception as exc:  # one schedule's failure never stops the others
                 self._schedule_failed(record.name, exc, report)
                 ok = False
@@ -339,9 +390,20 @@ class Engine:
             statuses = self.store.statuses_for(names)
         return Prefetch(statuses, reads, in_flight)
 
+    def _gate_moved(self, seen: str) -> bool:
+        """The gate reads otherwise than ``seen`` now (unreadable: no; the fence re-checks)."""
+        try:
+            return self.store.get_gate() != seen
+        except StoreUnavailable:
+            raise
+        except Exception:
+            return False
+
     def _gate(self) -> str:
         try:
             return self.store.get_gate()
+        except StoreUnavailable:  # no database, no pass: one line from the loop (issue 25 #7)
+            raise
         except Exception as exc:  # unreadable gate: fail closed (R-PASS-1), loudly
             log.error("execution gate unreadable: failing closed (off): %s", exc, exc_info=exc)
             try:

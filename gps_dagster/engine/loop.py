@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.reports import PassReport
 from gps_dagster.ports import Clock
+from gps_dagster.store.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class EngineLoop:
         self.sleeper: Sleeper = sleeper if sleeper is not None else self._stopping.wait
         self.passes = 0
         self.failures = 0
+        self.streak = 0
+        """Passes failed in a row (0 after a pass that succeeded)."""
         self.pruned_at: datetime | None = None
 
     @property
@@ -79,16 +82,28 @@ class EngineLoop:
             report = self.engine.run_pass(stop=self._stopping.is_set)
         except Exception as exc:  # the loop owns what a pass lets out: it goes on (R-PASS-15)
             self.failures += 1
-            log.error(
-                "engine pass failed; next try in %.0f s: %s", self.interval_s, exc, exc_info=exc
-            )
+            self._failed(exc)
             if self.on_error is not None:
                 self.on_error(exc)
             return None
+        if self.streak:
+            log.info("engine pass succeeded again after %d failed passes", self.streak)
+            self.streak = 0
         if self.on_pass is not None:
             self.on_pass(report)
         self._prune()
         return report
+
+    def _failed(self, exc: Exception) -> None:
+        """One line per failed pass (cause, retry time); the traceback once per streak of
+        failures: at debug for a database outage (its cause is the line), at error for
+        anything else (a fault of ours). 20 s of outage used to log 781 tracebacks (issue 25)."""
+        self.streak += 1
+        log.error("engine pass failed (%d in a row); next try in %.0f s: %s",
+                  self.streak, self.interval_s, exc)
+        if self.streak == 1:
+            level = logging.DEBUG if isinstance(exc, StoreUnavailable) else logging.ERROR
+            log.log(level, "the first failed pass of this streak raised:", exc_info=exc)
 
     def _prune(self) -> None:
         """Retention, once per ``prune_interval_s`` (R-PASS-15: a failure is logged, not raised)."""
@@ -112,7 +127,10 @@ class EngineLoop:
         if self.wake_at_boundaries:
             try:
                 due = self.engine.next_due(now)  # the due index: one indexed read, no parsing
-            except Exception as exc:  # the store is down: keep the plain interval
+            except StoreUnavailable as exc:  # the failed pass's line already said so
+                log.debug("could not read when schedules are next due: %s", exc)
+                due = None
+            except Exception as exc:  # keep the plain interval
                 log.warning("could not read when schedules are next due: %s", exc)
                 due = None
             if due is not None and due < wake:

@@ -60,6 +60,13 @@ def intent_doc(interval: IntentInterval) -> dict[str, Any]:
     }
 
 
+CLOCK_SKEW_FIX = (
+    "if this replica's clock is right, the stored interval was written by a clock ahead of it "
+    "(a fast replica, or a GPS_CLOCK what-if left exported): fix that clock, then run "
+    "`gps-dagster schedules clear-skew {schedule}` (or apply a new version of the schedule)"
+)
+
+
 @dataclass
 class Prefetch:
     """One pass's batched reads: statuses, deploys and in-flight steps of a page of schedules."""
@@ -270,8 +277,8 @@ class Planner:
         """R-PASS-14: True when this pass is behind what is stored (it must plan nothing)."""
         stored = status.interval_start
         same = status.schedule_version == version
-        if status.schedule_version < version and (stored is None or stored <= now):
-            return False
+        if status.schedule_version < version:  # a new version plans from the present (issue 25:
+            return False  # a stored interval of a stray future clock must not outlive it)
         if same and (stored is None or (stored <= now and interval.start >= stored)):
             return False
         out.behind.append(status.deploy_id)
@@ -289,6 +296,7 @@ class Planner:
                     "behind_s": skew,
                     "bound_s": self.max_clock_skew_s,
                     "holder": self.holder,
+                    "fix": CLOCK_SKEW_FIX.format(schedule=status.schedule),
                 },
             )
         return True

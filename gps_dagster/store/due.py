@@ -10,7 +10,9 @@ Replicas share the due work by claims: a pass claims a batch of due rows
 (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
 serialises the claim), stamping ``claimed_by`` / ``claimed_until``; another
 replica skips them, and takes them over once the claim expires (a crashed
-replica). The claim only saves work: correctness still rests on the fence,
+replica). A live replica renews its claims on a heartbeat (``renew_claims``,
+``engine/heartbeat.py``), so the lease can be short (15 s) and a crashed
+replica's share of a storm is taken over in seconds (issue 25). The claim only saves work: correctness still rests on the fence,
 the status CAS and the idempotency keys.
 """
 
@@ -128,6 +130,48 @@ class DueMixin:
             ).all()
         claims = (DueClaim(r.name, r.version, r.revision, r.due_at, holder, until) for r in rows)
         return sorted(claims, key=lambda c: c.name)
+
+    def renew_claims(self, *, holder: str, now: datetime, lease_s: float) -> int:
+        """The heartbeat: every claim ``holder`` still holds lasts ``lease_s`` from ``now``.
+
+        A claim another replica took over (its lease had run out) is not this holder's any
+        more and is left alone. Returns the claims renewed.
+        """
+        until = now + timedelta(seconds=lease_s)
+        with self.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    d.update()
+                    .where(d.c.claimed_by == holder, d.c.claimed_until.is_not(None))
+                    .values(claimed_until=until)
+                ).rowcount
+            )
+
+    def claimed_elsewhere_in_flight(self, *, holder: str, now: datetime, limit: int) -> list[str]:
+        """Schedules another replica claims now that have a step accepted by the core.
+
+        Observing an accepted step is a read and a CAS write that any replica may do: a claim
+        held elsewhere (a replica busy with a storm, or one that died) must not hold it back.
+        """
+        a = actions
+        with self.engine.connect() as conn:
+            return list(
+                conn.execute(
+                    sa.select(d.c.name)
+                    .where(
+                        d.c.claimed_by.is_not(None),
+                        d.c.claimed_by != holder,
+                        d.c.claimed_until > now,
+                        sa.exists().where(
+                            a.c.schedule_name == d.c.name,
+                            a.c.state.in_(IN_FLIGHT_STATES),
+                            a.c.state == "accepted",
+                        ),
+                    )
+                    .order_by(d.c.name)
+                    .limit(limit)
+                ).scalars()
+            )
 
     def due_rows(self, names: Sequence[str]) -> dict[str, DueClaim]:
         """These schedules' due rows as they stand (a visit under the pass lock, no claim)."""

@@ -115,12 +115,12 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin):
                     spec.name, row.version, spec, spec.enabled, row.created_at, row.updated_at
                 )
             if row is None:
-                version, created = 1, now
+                version, created = _first_version(conn, spec.name), now
                 try:
                     with conn.begin_nested():
                         conn.execute(
                             t.schedules.insert().values(
-                                name=spec.name, version=1, scope=spec.scope, enabled=spec.enabled,
+                                name=spec.name, version=version, scope=spec.scope, enabled=spec.enabled,
                                 document=doc, created_at=now, updated_at=now,
                             )
                         )
@@ -279,6 +279,14 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin):
                 .where(t.transitions.c.schedule_name == name, t.transitions.c.state == "open")
                 .values(state="cancelled")
             )
+            conn.execute(  # an apply-now asked of the deleted schedule is not one of a new one
+                t.apply_now_requests.update()
+                .where(
+                    t.apply_now_requests.c.schedule_name == name,
+                    t.apply_now_requests.c.state == "pending",
+                )
+                .values(state="failed", result="the schedule was deleted", handled_at=now)
+            )
             conn.execute(schedule_due.delete().where(schedule_due.c.name == name))
             conn.execute(t.schedules.delete().where(t.schedules.c.name == name))
             conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
@@ -410,6 +418,20 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin):
                     .values(state=state, result=result, handled_at=now)
                 ).rowcount
             )
+
+
+def _first_version(conn: Connection, name: str) -> int:
+    """The version a schedule is created at: 1, or past every version its name's plans and steps
+    still carry (a name deleted and created again, issue 25). The ids of plans and the
+    idempotency keys of steps derive from (name, version, ...): restarting at 1 would give the
+    new schedule the deleted one's ids, and its plans would be taken for plans already opened."""
+    used = [
+        conn.execute(
+            sa.select(sa.func.max(table.c.schedule_version)).where(table.c.schedule_name == name)
+        ).scalar_one_or_none()
+        for table in (t.transitions, t.actions)
+    ]
+    return 1 + max((int(v) for v in used if v is not None), default=0)
 
 
 def _check_expected(name: str, current: int | None, expected: int | None) -> None:

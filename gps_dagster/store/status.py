@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -50,6 +50,18 @@ class StatusMixin:
     engine: Engine
 
     # -- status ---------------------------------------------------------------
+
+    def clear_clock_skew(self, schedule: str, *, now: datetime, bound_s: float) -> list[str]:
+        """``gps-dagster schedules clear-skew``: see ``clear_future_intervals``; the schedule
+        is due at once (its due mark, in the same transaction)."""
+        from gps_dagster.store.scale_tables import schedule_due as d
+
+        with self.engine.begin() as conn:
+            cleared = clear_future_intervals(conn, schedule, now=now, bound_s=bound_s)
+            if cleared:
+                conn.execute(d.update().where(d.c.name == schedule)
+                             .values(due_at=now, revision=d.c.revision + 1))
+        return cleared
 
     def get_status(self, schedule: str, deploy_id: str) -> TargetStatusRow | None:
         with self.engine.connect() as conn:
@@ -253,6 +265,36 @@ def _cas(
     got = _get_status(conn, seen.schedule, seen.deploy_id)
     assert got is not None
     return got
+
+
+def clear_future_intervals(
+    conn: Connection, schedule: str, *, now: datetime, bound_s: float
+) -> list[str]:
+    """Forget the stored interval of ``schedule``'s targets whose start is more than ``bound_s``
+    ahead of ``now`` (written by a clock ahead: issue 25), so the next pass plans the present's
+    intent. Returns the targets cleared; each gets a ``clock_skew_cleared`` event."""
+    ts = t.target_status
+    ahead = now + timedelta(seconds=bound_s)
+    rows = conn.execute(
+        sa.select(ts.c.deploy_id, ts.c.interval_start)
+        .where(ts.c.schedule_name == schedule, ts.c.interval_start > ahead)
+        .with_for_update()
+    ).all()
+    for r in rows:
+        conn.execute(
+            ts.update()
+            .where(ts.c.schedule_name == schedule, ts.c.deploy_id == r.deploy_id)
+            .values(interval_start=None, interval_end=None, status_version=ts.c.status_version + 1,
+                    updated_at=now)
+        )
+        conn.execute(
+            t.events.insert().values(
+                at=now, schedule_name=schedule, deploy_id=r.deploy_id, kind="clock_skew_cleared",
+                reason="operator", detail={"stored_interval_start": r.interval_start.isoformat(),
+                                           "cleared_at": now.isoformat()},
+            )
+        )
+    return sorted(r.deploy_id for r in rows)
 
 
 def _forward_only(values: Mapping[str, Any]) -> list[Any]:

@@ -25,4 +25,5 @@ def cli_clock(monkeypatch: pytest.MonkeyPatch) -> str:
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GPS_CLOCK", MONDAY_1900)
+    monkeypatch.setenv("GPS_CLOCK_WRITES", "1")  # asked explicitly: act at the instant (issue 25)
     return MONDAY_1900

@@ -38,6 +38,7 @@ def cluster(k8s_cluster: str, tmp_path: Path) -> Iterator[tuple[ClusterPool, dic
         "GPS_NAMESPACES": ",".join(pool.namespaces),
         "GPS_DB_URL": f"sqlite:///{tmp_path / 'gps.sqlite'}",
         "GPS_CLOCK": EVENING,
+        "GPS_CLOCK_WRITES": "1",  # asked explicitly: act at the instant (issue 25)
     }
     yield pool, env
     pool.close()
