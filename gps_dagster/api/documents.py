@@ -10,6 +10,8 @@ as warnings.
 
 from __future__ import annotations
 
+import re
+
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -69,6 +71,10 @@ def schedule_from_body(
     return load_schedule(doc, source=SOURCE), warnings
 
 
+_VERSION = re.compile(r"[0-9]{1,18}")
+"""A version in If-Match: ASCII digits, small enough for the store's BIGINT."""
+
+
 def expected_version(if_match: str | None, *, create: bool = False) -> int | None:
     """The version an ``If-Match`` header names (``"3"``, ``W/"3"``, ``3``); None without one."""
     if create:
@@ -76,7 +82,7 @@ def expected_version(if_match: str | None, *, create: bool = False) -> int | Non
     if if_match is None or if_match.strip() == "*":
         return None
     raw = if_match.strip().removeprefix("W/").strip('"')
-    if not raw.isdigit() or int(raw) < 1:
+    if _VERSION.fullmatch(raw) is None or int(raw) < 1:  # ASCII only: '²'.isdigit() but int('²') fails
         raise ApiError(400, "invalid_if_match", f"If-Match '{if_match[:40]}' names no schedule version",
                        'send the version you read, e.g. If-Match: "3" (the ETag of GET)')
     return int(raw)

@@ -21,10 +21,12 @@ from typing import Literal
 
 from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.occurrences import (
+    WORK_BUDGET,
     CompiledSchedule,
     CompiledWindow,
     IntentKey,
     compile_schedule,
+    cost,
     floor_ts,
 )
 from gps_dagster.domain.spec import DesiredState, Schedule
@@ -37,7 +39,9 @@ __all__ = [
     "boundaries",
     "current_interval",
     "effective_intent",
+    "horizon_days",
     "intervals",
+    "max_range_days",
     "next_boundary",
     "window_edges",
 ]
@@ -45,6 +49,8 @@ __all__ = [
 DAY = 86_400
 SEARCH_CHUNKS_DAYS = (1, 8, 32, 400)
 """How far ``current_interval``/``next_boundary`` look, growing, before giving up."""
+SEARCH_CALLS = 3
+"""Shares of ``WORK_BUDGET`` in ``current_interval``: the search back, forward, one-shot probes."""
 SENTINEL_START = datetime(1970, 1, 1, tzinfo=UTC)
 """Start of an interval whose true start lies beyond every search: stable from pass to pass."""
 
@@ -201,18 +207,67 @@ def effective_intent(schedule: Schedule, target: str, at: datetime) -> Intent:
     return _intent(seg, _Clock(c, {}))
 
 
+def _chunks(c: CompiledSchedule) -> tuple[int, ...]:
+    """The growing search spans in days, the last one the horizon (at most 400 days).
+
+    The horizon is the longest span whose chunks, searched back and forward for
+    every target, fit in ``WORK_BUDGET``: 400 days for ordinary schedules,
+    less for dense ones (hundreds of occurrences a day), so that the cost of a
+    call never grows with how often windows fire. ``checks.density_checks``
+    refuses at write time a schedule that cannot afford one day.
+    """
+    hit = _CHUNKS.get(id(c))
+    if hit is not None and hit[0] is c:
+        return hit[1]
+    chunks = _fit_chunks(c)
+    if len(_CHUNKS) > 4096:
+        _CHUNKS.clear()
+    _CHUNKS[id(c)] = (c, chunks)
+    return chunks
+
+
+_CHUNKS: dict[int, tuple[CompiledSchedule, tuple[int, ...]]] = {}
+
+
+def _fit_chunks(c: CompiledSchedule) -> tuple[int, ...]:
+    price = cost(c)
+    for k in range(len(SEARCH_CHUNKS_DAYS), 0, -1):
+        small = SEARCH_CHUNKS_DAYS[: k - 1]
+        left = WORK_BUDGET // SEARCH_CALLS - sum(price.of(d) for d in small)
+        days = min(SEARCH_CHUNKS_DAYS[k - 1], price.max_days(left)) if left > 0 else 0
+        if days >= 1 and (not small or days > small[-1]):
+            return (*small, days)
+    return (1,)
+
+
+TIMELINE_SHARE = 3
+"""A timeline evaluates three times (intervals, desired GPUs, window bands)."""
+
+
+def max_range_days(schedule: Schedule) -> int:
+    """Most days one timeline or ranged dry-run of ``schedule`` may cover within ``WORK_BUDGET``.
+
+    At least 7 for every schedule validation accepts (``checks.density_checks``)."""
+    return cost(compile_schedule(schedule)).max_days(WORK_BUDGET // TIMELINE_SHARE)
+
+
+def horizon_days(schedule: Schedule) -> int:
+    """How far ``current_interval`` looks for a change, back and forward (<= 400 days)."""
+    return _chunks(compile_schedule(schedule))[-1]
+
+
 def _change_before(c: CompiledSchedule, target: str, t: int) -> tuple[int | None, _Segment]:
     """The last intent change at or before ``t`` (None if none found) and the segment it starts."""
     segs: list[_Segment] = []
-    for days in SEARCH_CHUNKS_DAYS:
+    chunks = _chunks(c)
+    for days in chunks:
         segs = segments(c, [target], t - days * DAY, t + 1)[target]
         if len(segs) > 1:
             return segs[-1][0], segs[-1]
-    lookback = t - SEARCH_CHUNKS_DAYS[-1] * DAY
+    lookback = t - chunks[-1] * DAY
     key = segs[-1][1]
-    for edge in reversed(c.one_shot_edges):
-        if edge >= lookback:
-            continue
+    probes = max(1, WORK_BUDGET // SEARCH_CALLS // max(1, cost(c).fixed))
+    for edge in reversed([e for e in c.one_shot_edges if e < lookback][-probes:]):
         pair = segments(c, [target], edge - 1, edge + 1)[target]
         if len(pair) > 1 and pair[1][1] == key:
             return edge, pair[1]
@@ -221,7 +276,7 @@ def _change_before(c: CompiledSchedule, target: str, t: int) -> tuple[int | None
 
 def _change_after(c: CompiledSchedule, targets: list[str], t: int) -> int | None:
     """The first intent change of any of ``targets`` strictly after ``t``."""
-    for days in SEARCH_CHUNKS_DAYS:
+    for days in _chunks(c):
         found = [segs[1][0] for segs in segments(c, targets, t, t + days * DAY + 1).values() if len(segs) > 1]
         if found:
             return min(found)
@@ -232,8 +287,9 @@ def current_interval(schedule: Schedule, target: str, at: datetime) -> IntentInt
     """The interval containing ``at`` with its TRUE start (stable identity) and next change.
 
     ``start`` is the last change at or before ``at`` (searched back 1, 8, 32, 400
-    days, then over every one-shot edge at any distance), else ``SENTINEL_START``;
-    ``end`` is the next change within 400 days, else None. A one-shot edge beyond
+    days — fewer for a dense schedule, see ``horizon_days`` — then over every
+    one-shot edge at any distance), else ``SENTINEL_START``; ``end`` is the next
+    change within the horizon, else None. A one-shot edge beyond
     the 400-day lookback is taken as the start when the intent changes there to
     the current intent (nothing having changed in the 400 days before ``at``).
     The sentinel interval's ``intent`` is the one at the start of the lookback.
