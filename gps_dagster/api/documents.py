@@ -11,7 +11,6 @@ as warnings.
 from __future__ import annotations
 
 import re
-
 from datetime import datetime, timedelta
 from typing import Any
 

@@ -31,8 +31,8 @@ from gps_dagster.api.models import (
 )
 from gps_dagster.api.services import ApiServices
 from gps_dagster.domain.errors import FieldError, SpecInvalid
-from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.evaluator import max_range_days
+from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline_doc import build_timeline, window_occurrences
 from gps_dagster.engine import operations
 from gps_dagster.engine.dry_run import DryRunReport, dry_run

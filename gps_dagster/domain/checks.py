@@ -170,8 +170,8 @@ def schedule_checks(s: Schedule) -> list[FieldError]:
     if problems:  # occurrence checks assume unique names and known targets
         return problems
     c = compile_schedule(s)
+    dense = density_checks(c)  # first: cheap, and it bounds what the pattern checks then cost
+    if dense:
+        return dense
     overlaps = overlap_checks(s, c)
-    if overlaps:
-        return [overlaps[i] for i in sorted(overlaps)]
-    dense = density_checks(c)
-    return dense or priority_checks(c, frozenset(overlaps))
+    return [overlaps[i] for i in sorted(overlaps)] + priority_checks(c, frozenset(overlaps))

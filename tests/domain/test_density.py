@@ -11,13 +11,14 @@ import tracemalloc
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from gps_dagster.domain.crons import parse_cron
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.evaluator import current_interval, horizon_days, intervals, max_range_days
 from gps_dagster.domain.occurrences import WORK_BUDGET, counting, runs
-from gps_dagster.domain.crons import parse_cron
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline_doc import build_timeline, window_occurrences
@@ -46,27 +47,29 @@ WORST: dict[str, list[tuple[str, str]]] = {
     # The densest single window that is not back-to-back: 720 runs a day.
     "every 2 minutes for 1m": [("*/2 * * * *", "1m")],
     # Many distinct windows, each 24 runs a day (back-to-back inside each hour).
-    "36 x hourly runs": [(f"{i}-59 * * * *", "1m") for i in range(36)],
+    "36 x hourly runs": [("0-29 * * * *" if i % 2 else "40-49 * * * *", "1m") for i in range(36)],
     # The demo's shape, twice (three times is refused).
     "2 x the demo": [(f"{(i % 2) * 2}-59/4 * * * *", "2m") for i in range(2)],
 }
 
 
-def _measured(fn: Callable[[], object]) -> tuple[int, int]:
-    """(work units, peak bytes) of one call."""
-    tracemalloc.start()
+def _measured(fn: Callable[[], object], *, memory: bool = False) -> tuple[int, int]:
+    """(work units, peak bytes or 0) of one call (tracemalloc slows it down tenfold)."""
+    if memory:
+        tracemalloc.start()
     try:
         with counting() as work:
             fn()
-        return work.units, tracemalloc.get_traced_memory()[1]
+        return work.units, tracemalloc.get_traced_memory()[1] if memory else 0
     finally:
-        tracemalloc.stop()
+        if memory:
+            tracemalloc.stop()
 
 
 def test_back_to_back_occurrences_are_one_run_never_listed() -> None:
     expr = parse_cron("* * * * *")
     start = int(AT.timestamp())
-    from zoneinfo import ZoneInfo
+
 
     with counting() as work:
         found = runs(expr, 60, ZoneInfo("UTC"), start - 400 * 86_400, start + 400 * 86_400)
@@ -95,16 +98,15 @@ def test_the_worst_accepted_documents_stay_inside_the_budget(name: str) -> None:
         "current_interval": lambda: [current_interval(s, t, AT) for t in s.target_ids],
         "timeline week": lambda: (build_timeline(s, None, *week), window_occurrences(s, *week)),
     }
-    for what, fn in calls.items():
-        units, peak = _measured(fn)
-        assert units <= WORK_BUDGET, (what, units)
-        assert peak < 50 * MB, (what, peak)
+    for what, fn in calls.items():  # memory: tests/api/test_api_density.py, through the server
+        units, _ = _measured(fn)
+        assert 0 < units <= WORK_BUDGET, (what, units)
 
 
 def test_the_single_window_of_the_issue_costs_little() -> None:
     """``* * * * *`` for 1m used to take ~11 s and ~170 MB for one dry-run (200 MB measured here)."""
     s = load_schedule(doc([("* * * * *", "1m")], tz="UTC"))
-    units, peak = _measured(lambda: current_interval(s, "md-0", AT))
+    units, peak = _measured(lambda: current_interval(s, "md-0", AT), memory=True)
     assert units < 3_000 and peak < 5 * MB
 
 
