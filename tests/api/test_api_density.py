@@ -130,3 +130,44 @@ def test_a_non_ascii_or_huge_if_match_is_400_not_500(
     assert answer.status_code == 400, answer.text
     assert answer.json()["reason"] == "invalid_if_match"
     assert api.services.store.find_schedule("m").version == 1
+
+
+EDGES = ["0001-01-01T00:00:00+00:00", "0001-01-01T12:00:00+14:00", "9999-12-31T23:59:59+00:00",
+         "9999-12-31T00:00:00-12:00"]
+
+
+@pytest.mark.parametrize("edge", EDGES)
+def test_instants_near_year_1_or_9999_are_a_400_or_422_not_a_500(sqlite_url: str, edge: str) -> None:
+    """Issue 21 item 5: :dry-run (instant and range), /timeline, :admission-check."""
+    import json
+    from datetime import datetime
+
+    from api_support import ROOT
+
+    gpu42 = ROOT / "examples"
+    api = make_api(sqlite_url, pool=gpu42 / "gpu42-pool.yaml",
+                   start=datetime.fromisoformat("2026-10-19T10:00:00+07:00"))
+    schedule = json.loads((gpu42 / "gpu42-schedule.json").read_text())
+    del schedule["scope"]
+    vision = "/api/v1/cmp/projects/vision"
+    api.tokens["vision"] = api.services.tokens.create("vision", "cmp:vision", now=api.clock.now(), actor="t")[1]
+    assert api.call("vision", "POST", f"{vision}/deploy-schedules", json=schedule).status_code == 201
+    one = f"{vision}/deploy-schedules/{schedule['name']}"
+    near = "2026-10-19T10:00:00+07:00"
+    probes = [
+        ("POST", f"{one}:dry-run", {"json": {"at": edge}}),
+        ("POST", f"{one}:dry-run", {"json": {"from": edge, "to": near}}),
+        ("POST", f"{one}:dry-run", {"json": {"from": near, "to": edge}}),
+        ("GET", f"{one}/timeline", {"params": {"from": edge}}),
+        ("GET", f"{one}/timeline", {"params": {"from": near, "to": edge}}),
+        ("POST", f"{vision}/reservations/rsv-gpu42-shared:admission-check",
+         {"json": {"deploy_id": "md-vision-chat", "memory_mib": 1, "at": edge, "schedule": schedule["name"]}}),
+    ]
+    for method, path, kw in probes:
+        answer = api.call("vision", method, path, **kw)
+        assert answer.status_code in (400, 422), (path, kw, answer.text)
+        body = answer.json()
+        reasons = {body["reason"], *(e["reason"] for e in body["errors"])}
+        assert "instant_out_of_range" in reasons, (path, kw, body)
+        assert "1970-01-01" in answer.text
+    api.client.close()
