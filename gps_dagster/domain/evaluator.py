@@ -98,8 +98,11 @@ class Boundary:
 _Segment = tuple[int, IntentKey, str, int | None]  # start, key, source, occurrence start
 
 
-def _sweep(c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, list[tuple[int, int]]]) -> list[_Segment]:
-    """Maximal segments of constant intent key over [s, e) for one target."""
+def _sweep(
+    c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, list[tuple[int, int]]],
+    by_source: bool = False,
+) -> list[_Segment]:
+    """Maximal segments of constant intent key (and source, with ``by_source``) over [s, e)."""
     windows = c.by_target[target]
     default = c.defaults[target]
     if not windows:
@@ -124,7 +127,7 @@ def _sweep(c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, lis
                 occ_start[rank] = a
             i += 1
         seg = _winner(windows, count, occ_start, target, default, at)
-        if not out or out[-1][1] != seg[1]:
+        if not out or out[-1][1] != seg[1] or (by_source and out[-1][2] != seg[2]):
             out.append(seg)
         if i >= n:
             return out
@@ -145,10 +148,12 @@ def _occurrences(c: CompiledSchedule, targets: list[str], s: int, e: int) -> dic
     return {w.index: w.occurrences(c.tz, s, e) for w in c.windows if w.index in wanted}
 
 
-def segments(c: CompiledSchedule, targets: list[str], s: int, e: int) -> dict[str, list[_Segment]]:
+def segments(
+    c: CompiledSchedule, targets: list[str], s: int, e: int, *, by_source: bool = False
+) -> dict[str, list[_Segment]]:
     """Segments per target over [s, e) (epoch seconds) — the integer core of ``intervals``."""
     occs = _occurrences(c, targets, s, e)
-    return {t: _sweep(c, t, s, e, occs) for t in targets}
+    return {t: _sweep(c, t, s, e, occs, by_source) for t in targets}
 
 
 def _targets(c: CompiledSchedule, targets: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -181,16 +186,21 @@ def _intent(seg: _Segment, clock: _Clock) -> Intent:
 
 
 def intervals(
-    schedule: Schedule, start: datetime, end: datetime, *, targets: list[str] | tuple[str, ...] | None = None
+    schedule: Schedule, start: datetime, end: datetime, *, targets: list[str] | tuple[str, ...] | None = None,
+    by_source: bool = False,
 ) -> dict[str, list[IntentInterval]]:
-    """Intent intervals per target over ``[start, end)``, clipped to the range (R-EVAL-3)."""
+    """Intent intervals per target over ``[start, end)``, clipped to the range (R-EVAL-3).
+
+    ``by_source``: also split where the window in force changes while the intent does not
+    (a hand-over of equal intents): what reports show as "decided by" (issue 21 item 6); the
+    engine keeps the merged intervals (their identity is the intent's)."""
     c = compile_schedule(schedule)
     s, e = floor_ts(start), floor_ts(end)
     if e <= s:
         raise ValueError("end must be after start")
     clock = _Clock(c, {s: local_time(start, c.tz), e: local_time(end, c.tz)})
     out: dict[str, list[IntentInterval]] = {}
-    for t, segs in segments(c, _targets(c, targets), s, e).items():
+    for t, segs in segments(c, _targets(c, targets), s, e, by_source=by_source).items():
         rows = []
         for k, seg in enumerate(segs):
             stop = segs[k + 1][0] if k + 1 < len(segs) else e
