@@ -24,7 +24,7 @@ from gps_dagster.store.api_tables import api_tokens
 from gps_dagster.store.errors import StoreError
 
 PREFIX = "gpsd"
-SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})$")
+SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})\Z")
 """The scopes a token may carry: the schedule scopes of R-MODEL-9."""
 _TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,100}})$")
 _DUMMY = hashlib.sha256(b"no such token").hexdigest()
