@@ -65,7 +65,7 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_POOL = REPO_ROOT / "examples" / "seed-pool-10.yaml"
 BACKENDS = ("sim", "kubernetes")
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _ENV = {
     "backend": "GPS_BACKEND",
     "db_url": "GPS_DB_URL",

@@ -23,7 +23,7 @@ from gps_dagster.store.tokens import TokenRecord
 COOKIE = "gps_session"
 CSRF_HEADER = "x-requested-with"
 CSRF_VALUE = "gps-ui"
-PROJECT = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+PROJECT = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

@@ -10,13 +10,14 @@ as warnings.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
 from gps_dagster.api.errors import ApiError
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.schedules import load_schedule
-from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.spec import EARLIEST, LATEST, Schedule
 from gps_dagster.store.repository import MUST_NOT_EXIST
 
 PLACEMENT_FIELDS = frozenset({"queue", "queue_name", "node", "node_name", "nodeName", "node_selector", "nodeSelector"})
@@ -69,6 +70,10 @@ def schedule_from_body(
     return load_schedule(doc, source=SOURCE), warnings
 
 
+_VERSION = re.compile(r"[0-9]{1,18}")
+"""A version in If-Match: ASCII digits, small enough for the store's BIGINT."""
+
+
 def expected_version(if_match: str | None, *, create: bool = False) -> int | None:
     """The version an ``If-Match`` header names (``"3"``, ``W/"3"``, ``3``); None without one."""
     if create:
@@ -76,7 +81,7 @@ def expected_version(if_match: str | None, *, create: bool = False) -> int | Non
     if if_match is None or if_match.strip() == "*":
         return None
     raw = if_match.strip().removeprefix("W/").strip('"')
-    if not raw.isdigit() or int(raw) < 1:
+    if _VERSION.fullmatch(raw) is None or int(raw) < 1:  # ASCII only: '²'.isdigit() but int('²') fails
         raise ApiError(400, "invalid_if_match", f"If-Match '{if_match[:40]}' names no schedule version",
                        'send the version you read, e.g. If-Match: "3" (the ETag of GET)')
     return int(raw)
@@ -93,6 +98,9 @@ def instant(value: str | None, name: str) -> datetime | None:
     if parsed is None or parsed.utcoffset() is None:
         raise ApiError(400, "invalid_instant", f"{name}={value[:60]!r} is not an instant with a UTC offset",
                        f"use RFC 3339 with an offset, e.g. {name}=2026-10-19T00:00:00%2B07:00", path=name)
+    if not EARLIEST <= parsed < LATEST:  # issue 21 item 5: year 1 or 9999 overflowed the evaluator
+        raise ApiError(400, "instant_out_of_range", f"{name}={value[:60]!r} is out of range",
+                       f"use an instant from {EARLIEST.date()} to before {LATEST.date()}", path=name)
     return parsed
 
 

@@ -7,11 +7,26 @@ reasons and fixes as the CLI.
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from gps_dagster.api.errors import FieldProblem
+from gps_dagster.domain.spec import EARLIEST, LATEST
+
+
+def in_range(value: datetime) -> datetime:
+    """Issue 21 item 5: instants are bounded as documents bound them (year 1 or 9999 overflowed)."""
+    if not EARLIEST <= value < LATEST:
+        raise PydanticCustomError(
+            "instant_out_of_range",
+            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, e.g. 2026-10-21T13:00:00+07:00")
+    return value
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(in_range)]
 
 
 class Strict(BaseModel):
@@ -106,9 +121,9 @@ class TimelineOut(BaseModel):
 class DryRunIn(Strict):
     """An instant (``at``) or a range (``from`` + ``to``); ``schedule`` dry-runs an unsaved edit."""
 
-    at: AwareDatetime | None = None
-    from_: AwareDatetime | None = Field(default=None, alias="from")
-    to: AwareDatetime | None = None
+    at: Instant | None = None
+    from_: Instant | None = Field(default=None, alias="from")
+    to: Instant | None = None
     schedule: dict[str, Any] | None = Field(default=None, description="An edited schedule document.")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -198,7 +213,7 @@ class ReservationList(BaseModel):
 class AdmissionIn(Strict):
     deploy_id: str = Field(min_length=1, max_length=200)
     memory_mib: int = Field(ge=1, le=10_000_000, description="The changed memory_mib to try.")
-    at: AwareDatetime | None = Field(default=None, description="Whose members run: intents at this instant.")
+    at: Instant | None = Field(default=None, description="Whose members run: intents at this instant.")
     schedule: str | None = Field(default=None, max_length=128, description="The schedule deciding intents.")
 
 

@@ -31,6 +31,7 @@ from gps_dagster.api.models import (
 )
 from gps_dagster.api.services import ApiServices
 from gps_dagster.domain.errors import FieldError, SpecInvalid
+from gps_dagster.domain.evaluator import max_range_days
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline_doc import build_timeline, window_occurrences
 from gps_dagster.engine import operations
@@ -134,12 +135,17 @@ def _dry_run(caller: Caller, spec: Schedule, body: DryRunIn, version: int | None
     if (body.from_ is None) != (body.to is None):
         raise ApiError(422, "incomplete_range", "a range needs both 'from' and 'to'", "add the missing end", path="to")
     if body.from_ is not None and body.to is not None:
-        documents.checked_range(body.from_, body.to, max_days=svc.limits.max_range_days)
+        documents.checked_range(body.from_, body.to, max_days=_max_days(svc, spec))
         rng = dry_run_range(spec, svc.core, body.from_, body.to, pool=_pool_for(svc, spec))
         return DryRunOut(schedule=spec.name, version=version, instant=_at(rng.instant),
                          boundaries=[_at(r) for r in rng.at_boundaries], warnings=rng.warnings)
     report = dry_run(spec, svc.core, body.at or caller.now, pool=_pool_for(svc, spec))
     return DryRunOut(schedule=spec.name, version=version, instant=_at(report))
+
+
+def _max_days(svc: ApiServices, spec: Schedule) -> int:
+    """The API's range limit, shorter for a schedule too dense to evaluate that long (issue 21)."""
+    return max(1, min(svc.limits.max_range_days, max_range_days(spec)))
 
 
 def _at(report: DryRunReport) -> Any:
@@ -160,8 +166,8 @@ def _timeline(caller: Caller, record: ScheduleRecord, start: str | None, end: st
     if a is None:
         a = documents.week_of(caller.now, spec)[0]
     if b is None:
-        b = a + timedelta(days=7)
-    documents.checked_range(a, b, max_days=svc.limits.max_range_days)
+        b = a + timedelta(days=min(7, _max_days(svc, spec)))
+    documents.checked_range(a, b, max_days=_max_days(svc, spec))
     try:
         doc, _gpu = build_timeline(spec, _pool_for(svc, spec), a, b)
     except SpecInvalid:

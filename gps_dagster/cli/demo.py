@@ -121,11 +121,16 @@ def start_api(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``gps-dagster serve`` beside dagster dev, over the same store; returns it and a token."""
     from gps_dagster.store import Store
-    from gps_dagster.store.tokens import TokenRepository
+    from gps_dagster.store.tokens import TokenNameTaken, TokenRepository
 
     store = Store.open(env["GPS_DB_URL"])
     now = clock_from_env().now()
-    token = TokenRepository(store.engine).create("demo-admin", "admin", now=now, actor="demo")[1]
+    tokens = TokenRepository(store.engine)
+    try:
+        token = tokens.create("demo-admin", "admin", now=now, actor="demo")[1]
+    except TokenNameTaken:  # a previous demo's token on the same store: this run's replaces it
+        tokens.revoke("demo-admin", now=now, actor="demo")
+        token = tokens.create("demo-admin", "admin", now=now, actor="demo")[1]
     store.engine.dispose()
     log = open(log_dir / "demo-api.log", "wb")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(

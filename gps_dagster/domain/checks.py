@@ -17,7 +17,13 @@ from datetime import timedelta
 
 from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.errors import FieldError
-from gps_dagster.domain.occurrences import CompiledSchedule, CompiledWindow, compile_schedule
+from gps_dagster.domain.occurrences import (
+    WORK_BUDGET,
+    CompiledSchedule,
+    CompiledWindow,
+    compile_schedule,
+    cost,
+)
 from gps_dagster.domain.patterns import Recurrence, first_overlap, min_gap, one_shot_meets
 from gps_dagster.domain.spec import OneShotWindow, RecurringWindow, Schedule, format_duration
 
@@ -130,11 +136,42 @@ def _first_clash(
     return None
 
 
+DENSITY_SHARE = 3
+"""A timeline evaluates three times (intervals, desired GPUs, window bands): a third each."""
+DENSITY_DAYS = 7
+"""The timeline page shows a week: a week of every target must fit in its share."""
+
+
+def density_checks(c: CompiledSchedule) -> list[FieldError]:
+    """Issue 21: refuse what one evaluation call cannot afford, at write time (``schedule_too_dense``).
+
+    The cost of a day is counted in runs of occurrences (back-to-back ones count
+    once) over every window of every target, plus one step per window and day:
+    what ``occurrences.runs`` spends. A week (the timeline page) must fit in a
+    third of ``WORK_BUDGET``; then so does a day searched back, one forward and
+    the one-shot probes of ``current_interval``.
+    """
+    price = cost(c)
+    limit = WORK_BUDGET // DENSITY_SHARE
+    if price.of(DENSITY_DAYS) <= limit:
+        return []
+    return [FieldError(
+        "windows", "schedule_too_dense",
+        f"a week of this schedule costs {price.of(DENSITY_DAYS)} evaluation units (runs of occurrences of "
+        f"every window, for every target it names) and one evaluation may spend at most {limit}; "
+        "fire less often (e.g. '*/15 * * * *' rather than '*/2 * * * *'), let occurrences meet "
+        "(a duration equal to the gap between fires makes them one run), merge windows into one "
+        "cron list, or split the targets into several schedules")]
+
+
 def schedule_checks(s: Schedule) -> list[FieldError]:
     """All cross-field checks, for ``documents.build(..., checks=...)``."""
     problems = structure_checks(s)
     if problems:  # occurrence checks assume unique names and known targets
         return problems
     c = compile_schedule(s)
+    dense = density_checks(c)  # first: cheap, and it bounds what the pattern checks then cost
+    if dense:
+        return dense
     overlaps = overlap_checks(s, c)
     return [overlaps[i] for i in sorted(overlaps)] + priority_checks(c, frozenset(overlaps))

@@ -44,8 +44,8 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("day of week", 0, 7, _DAYS),
 )
 _FIX = "use 5 fields 'minute hour day-of-month month day-of-week', e.g. '0 8 * * 1-5', or a macro such as @daily"
-_NUMBER = re.compile(r"^[0-9]{1,4}$")
-_YEARS = re.compile(r"^[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?(?:,[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?)*$")
+_NUMBER = re.compile(r"^[0-9]{1,4}\Z")
+_YEARS = re.compile(r"^[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?(?:,[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?)*\Z")
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _MAX_DAY = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 

@@ -21,10 +21,12 @@ from typing import Literal
 
 from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.occurrences import (
+    WORK_BUDGET,
     CompiledSchedule,
     CompiledWindow,
     IntentKey,
     compile_schedule,
+    cost,
     floor_ts,
 )
 from gps_dagster.domain.spec import DesiredState, Schedule
@@ -37,7 +39,9 @@ __all__ = [
     "boundaries",
     "current_interval",
     "effective_intent",
+    "horizon_days",
     "intervals",
+    "max_range_days",
     "next_boundary",
     "window_edges",
 ]
@@ -45,6 +49,8 @@ __all__ = [
 DAY = 86_400
 SEARCH_CHUNKS_DAYS = (1, 8, 32, 400)
 """How far ``current_interval``/``next_boundary`` look, growing, before giving up."""
+SEARCH_CALLS = 3
+"""Shares of ``WORK_BUDGET`` in ``current_interval``: the search back, forward, one-shot probes."""
 SENTINEL_START = datetime(1970, 1, 1, tzinfo=UTC)
 """Start of an interval whose true start lies beyond every search: stable from pass to pass."""
 
@@ -92,8 +98,11 @@ class Boundary:
 _Segment = tuple[int, IntentKey, str, int | None]  # start, key, source, occurrence start
 
 
-def _sweep(c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, list[tuple[int, int]]]) -> list[_Segment]:
-    """Maximal segments of constant intent key over [s, e) for one target."""
+def _sweep(
+    c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, list[tuple[int, int]]],
+    by_source: bool = False,
+) -> list[_Segment]:
+    """Maximal segments of constant intent key (and source, with ``by_source``) over [s, e)."""
     windows = c.by_target[target]
     default = c.defaults[target]
     if not windows:
@@ -118,7 +127,7 @@ def _sweep(c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, lis
                 occ_start[rank] = a
             i += 1
         seg = _winner(windows, count, occ_start, target, default, at)
-        if not out or out[-1][1] != seg[1]:
+        if not out or out[-1][1] != seg[1] or (by_source and out[-1][2] != seg[2]):
             out.append(seg)
         if i >= n:
             return out
@@ -139,10 +148,12 @@ def _occurrences(c: CompiledSchedule, targets: list[str], s: int, e: int) -> dic
     return {w.index: w.occurrences(c.tz, s, e) for w in c.windows if w.index in wanted}
 
 
-def segments(c: CompiledSchedule, targets: list[str], s: int, e: int) -> dict[str, list[_Segment]]:
+def segments(
+    c: CompiledSchedule, targets: list[str], s: int, e: int, *, by_source: bool = False
+) -> dict[str, list[_Segment]]:
     """Segments per target over [s, e) (epoch seconds) — the integer core of ``intervals``."""
     occs = _occurrences(c, targets, s, e)
-    return {t: _sweep(c, t, s, e, occs) for t in targets}
+    return {t: _sweep(c, t, s, e, occs, by_source) for t in targets}
 
 
 def _targets(c: CompiledSchedule, targets: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -175,16 +186,21 @@ def _intent(seg: _Segment, clock: _Clock) -> Intent:
 
 
 def intervals(
-    schedule: Schedule, start: datetime, end: datetime, *, targets: list[str] | tuple[str, ...] | None = None
+    schedule: Schedule, start: datetime, end: datetime, *, targets: list[str] | tuple[str, ...] | None = None,
+    by_source: bool = False,
 ) -> dict[str, list[IntentInterval]]:
-    """Intent intervals per target over ``[start, end)``, clipped to the range (R-EVAL-3)."""
+    """Intent intervals per target over ``[start, end)``, clipped to the range (R-EVAL-3).
+
+    ``by_source``: also split where the window in force changes while the intent does not
+    (a hand-over of equal intents): what reports show as "decided by" (issue 21 item 6); the
+    engine keeps the merged intervals (their identity is the intent's)."""
     c = compile_schedule(schedule)
     s, e = floor_ts(start), floor_ts(end)
     if e <= s:
         raise ValueError("end must be after start")
     clock = _Clock(c, {s: local_time(start, c.tz), e: local_time(end, c.tz)})
     out: dict[str, list[IntentInterval]] = {}
-    for t, segs in segments(c, _targets(c, targets), s, e).items():
+    for t, segs in segments(c, _targets(c, targets), s, e, by_source=by_source).items():
         rows = []
         for k, seg in enumerate(segs):
             stop = segs[k + 1][0] if k + 1 < len(segs) else e
@@ -201,18 +217,67 @@ def effective_intent(schedule: Schedule, target: str, at: datetime) -> Intent:
     return _intent(seg, _Clock(c, {}))
 
 
+def _chunks(c: CompiledSchedule) -> tuple[int, ...]:
+    """The growing search spans in days, the last one the horizon (at most 400 days).
+
+    The horizon is the longest span whose chunks, searched back and forward for
+    every target, fit in ``WORK_BUDGET``: 400 days for ordinary schedules,
+    less for dense ones (hundreds of occurrences a day), so that the cost of a
+    call never grows with how often windows fire. ``checks.density_checks``
+    refuses at write time a schedule that cannot afford one day.
+    """
+    hit = _CHUNKS.get(id(c))
+    if hit is not None and hit[0] is c:
+        return hit[1]
+    chunks = _fit_chunks(c)
+    if len(_CHUNKS) > 4096:
+        _CHUNKS.clear()
+    _CHUNKS[id(c)] = (c, chunks)
+    return chunks
+
+
+_CHUNKS: dict[int, tuple[CompiledSchedule, tuple[int, ...]]] = {}
+
+
+def _fit_chunks(c: CompiledSchedule) -> tuple[int, ...]:
+    price = cost(c)
+    for k in range(len(SEARCH_CHUNKS_DAYS), 0, -1):
+        small = SEARCH_CHUNKS_DAYS[: k - 1]
+        left = WORK_BUDGET // SEARCH_CALLS - sum(price.of(d) for d in small)
+        days = min(SEARCH_CHUNKS_DAYS[k - 1], price.max_days(left)) if left > 0 else 0
+        if days >= 1 and (not small or days > small[-1]):
+            return (*small, days)
+    return (1,)
+
+
+TIMELINE_SHARE = 3
+"""A timeline evaluates three times (intervals, desired GPUs, window bands)."""
+
+
+def max_range_days(schedule: Schedule) -> int:
+    """Most days one timeline or ranged dry-run of ``schedule`` may cover within ``WORK_BUDGET``.
+
+    At least 7 for every schedule validation accepts (``checks.density_checks``)."""
+    return cost(compile_schedule(schedule)).max_days(WORK_BUDGET // TIMELINE_SHARE)
+
+
+def horizon_days(schedule: Schedule) -> int:
+    """How far ``current_interval`` looks for a change, back and forward (<= 400 days)."""
+    return _chunks(compile_schedule(schedule))[-1]
+
+
 def _change_before(c: CompiledSchedule, target: str, t: int) -> tuple[int | None, _Segment]:
     """The last intent change at or before ``t`` (None if none found) and the segment it starts."""
     segs: list[_Segment] = []
-    for days in SEARCH_CHUNKS_DAYS:
+    chunks = _chunks(c)
+    for days in chunks:
         segs = segments(c, [target], t - days * DAY, t + 1)[target]
         if len(segs) > 1:
             return segs[-1][0], segs[-1]
-    lookback = t - SEARCH_CHUNKS_DAYS[-1] * DAY
+    lookback = t - chunks[-1] * DAY
     key = segs[-1][1]
-    for edge in reversed(c.one_shot_edges):
-        if edge >= lookback:
-            continue
+    probes = max(1, WORK_BUDGET // SEARCH_CALLS // max(1, cost(c).fixed))
+    for edge in reversed([e for e in c.one_shot_edges if e < lookback][-probes:]):
         pair = segments(c, [target], edge - 1, edge + 1)[target]
         if len(pair) > 1 and pair[1][1] == key:
             return edge, pair[1]
@@ -221,7 +286,7 @@ def _change_before(c: CompiledSchedule, target: str, t: int) -> tuple[int | None
 
 def _change_after(c: CompiledSchedule, targets: list[str], t: int) -> int | None:
     """The first intent change of any of ``targets`` strictly after ``t``."""
-    for days in SEARCH_CHUNKS_DAYS:
+    for days in _chunks(c):
         found = [segs[1][0] for segs in segments(c, targets, t, t + days * DAY + 1).values() if len(segs) > 1]
         if found:
             return min(found)
@@ -232,8 +297,9 @@ def current_interval(schedule: Schedule, target: str, at: datetime) -> IntentInt
     """The interval containing ``at`` with its TRUE start (stable identity) and next change.
 
     ``start`` is the last change at or before ``at`` (searched back 1, 8, 32, 400
-    days, then over every one-shot edge at any distance), else ``SENTINEL_START``;
-    ``end`` is the next change within 400 days, else None. A one-shot edge beyond
+    days — fewer for a dense schedule, see ``horizon_days`` — then over every
+    one-shot edge at any distance), else ``SENTINEL_START``; ``end`` is the next
+    change within the horizon, else None. A one-shot edge beyond
     the 400-day lookback is taken as the start when the intent changes there to
     the current intent (nothing having changed in the 400 days before ``at``).
     The sentinel interval's ``intent`` is the one at the start of the lookback.

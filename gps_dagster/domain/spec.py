@@ -27,11 +27,11 @@ from gps_dagster.domain.crons import CronExpr, parse_cron
 from gps_dagster.domain.documents import FieldErrorCarrier
 from gps_dagster.domain.models import Frozen
 
-_DURATION = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$")
-_SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})$")
+_DURATION = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?\Z")
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?\Z")
+_SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})\Z")
 
-_ZONE = re.compile(r"^[A-Za-z0-9_+-]{1,30}(?:/[A-Za-z0-9_+-]{1,30}){0,3}$")
+_ZONE = re.compile(r"^[A-Za-z0-9_+-]{1,30}(?:/[A-Za-z0-9_+-]{1,30}){0,3}\Z")
 
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 """First instant a one-shot window may name (the epoch: nothing is scheduled before it)."""

@@ -29,7 +29,7 @@ def build_timeline(
 
     Raises ``SpecInvalid`` when the pool does not know a target (no GPU size for it).
     """
-    rows = intervals(schedule, start, end)
+    rows = intervals(schedule, start, end, by_source=True)  # "decided by" is the window in force
     gpu = gpu_timeline(schedule, pool, start, end) if pool is not None else None
     return timeline_json(schedule, start, end, rows, gpu), gpu
 

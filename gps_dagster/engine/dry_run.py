@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from gps_dagster.domain.evaluator import current_interval
+from gps_dagster.domain.evaluator import current_interval, effective_intent
 from gps_dagster.domain.planner import ordered, steps_for
 from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import Schedule, TransitionOrder
@@ -48,7 +48,8 @@ def dry_run(
     planned = []
     for target in schedule.target_ids:
         interval = current_interval(schedule, target, at)
-        rep.intents[target] = {**intent_doc(interval), "interval_start": interval.start.isoformat(),
+        in_force = effective_intent(schedule, target, at).source  # not the merged interval's first window
+        rep.intents[target] = {**intent_doc(interval), "source": in_force, "interval_start": interval.start.isoformat(),
                                "interval_end": interval.end.isoformat() if interval.end else None}
         try:
             deploy = deploys[target] if deploys is not None and target in deploys else core.get_deploy(target)

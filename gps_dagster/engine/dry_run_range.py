@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gps_dagster.domain.evaluator import Intent, boundaries, effective_intent
+from gps_dagster.domain.occurrences import WORK_BUDGET, counting
 from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import DesiredState, Schedule
 from gps_dagster.domain.timeline import gpu_timeline
@@ -25,6 +26,8 @@ from gps_dagster.ports import Core, CoreError, DeployState, DeployView
 
 MAX_BOUNDARIES = 200
 """Boundaries planned per request (a busy week of the seed has ten)."""
+RANGE_BUDGET = 4 * WORK_BUDGET
+"""Evaluator work one ranged dry-run may spend planning boundaries; the rest are ``truncated``."""
 
 
 @dataclass
@@ -41,11 +44,15 @@ def dry_run_range(
     report = RangeReport(dry_run(schedule, core, start))
     live = _reads(core, schedule)
     instants = sorted({b.at for b in boundaries(schedule, start, end) if b.at > start})
-    for at in instants[:MAX_BOUNDARIES]:
-        supposed = {t: _converged(v, effective_intent(schedule, t, _just_before(at))) for t, v in live.items()}
-        report.at_boundaries.append(dry_run(schedule, core, at, deploys=supposed))
-    if len(instants) > MAX_BOUNDARIES:
-        report.warnings.append({"kind": "truncated", "boundaries": len(instants), "planned": MAX_BOUNDARIES})
+    with counting() as work:  # each plan costs a few current_interval calls: bound their sum
+        for at in instants[:MAX_BOUNDARIES]:
+            if work.units > RANGE_BUDGET - WORK_BUDGET:
+                break
+            supposed = {t: _converged(v, effective_intent(schedule, t, _just_before(at))) for t, v in live.items()}
+            report.at_boundaries.append(dry_run(schedule, core, at, deploys=supposed))
+    if len(instants) > len(report.at_boundaries):
+        report.warnings.append(
+            {"kind": "truncated", "boundaries": len(instants), "planned": len(report.at_boundaries)})
     if pool is not None:
         for seg in gpu_timeline(schedule, pool, start, end):
             if seg.overcommit:

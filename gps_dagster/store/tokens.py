@@ -24,7 +24,7 @@ from gps_dagster.store.api_tables import api_tokens
 from gps_dagster.store.errors import StoreError
 
 PREFIX = "gpsd"
-SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})$")
+SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})\Z")
 """The scopes a token may carry: the schedule scopes of R-MODEL-9."""
 _TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,100}})$")
 _DUMMY = hashlib.sha256(b"no such token").hexdigest()
@@ -88,6 +88,24 @@ class TokenNotFound(StoreError):
         super().__init__(f"no token with id or name '{ref}'", fix="see `gps-dagster tokens list`")
 
 
+class TokenNameTaken(StoreError):
+    http_status = 409
+    reason = "token_name_taken"
+
+    def __init__(self, name: str, token_id: str) -> None:
+        super().__init__(f"a live token is already named '{name}' (id {token_id})",
+                         fix=f"choose another name, or revoke {token_id} first (`gps-dagster tokens revoke {token_id}`)")
+
+
+class AmbiguousToken(StoreError):
+    http_status = 409
+    reason = "ambiguous_token"
+
+    def __init__(self, ref: str, ids: list[str]) -> None:
+        super().__init__(f"{len(ids)} tokens are named '{ref}': {', '.join(ids)}",
+                         fix=f"revoke by id, e.g. `gps-dagster tokens revoke {ids[0]}`")
+
+
 def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -104,6 +122,10 @@ class TokenRepository:
             raise InvalidScope(scope)
         token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         with self._engine.begin() as conn:
+            live = conn.execute(sa.select(api_tokens.c.id).where(
+                api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))).first()
+            if live is not None:  # issue 21 item 7: `tokens revoke NAME` must name one token
+                raise TokenNameTaken(name, live.id)
             conn.execute(api_tokens.insert().values(
                 id=token_id, name=name, scope=scope, secret_sha256=_digest(secret),
                 created_at=now, created_by=actor,
@@ -151,6 +173,14 @@ class TokenRepository:
             rows = conn.execute(
                 sa.select(api_tokens).where(sa.or_(api_tokens.c.id == ref, api_tokens.c.name == ref))
             ).all()
+            by_id = [r for r in rows if r.id == ref]
+            if by_id:
+                rows = by_id
+            elif len(rows) > 1:  # names made before names were unique, or a revoked namesake
+                live = [r for r in rows if r.revoked_at is None]
+                if len(live) != 1:
+                    raise AmbiguousToken(ref, sorted(r.id for r in (live or rows)))
+                rows = live
             if len(rows) != 1:
                 raise TokenNotFound(ref)
             row = rows[0]
