@@ -59,7 +59,9 @@ def _pool_operations(rt: Runtime) -> int:
 
 
 def _events(result: dg.JobExecutionResult, kind: str) -> list[str]:
-    return [(e.step_key or "").split("[")[0] for e in result.all_events if e.event_type_value == kind]
+    return [
+        (e.step_key or "").split("[")[0] for e in result.all_events if e.event_type_value == kind
+    ]
 
 
 def _failure_texts(result: dg.JobExecutionResult) -> list[str]:
@@ -77,6 +79,7 @@ def test_re_execute_all_of_a_superseded_plan_run_fails_with_the_plan_that_replac
     failed, tid = _failed_plan_run(rt, instance, monkeypatch)
     rt.clock.advance(TEN_HOURS)  # 18:00: the next boundary replaces the plan
     (newer,) = rt.engine.reconcile(trigger="sensor").plans
+    assert rt.store.get_transition(tid).state == "superseded"  # type: ignore[union-attr]
     operations = _pool_operations(rt)
 
     again = dg.execute_job(
