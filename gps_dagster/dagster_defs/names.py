@@ -47,6 +47,12 @@ TAG_VERSION = "gps/schedule_version"
 TAG_APPLY_NOW = "gps/apply_now"
 TAG_BATCH = "gps/batch"
 TAG_PLANS = "gps/plans"
+TAG_TICK = "gps/tick"
+"""The scheduled instant of the boundary schedule's tick that launched the run (Dagster's own
+``dagster/scheduled_execution_time``); ``gps/interval`` is the boundary the run serves."""
+TAG_LATE_TICK = "gps/late_tick"
+"""Set when a tick ran late and serves another boundary than its own (a daemon that was down:
+Dagster fires the missed tick on restart, the engine serves the intent of now)."""
 PARENT_RUN_TAG = "dagster/parent_run_id"
 ROOT_RUN_TAG = "dagster/root_run_id"
 """Dagster's own run-group tags: a run carrying them is shown in its root run's group."""
