@@ -69,6 +69,14 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         "acquire to the capacity-wait sensor (0 = hand over at once).",
     )
 
+    prearm_lead_s: float = Field(
+        default=30.0,
+        description="Seconds ahead of a release-first boundary its gps_prearmed run is "
+        "launched (it waits for the boundary inside a started run): the run launcher's start "
+        "p95 + a sensor tick + margin; a Kubernetes Job needs more (0 = off: boundaries are "
+        "served by runs launched at the boundary).",
+    )
+
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
@@ -91,9 +99,11 @@ class StaticRuntime:
         *,
         capacity_poll_s: float = 0.0,
         sleeper: Callable[[float], object] | None = None,
+        prearm_lead_s: float = 0.0,
     ) -> None:
         self._runtime = runtime
         self.capacity_poll_s = capacity_poll_s
+        self.prearm_lead_s = prearm_lead_s
         self._sleeper = sleeper
 
     def sleep(self, seconds: float) -> None:

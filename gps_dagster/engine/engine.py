@@ -22,6 +22,7 @@ from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
+from gps_dagster.engine.prearm import NearBoundary, boundaries_within
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.standing import Standing, plan_standing, step_standing
@@ -458,6 +459,11 @@ class Engine:
         """Advance these steps now, together (a Dagster batch op; ``engine/step_batch.py``):
         the outcome of each, in order, as ``execute_step`` would decide it; never blocks."""
         return self.given.execute(step_ids)
+
+    def boundaries_within(self, now: datetime, lead_s: float) -> list[NearBoundary]:
+        """Release-first schedules whose next intent boundary is within ``lead_s`` of ``now``
+        (``engine/prearm.py``): the runs the Dagster layer launches ahead of their boundary."""
+        return boundaries_within(self.store, now, lead_s)
 
     def plan_standing(self, transition_id: str) -> Standing:
         """Whether this plan is still the one its targets follow (``engine/standing.py``): what
