@@ -46,8 +46,8 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     )
     pool_file: str | None = Field(
         default=None,
-        description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else "
-        "examples/seed-pool-10.yaml.",
+        description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else the seed "
+        "pool shipped in the package (gps_dagster/examples/seed-pool-10.yaml).",
     )
     backend: str | None = Field(
         default=None,
