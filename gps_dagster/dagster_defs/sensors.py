@@ -427,6 +427,26 @@ def reservation_ids(runtime: Any) -> list[str]:
     return ledger_ids(ReservationRepository(engine))
 
 
+def _reservation_tick_text(
+    add: Sequence[str], drop: Sequence[str], events: Sequence[Any], have: int
+) -> str:
+    """What a reservation tick did, always (it never requests a run): with no text Dagster
+    shows "Sensor function returned an empty result" on ticks that did record events."""
+    parts = []
+    if add:
+        parts.append(f"partition(s) added: {', '.join(add)}")
+    if drop:
+        parts.append(f"partition(s) removed: {', '.join(drop)}")
+    observed = sorted(
+        {str(e.partition) for e in events if isinstance(e, dg.AssetObservation) and e.partition}
+    )
+    if observed:
+        parts.append(f"members or verdicts changed, recorded: {', '.join(observed)}")
+    if not parts:
+        parts.append(f"{have} reservation partition(s) up to date, members and verdicts unchanged")
+    return "; ".join(parts)[:900]
+
+
 def build_reservation_sensor(
     *, interval_s: int, default_status: dg.DefaultSensorStatus
 ) -> dg.SensorDefinition:
@@ -452,9 +472,7 @@ def build_reservation_sensor(
         seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         # events name partitions: only those that exist (a new one is added by this tick)
         events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
-        skip = None
-        if not reqs and not events:
-            skip = f"{len(have)} reservation partition(s) up to date, members unchanged"
+        skip = _reservation_tick_text(add, drop, events, len(have))
         return dg.SensorResult(
             dynamic_partitions_requests=reqs,
             asset_events=events,
