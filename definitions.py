@@ -9,7 +9,7 @@ schedules are compiled from the deploy schedules in the store when the code
 location loads; ``make demo`` (``python -m gps_dagster.cli.demo``) applies a
 compressed demo schedule first. ``$GPS_RECONCILE_INTERVAL_S`` shortens the
 reconcile sensor's 30 s interval (tests, benchmark); ``$GPS_PREARM_LEAD_S`` sets how far ahead
-of a boundary its pre-armed run is launched (default 30 s; 0 = off; a Kubernetes Job needs more).
+of a boundary its pre-armed run is launched (unset: measured from the instance's run starts; 0 = off).
 """
 
 import os

@@ -41,18 +41,26 @@ from gps_dagster.engine.errors import Busy
 
 ARM_OP = "arm"
 DEFAULT_LEAD_S = 30.0
-"""The default lead: the default launcher's run start p95 under load (~22 s, FACTS.md) plus a
-sensor tick (~5 s) and a margin. A Kubernetes Job needs more (pod scheduling, image, Python
-start): the chart sets ``GPS_PREARM_LEAD_S``."""
+"""The least lead (and the lead before any run was measured): the default launcher's run start
+p95 under moderate load (~22 s, FACTS.md) plus a sensor tick (~5 s). Unset, the lead follows
+the instance's measured run starts (``measured_lead``): a Kubernetes Job (pod scheduling,
+image, Python start) or a loaded machine gets more."""
 TRIGGER = "prearmed"
 
 
-def lead_from_env(env: Mapping[str, str]) -> float:
-    """``GPS_PREARM_LEAD_S`` of the code location (``definitions.py``), else the default; a
-    bad value is refused with the setting, the reason and the fix."""
+MEASURED_RUNS = 20
+TICK_AND_MARGIN_S = 10.0
+"""Added to the measured start p95: the sensor's ~5 s tick floor and a margin."""
+MAX_LEAD_S = 600.0
+
+
+def lead_from_env(env: Mapping[str, str]) -> float | None:
+    """``GPS_PREARM_LEAD_S`` of the code location (``definitions.py``); None (unset) = measured
+    from the instance's own run starts (``measured_lead``); a bad value is refused with the
+    setting, the reason and the fix."""
     raw = env.get("GPS_PREARM_LEAD_S", "").strip()
     if not raw:
-        return DEFAULT_LEAD_S
+        return None
     try:
         value = float(raw)
     except ValueError:
@@ -65,9 +73,28 @@ def lead_from_env(env: Mapping[str, str]) -> float:
     return value
 
 
-def prearm_lead_s(gps: Any) -> float:
-    """How far ahead of a boundary its run is launched (resource setting; 0 = off)."""
-    return float(getattr(gps, "prearm_lead_s", 0.0) or 0.0)
+def prearm_lead_s(gps: Any, instance: dg.DagsterInstance | None = None) -> float:
+    """How far ahead of a boundary its run is launched: the resource's setting (0 = off), or,
+    when it is None, measured on ``instance`` (``measured_lead``)."""
+    lead = getattr(gps, "prearm_lead_s", 0.0)
+    if lead is None:
+        return measured_lead(instance) if instance is not None else DEFAULT_LEAD_S
+    return float(lead or 0.0)
+
+
+def measured_lead(instance: dg.DagsterInstance) -> float:
+    """The p95 of the last ``MEASURED_RUNS`` runs' creation → start on this instance (its run
+    launcher and coordinator, under the machine's load of now) + a sensor tick and a margin,
+    never below ``DEFAULT_LEAD_S`` nor above ``MAX_LEAD_S``: a Kubernetes Job launcher, or a
+    loaded machine, gets the lead it needs without a setting."""
+    records = instance.get_run_records(limit=MEASURED_RUNS)
+    waits = sorted(
+        r.start_time - r.create_timestamp.timestamp() for r in records if r.start_time is not None
+    )
+    if not waits:
+        return DEFAULT_LEAD_S
+    p95 = waits[min(len(waits) - 1, round(0.95 * (len(waits) - 1)))]
+    return min(MAX_LEAD_S, max(DEFAULT_LEAD_S, p95 + TICK_AND_MARGIN_S))
 
 
 def prearm_run_key(schedule: str, at: datetime) -> str:
@@ -90,9 +117,11 @@ def prearm_request(near: Any) -> dg.RunRequest:
     )
 
 
-def prearm_tick(runtime: Any, gps: Any) -> tuple[list[dg.RunRequest], str | None]:
+def prearm_tick(
+    runtime: Any, gps: Any, instance: dg.DagsterInstance | None = None
+) -> tuple[list[dg.RunRequest], str | None]:
     """The pre-armed runs to launch now, or why none (the daemon drops a repeated run key)."""
-    lead = prearm_lead_s(gps)
+    lead = prearm_lead_s(gps, instance)
     if lead <= 0:
         return [], "pre-arming is off (prearm_lead_s = 0): boundaries are served when they come"
     now = runtime.clock.now()
@@ -116,7 +145,7 @@ def build_prearm_sensor(
     )
     def prearm(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         gps = context.resources.gps
-        requests, skip = prearm_tick(gps.get_runtime(), gps)
+        requests, skip = prearm_tick(gps.get_runtime(), gps, context.instance)
         return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
     return prearm

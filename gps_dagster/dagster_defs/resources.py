@@ -69,12 +69,12 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         "acquire to the capacity-wait sensor (0 = hand over at once).",
     )
 
-    prearm_lead_s: float = Field(
-        default=30.0,
+    prearm_lead_s: float | None = Field(
+        default=None,
         description="Seconds ahead of a release-first boundary its gps_prearmed run is "
-        "launched (it waits for the boundary inside a started run): the run launcher's start "
-        "p95 + a sensor tick + margin; a Kubernetes Job needs more (0 = off: boundaries are "
-        "served by runs launched at the boundary).",
+        "launched (it waits for the boundary inside a started run). None = measured: the p95 "
+        "of the instance's recent run starts (creation → start, so a Kubernetes Job launcher "
+        "gets more) + 10 s, at least 30 s; 0 = off (runs launched at the boundary).",
     )
 
     def sleep(self, seconds: float) -> None:

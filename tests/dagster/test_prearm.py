@@ -130,10 +130,51 @@ def test_pre_arming_is_off_with_a_lead_of_zero(
 
 
 def test_the_code_location_reads_the_lead_and_refuses_a_bad_one() -> None:
-    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, lead_from_env
+    from gps_dagster.dagster_defs.prearm import lead_from_env
 
-    assert lead_from_env({}) == DEFAULT_LEAD_S
+    assert lead_from_env({}) is None  # unset: measured on the instance
     assert lead_from_env({"GPS_PREARM_LEAD_S": "90"}) == 90.0
     assert lead_from_env({"GPS_PREARM_LEAD_S": "0"}) == 0.0
     with pytest.raises(ValueError, match=r"GPS_PREARM_LEAD_S='-5'.*fix: "):
         lead_from_env({"GPS_PREARM_LEAD_S": "-5"})
+
+
+class _Record:
+    def __init__(self, created: float, started: float | None) -> None:
+        from datetime import UTC, datetime
+
+        self.create_timestamp = datetime.fromtimestamp(created, UTC)
+        self.start_time = started
+
+
+class _Instance:
+    """The two facts ``measured_lead`` reads of a Dagster instance: its recent run records."""
+
+    def __init__(self, waits: list[float | None]) -> None:
+        self.records = [_Record(1000.0, None if w is None else 1000.0 + w) for w in waits]
+
+    def get_run_records(self, limit: int) -> list[_Record]:
+        return self.records[:limit]
+
+
+def test_unset_the_lead_follows_the_instances_measured_run_starts() -> None:
+    """A loaded machine (runs starting 15–40 s after creation) or a Kubernetes Job launcher
+    gets a lead above its start p95; a quiet one keeps the 30 s floor."""
+    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, MAX_LEAD_S, measured_lead
+
+    assert measured_lead(_Instance([])) == DEFAULT_LEAD_S  # nothing measured yet
+    assert measured_lead(_Instance([3.3] * 20)) == DEFAULT_LEAD_S  # quiet: the floor
+    loaded = [15.0 + i for i in range(19)] + [60.0]
+    assert measured_lead(_Instance(loaded)) == 33.0 + 10.0  # p95 of 20 = the 19th, + 10 s
+    assert measured_lead(_Instance([None, 80.0])) == 90.0  # runs not started yet are left out
+    assert measured_lead(_Instance([5000.0])) == MAX_LEAD_S
+
+
+def test_a_resource_without_a_lead_measures_it(instance: dg.DagsterInstance) -> None:
+    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, prearm_lead_s
+
+    class Gps:
+        prearm_lead_s = None
+
+    assert prearm_lead_s(Gps(), instance) == DEFAULT_LEAD_S  # an empty instance: the floor
+    assert prearm_lead_s(StaticRuntime(None, prearm_lead_s=12.0), instance) == 12.0
