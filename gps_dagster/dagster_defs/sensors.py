@@ -384,10 +384,20 @@ def _apply_now_answer(
             sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t})
         )
         return f"200 ok: {len(plans)} run(s) for {targets}"
-    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in runtime.store.list_status(schedule))
+    rows = runtime.store.list_status(schedule)
+    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in rows)
     refused = sum(len(s.refused) for s in report.schedules)
     why = f"{refused} target(s) refused by preflight; " if refused else ""
+    moving = [f"{r.deploy_id} {r.phase}" for r in rows if r.phase in _ON_THE_WAY]
+    if moving:  # not "at its intent": its plan is still running (or waits for capacity)
+        return (
+            f"200 ok: no new run needed — {why}the current plan is still on its way: "
+            f"{', '.join(moving)} ({phases})"
+        )
     return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
+
+
+_ON_THE_WAY = frozenset({"pending", "releasing", "capacity_wait", "acquiring", "awaiting_ready"})
 
 
 def build_apply_now_sensor(
