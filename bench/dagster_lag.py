@@ -196,7 +196,11 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
         deadline = time.monotonic() + 90 * (boundaries // pairs + 2) + 120
         while time.monotonic() < deadline:
             time.sleep(10)
-            all_runs = graphql(dev.url, RUNS, {"job": None})["runsOrError"]["results"]
+            try:
+                all_runs = graphql(dev.url, RUNS, {"job": None})["runsOrError"]["results"]
+            except OSError as exc:  # a webserver slowed by load: the next poll reads again
+                print(f"  runs query failed ({exc}); polling again", flush=True)
+                continue
             rows = boundary_rows(all_runs, since, grace)
             base = baseline_lags([r for r in all_runs if r["jobName"] == BASELINE_JOB], since)
             submitted = submitted_lags(db_url, since)
