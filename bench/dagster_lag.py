@@ -9,6 +9,10 @@ them an empty job runs on a ``* * * * *`` Dagster schedule: its op start minus t
 floor of a cron schedule on this machine, measured in the same session. Figures, read back
 through GraphQL:
 
+* boundary → first release **submitted** (the step's ``submitted_at`` in the product store;
+  goal p95 ≤ 1 s and below the floor): a ``gps_prearmed`` run is started ahead of each boundary
+  (the lead measured from the instance's run starts, or ``--prearm-lead`` seconds)
+  and opens the plan at it; ``--prearm-lead 0`` measures today's path (a run per boundary);
 * boundary → first release op started (goal p95 ≤ 3 s);
 * preview fits (the release's op ended + the stop grace) → acquire op started (goal p95 ≤ 6 s):
   within the admit op's 10 s watch the acquire runs in the plan run; with a stop grace above
@@ -49,7 +53,9 @@ from tests.dagster.pair_fleet import pair_pool, pair_schedule
 BASELINE_JOB = "bench_empty_cron"
 DEFINITIONS = f'''
 import dagster as dg
-from gps_dagster.dagster_defs import build_definitions
+import os
+from gps_dagster.dagster_defs import GpsResource, build_definitions
+from gps_dagster.dagster_defs.prearm import lead_from_env
 
 @dg.op
 def nothing() -> None:
@@ -63,7 +69,8 @@ every_minute = dg.ScheduleDefinition(
     job=empty, cron_schedule="* * * * *", default_status=dg.DefaultScheduleStatus.RUNNING
 )
 defs = dg.Definitions.merge(
-    build_definitions(), dg.Definitions(jobs=[empty], schedules=[every_minute])
+    build_definitions(GpsResource(prearm_lead_s=lead_from_env(os.environ))),
+    dg.Definitions(jobs=[empty], schedules=[every_minute]),
 )
 '''
 RUNS = """
@@ -126,6 +133,25 @@ def boundary_rows(runs: list[dict[str, Any]], since: datetime, grace: float) -> 
     return done
 
 
+def submitted_lags(db_url: str, since: datetime) -> dict[str, float]:
+    """Per (schedule, boundary): the first release step's ``submitted_at`` minus the boundary,
+    read from the product store (the instant the pool operation was sent, not an op start)."""
+    from gps_dagster.store import Store
+
+    store = Store.open(db_url)
+    try:
+        out: dict[str, float] = {}
+        for a in store.list_actions():
+            if a.order != "release" or a.submitted_at is None or a.interval_start < since:
+                continue
+            key = f"{a.schedule}@{a.interval_start.isoformat()}"
+            lag = (a.submitted_at - a.interval_start).total_seconds()
+            out[key] = min(out.get(key, lag), lag)
+        return out
+    finally:
+        store.engine.dispose()
+
+
 def baseline_lags(runs: list[dict[str, Any]], since: datetime) -> list[float]:
     """Op start minus the minute it fired for (the scheduled time is a hidden tag: the lag is
     the start's offset into its minute, well under 60 s)."""
@@ -137,7 +163,7 @@ def baseline_lags(runs: list[dict[str, Any]], since: datetime) -> list[float]:
     return out
 
 
-def measure(boundaries: int, pairs: int, grace: float) -> dict[str, Any]:
+def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="gps-lag-"))
     (root / "pool.yaml").write_text(yaml.safe_dump(pool_doc(pairs, grace)))
     files = []
@@ -148,13 +174,19 @@ def measure(boundaries: int, pairs: int, grace: float) -> dict[str, Any]:
     db_url = f"sqlite:///{root / 'gps.sqlite'}"
     seed_database(db_url, pool_file=root / "pool.yaml", schedule_files=files)
     home = prepare_home(root / "dagster_home")
-    env = {"GPS_DB_URL": db_url, "GPS_POOL_FILE": str(root / "pool.yaml")}
+    env = {
+        "GPS_DB_URL": db_url,
+        "GPS_POOL_FILE": str(root / "pool.yaml"),
+    }
+    if lead is not None:
+        env["GPS_PREARM_LEAD_S"] = str(lead)
     dev = DagsterDev(
         dagster_home=home, env=env, port=free_port(), definitions=root / "bench_definitions.py"
     )
     dev.start()
     rows: dict[str, Any] = {}
     base: list[float] = []
+    submitted: dict[str, float] = {}
     try:
         assert dev.proc is not None
         print(f"dagster dev started (process group {dev.proc.pid})", flush=True)
@@ -164,22 +196,34 @@ def measure(boundaries: int, pairs: int, grace: float) -> dict[str, Any]:
         deadline = time.monotonic() + 90 * (boundaries // pairs + 2) + 120
         while time.monotonic() < deadline:
             time.sleep(10)
-            all_runs = graphql(dev.url, RUNS, {"job": None})["runsOrError"]["results"]
+            try:
+                all_runs = graphql(dev.url, RUNS, {"job": None})["runsOrError"]["results"]
+            except OSError as exc:  # a webserver slowed by load: the next poll reads again
+                print(f"  runs query failed ({exc}); polling again", flush=True)
+                continue
             rows = boundary_rows(all_runs, since, grace)
             base = baseline_lags([r for r in all_runs if r["jobName"] == BASELINE_JOB], since)
-            if len(rows) >= boundaries and len(base) >= 3:
+            submitted = submitted_lags(db_url, since)
+            if len(rows) >= boundaries and len(submitted) >= boundaries and len(base) >= 3:
                 break
     finally:
         with signals_held():
             left = dev.stop()
+            submitted = submitted_lags(db_url, since) if (root / "gps.sqlite").exists() else {}
             shutil.rmtree(root, ignore_errors=True)
     release = [r["release_lag"] for r in rows.values()]
+    sent = list(submitted.values())
     acquire = [r["acquire_lag"] for r in rows.values()]
     return {
         "boundaries": len(rows),
         "pairs": pairs,
         "stop_grace_s": grace,
         "publish_lag_s": 0,
+        "prearm_lead_s": "measured" if lead is None else lead,
+        "submitted_n": len(sent),
+        "submitted_p50": percentile(sent, 0.5),
+        "submitted_p95": percentile(sent, 0.95),
+        "submitted_max": max(sent, default=float("nan")),
         "release_p50": percentile(release, 0.5),
         "release_p95": percentile(release, 0.95),
         "release_max": max(release, default=float("nan")),
@@ -200,13 +244,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boundaries", type=int, default=20)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--stop-grace", type=float, default=3.0)
+    parser.add_argument(
+        "--prearm-lead",
+        type=float,
+        default=None,
+        help="GPS_PREARM_LEAD_S of the code location (unset: measured from the instance's run "
+        "starts; 0 = today's path: runs at the boundary)",
+    )
     args = parser.parse_args(argv)
     with exit_on_signals():  # SIGTERM/SIGHUP too: dagster dev is always stopped
-        r = measure(args.boundaries, args.pairs, args.stop_grace)
+        r = measure(args.boundaries, args.pairs, args.stop_grace, args.prearm_lead)
     ratio = r["release_p95"] / r["baseline_p95"] if r["baseline_p95"] else float("nan")
+    sent_ratio = r["submitted_p95"] / r["baseline_p95"] if r["baseline_p95"] else float("nan")
     print(
         f"\nboundaries {r['boundaries']} ({r['pairs']} schedules), publish lag 0, stop grace "
-        f"{r['stop_grace_s']:.0f} s, acquire served by {', '.join(r['served_by'])}"
+        f"{r['stop_grace_s']:.0f} s, pre-arm lead {r['prearm_lead_s']} s, default run "
+        f"launcher, acquire served by {', '.join(r['served_by'])}"
+    )
+    print(
+        f"  boundary → first release SUBMITTED:  p50 {r['submitted_p50']:.2f} s  "
+        f"p95 {r['submitted_p95']:.2f} s  max {r['submitted_max']:.2f} s over "
+        f"{r['submitted_n']} boundaries   (goal p95 ≤ 1 s, below Dagster's floor)"
     )
     print(
         f"  boundary → first release op started: p50 {r['release_p50']:.2f} s  "
@@ -219,12 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  baseline, empty cron job (* * * * *) → op started: p50 {r['baseline_p50']:.2f} s  "
         f"p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} ticks;  release p95 / baseline "
-        f"p95 = {ratio:.2f}"
+        f"p95 = {ratio:.2f}; submitted p95 / baseline p95 = {sent_ratio:.2f}"
     )
     out = REPO / "var" / "bench"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "dagster_lag.json").write_text(json.dumps({**r, "ratio": ratio}, indent=2, default=str))
+    prearmed = args.prearm_lead is None or args.prearm_lead > 0
+    name = "dagster_lag.json" if prearmed else "dagster_lag_no_prearm.json"
+    (out / name).write_text(json.dumps({**r, "ratio": ratio}, indent=2, default=str))
     ok = r["boundaries"] >= args.boundaries and r["release_p95"] <= 3 and r["acquire_p95"] <= 6
+    if prearmed:
+        ok = ok and r["submitted_p95"] <= 1.0 and r["submitted_p95"] < r["baseline_p95"]
     return 0 if ok else 1
 
 

@@ -11,8 +11,9 @@ as its own asset with a phase check, the reservation with its members and checks
 While it runs, ``var/demo/env`` holds its settings: ``. var/demo/env`` in a second terminal
 and every README command acts on the demo (same store, pool and Dagster instance).
 ``gps-dagster serve`` runs beside it on port 8080 over the same store. Ctrl-C (or SIGTERM)
-stops everything: the API, the whole ``dagster dev`` process group (SIGTERM, then SIGKILL),
-any run left queued or started is marked canceled, and the env file is removed.
+stops everything: runs in flight are terminated through the webserver (they end CANCELED),
+then the API and the whole ``dagster dev`` process group (SIGTERM, then SIGKILL); any run
+still left queued or started is marked canceled, and the env file is removed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from gps_dagster.cli.devserver import (
     materialize_timeline,
     prepare_home,
     seed_database,
+    terminate_in_flight,
 )
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.runtime import clock_from_env
@@ -54,10 +56,10 @@ BANNER = """
   In a second terminal, act on this demo (same store, pool and Dagster instance):
       . {env_file}
       gps-dagster status
-      gps-dagster pool stop md-llama70b --allow-downtime   # after a swap: drift, respected
+      gps-dagster apply-now demo-swap --queue --wait 60    # served by gps_apply_now
+      gps-dagster dagster runs demo-swap                   # the swap runs, newest first
+      gps-dagster pool stop md-qwen32b                     # after convergence: drift, respected
       gps-dagster pool start md-vision-chat                # refused while batch + embed run
-      gps-dagster apply-now demo-swap --queue --wait 30
-      gps-dagster dagster runs demo-swap
 
   demo-swap swaps A (md-llama70b, 8 GPUs) and B (md-qwen32b, 6 GPUs) every 2 minutes;
   demo-gpu42 swaps md-vision-chat and md-vision-batch on one shared H200 a minute later.
@@ -98,6 +100,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def prepare(args: argparse.Namespace) -> tuple[Path, dict[str, str]]:
     home, data = args.var / "dagster_home", args.var / "demo"
+    if not args.keep and (home.exists() or data.exists()):
+        print(
+            f"demo: starting fresh: the previous demo's runs and store ({home}, {data}) are "
+            "removed (--keep keeps them)",
+            flush=True,
+        )
     if not args.keep:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(data, ignore_errors=True)
@@ -181,6 +189,22 @@ def cancel_leftover_runs(dagster_home: Path) -> list[str]:
     return [r.run_id for r in runs]
 
 
+def stop_dagster(dev: DagsterDev, home: Path) -> tuple[list[int], list[str]]:
+    """Stop the demo's Dagster: runs in flight are terminated through the webserver first (they
+    end CANCELED, as the UI's Terminate would end them), then the process group is stopped, then
+    whatever is still unfinished in the instance is marked canceled. Returns the pids left
+    alive and the ids of the runs canceled."""
+    canceled: list[str] = []
+    if dev.proc is not None and dev.proc.poll() is None:
+        try:
+            canceled = terminate_in_flight(dev.url)
+        except (OSError, RuntimeError, ValueError) as exc:  # the webserver no longer answers
+            print(f"demo: could not terminate runs through {dev.url} ({exc})", flush=True)
+    left = dev.stop()
+    canceled += [r for r in cancel_leftover_runs(home) if r not in canceled]
+    return left, canceled
+
+
 def demo_env_values(
     env: dict[str, str], dev: DagsterDev, api_url: str, token: str
 ) -> dict[str, str]:
@@ -238,9 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         env_file.unlink(missing_ok=True)
         stop_api(api)
-        left = dev.stop()
-        canceled = cancel_leftover_runs(home)
-        note = f"; {len(canceled)} unfinished run(s) marked canceled" if canceled else ""
+        left, canceled = stop_dagster(dev, home)
+        note = f"; {len(canceled)} unfinished run(s) canceled" if canceled else ""
         print(
             "demo: stopped" + (f"; still alive: {left}" if left else ", no process left") + note,
             flush=True,

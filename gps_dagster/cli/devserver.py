@@ -212,6 +212,48 @@ query GpsRuns($tags: [ExecutionTag!]) {
 """
 
 
+IN_FLIGHT = ["QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"]
+IN_FLIGHT_QUERY = """
+query GpsInFlight($statuses: [RunStatus!]) {
+  runsOrError(filter: {statuses: $statuses}) {
+    __typename
+    ... on Runs { results { runId status } }
+    ... on PythonError { message }
+  }
+}
+"""
+TERMINATE_MUTATION = """
+mutation GpsTerminate($runIds: [String!]!) {
+  terminateRuns(runIds: $runIds, terminatePolicy: SAFE_TERMINATE) { __typename }
+}
+"""
+
+
+def runs_in_flight(url: str) -> list[str]:
+    """Ids of the runs queued, starting, started or canceling on the instance behind ``url``."""
+    result = graphql(url, IN_FLIGHT_QUERY, {"statuses": IN_FLIGHT})["runsOrError"]
+    if result.get("__typename") != "Runs":
+        raise RuntimeError(f"runsOrError: {result}")
+    return [r["runId"] for r in result["results"]]
+
+
+def terminate_in_flight(url: str, *, wait_s: float = 20.0) -> list[str]:
+    """Terminate every run in flight the way the UI's Terminate button does (``terminateRuns``,
+    SAFE_TERMINATE: the run launcher interrupts the run worker, which ends the run CANCELED),
+    while the webserver and code server still live; wait up to ``wait_s`` for them to end.
+
+    Stopping ``dagster dev`` first killed the run workers with the process group: their runs
+    ended FAILURE, not canceled (issue 20 §2). Returns the ids it asked to stop."""
+    ids = runs_in_flight(url)
+    if not ids:
+        return []
+    graphql(url, TERMINATE_MUTATION, {"runIds": ids})
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and set(ids) & set(runs_in_flight(url)):
+        time.sleep(0.5)
+    return ids
+
+
 def free_port() -> int:
     import socket
 

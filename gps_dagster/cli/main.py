@@ -18,6 +18,7 @@ import click
 from gps_dagster import __version__
 from gps_dagster.cli import engine_cmds, render
 from gps_dagster.cli.dagster_cmd import dagster_group
+from gps_dagster.cli.examples_cmd import examples_cmd
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
 from gps_dagster.cli.nodeagent_cmd import node_agent
 from gps_dagster.cli.pool_cmd import pool_group
@@ -136,7 +137,7 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
 for _command in (
     engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
     engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group, dagster_group,
-    serve, tokens_group, node_agent,
+    serve, tokens_group, node_agent, examples_cmd,
 ):
     cli.add_command(_command)
 

@@ -39,7 +39,7 @@ POOL_OPTION = click.option(
     "--pool",
     "pool",
     default=None,
-    help="Simulated pool file (sim backend; default: GPS_POOL_FILE or examples/seed-pool-10.yaml).",
+    help="Simulated pool file (sim backend; default: GPS_POOL_FILE or the packaged seed pool, see `gps-dagster examples`).",
 )
 BACKEND_OPTIONS = (
     click.option(

@@ -37,6 +37,7 @@ from gps_dagster.dagster_defs.deploys import (
 )
 from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_job
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
+from gps_dagster.dagster_defs.prearm import build_prearm_sensor, build_prearmed_job
 from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_resource
 from gps_dagster.dagster_defs.schedules import MAX_BOUNDARY_SCHEDULES, all_boundary_schedules
 from gps_dagster.dagster_defs.sensors import (
@@ -59,6 +60,7 @@ class Intervals:
     boundary_s: int = 1
     capacity_s: int = 1
     apply_now_s: int = 1
+    prearm_s: int = 1
 
 
 def build_definitions(
@@ -100,7 +102,8 @@ def _build(
     )
     transitions = [build_transition_job(RELEASE_FIRST), build_transition_job(ACQUIRE_FIRST)]
     batch = build_batch_job()
-    jobs = [*transitions, build_acquire_job(), batch]
+    prearmed = build_prearmed_job()
+    jobs = [*transitions, build_acquire_job(), batch, prearmed]
     keys = DeployKeys.of((s.name, t.model_deploy_id) for s in schedules for t in s.targets)
     deploy_assets = asset_specs(schedules, keys)
     deploy_checks = build_deploy_checks(deploy_assets, keys)
@@ -128,6 +131,7 @@ def _build(
                 jobs, interval_s=ticks.apply_now_s, default_status=sensor_status
             ),
             build_reservation_sensor(interval_s=30, default_status=sensor_status),
+            build_prearm_sensor(prearmed, interval_s=ticks.prearm_s, default_status=sensor_status),
         ],
         resources={"gps": resource},
         executor=dg.in_process_executor,  # asset jobs too: no process spawned per step

@@ -44,7 +44,7 @@ PLAN_CONFIG = {
     ),
 }
 POLL_EVERY_S = 0.5
-ACQUIRED = ("accepted", "converged", "superseded")
+ACQUIRED = ("accepted", "converged")
 
 
 def _fan_out(
@@ -91,6 +91,8 @@ def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> d
             metadata=meta,
             allow_retries=False,
         )
+    if outcome.state == "superseded":
+        _stands_not(context, engine.step_standing(step["step_id"]), f"{order} {step['step']}")
     if order == "acquire" and outcome.state == "capacity_wait":
         raise dg.Failure(
             description=f"acquire of {step['deploy_id']} NOT submitted: the capacity it previewed "
@@ -103,14 +105,38 @@ def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> d
     return dict(step, state=meta["state"], phase=meta["phase"])
 
 
+def _stands_not(context: OpExecutionContext, standing: Any, what: str) -> None:
+    """End the op failed with why its plan (or step) no longer stands (issue 20 §2): never a
+    green op for a plan a later boundary, an edit or a delete replaced."""
+    meta = {
+        "reason": standing.reason,
+        "fix": standing.fix,
+        "superseded_by": standing.superseded_by or "",
+    }
+    raise dg.Failure(
+        description=f"{what} NOT run: {standing.message}", metadata=meta, allow_retries=False
+    )
+
+
+def check_standing(context: OpExecutionContext, transition_id: str) -> None:
+    """The plan op's first act: the plan in the run config must still stand (a re-execution,
+    a run that waited in a queue); else the run ends here, failed, with the reason."""
+    standing = context.resources.gps.get_runtime().engine.plan_standing(transition_id)
+    if not standing.live:
+        _stands_not(context, standing, f"plan {transition_id}")
+
+
 @dg.op(
     name=PLAN_OP,
     config_schema=PLAN_CONFIG,
+    required_resource_keys={"gps"},
     out={"first": dg.DynamicOut(dict), "then": dg.Out(list)},
-    description="Read the transition plan from the run config and fan the first phase out.",
+    description="Check the plan still stands (a re-execution re-checks it), then fan the "
+    "first phase of the plan in the run config out.",
 )
 def plan_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
     cfg = context.op_config
+    check_standing(context, cfg["transition_id"])
     release, acquire = cfg["release_steps"], cfg["acquire_steps"]
     first, then = (release, acquire) if cfg["order"] == RELEASE_FIRST else (acquire, release)
     context.log.info(

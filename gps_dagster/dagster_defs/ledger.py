@@ -80,6 +80,7 @@ def reservation_events(
                 passed=v.passed,
                 severity=dg.AssetCheckSeverity.ERROR,
                 description=f"{rid}: {v.description}"[:900],
+                partition=rid,  # one verdict per reservation: another's never overwrites it
                 metadata={k: str(x) for k, x in v.metadata.items()},
             )
             for check, v in verdicts.items()

@@ -81,6 +81,20 @@ def run_tags(
     return tags
 
 
+def swap_line(release: Iterable[Any], acquire: Iterable[Any], order: str = RELEASE_FIRST) -> str:
+    """``release A, B → acquire C`` (in the order the run takes them), for the Runs list."""
+    parts = []
+    freed = ", ".join(str(s.deploy_id) for s in release)
+    taken = ", ".join(str(s.deploy_id) for s in acquire)
+    if freed:
+        parts.append(f"release {freed}")
+    if taken:
+        parts.append(f"acquire {taken}")
+    if order == ACQUIRE_FIRST:
+        parts.reverse()
+    return " → ".join(parts)[:250]
+
+
 def job_for(order: str) -> str:
     return names.TRANSITION_JOB_ACQUIRE_FIRST if order == ACQUIRE_FIRST else names.TRANSITION_JOB
 
@@ -107,7 +121,8 @@ def plan_request(plan: Any) -> dg.RunRequest:
             trigger=plan.trigger,
             phase="plan",
             schedule_version=plan.schedule_version,
-        ),
+        )
+        | {names.TAG_SWAP: swap_line(plan.release_steps, plan.acquire_steps, order)},
     )
 
 
@@ -145,7 +160,7 @@ def acquire_request(
             acquire=steps,
             order=ACQUIRE_ONLY,
         ),
-        tags={**tags, **(group or {})},
+        tags={**tags, names.TAG_SWAP: swap_line((), steps), **(group or {})},
     )
 
 

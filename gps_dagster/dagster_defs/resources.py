@@ -46,8 +46,8 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     )
     pool_file: str | None = Field(
         default=None,
-        description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else "
-        "examples/seed-pool-10.yaml.",
+        description="Pool file of the simulated pool; None = $GPS_POOL_FILE, else the seed "
+        "pool shipped in the package (gps_dagster/examples/seed-pool-10.yaml).",
     )
     backend: str | None = Field(
         default=None,
@@ -67,6 +67,14 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         default=10.0,
         description="Seconds an admit op watches a capacity preview before it hands the "
         "acquire to the capacity-wait sensor (0 = hand over at once).",
+    )
+
+    prearm_lead_s: float | None = Field(
+        default=None,
+        description="Seconds ahead of a release-first boundary its gps_prearmed run is "
+        "launched (it waits for the boundary inside a started run). None = measured: the p95 "
+        "of the instance's recent run starts (creation → start, so a Kubernetes Job launcher "
+        "gets more) + 10 s, at least 30 s; 0 = off (runs launched at the boundary).",
     )
 
     def sleep(self, seconds: float) -> None:
@@ -91,9 +99,11 @@ class StaticRuntime:
         *,
         capacity_poll_s: float = 0.0,
         sleeper: Callable[[float], object] | None = None,
+        prearm_lead_s: float = 0.0,
     ) -> None:
         self._runtime = runtime
         self.capacity_poll_s = capacity_poll_s
+        self.prearm_lead_s = prearm_lead_s
         self._sleeper = sleeper
 
     def sleep(self, seconds: float) -> None:

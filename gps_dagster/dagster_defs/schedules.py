@@ -18,6 +18,7 @@ sensor (``gps_boundaries``) within seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import dagster as dg
@@ -42,6 +43,7 @@ def _tick(schedule_name: str, edge: str, origin: str) -> Any:
         requests, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=context.instance
         )
+        requests = [served_tags(r, context.scheduled_execution_time) for r in requests]
         for line in skipped:
             context.log.info(f"skipped {line}")
         if not requests:
@@ -50,6 +52,19 @@ def _tick(schedule_name: str, edge: str, origin: str) -> Any:
         yield from requests
 
     return evaluate
+
+
+def served_tags(request: dg.RunRequest, tick: datetime | None) -> dg.RunRequest:
+    """``request`` tagged with its tick's instant and, when the tick ran late and the engine
+    serves another boundary (the intent of now, never of the tick), a ``gps/late_tick`` line
+    saying which: Dagster's ``dagster/scheduled_execution_time`` names the tick only."""
+    if tick is None:
+        return request
+    tags = {**request.tags, names.TAG_TICK: tick.isoformat()}
+    served = request.tags.get(names.TAG_INTERVAL, "")
+    if served and datetime.fromisoformat(served) != tick:
+        tags[names.TAG_LATE_TICK] = f"tick of {tick.isoformat()} serves the boundary of {served}"
+    return request.with_replaced_attrs(tags=tags)
 
 
 def window_edges(schedule: Schedule) -> list[tuple[str, str, tuple[str, ...]]]:

@@ -384,10 +384,20 @@ def _apply_now_answer(
             sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t})
         )
         return f"200 ok: {len(plans)} run(s) for {targets}"
-    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in runtime.store.list_status(schedule))
+    rows = runtime.store.list_status(schedule)
+    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in rows)
     refused = sum(len(s.refused) for s in report.schedules)
     why = f"{refused} target(s) refused by preflight; " if refused else ""
+    moving = [f"{r.deploy_id} {r.phase}" for r in rows if r.phase in _ON_THE_WAY]
+    if moving:  # not "at its intent": its plan is still running (or waits for capacity)
+        return (
+            f"200 ok: no new run needed — {why}the current plan is still on its way: "
+            f"{', '.join(moving)} ({phases})"
+        )
     return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
+
+
+_ON_THE_WAY = frozenset({"pending", "releasing", "capacity_wait", "acquiring", "awaiting_ready"})
 
 
 def build_apply_now_sensor(
@@ -427,6 +437,26 @@ def reservation_ids(runtime: Any) -> list[str]:
     return ledger_ids(ReservationRepository(engine))
 
 
+def _reservation_tick_text(
+    add: Sequence[str], drop: Sequence[str], events: Sequence[Any], have: int
+) -> str:
+    """What a reservation tick did, always (it never requests a run): with no text Dagster
+    shows "Sensor function returned an empty result" on ticks that did record events."""
+    parts = []
+    if add:
+        parts.append(f"partition(s) added: {', '.join(add)}")
+    if drop:
+        parts.append(f"partition(s) removed: {', '.join(drop)}")
+    observed = sorted(
+        {str(e.partition) for e in events if isinstance(e, dg.AssetObservation) and e.partition}
+    )
+    if observed:
+        parts.append(f"members or verdicts changed, recorded: {', '.join(observed)}")
+    if not parts:
+        parts.append(f"{have} reservation partition(s) up to date, members and verdicts unchanged")
+    return "; ".join(parts)[:900]
+
+
 def build_reservation_sensor(
     *, interval_s: int, default_status: dg.DefaultSensorStatus
 ) -> dg.SensorDefinition:
@@ -452,9 +482,7 @@ def build_reservation_sensor(
         seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         # events name partitions: only those that exist (a new one is added by this tick)
         events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
-        skip = None
-        if not reqs and not events:
-            skip = f"{len(have)} reservation partition(s) up to date, members unchanged"
+        skip = _reservation_tick_text(add, drop, events, len(have))
         return dg.SensorResult(
             dynamic_partitions_requests=reqs,
             asset_events=events,

@@ -23,8 +23,10 @@ from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.heartbeat import ClaimHeartbeat
 from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
+from gps_dagster.engine.prearm import NearBoundary, boundaries_within
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
+from gps_dagster.engine.standing import Standing, plan_standing, step_standing
 from gps_dagster.engine.step_batch import StepBatch
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.ports import Clock, Core
@@ -519,6 +521,23 @@ class Engine:
         """Advance these steps now, together (a Dagster batch op; ``engine/step_batch.py``):
         the outcome of each, in order, as ``execute_step`` would decide it; never blocks."""
         return self.given.execute(step_ids)
+
+    def boundaries_within(self, now: datetime, lead_s: float) -> list[NearBoundary]:
+        """Release-first schedules whose next intent boundary is within ``lead_s`` of ``now``
+        (``engine/prearm.py``): the runs the Dagster layer launches ahead of their boundary."""
+        return boundaries_within(self.store, now, lead_s)
+
+    def plan_standing(self, transition_id: str) -> Standing:
+        """Whether this plan is still the one its targets follow (``engine/standing.py``): what
+        a run checks first, so a re-execution of a replaced plan ends with the reason."""
+        return plan_standing(self.store, transition_id)
+
+    def step_standing(self, step_id: str) -> Standing:
+        """Why a step no longer stands (the plan that superseded it, an edit, a delete)."""
+        action = self.store.get_action(step_id)
+        if action is None:
+            return Standing("", False, "unknown_step", f"step {step_id} is not in the store")
+        return step_standing(self.store, action)
 
     def capacity_waits(self) -> list[StepRef]:
         """Re-preview every waiting step: return those that fit now, time out the rest."""

@@ -27,11 +27,11 @@ def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitio
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == {
         names.TRANSITION_JOB, names.TRANSITION_JOB_ACQUIRE_FIRST, names.ACQUIRE_JOB, BATCH_JOB,
-        names.TIMELINE_JOB, names.CHECKS_JOB, names.DEPLOY_CHECKS_JOB,
+        names.TIMELINE_JOB, names.CHECKS_JOB, names.DEPLOY_CHECKS_JOB, names.PREARM_JOB,
     }
     assert {s.name for s in repo.sensor_defs} == {
         names.RECONCILE_SENSOR, names.BOUNDARY_SENSOR, names.CAPACITY_WAIT_SENSOR,
-        names.APPLY_NOW_SENSOR, names.RESERVATION_SENSOR,
+        names.APPLY_NOW_SENSOR, names.RESERVATION_SENSOR, names.PREARM_SENSOR,
     }
     # one-shot maint-wed has none: the boundary sensor serves it
     assert {s.name for s in repo.schedule_defs} == {

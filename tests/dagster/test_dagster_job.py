@@ -179,3 +179,12 @@ def test_with_the_gate_off_the_acquire_is_skipped_not_shown_as_done(
     skipped = sorted(_kinds(_steps(result, "STEP_SKIPPED")))
     assert skipped == ["acquire", "capacity_wait", "done"]
     assert {a.state for a in rt.store.list_actions()} == {"pending"}
+
+
+def test_a_plan_run_says_in_one_line_what_it_releases_and_acquires(
+    defs: dg.Definitions, rt: Runtime
+) -> None:
+    """Issue 20 §3: the Runs list shows the swap (the ``gps/swap`` tag), not only ids."""
+    (plan,) = rt.engine.reconcile(trigger="sensor").plans
+    request = plan_request(plan)
+    assert request.tags[names.TAG_SWAP] == f"release {B} → acquire {A}"

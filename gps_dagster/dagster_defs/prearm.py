@@ -1,0 +1,245 @@
+"""Pre-armed runs: the swap starts at the boundary, not after a run process has booted.
+
+A run requested at the boundary starts its first op only once Dagster has started a run
+worker: 3.3 s on a quiet machine with the default launcher, 8–22 s under load, a Job pod on
+Kubernetes (FACTS.md; issue 20 §1). The ``gps_prearm`` sensor therefore launches, ``lead``
+seconds ahead (the resource's ``prearm_lead_s``), a ``gps_prearmed`` run for every
+release-first schedule whose next intent boundary is that near (``Engine.boundaries_within``).
+Its ``arm`` op waits for the boundary instant on the injected clock, then asks the engine for
+the pass of that schedule — so the plan is opened, and its steps fenced, at the boundary
+exactly as today: an edit, a drift, a gate change made while the run waited is seen — and
+claims the plan's launch like any other origin (``plans.claim_launches``). It then runs the
+plan's release ops, the fan-in and admit → acquire in the same run (the admit op's bounded
+capacity watch: the common swap is one run).
+
+A run no longer needed ends *skipped* with the reason (its ``gps/prearm`` tag and log): the
+intent did not change at the boundary, another origin launched the plan first, the schedule
+turned acquire-first. A boundary the pre-armed run misses (daemon down, run killed, a start
+slower than the lead) is still served by today's path — the boundary schedules and the
+boundary sensor serve the due index whatever happened to a pre-armed run.
+"""
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+from dagster import OpExecutionContext
+
+from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs.jobs import (
+    _admission,
+    _fan_out,
+    all_released_op,
+    done_op,
+    release_op,
+)
+from gps_dagster.dagster_defs.passes import reconcile_one
+from gps_dagster.dagster_defs.plans import RELEASE_FIRST, claim_launches, plan_requests
+from gps_dagster.dagster_defs.resources import sleep
+from gps_dagster.engine.errors import Busy
+
+ARM_OP = "arm"
+DEFAULT_LEAD_S = 30.0
+"""The least lead (and the lead before any run was measured): the default launcher's run start
+p95 under moderate load (~22 s, FACTS.md) plus a sensor tick (~5 s). Unset, the lead follows
+the instance's measured run starts (``measured_lead``): a Kubernetes Job (pod scheduling,
+image, Python start) or a loaded machine gets more."""
+TRIGGER = "prearmed"
+
+
+MEASURED_RUNS = 20
+TICK_AND_MARGIN_S = 10.0
+"""Added to the measured start p95: the sensor's ~5 s tick floor and a margin."""
+MAX_LEAD_S = 600.0
+
+
+def lead_from_env(env: Mapping[str, str]) -> float | None:
+    """``GPS_PREARM_LEAD_S`` of the code location (``definitions.py``); None (unset) = measured
+    from the instance's own run starts (``measured_lead``); a bad value is refused with the
+    setting, the reason and the fix."""
+    raw = env.get("GPS_PREARM_LEAD_S", "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise ValueError(
+            f"GPS_PREARM_LEAD_S={raw[:40]!r}: not a number of seconds in 0..3600; "
+            "fix: unset it (30 s), 0 to turn pre-arming off, or e.g. 90 for Kubernetes Jobs"
+        )
+    return value
+
+
+def prearm_lead_s(gps: Any, instance: dg.DagsterInstance | None = None) -> float:
+    """How far ahead of a boundary its run is launched: the resource's setting (0 = off), or,
+    when it is None, measured on ``instance`` (``measured_lead``)."""
+    lead = getattr(gps, "prearm_lead_s", 0.0)
+    if lead is None:
+        return measured_lead(instance) if instance is not None else DEFAULT_LEAD_S
+    return float(lead or 0.0)
+
+
+def measured_lead(instance: dg.DagsterInstance) -> float:
+    """The p95 of the last ``MEASURED_RUNS`` runs' creation → start on this instance (its run
+    launcher and coordinator, under the machine's load of now) + a sensor tick and a margin,
+    never below ``DEFAULT_LEAD_S`` nor above ``MAX_LEAD_S``: a Kubernetes Job launcher, or a
+    loaded machine, gets the lead it needs without a setting."""
+    records = instance.get_run_records(limit=MEASURED_RUNS)
+    waits = sorted(
+        r.start_time - r.create_timestamp.timestamp() for r in records if r.start_time is not None
+    )
+    if not waits:
+        return DEFAULT_LEAD_S
+    p95 = waits[min(len(waits) - 1, round(0.95 * (len(waits) - 1)))]
+    return min(MAX_LEAD_S, max(DEFAULT_LEAD_S, p95 + TICK_AND_MARGIN_S))
+
+
+def prearm_run_key(schedule: str, at: datetime) -> str:
+    return f"prearm:{schedule}:{at.astimezone(UTC).isoformat()}"
+
+
+def prearm_request(near: Any) -> dg.RunRequest:
+    at = near.at.astimezone(UTC).isoformat()
+    return dg.RunRequest(
+        run_key=prearm_run_key(near.schedule, near.at),
+        job_name=names.PREARM_JOB,
+        run_config={"ops": {ARM_OP: {"config": {"schedule": near.schedule, "boundary_at": at}}}},
+        tags={
+            names.TAG_SCHEDULE: near.schedule,
+            names.TAG_BOUNDARY: at,
+            names.TAG_TRIGGER: TRIGGER,
+            names.TAG_PHASE: "prearmed",
+            names.TAG_PREARM: f"waiting for the boundary {at}",
+        },
+    )
+
+
+def prearm_tick(
+    runtime: Any, gps: Any, instance: dg.DagsterInstance | None = None
+) -> tuple[list[dg.RunRequest], str | None]:
+    """The pre-armed runs to launch now, or why none (the daemon drops a repeated run key)."""
+    lead = prearm_lead_s(gps, instance)
+    if lead <= 0:
+        return [], "pre-arming is off (prearm_lead_s = 0): boundaries are served when they come"
+    now = runtime.clock.now()
+    near = runtime.engine.boundaries_within(now, lead)
+    if not near:
+        return [], f"no release-first boundary within {lead:.0f} s of {now.isoformat()}"
+    return [prearm_request(b) for b in near], None
+
+
+def build_prearm_sensor(
+    job: dg.JobDefinition, *, interval_s: int, default_status: dg.DefaultSensorStatus
+) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=names.PREARM_SENSOR,
+        job=job,
+        minimum_interval_seconds=interval_s,
+        required_resource_keys={"gps"},
+        default_status=default_status,
+        description="Launches a gps_prearmed run ahead of every near boundary (lead = the "
+        "resource's prearm_lead_s): it waits for the boundary and serves it from a started run.",
+    )
+    def prearm(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        gps = context.resources.gps
+        requests, skip = prearm_tick(gps.get_runtime(), gps, context.instance)
+        return dg.SensorResult(run_requests=requests, skip_reason=skip)
+
+    return prearm
+
+
+def wait_until(gps: Any, clock: Any, at: datetime) -> float:
+    """Sleep (through the resource: a virtual clock advances) until ``at``; seconds late."""
+    while True:
+        left = float((at - clock.now()).total_seconds())
+        if left <= 0:
+            return -left
+        sleep(gps, min(left, 1.0))
+
+
+def _skip(context: OpExecutionContext, why: str) -> None:
+    """End the run here: no output, so every op after ``arm`` is skipped; the reason is the
+    run's ``gps/prearm`` tag (the Runs list) and a log line."""
+    context.log.info(f"pre-armed run not needed: {why}")
+    context.instance.add_run_tags(context.run_id, {names.TAG_PREARM: f"skipped: {why}"[:250]})
+
+
+@dg.op(
+    name=ARM_OP,
+    config_schema={
+        "schedule": dg.Field(str, description="Deploy schedule name."),
+        "boundary_at": dg.Field(str, description="The boundary instant (RFC 3339)."),
+    },
+    required_resource_keys={"gps"},
+    out={"first": dg.DynamicOut(dict, is_required=False), "then": dg.Out(list, is_required=False)},
+    description="Wait for the boundary on the runtime's clock, open the plan at it (the pass of "
+    "that schedule) and fan its release steps out; end skipped with the reason when no plan "
+    "of this run is needed.",
+)
+def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
+    gps = context.resources.gps
+    runtime = gps.get_runtime()
+    schedule, boundary = context.op_config["schedule"], context.op_config["boundary_at"]
+    late = wait_until(gps, runtime.clock, datetime.fromisoformat(boundary))
+    context.log.info(f"boundary {boundary} of {schedule} reached ({late:.3f} s after it)")
+    try:
+        report = reconcile_one(gps, runtime, schedule, TRIGGER)
+    except Busy:
+        _skip(context, "another pass held the lock; the boundary sensor serves the boundary")
+        return
+    plans = [p for p in report.plans if p.release_steps or p.acquire_steps]
+    if not plans:
+        _skip(context, f"no new plan at {boundary}: intent unchanged, or already served")
+        return
+    plan = plans[0]
+    if getattr(plan, "order", RELEASE_FIRST) != RELEASE_FIRST:
+        _skip(context, f"plan {plan.transition_id} is {plan.order}: the reconcile sensor runs it")
+        return
+    claimed, taken = claim_launches(
+        runtime, plan_requests([plan]), origin=f"prearm:{context.run_id}", instance=context.instance
+    )
+    if not claimed:
+        _skip(context, "; ".join(taken))
+        return
+    yield from _serve(context, plan, claimed[0])
+
+
+def _serve(
+    context: OpExecutionContext, plan: Any, request: dg.RunRequest
+) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
+    tags = {**request.tags, names.TAG_PREARM: f"serving {plan.transition_id}"}
+    context.instance.add_run_tags(context.run_id, tags)  # the plan's tags: its run group, UI
+    context.log.info(
+        f"transition {plan.transition_id} of {plan.schedule} opened at the boundary: "
+        f"{len(plan.release_steps)} release, {len(plan.acquire_steps)} acquire step(s)"
+    )
+    yield from _fan_out(_steps(plan.release_steps), plan.schedule, "first")
+    then = [dict(s, schedule=plan.schedule) for s in _steps(plan.acquire_steps)]
+    yield dg.Output(then, output_name="then")
+
+
+def _steps(refs: Sequence[Any]) -> list[dict[str, str]]:
+    return [{"step_id": r.step_id, "deploy_id": r.deploy_id, "step": r.step} for r in refs]
+
+
+def build_prearmed_job() -> dg.JobDefinition:
+    """``gps_prearmed``: arm (wait for the boundary, open the plan) → release ops → fan-in →
+    admit → acquire | capacity_wait → done; the same ops as ``gps_transition``."""
+
+    @dg.job(
+        name=names.PREARM_JOB,
+        executor_def=dg.in_process_executor,
+        description="A release-first swap launched ahead of its boundary: waits for it, opens "
+        "the plan at it, then releases and acquires in the same run.",
+        tags={"gps/kind": "transition"},
+    )
+    def prearmed() -> None:
+        first_steps, then_steps = arm_op()
+        released = first_steps.map(release_op).collect()
+        acquired, _deferred = all_released_op(released, then_steps).map(_admission)
+        done_op(acquired.collect())
+
+    return prearmed

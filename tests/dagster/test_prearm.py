@@ -1,0 +1,180 @@
+"""Pre-armed runs (issue 20 §1): launched ahead of the boundary, the plan opened at it.
+
+The run waits for the boundary on the runtime's (virtual) clock, then opens and fences the plan
+exactly at the boundary instant: its release is submitted at 08:00:00.000 whatever the run's
+start-up cost, and the acquire follows in the same run. An edit made while it waited is seen;
+a plan another origin launched first ends the run skipped with the reason; a pre-armed run
+that never ran leaves the boundary to today's path."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dagster as dg
+import pytest
+from dagster_support import MONDAY_0800, Daemon, Runtime, make_runtime, seed_schedule
+
+from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
+from gps_dagster.dagster_defs.prearm import prearm_run_key
+
+A, B = "md-llama70b", "md-qwen32b"
+SEED = "gpu-pool-h100-shared"
+AHEAD = 20.0
+
+
+@pytest.fixture
+def early(sqlite_url: str) -> Runtime:
+    """The seed at Monday 07:59:40 +07, 20 s before business hours start."""
+    rt = make_runtime(sqlite_url, start=MONDAY_0800 - timedelta(seconds=AHEAD))
+    seed_schedule(rt)
+    return rt
+
+
+def _daemon(rt: Runtime, instance: dg.DagsterInstance, lead: float = 30.0) -> Daemon:
+    served = StaticRuntime(rt, capacity_poll_s=120, sleeper=rt.clock.advance, prearm_lead_s=lead)
+    daemon = Daemon(build_definitions(served), served, instance)
+    return daemon
+
+
+def _steps(result: dg.ExecuteInProcessResult, kind: str) -> list[str]:
+    return [
+        (e.step_key or "").split("[")[0] for e in result.all_events if e.event_type_value == kind
+    ]
+
+
+def test_the_sensor_launches_a_run_ahead_of_a_boundary_within_the_lead_only(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    daemon = _daemon(early, instance, lead=10.0)
+    assert daemon.evaluate_sensor(names.PREARM_SENSOR) == []  # 20 s ahead, lead 10 s
+    early.clock.advance(11)
+    (request,) = daemon.evaluate_sensor(names.PREARM_SENSOR)
+    assert request.job_name == names.PREARM_JOB
+    assert request.run_key == prearm_run_key(SEED, MONDAY_0800)
+    assert request.tags[names.TAG_BOUNDARY] == MONDAY_0800.isoformat()
+
+
+def test_a_pre_armed_run_submits_the_release_at_the_boundary_and_acquires_in_the_same_run(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    daemon = _daemon(early, instance)
+    (result,) = daemon.tick_sensor(names.PREARM_SENSOR)
+    assert result.success
+    (stop_b,) = early.store.list_actions(deploy_id=B)
+    (start_a,) = early.store.list_actions(deploy_id=A)
+    assert stop_b.submitted_at == MONDAY_0800  # fenced and submitted at the boundary instant
+    assert stop_b.interval_start == MONDAY_0800
+    assert start_a.state == "accepted"  # the capacity published within the admit's watch
+    assert {"arm", "release", "all_released", "admit", "acquire", "done"} <= set(
+        _steps(result, "STEP_SUCCESS")
+    )
+    tags = instance.get_run_by_id(result.run_id).tags  # type: ignore[union-attr]
+    assert tags[names.TAG_TRANSITION] == stop_b.transition_id  # the plan's tags, on this run
+    assert tags[names.TAG_PREARM] == f"serving {stop_b.transition_id}"
+    # one run for the swap: neither the boundary sensor nor the reconcile sensor launches another
+    assert daemon.tick_sensor(names.BOUNDARY_SENSOR) == []
+    assert daemon.tick_sensor(names.RECONCILE_SENSOR) == []
+
+
+def test_an_edit_while_the_run_waits_is_seen_at_the_boundary_and_the_run_ends_skipped(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    daemon = _daemon(early, instance)
+    requests = daemon.evaluate_sensor(names.PREARM_SENSOR)
+    seed_schedule(early, windows=[])  # edited while the run waits: no window any more
+    (result,) = daemon.submit(requests, sensor=names.PREARM_SENSOR)
+    assert result.success
+    assert _steps(result, "STEP_SUCCESS") == ["arm"]
+    assert not early.store.list_actions()  # nothing planned, nothing submitted
+    tags = instance.get_run_by_id(result.run_id).tags  # type: ignore[union-attr]
+    assert tags[names.TAG_PREARM].startswith("skipped: no new plan at ")
+
+
+def test_a_plan_launched_first_by_the_boundary_sensor_ends_the_pre_armed_run_skipped(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    daemon = _daemon(early, instance)
+    requests = daemon.evaluate_sensor(names.PREARM_SENSOR)
+    early.clock.advance(AHEAD + 1)  # the pre-armed run started late; the sensor served it
+    (plan_run,) = daemon.tick_sensor(names.BOUNDARY_SENSOR)
+    (late,) = daemon.submit(requests, sensor=names.PREARM_SENSOR)
+    assert late.success and _steps(late, "STEP_SUCCESS") == ["arm"]
+    tags = instance.get_run_by_id(late.run_id).tags  # type: ignore[union-attr]
+    assert tags[names.TAG_PREARM].startswith("skipped: ")
+    assert len(early.store.list_actions(deploy_id=B)) == 1  # served once
+    assert plan_run.success
+
+
+def test_a_boundary_its_pre_armed_run_missed_is_served_by_todays_path(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    daemon = _daemon(early, instance)
+    assert daemon.evaluate_sensor(names.PREARM_SENSOR)  # requested, never run (killed)
+    early.clock.advance(AHEAD + 2)
+    (plan_run,) = daemon.tick_sensor(names.BOUNDARY_SENSOR)
+    assert plan_run.success
+    assert plan_run.dagster_run.job_name == names.TRANSITION_JOB
+    (stop_b,) = early.store.list_actions(deploy_id=B)
+    assert stop_b.state == "accepted"
+
+
+def test_pre_arming_is_off_with_a_lead_of_zero(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    daemon = _daemon(early, instance, lead=0.0)
+    sensor = daemon.defs.resolve_sensor_def(names.PREARM_SENSOR)
+    ctx = dg.build_sensor_context(instance=instance, resources=daemon._resources())
+    data = sensor.evaluate_tick(ctx)
+    assert not data.run_requests
+    assert "pre-arming is off" in (data.skip_message or "")
+
+
+def test_the_code_location_reads_the_lead_and_refuses_a_bad_one() -> None:
+    from gps_dagster.dagster_defs.prearm import lead_from_env
+
+    assert lead_from_env({}) is None  # unset: measured on the instance
+    assert lead_from_env({"GPS_PREARM_LEAD_S": "90"}) == 90.0
+    assert lead_from_env({"GPS_PREARM_LEAD_S": "0"}) == 0.0
+    with pytest.raises(ValueError, match=r"GPS_PREARM_LEAD_S='-5'.*fix: "):
+        lead_from_env({"GPS_PREARM_LEAD_S": "-5"})
+
+
+class _Record:
+    def __init__(self, created: float, started: float | None) -> None:
+        from datetime import UTC, datetime
+
+        self.create_timestamp = datetime.fromtimestamp(created, UTC)
+        self.start_time = started
+
+
+class _Instance:
+    """The two facts ``measured_lead`` reads of a Dagster instance: its recent run records."""
+
+    def __init__(self, waits: list[float | None]) -> None:
+        self.records = [_Record(1000.0, None if w is None else 1000.0 + w) for w in waits]
+
+    def get_run_records(self, limit: int) -> list[_Record]:
+        return self.records[:limit]
+
+
+def test_unset_the_lead_follows_the_instances_measured_run_starts() -> None:
+    """A loaded machine (runs starting 15–40 s after creation) or a Kubernetes Job launcher
+    gets a lead above its start p95; a quiet one keeps the 30 s floor."""
+    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, MAX_LEAD_S, measured_lead
+
+    assert measured_lead(_Instance([])) == DEFAULT_LEAD_S  # nothing measured yet
+    assert measured_lead(_Instance([3.3] * 20)) == DEFAULT_LEAD_S  # quiet: the floor
+    loaded = [15.0 + i for i in range(19)] + [60.0]
+    assert measured_lead(_Instance(loaded)) == 33.0 + 10.0  # p95 of 20 = the 19th, + 10 s
+    assert measured_lead(_Instance([None, 80.0])) == 90.0  # runs not started yet are left out
+    assert measured_lead(_Instance([5000.0])) == MAX_LEAD_S
+
+
+def test_a_resource_without_a_lead_measures_it(instance: dg.DagsterInstance) -> None:
+    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, prearm_lead_s
+
+    class Gps:
+        prearm_lead_s = None
+
+    assert prearm_lead_s(Gps(), instance) == DEFAULT_LEAD_S  # an empty instance: the floor
+    assert prearm_lead_s(StaticRuntime(None, prearm_lead_s=12.0), instance) == 12.0
