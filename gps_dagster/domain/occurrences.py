@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from zoneinfo import ZoneInfo
 
+from gps_dagster.domain.calendars import SkipDays
 from gps_dagster.domain.crons import CronExpr
 from gps_dagster.domain.spec import DesiredState, OneShotWindow, RecurringWindow, Schedule
 
@@ -39,13 +40,34 @@ class CompiledWindow:
     end: int
     states: dict[str, IntentKey]
     """Target -> resolved intent key (``allow_downtime`` None inherits the target default)."""
+    skip: SkipDays | None = None
+    """Recurring only: local dates whose occurrences do not fire (R-NEXT-2)."""
 
     def occurrences(self, tz: ZoneInfo, start: int, end: int) -> list[tuple[int, int]]:
-        """Occurrences ``(start, end)`` that intersect ``[start, end)``, in order."""
+        """Occurrences ``(start, end)`` that intersect ``[start, end)``, in order (skips removed)."""
         if self.cron is None:
             return [(self.start, self.end)] if self.start < end and self.end > start else []
         duration = self.duration
-        return [(f, f + duration) for f in self.cron.fire_epochs(tz, start - duration + 1, end)]
+        fires = self.cron.fire_epochs(tz, start - duration + 1, end)
+        if self.skip is not None:
+            fires = [f for f in fires if not self.skip.skips(local_date(f, tz))]
+        return [(f, f + duration) for f in fires]
+
+    def skipped(self, tz: ZoneInfo, start: int, end: int) -> list[tuple[int, int, str]]:
+        """The occurrences a skip removed from ``[start, end)``: ``(start, end, reason)``."""
+        if self.cron is None or self.skip is None:
+            return []
+        out = []
+        for f in self.cron.fire_epochs(tz, start - self.duration + 1, end):
+            why = self.skip.reason(local_date(f, tz))
+            if why is not None:
+                out.append((f, f + self.duration, why))
+        return out
+
+
+def local_date(ts: int, tz: ZoneInfo) -> date:
+    """The schedule zone's calendar date of an instant (what a holiday skip compares)."""
+    return datetime.fromtimestamp(ts, tz).date()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +97,8 @@ def _compile_window(index: int, win: RecurringWindow | OneShotWindow, sched: Sch
         states[st.model_deploy_id] = (st.desired_state, st.replicas, allow)
     if isinstance(win, RecurringWindow):
         secs = int(win.duration.total_seconds())
-        return CompiledWindow(index, win.name, win.priority, win.cron_expr, secs, 0, 0, states)
+        skip = win.skip.days() if win.skip is not None else None
+        return CompiledWindow(index, win.name, win.priority, win.cron_expr, secs, 0, 0, states, skip)
     start, end = floor_ts(win.active_from), floor_ts(win.active_until)
     return CompiledWindow(index, win.name, win.priority, None, end - start, start, end, states)
 
