@@ -306,6 +306,8 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
     click.echo(f"dry-run of '{spec.name}' at {rep.at.isoformat()} — nothing submitted")
     for target, intent in rep.intents.items():
         click.echo(f"  intent {target}: {intent['desired_state']} replicas={intent['replicas']} (source {intent['source']})")
+        for note in intent.get("skipped", []):
+            click.echo(f"    {note}")
     for s in rep.steps:
         click.echo(f"  step {s['order']:7} {s['step']:10} {s['target']}"
                    + (f" capacity={s['capacity']}" if "capacity" in s else "") + (f" REFUSED {s['refused']}" if "refused" in s else ""))

@@ -40,6 +40,9 @@ def timeline_table(doc: dict[str, Any]) -> str:
             for g in doc["gpu"]
         ]
         out += ["", "desired GPUs", table(["start", "end", "desired", "capacity", ""], body)]
+    if doc.get("skipped"):
+        body = [[k["window"], k["start"], k["reason"], k["decided_by"] or "-"] for k in doc["skipped"]]
+        out += ["", "skipped occurrences", table(["window", "would start", "why", "decided by"], body)]
     return "\n".join(out)
 
 

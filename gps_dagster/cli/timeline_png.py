@@ -19,6 +19,7 @@ from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.evaluator import IntentInterval, window_edges
 from gps_dagster.domain.spec import DesiredState, Schedule
 from gps_dagster.domain.timeline import GpuSegment
+from gps_dagster.domain.timeline_doc import skipped_occurrences
 
 _RUNNING, _STOPPED = "#2e8b57", "#c8c8c8"
 
@@ -43,6 +44,24 @@ def _window_bars(schedule: Schedule, start: datetime, end: datetime) -> dict[str
     return bars
 
 
+SKIPPED_COLOR = "#d2691e"
+"""Hatched bars: occurrences a skip removed (a holiday or a listed date), labelled with why."""
+
+
+def _mark_skipped(ax: plt.Axes, schedule: Schedule, start: datetime, end: datetime, names: list[str]) -> None:
+    rows = skipped_occurrences(schedule, start, end)
+    for row in rows:
+        a, b = datetime.fromisoformat(row["start"]), datetime.fromisoformat(row["end"])
+        y = names.index(row["window"])
+        ax.barh(y, _num(min(b, end)) - _num(max(a, start)), left=_num(max(a, start)), fill=False,
+                hatch="//", edgecolor=SKIPPED_COLOR)
+        ax.text(_num(max(a, start)), y, f" {row['reason'][:22]}", va="center", fontsize="x-small",
+                color=SKIPPED_COLOR, clip_on=True)
+    if rows:
+        ax.legend(handles=[Patch(fill=False, hatch="//", edgecolor=SKIPPED_COLOR, label="skipped (holiday)")],
+                  loc="upper right", fontsize="small")
+
+
 def draw(
     path: str,
     schedule: Schedule,
@@ -61,6 +80,7 @@ def draw(
     for y, (_name, spans) in enumerate(bars.items()):
         for a, b in spans:
             ax_w.barh(y, _num(b) - _num(a), left=_num(a), color="#4682b4")
+    _mark_skipped(ax_w, schedule, start, end, list(bars))
     ax_w.set_yticks(range(len(bars)), list(bars))
     ax_w.set_title(f"{schedule.name} — windows, effective state, desired GPUs ({schedule.timezone})")
     for y, (_target, intervals) in enumerate(rows.items()):

@@ -27,10 +27,11 @@ from gps_dagster.dagster_defs.crons import end_crons, start_crons
 from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_requests, schedule_origin
 from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
+from gps_dagster.domain.timeline_doc import skipped_edge
 from gps_dagster.engine.errors import Busy
 
 
-def _tick(schedule_name: str, edge: str, origin: str) -> Any:
+def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         gps = context.resources.gps
         runtime = gps.get_runtime()
@@ -45,11 +46,21 @@ def _tick(schedule_name: str, edge: str, origin: str) -> Any:
         for line in skipped:
             context.log.info(f"skipped {line}")
         if not requests:
-            why = "; ".join(skipped) or "intent unchanged or already processed"
+            why = "; ".join(skipped) or _skip_reason(runtime, schedule_name, window) or (
+                "intent unchanged or already processed"
+            )
             yield dg.SkipReason(f"no transition to run ({why})")
         yield from requests
 
     return evaluate
+
+
+def _skip_reason(runtime: Any, schedule_name: str, window: str) -> str | None:
+    """A holiday (or listed date) that removed this tick's occurrence, named in the skip."""
+    record = runtime.store.find_schedule(schedule_name) if window else None
+    if record is None:
+        return None
+    return skipped_edge(record.spec, window, runtime.clock.now())
 
 
 def window_edges(schedule: Schedule) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -86,7 +97,7 @@ def boundary_schedules(
                 name=name,
                 cron_schedule=list(crons) if len(crons) > 1 else crons[0],
                 job=job,
-                execution_fn=_tick(schedule.name, edge, schedule_origin(name)),
+                execution_fn=_tick(schedule.name, edge, schedule_origin(name), window),
                 execution_timezone=schedule.timezone,
                 required_resource_keys={"gps"},
                 default_status=default_status,

@@ -19,7 +19,17 @@ from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline import GpuSegment, gpu_timeline
 
-__all__ = ["build_timeline", "gpu_json", "interval_json", "iso", "timeline_json", "window_occurrences"]
+__all__ = [
+    "build_timeline",
+    "gpu_json",
+    "interval_json",
+    "iso",
+    "skipped_at",
+    "skipped_edge",
+    "skipped_occurrences",
+    "timeline_json",
+    "window_occurrences",
+]
 
 
 def build_timeline(
@@ -80,7 +90,80 @@ def timeline_json(
     }
     if gpu is not None:
         doc["gpu"] = [gpu_json(s) for s in gpu]
+    if any(getattr(w, "skip", None) is not None for w in schedule.windows):
+        doc["skipped"] = skipped_occurrences(schedule, start, end)
     return doc
+
+
+def skipped_occurrences(schedule: Schedule, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """Occurrences a ``skip`` removed in ``[start, end)``, sorted: window, span, day, why, who decided.
+
+    ``decided_by`` names the holidays package version for a holiday (None for a listed
+    date): a changed holiday table shows up here as a timeline diff.
+    """
+    c = compile_schedule(schedule)
+    s, e = floor_ts(start), floor_ts(end)
+    rows: list[tuple[int, str, dict[str, Any]]] = []
+    for spec, compiled in zip(schedule.windows, c.windows, strict=True):
+        cal = getattr(getattr(spec, "skip", None), "holidays", None)
+        for a, b, why in compiled.skipped(c.tz, s, e):
+            listed = why == "listed date"
+            rows.append((a, spec.name, {
+                "window": spec.name,
+                "start": iso(local_time(a, c.tz)),
+                "end": iso(local_time(b, c.tz)),
+                "date": local_time(a, c.tz).date().isoformat(),
+                "reason": why,
+                "calendar": None if listed or cal is None else _calendar_name(cal.key),
+                "decided_by": None if listed or cal is None else cal.decided_by,
+            }))
+    return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
+
+
+def skipped_at(schedule: Schedule, at: datetime) -> dict[str, list[str]]:
+    """Per target, the skipped occurrences (of windows naming it) that would contain ``at``.
+
+    For dry-run: "A is stopped at 10:00" reads "business-hours skipped on 2026-09-02: National
+    Day (holidays 0.108)" instead of a silent default.
+    """
+    c = compile_schedule(schedule)
+    t = floor_ts(at)
+    out: dict[str, list[str]] = {}
+    for spec, compiled in zip(schedule.windows, c.windows, strict=True):
+        for a, _b, why in compiled.skipped(c.tz, t, t + 1):
+            note = _skip_note(spec, a, why, c)
+            for st in spec.states:
+                out.setdefault(st.model_deploy_id, []).append(note)
+    return out
+
+
+def _skip_note(spec: Any, fire: int, why: str, c: Any) -> str:
+    decided = getattr(getattr(spec, "skip", None), "holidays", None)
+    by = f" ({decided.decided_by})" if decided is not None and why != "listed date" else ""
+    return f"{spec.name} skipped on {local_time(fire, c.tz).date().isoformat()}: {why}{by}"
+
+
+def skipped_edge(schedule: Schedule, window: str, at: datetime) -> str | None:
+    """Why an edge of ``window`` at ``at`` has no occurrence: the skip that removed it, or None.
+
+    For the boundary schedules: a Dagster cron still ticks on a holiday; its skip reason
+    names the holiday instead of "intent unchanged".
+    """
+    c = compile_schedule(schedule)
+    t = floor_ts(at)
+    for spec, compiled in zip(schedule.windows, c.windows, strict=True):
+        if spec.name != window:
+            continue
+        for a, b, why in compiled.skipped(c.tz, t - 60, t + 61):
+            if abs(a - t) <= 60 or abs(b - t) <= 60:
+                return _skip_note(spec, a, why, c)
+    return None
+
+
+def _calendar_name(key: tuple[str, str | None, tuple[str, ...]]) -> str:
+    country, subdivision, categories = key
+    where = f"{country}-{subdivision}" if subdivision else country
+    return f"{where} {','.join(categories)}"
 
 
 def window_occurrences(schedule: Schedule, start: datetime, end: datetime) -> list[dict[str, Any]]:
@@ -89,7 +172,7 @@ def window_occurrences(schedule: Schedule, start: datetime, end: datetime) -> li
     s, e = floor_ts(start), floor_ts(end)
     out = []
     for spec, compiled in zip(schedule.windows, c.windows, strict=True):
-        out.append({
+        band: dict[str, Any] = {
             "name": spec.name,
             "kind": spec.kind,
             "priority": spec.priority,
@@ -98,5 +181,11 @@ def window_occurrences(schedule: Schedule, start: datetime, end: datetime) -> li
                 {"start": iso(local_time(a, c.tz)), "end": iso(local_time(b, c.tz))}
                 for a, b in compiled.occurrences(c.tz, s, e)
             ],
-        })
+        }
+        if compiled.skip is not None:  # the page marks these days (R-NEXT-2)
+            band["skipped"] = [
+                {"start": iso(local_time(a, c.tz)), "end": iso(local_time(b, c.tz)), "reason": why}
+                for a, b, why in compiled.skipped(c.tz, s, e)
+            ]
+        out.append(band)
     return out

@@ -20,6 +20,7 @@ from gps_dagster.domain.planner import ordered, steps_for
 from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.domain.timeline import gpu_timeline
+from gps_dagster.domain.timeline_doc import skipped_at
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.planning import intent_doc, observed, wanted
 from gps_dagster.engine.preflight import QuotaLedger, check_step
@@ -46,10 +47,13 @@ def dry_run(
     """The plan at ``at``; ``deploys`` replaces the core's reads of targets (a supposed state)."""
     rep = DryRunReport(schedule.name, at.astimezone(schedule.tz))
     planned = []
+    skipped = skipped_at(schedule, at)
     for target in schedule.target_ids:
         interval = current_interval(schedule, target, at)
         rep.intents[target] = {**intent_doc(interval), "interval_start": interval.start.isoformat(),
                                "interval_end": interval.end.isoformat() if interval.end else None}
+        if target in skipped:  # a holiday removed the occurrence that would be in force (R-NEXT-2)
+            rep.intents[target]["skipped"] = skipped[target]
         try:
             deploy = deploys[target] if deploys is not None and target in deploys else core.get_deploy(target)
         except NotFound:
