@@ -139,6 +139,11 @@ class TargetSpec(Frozen):
         default=None, ge=1, le=MAX_REPLICAS, strict=True,
         description="Replicas outside windows; None = never touch scale there.",
     )
+    ready_by: bool | None = Field(
+        default=None, strict=True,
+        description="Act early so the deploy is READY at each boundary that starts it (R-NEXT-1); "
+        "None = the schedule's ready_by.",
+    )
 
 
 class StateSpec(Frozen):
@@ -306,6 +311,9 @@ class Schedule(Frozen):
     transition_order: TransitionOrder = TransitionOrder.RELEASE_FIRST
     scope: str = Field(default="admin", description="admin, or cmp:<project> for a tenant schedule.")
     enabled: bool = Field(default=True, strict=True)
+    ready_by: bool = Field(
+        default=False, strict=True, description="Default of every target's ready_by (R-NEXT-1)."
+    )
     targets: tuple[TargetSpec, ...] = Field(min_length=1)
     windows: tuple[Window, ...] = ()
 
@@ -362,6 +370,11 @@ class Schedule(Frozen):
                 return t
         raise KeyError(deploy_id)
 
+    def is_ready_by(self, deploy_id: str) -> bool:
+        """Whether the engine acts early so ``deploy_id`` is READY at its starting boundaries."""
+        own = self.target(deploy_id).ready_by
+        return self.ready_by if own is None else own
+
     @property
     def project(self) -> str | None:
         """The CMP project of a tenant schedule, None for an admin schedule."""
@@ -375,4 +388,9 @@ class Schedule(Frozen):
                 raw["duration"] = format_duration(win.duration)
                 if win.skip is None:
                     del raw["skip"]  # documents without a skip stay as they were
+        for raw_target in doc["targets"]:
+            if raw_target.get("ready_by") is None:
+                raw_target.pop("ready_by", None)  # documents without ready_by stay as they were
+        if not self.ready_by:
+            doc.pop("ready_by", None)
         return doc
