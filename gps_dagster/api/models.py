@@ -121,6 +121,10 @@ class TimelineOut(BaseModel):
     skipped: list[SkippedDay] | None = Field(
         default=None, description="Occurrences removed by skips in the range; null when no window skips."
     )
+    ready_by: list[dict[str, Any]] | None = Field(
+        default=None, description="Planned early starts (boundary, early_start, lead_s, reason, figures); "
+        "null without ready_by.",
+    )
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -142,6 +146,8 @@ class DryRunAt(BaseModel):
     intents: dict[str, dict[str, Any]]
     steps: list[dict[str, Any]]
     warnings: list[dict[str, Any]]
+    ready_by: list[dict[str, Any]] | None = Field(
+        default=None, description="Ready-by leads in force or in the day ahead; null without ready_by.")
 
 
 class DryRunOut(BaseModel):

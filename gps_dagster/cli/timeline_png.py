@@ -7,6 +7,7 @@ CLI stays fast when no picture is asked for and works on a headless machine.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import matplotlib
 
@@ -62,6 +63,18 @@ def _mark_skipped(ax: plt.Axes, schedule: Schedule, start: datetime, end: dateti
                   loc="upper right", fontsize="small")
 
 
+LEAD_COLOR = "#6a3d9a"
+"""Cross-hatched bars: a ready-by lead (the planned early start up to the boundary)."""
+
+
+def _mark_leads(ax: plt.Axes, leads: list[dict[str, Any]], targets: list[str]) -> None:
+    for lead in leads:
+        a, b = datetime.fromisoformat(lead["early_start"]), datetime.fromisoformat(lead["boundary"])
+        for target in lead["acquiring"] + lead["releasing"]:
+            ax.barh(targets.index(target), _num(b) - _num(a), left=_num(a), fill=False, hatch="xx",
+                    edgecolor=LEAD_COLOR)
+
+
 def draw(
     path: str,
     schedule: Schedule,
@@ -69,8 +82,9 @@ def draw(
     end: datetime,
     rows: dict[str, list[IntentInterval]],
     gpu: list[GpuSegment] | None,
+    leads: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Write the PNG to ``path``."""
+    """Write the PNG to ``path``; ``leads``: the timeline's ``ready_by`` rows (early starts)."""
     tz = schedule.tz
     panels = 3 if gpu is not None else 2
     fig, axes = plt.subplots(panels, 1, figsize=(14, 2.2 + 1.6 * panels), sharex=True,
@@ -88,8 +102,12 @@ def draw(
             stop = r.end or end
             color = _RUNNING if r.intent.desired_state is DesiredState.RUNNING else _STOPPED
             ax_t.barh(y, _num(stop) - _num(r.start), left=_num(r.start), color=color)
+    _mark_leads(ax_t, leads or [], list(rows))
     ax_t.set_yticks(range(len(rows)), list(rows))
-    ax_t.legend(handles=[Patch(color=_RUNNING, label="running"), Patch(color=_STOPPED, label="stopped")],
+    handles = [Patch(color=_RUNNING, label="running"), Patch(color=_STOPPED, label="stopped")]
+    if leads:
+        handles.append(Patch(fill=False, hatch="xx", edgecolor=LEAD_COLOR, label="ready-by lead"))
+    ax_t.legend(handles=handles,
                 loc="upper right", fontsize="small")
     if gpu is not None:
         ax_g = axes[2]

@@ -9,6 +9,7 @@ with its kind and priority.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -16,11 +17,14 @@ from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.evaluator import IntentInterval, intervals
 from gps_dagster.domain.occurrences import compile_schedule, floor_ts
 from gps_dagster.domain.pool import PoolSpec
+from gps_dagster.domain.readyby import Timing, leads_in
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline import GpuSegment, gpu_timeline
 
 __all__ = [
+    "ReadyByTimings",
     "build_timeline",
+    "ready_by_rows",
     "gpu_json",
     "interval_json",
     "iso",
@@ -33,15 +37,58 @@ __all__ = [
 
 
 def build_timeline(
-    schedule: Schedule, pool: PoolSpec | None, start: datetime, end: datetime
+    schedule: Schedule,
+    pool: PoolSpec | None,
+    start: datetime,
+    end: datetime,
+    *,
+    timings: ReadyByTimings | None = None,
 ) -> tuple[dict[str, Any], list[GpuSegment] | None]:
     """The timeline document of ``[start, end)`` and its GPU segments (None without a pool).
 
+    ``timings``: learned start/stop times and the cap (R-NEXT-1); without them a ready-by
+    schedule's leads are shown from ``ReadyByTimings.defaults()``.
     Raises ``SpecInvalid`` when the pool does not know a target (no GPU size for it).
     """
     rows = intervals(schedule, start, end)
     gpu = gpu_timeline(schedule, pool, start, end) if pool is not None else None
-    return timeline_json(schedule, start, end, rows, gpu), gpu
+    doc = timeline_json(schedule, start, end, rows, gpu)
+    if any(schedule.is_ready_by(t) for t in schedule.target_ids):
+        doc["ready_by"] = ready_by_rows(schedule, start, end, timings or ReadyByTimings.defaults(schedule))
+    return doc, gpu
+
+
+@dataclass(frozen=True)
+class ReadyByTimings:
+    """What the leads are computed from: per target start and stop times, and the cap."""
+
+    start: dict[str, Timing]
+    stop: dict[str, Timing]
+    cap_s: float
+
+    @classmethod
+    def defaults(
+        cls, schedule: Schedule, start_s: float = 300.0, stop_s: float = 60.0, cap_s: float = 1800.0
+    ) -> ReadyByTimings:
+        """The engine's configured defaults (no history): what a lead is before any start."""
+        ids = schedule.target_ids
+        return cls({t: Timing(start_s, 0) for t in ids}, {t: Timing(stop_s, 0) for t in ids}, cap_s)
+
+
+def ready_by_rows(
+    schedule: Schedule, start: datetime, end: datetime, timings: ReadyByTimings
+) -> list[dict[str, Any]]:
+    """Every planned early start in ``[start, end)``: boundary, early start, reason, figures."""
+    leads = leads_in(schedule, start, end, start_times=timings.start, stop_times=timings.stop,
+                     cap_s=timings.cap_s)
+    tz = schedule.tz
+    rows = []
+    for lead in leads:
+        row = lead.as_dict()
+        row["boundary"] = iso(local_time(lead.boundary, tz))
+        row["early_start"] = iso(local_time(lead.early_at, tz))
+        rows.append(row)
+    return rows
 
 
 def iso(value: datetime) -> str:

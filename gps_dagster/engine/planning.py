@@ -27,6 +27,7 @@ from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, ordered, steps_for
 from gps_dagster.domain.readyby import Lead, Timing, early_targets, learned, next_early
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
+from gps_dagster.domain.timeline_doc import ReadyByTimings
 from gps_dagster.engine import keys
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.endpoints import partially_running, read_target
@@ -130,6 +131,11 @@ class ReadyBy:
             {t: learned(starts[t], self.default_start_s) for t in ids},
             {t: learned(stops[t], self.default_stop_s) for t in ids},
         )
+
+    def for_timeline(self, store: Store, spec: Schedule) -> ReadyByTimings:
+        """The learned figures as the timeline and dry-run show them."""
+        starts, stops = self.timings(store, spec)
+        return ReadyByTimings(starts, stops, self.cap_s)
 
     def early(self, store: Store, spec: Schedule, now: datetime) -> tuple[dict[str, datetime], Lead | None]:
         """Targets to plan as of their boundary now, and the lead (nothing without ready_by)."""

@@ -72,6 +72,19 @@
         g.text.push(`${target}: ${iv.desired_state}${iv.replicas ? " ×" + iv.replicas : ""} by ${iv.source}`);
       }
     }
+    const leads = doc.ready_by || [];  // ready-by: the planned early start up to the boundary
+    if (leads.length) {
+      const y = [], base = [], x = [], text = [];
+      for (const l of leads) {
+        for (const t of l.acquiring.concat(l.releasing)) {
+          y.push(t); base.push(wall(l.early_start)); x.push(wallMs(l.boundary) - wallMs(l.early_start));
+          text.push(`${t}: early start ${wall(l.early_start)} (lead ${Math.round(l.lead_s)} s) — ${l.reason}`);
+        }
+      }
+      out.push({ type: "bar", orientation: "h", yaxis: "y2", name: "ready-by lead", y, base, x, text,
+        textposition: "none", meta: "ready_by", hovertemplate: "%{text}<extra></extra>",
+        marker: { color: "rgba(106,61,154,0.35)", pattern: { shape: "x", fgcolor: "#6a3d9a" } } });
+    }
     for (const [key, g] of Object.entries(groups)) {
       out.push({ type: "bar", orientation: "h", yaxis: "y2", name: key, y: g.y, base: g.base, x: g.x,
         text: g.text, textposition: "none", marker: { color: g.color }, hovertemplate: "%{text}<extra></extra>" });
