@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from gps_dagster.domain.crons import local_time
@@ -49,7 +50,7 @@ SKIPPED_COLOR = "#d2691e"
 """Hatched bars: occurrences a skip removed (a holiday or a listed date), labelled with why."""
 
 
-def _mark_skipped(ax: plt.Axes, schedule: Schedule, start: datetime, end: datetime, names: list[str]) -> None:
+def _mark_skipped(ax: Axes, schedule: Schedule, start: datetime, end: datetime, names: list[str]) -> None:
     rows = skipped_occurrences(schedule, start, end)
     for row in rows:
         a, b = datetime.fromisoformat(row["start"]), datetime.fromisoformat(row["end"])
@@ -67,7 +68,7 @@ LEAD_COLOR = "#6a3d9a"
 """Cross-hatched bars: a ready-by lead (the planned early start up to the boundary)."""
 
 
-def _mark_leads(ax: plt.Axes, leads: list[dict[str, Any]], targets: list[str]) -> None:
+def _mark_leads(ax: Axes, leads: list[dict[str, Any]], targets: list[str]) -> None:
     for lead in leads:
         a, b = datetime.fromisoformat(lead["early_start"]), datetime.fromisoformat(lead["boundary"])
         for target in lead["acquiring"] + lead["releasing"]:

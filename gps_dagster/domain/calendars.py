@@ -19,12 +19,13 @@ from datetime import date
 from functools import lru_cache
 
 import holidays as _holidays
+from holidays.version import __version__ as _holidays_version
 
 from gps_dagster.domain.documents import FieldErrorCarrier
 
 __all__ = ["PACKAGE", "SkipDays", "check_calendar", "holiday_names"]
 
-PACKAGE = f"holidays {_holidays.__version__}"
+PACKAGE = f"holidays {_holidays_version}"
 """The package and version that decides what a holiday is (recorded in each calendar)."""
 MIN_YEAR, MAX_YEAR = 1900, 2200
 """Years the calendars are asked about; outside them no day is a holiday (the data ends)."""

@@ -28,7 +28,7 @@ from typing import Any
 from gps_dagster.domain.evaluator import Boundary, Intent, boundaries, current_interval
 from gps_dagster.domain.spec import DesiredState, Schedule, TransitionOrder
 
-__all__ = ["Lead", "Timing", "early_targets", "learned", "leads_in", "next_early", "p90"]
+__all__ = ["Lead", "Timing", "early_targets", "leads_in", "learned", "next_early", "p90"]
 
 
 @dataclass(frozen=True, slots=True)

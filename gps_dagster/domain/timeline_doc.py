@@ -24,10 +24,10 @@ from gps_dagster.domain.timeline import GpuSegment, gpu_timeline
 __all__ = [
     "ReadyByTimings",
     "build_timeline",
-    "ready_by_rows",
     "gpu_json",
     "interval_json",
     "iso",
+    "ready_by_rows",
     "skipped_at",
     "skipped_edge",
     "skipped_occurrences",

@@ -18,9 +18,9 @@ from typing import Any
 from gps_dagster.domain.evaluator import current_interval
 from gps_dagster.domain.planner import ordered, steps_for
 from gps_dagster.domain.pool import PoolSpec
+from gps_dagster.domain.readyby import early_targets
 from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.domain.timeline import gpu_timeline
-from gps_dagster.domain.readyby import early_targets
 from gps_dagster.domain.timeline_doc import ReadyByTimings, ready_by_rows, skipped_at
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.planning import intent_doc, observed, wanted
