@@ -25,7 +25,7 @@ def _at(text: str) -> datetime:
 
 
 def test_the_start_tick_on_national_day_skips_with_the_holiday_and_the_next_day_launches(
-    sqlite_url: str,
+    sqlite_url: str, instance: dg.DagsterInstance
 ) -> None:
     rt = make_runtime(sqlite_url, start=_at("2026-09-01T19:00:00"))
     seed_schedule(rt, EXAMPLES / "holiday-schedule.json")
@@ -34,17 +34,16 @@ def test_the_start_tick_on_national_day_skips_with_the_holiday_and_the_next_day_
         rt.clock.advance(timedelta(seconds=15))
     defs = build_definitions(StaticRuntime(rt))
     start = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "start"))
-    with dg.instance_for_test() as instance:
-        rt.clock.set(_at("2026-09-02T08:00:02"))
-        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(),
-                                        resources={"gps": as_resource(rt)})
-        holiday = start.evaluate_tick(ctx)
-        assert not holiday.run_requests
-        assert holiday.skip_message == (
-            f"no transition to run (business-hours skipped on 2026-09-02: National Day ({PACKAGE}))"
-        )
-        rt.clock.set(_at("2026-09-03T08:00:02"))
-        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(),
-                                        resources={"gps": as_resource(rt)})
-        workday = start.evaluate_tick(ctx)
-        assert [r.tags[names.TAG_TRIGGER] for r in workday.run_requests or []] == ["boundary_start"]
+    rt.clock.set(_at("2026-09-02T08:00:02"))
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(),
+                                    resources={"gps": as_resource(rt)})
+    holiday = start.evaluate_tick(ctx)
+    assert not holiday.run_requests
+    assert holiday.skip_message == (
+        f"no transition to run (business-hours skipped on 2026-09-02: National Day ({PACKAGE}))"
+    )
+    rt.clock.set(_at("2026-09-03T08:00:02"))
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(),
+                                    resources={"gps": as_resource(rt)})
+    workday = start.evaluate_tick(ctx)
+    assert [r.tags[names.TAG_TRIGGER] for r in workday.run_requests or []] == ["boundary_start"]

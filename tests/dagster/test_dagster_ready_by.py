@@ -26,7 +26,7 @@ def _tick(schedule: dg.ScheduleDefinition, rt: object, instance: dg.DagsterInsta
     return schedule.evaluate_tick(ctx)  # type: ignore[return-value]
 
 
-def test_the_early_schedule_fires_at_the_lead_and_opens_the_boundary_plan(sqlite_url: str) -> None:
+def test_the_early_schedule_fires_at_the_lead_and_opens_the_boundary_plan(sqlite_url: str, instance: dg.DagsterInstance) -> None:
     rt = make_runtime(sqlite_url, start=datetime.fromisoformat("2026-10-19T07:00:00+07:00"))
     spec = seed_schedule(rt)
     rt.store.apply_schedule(spec.model_copy(update={"ready_by": True, "targets": (
@@ -36,23 +36,22 @@ def test_the_early_schedule_fires_at_the_lead_and_opens_the_boundary_plan(sqlite
     defs = build_definitions(StaticRuntime(rt))
     early = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "early"))
     assert (early.cron_schedule, early.execution_timezone) == ("54 7 * * 1-5", "Asia/Ho_Chi_Minh")
-    with dg.instance_for_test() as instance:
-        rt.clock.set(datetime.fromisoformat("2026-10-19T07:53:00+07:00"))
-        assert not _tick(early, rt, instance).run_requests  # not yet inside the lead
-        rt.clock.set(datetime.fromisoformat("2026-10-19T07:54:01+07:00"))
-        data = _tick(early, rt, instance)
-        [request] = data.run_requests or []
-        assert request.tags[names.TAG_TRIGGER] == "boundary_early"
-        assert "2026-10-19T08:00:00" in request.tags[names.TAG_INTERVAL], request.tags
-        job = defs.resolve_job_def(request.job_name or "")
-        assert job.execute_in_process(run_config=request.run_config, instance=instance,
-                                      tags={**request.tags, "dagster/run_key": request.run_key or ""},
-                                      raise_on_error=False).success
-        status = {s.deploy_id: s for s in rt.store.list_status(SEED)}
-        assert status["md-llama70b"].interval_start == datetime.fromisoformat("2026-10-19T08:00:00+07:00")
-        rt.clock.set(datetime.fromisoformat("2026-10-19T08:00:02+07:00"))
-        start = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "start"))
-        assert not _tick(start, rt, instance).run_requests  # already served by the early tick
+    rt.clock.set(datetime.fromisoformat("2026-10-19T07:53:00+07:00"))
+    assert not _tick(early, rt, instance).run_requests  # not yet inside the lead
+    rt.clock.set(datetime.fromisoformat("2026-10-19T07:54:01+07:00"))
+    data = _tick(early, rt, instance)
+    [request] = data.run_requests or []
+    assert request.tags[names.TAG_TRIGGER] == "boundary_early"
+    assert "2026-10-19T08:00:00" in request.tags[names.TAG_INTERVAL], request.tags
+    job = defs.resolve_job_def(request.job_name or "")
+    assert job.execute_in_process(run_config=request.run_config, instance=instance,
+                                  tags={**request.tags, "dagster/run_key": request.run_key or ""},
+                                  raise_on_error=False).success
+    status = {s.deploy_id: s for s in rt.store.list_status(SEED)}
+    assert status["md-llama70b"].interval_start == datetime.fromisoformat("2026-10-19T08:00:00+07:00")
+    rt.clock.set(datetime.fromisoformat("2026-10-19T08:00:02+07:00"))
+    start = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "start"))
+    assert not _tick(start, rt, instance).run_requests  # already served by the early tick
 
 
 def test_early_crons_shift_back_within_the_day_or_give_up() -> None:
