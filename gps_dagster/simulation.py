@@ -65,6 +65,9 @@ class SimulationReport:
     """Reservation-bound targets: GPU UUIDs their ready replicas hold at the end (R-GPS-7)."""
     restarts: list[dict[str, Any]] = field(default_factory=list)
     """Engine restarts after a ``crash`` fault: when, and where the process died."""
+    ready_by: list[dict[str, Any]] = field(default_factory=list)
+    """Ready-by leads (R-NEXT-1): per early plan the boundary, the early start, the lead, when
+    each acquiring target was READY, and the GPU-hours each releasing target gave up early."""
 
     def as_dict(self) -> dict[str, Any]:
         tz = self.start.tzinfo
@@ -86,7 +89,7 @@ class SimulationReport:
             "gpu_idle_seconds": self.gpu_idle_seconds, "boundary_lag_seconds": self.boundary_lag_seconds,
             "passes": self.passes, "final_status": self.final_status, "transitions": self.transitions,
             "events": self.events, "gpu_usage": self.gpu_usage, "operations": self.operations,
-            "witness": self.witness, "engine_restarts": self.restarts,
+            "witness": self.witness, "engine_restarts": self.restarts, "ready_by": self.ready_by,
         })
         return out
 
@@ -158,13 +161,20 @@ def _drive(
             in_flight = engines.store.list_actions(states=IN_FLIGHT)
             next_pass = now + tick
             if wake_at_boundaries and not in_flight:
-                nb = next_boundary(schedule, now)
+                nb = _next_wake(engines, schedule, now)
                 next_pass = nb if nb is not None else end
         sim_next = pool.settle()
         samples.append(Sample(now, _ready(pool, schedule)))
         wake = min(x for x in (next_pass, sim_next, end) if x is not None and x > now)
         clock.set(wake)
     return samples, passes
+
+
+def _next_wake(engines: _Engines, schedule: Schedule, now: datetime) -> datetime | None:
+    """The next boundary, or the ready-by early start before it (R-NEXT-1)."""
+    nb = next_boundary(schedule, now)
+    early = engines.engine.planner.ready_by.next_early(engines.store, schedule, now)
+    return min(x for x in (nb, early) if x is not None) if (nb or early) else None
 
 
 def _ready(pool: SimPool, schedule: Schedule) -> dict[str, int]:
@@ -225,7 +235,33 @@ def _report(
     rep.gpu_idle_seconds = _idle(rep, usage, timeline, end)
     rep.operations = [{"id": o.id, "deploy": o.deploy_id, "kind": o.kind.value, "key": o.idempotency_key,
                        "at": o.created_at} for o in pool.operation_log()]
+    rep.ready_by = _ready_by(store, pool_spec, rep.transitions)
     return rep
+
+
+def _ready_by(store: Store, pool_spec: PoolSpec, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The idle report of ready-by: what each early plan cost its releasing targets in GPU-hours."""
+    out = []
+    leads = {}
+    for e in store.list_events(limit=1_000_000):
+        if e.kind == "ready_by_lead" and e.detail:
+            leads[(e.detail["boundary"], e.schedule)] = e.detail
+    for tr in transitions:
+        lead = next((d for (b, _), d in leads.items()
+                     if datetime.fromisoformat(b) == tr["boundary"]), None)
+        if lead is None:
+            continue
+        ready = {s["target"]: s["finished_at"] for s in tr["steps"] if s["order"] == "acquire"}
+        lost = {}
+        for s in tr["steps"]:
+            spec = pool_spec.deploy(s["target"])
+            if s["order"] == "release" and s["accepted_at"] is not None and spec is not None:
+                early_s = max(0.0, (tr["boundary"] - s["accepted_at"]).total_seconds())
+                lost[s["target"]] = {"stopped_early_s": early_s,
+                                     "gpu_hours": early_s * spec.gpus_per_replica / 3600}
+        out.append({"boundary": tr["boundary"], "early_start": datetime.fromisoformat(lead["early_start"]),
+                    "lead_s": lead["lead_s"], "reason": lead["reason"], "ready_at": ready, "releasing": lost})
+    return out
 
 
 def _downtime(schedule: Schedule, pool_spec: PoolSpec, samples: list[Sample], end: datetime) -> dict[str, float]:

@@ -98,12 +98,31 @@ class Occurrence(BaseModel):
     end: str
 
 
+class SkippedOccurrence(BaseModel):
+    start: str
+    end: str
+    reason: str = Field(description="The holiday's name, or 'listed date'.")
+
+
+class SkippedDay(BaseModel):
+    window: str
+    start: str
+    end: str
+    date: str = Field(description="The local date the occurrence would have started on.")
+    reason: str = Field(description="The holiday's name, or 'listed date'.")
+    calendar: str | None = Field(default=None, description="e.g. 'VN public'; null for a listed date.")
+    decided_by: str | None = Field(default=None, description="The holidays package version that decided.")
+
+
 class WindowBand(BaseModel):
     name: str
     kind: str
     priority: int
     targets: list[str]
     occurrences: list[Occurrence]
+    skipped: list[SkippedOccurrence] | None = Field(
+        default=None, description="Occurrences its skip removed (holidays, listed dates); null without a skip."
+    )
 
 
 class TimelineOut(BaseModel):
@@ -114,6 +133,13 @@ class TimelineOut(BaseModel):
     targets: dict[str, list[Interval]]
     gpu: list[GpuPoint] | None = Field(default=None, description="Desired GPUs vs capacity; null without a pool.")
     windows: list[WindowBand]
+    skipped: list[SkippedDay] | None = Field(
+        default=None, description="Occurrences removed by skips in the range; null when no window skips."
+    )
+    ready_by: list[dict[str, Any]] | None = Field(
+        default=None, description="Planned early starts (boundary, early_start, lead_s, reason, figures); "
+        "null without ready_by.",
+    )
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -135,6 +161,8 @@ class DryRunAt(BaseModel):
     intents: dict[str, dict[str, Any]]
     steps: list[dict[str, Any]]
     warnings: list[dict[str, Any]]
+    ready_by: list[dict[str, Any]] | None = Field(
+        default=None, description="Ready-by leads in force or in the day ahead; null without ready_by.")
 
 
 class DryRunOut(BaseModel):

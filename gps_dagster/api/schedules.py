@@ -139,13 +139,19 @@ def _dry_run(caller: Caller, spec: Schedule, body: DryRunIn, version: int | None
         rng = dry_run_range(spec, svc.core, body.from_, body.to, pool=_pool_for(svc, spec))
         return DryRunOut(schedule=spec.name, version=version, instant=_at(rng.instant),
                          boundaries=[_at(r) for r in rng.at_boundaries], warnings=rng.warnings)
-    report = dry_run(spec, svc.core, body.at or caller.now, pool=_pool_for(svc, spec))
+    report = dry_run(spec, svc.core, body.at or caller.now, pool=_pool_for(svc, spec),
+                     timings=_timings(svc, spec))
     return DryRunOut(schedule=spec.name, version=version, instant=_at(report))
 
 
 def _max_days(svc: ApiServices, spec: Schedule) -> int:
     """The API's range limit, shorter for a schedule too dense to evaluate that long (issue 21)."""
     return max(1, min(svc.limits.max_range_days, max_range_days(spec)))
+
+
+def _timings(svc: ApiServices, spec: Schedule) -> Any:
+    """The engine's learned ready-by figures of ``spec``'s targets (R-NEXT-1)."""
+    return svc.engine.planner.ready_by.for_timeline(svc.store, spec)
 
 
 def _at(report: DryRunReport) -> Any:
@@ -168,10 +174,11 @@ def _timeline(caller: Caller, record: ScheduleRecord, start: str | None, end: st
     if b is None:
         b = a + timedelta(days=min(7, _max_days(svc, spec)))
     documents.checked_range(a, b, max_days=_max_days(svc, spec))
+    timings = _timings(svc, spec)
     try:
-        doc, _gpu = build_timeline(spec, _pool_for(svc, spec), a, b)
+        doc, _gpu = build_timeline(spec, _pool_for(svc, spec), a, b, timings=timings)
     except SpecInvalid:
-        doc, _gpu = build_timeline(spec, None, a, b)
+        doc, _gpu = build_timeline(spec, None, a, b, timings=timings)
     doc["windows"] = window_occurrences(spec, a, b)
     return doc
 

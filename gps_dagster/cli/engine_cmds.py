@@ -356,16 +356,23 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
     except SpecInvalid as exc:
         fail(exc)
     rt = wiring.runtime(settings, clock=clock)
-    rep = dry_run(spec, rt.core, at or rt.clock.now(), pool=rt.pool)
+    timings = rt.engine.planner.ready_by.for_timeline(rt.store, spec)
+    rep = dry_run(spec, rt.core, at or rt.clock.now(), pool=rt.pool, timings=timings)
     if fmt == "json":
         click.echo(json.dumps(rep.as_dict(), indent=2))
         return
     click.echo(f"dry-run of '{spec.name}' at {rep.at.isoformat()} — nothing submitted")
     for target, intent in rep.intents.items():
         click.echo(f"  intent {target}: {intent['desired_state']} replicas={intent['replicas']} (source {intent['source']})")
+        for note in intent.get("skipped", []):
+            click.echo(f"    {note}")
     for s in rep.steps:
         click.echo(f"  step {s['order']:7} {s['step']:10} {s['target']}"
                    + (f" capacity={s['capacity']}" if "capacity" in s else "") + (f" REFUSED {s['refused']}" if "refused" in s else ""))
+    for lead in rep.ready_by or []:
+        when = "in force" if lead.get("in_force") else "planned"
+        click.echo(f"  ready-by {when}: early start {lead['early_start']} (lead {lead['lead_s']:.0f} s) — "
+                   f"{lead['reason']}")
     for w in rep.warnings:
         click.echo(f"  warning: {w['kind']}: " + ", ".join(f"{k}={v}" for k, v in w.items() if k != "kind"))
     if not rep.steps and not rep.warnings:

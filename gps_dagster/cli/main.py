@@ -130,7 +130,7 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
             draw,  # matplotlib is slow to import: only when asked
         )
 
-        draw(png, schedule, start, end, intervals(schedule, start, end), gpu)
+        draw(png, schedule, start, end, intervals(schedule, start, end), gpu, doc.get("ready_by"))
         click.echo(f"wrote {png}", err=True)
 
 

@@ -40,6 +40,12 @@ def timeline_table(doc: dict[str, Any]) -> str:
             for g in doc["gpu"]
         ]
         out += ["", "desired GPUs", table(["start", "end", "desired", "capacity", ""], body)]
+    if doc.get("ready_by"):
+        body = [[r["boundary"], r["early_start"], f"{r['lead_s']:.0f}", r["reason"]] for r in doc["ready_by"]]
+        out += ["", "ready-by leads", table(["boundary", "early start", "lead s", "why"], body)]
+    if doc.get("skipped"):
+        body = [[k["window"], k["start"], k["reason"], k["decided_by"] or "-"] for k in doc["skipped"]]
+        out += ["", "skipped occurrences", table(["window", "would start", "why", "decided by"], body)]
     return "\n".join(out)
 
 

@@ -39,7 +39,11 @@ from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_jo
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
 from gps_dagster.dagster_defs.prearm import build_prearm_sensor, build_prearmed_job
 from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_resource
-from gps_dagster.dagster_defs.schedules import MAX_BOUNDARY_SCHEDULES, all_boundary_schedules
+from gps_dagster.dagster_defs.schedules import (
+    MAX_BOUNDARY_SCHEDULES,
+    all_boundary_schedules,
+    ready_by_leads,
+)
 from gps_dagster.dagster_defs.sensors import (
     build_apply_now_sensor,
     build_boundary_sensor,
@@ -110,11 +114,13 @@ def _build(
     small = len(deploy_assets) <= LEAN_ABOVE
     asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks if small else ())
     resource: Any = as_resource(gps) if isinstance(gps, StaticRuntime) else gps
+    ready = [s for s in schedules if any(s.is_ready_by(t) for t in s.target_ids)]
     boundary = all_boundary_schedules(
         schedules,
         {j.name: j for j in [*transitions, batch]},
         schedule_status,
         max_boundary_schedules=max_boundary_schedules,
+        leads=ready_by_leads(gps.get_runtime(), ready) if ready else None,
     )
     return dg.Definitions(
         assets=[gpu_reservations, schedule_timeline, *deploy_assets],

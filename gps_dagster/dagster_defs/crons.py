@@ -82,3 +82,26 @@ def end_crons(cron: str, duration: timedelta) -> tuple[str, ...] | None:
                 f"{_fmt(minute_set, 0, 59)} {_fmt(hour_set, 0, 23)} {_day_fields(expr, carry)}"
             )
     return tuple(crons) if 0 < len(crons) <= MAX_CRONS else None
+
+
+def early_crons(cron: str, lead: timedelta) -> tuple[str, ...] | None:
+    """Crons firing ``lead`` before every fire (whole minutes, so never before the early start),
+    or ``None`` when an early tick would fall on the previous day (the due index serves it)."""
+    minutes = int(lead.total_seconds()) // 60
+    if minutes <= 0:
+        return None
+    expr = parse_cron(cron)
+    by_hour: dict[int, set[int]] = defaultdict(set)
+    for minute_of_day in expr.minutes_of_day:
+        shifted = minute_of_day - minutes
+        if shifted < 0:
+            return None
+        by_hour[shifted // 60].add(shifted % 60)
+    by_minutes: dict[frozenset[int], set[int]] = defaultdict(set)
+    for hour, mins in by_hour.items():
+        by_minutes[frozenset(mins)].add(hour)
+    crons = tuple(
+        f"{_fmt(mins, 0, 59)} {_fmt(hours, 0, 23)} {_day_fields(expr)}"
+        for mins, hours in sorted(by_minutes.items(), key=lambda kv: min(kv[1]))
+    )
+    return crons if len(crons) <= MAX_CRONS else None

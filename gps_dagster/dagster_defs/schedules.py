@@ -18,20 +18,21 @@ sensor (``gps_boundaries``) within seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.crons import end_crons, start_crons
+from gps_dagster.dagster_defs.crons import early_crons, end_crons, start_crons
 from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_requests, schedule_origin
 from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
+from gps_dagster.domain.timeline_doc import skipped_edge
 from gps_dagster.engine.errors import Busy
 
 
-def _tick(schedule_name: str, edge: str, origin: str) -> Any:
+def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         gps = context.resources.gps
         runtime = gps.get_runtime()
@@ -47,7 +48,9 @@ def _tick(schedule_name: str, edge: str, origin: str) -> Any:
         for line in skipped:
             context.log.info(f"skipped {line}")
         if not requests:
-            why = "; ".join(skipped) or "intent unchanged or already processed"
+            why = "; ".join(skipped) or _skip_reason(runtime, schedule_name, window) or (
+                "intent unchanged or already processed"
+            )
             yield dg.SkipReason(f"no transition to run ({why})")
         yield from requests
 
@@ -67,16 +70,36 @@ def served_tags(request: dg.RunRequest, tick: datetime | None) -> dg.RunRequest:
     return request.with_replaced_attrs(tags=tags)
 
 
-def window_edges(schedule: Schedule) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(window, edge, crons) of every recurring window edge a cron can express."""
+def _skip_reason(runtime: Any, schedule_name: str, window: str) -> str | None:
+    """A holiday (or listed date) that removed this tick's occurrence, named in the skip."""
+    record = runtime.store.find_schedule(schedule_name) if window else None
+    if record is None:
+        return None
+    return skipped_edge(record.spec, window, runtime.clock.now())
+
+
+def window_edges(
+    schedule: Schedule, leads: Mapping[tuple[str, str], float] | None = None
+) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(window, edge, crons) of every recurring window edge a cron can express.
+
+    ``leads`` ((schedule, window) -> seconds): a ready-by window also gets an ``early`` edge,
+    its start shifted back by the lead learned when the code location loaded (R-NEXT-1); the
+    engine decides whether the lead has come, so a tick early by a changed lead is harmless.
+    """
     out = []
     for window in schedule.windows:
         if not isinstance(window, RecurringWindow):
             continue
+        lead = (leads or {}).get((schedule.name, window.name))
+        early = early_crons(window.cron, timedelta(seconds=lead)) if lead else None
         for edge, crons in (
+            ("early", early),
             ("start", start_crons(window.cron)),
             ("end", end_crons(window.cron, window.duration)),
         ):
+            if edge == "early" and crons is None:
+                continue
             if crons is not None:  # else not expressible as crons: gps_boundaries serves it
                 out.append((window.name, edge, crons))
     return out
@@ -87,21 +110,22 @@ def boundary_schedules(
     jobs: Mapping[str, dg.JobDefinition],
     default_status: dg.DefaultScheduleStatus,
     schedule_names: Mapping[tuple[str, str, str], str] | None = None,
+    leads: Mapping[tuple[str, str], float] | None = None,
 ) -> list[dg.ScheduleDefinition]:
-    """Start and end schedules of every recurring window of ``schedule``."""
+    """Start and end schedules of every recurring window of ``schedule`` (and early ones)."""
     job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
     named = schedule_names or names.boundary_schedule_names(
-        (schedule.name, w, e) for w, e, _ in window_edges(schedule)
+        (schedule.name, w, e) for w, e, _ in window_edges(schedule, leads)
     )
     out: list[dg.ScheduleDefinition] = []
-    for window, edge, crons in window_edges(schedule):
+    for window, edge, crons in window_edges(schedule, leads):
         name = named[(schedule.name, window, edge)]
         out.append(
             dg.ScheduleDefinition(
                 name=name,
                 cron_schedule=list(crons) if len(crons) > 1 else crons[0],
                 job=job,
-                execution_fn=_tick(schedule.name, edge, schedule_origin(name)),
+                execution_fn=_tick(schedule.name, edge, schedule_origin(name), window),
                 execution_timezone=schedule.timezone,
                 required_resource_keys={"gps"},
                 default_status=default_status,
@@ -122,16 +146,36 @@ def all_boundary_schedules(
     default_status: dg.DefaultScheduleStatus,
     *,
     max_boundary_schedules: int = MAX_BOUNDARY_SCHEDULES,
+    leads: Mapping[tuple[str, str], float] | None = None,
 ) -> list[dg.ScheduleDefinition]:
     """One schedule per window edge, or the fixed ``gps_every_minute`` above the limit."""
     specs = list(schedules)
-    edges = [(s.name, w, e) for s in specs for w, e, _ in window_edges(s)]
+    edges = [(s.name, w, e) for s in specs for w, e, _ in window_edges(s, leads)]
     if len(edges) > max_boundary_schedules:
         return [build_minute_schedule(jobs, default_status)]
     named = names.boundary_schedule_names(edges)
     out: list[dg.ScheduleDefinition] = []
     for schedule in specs:
-        out.extend(boundary_schedules(schedule, jobs, default_status, named))
+        out.extend(boundary_schedules(schedule, jobs, default_status, named, leads))
+    return out
+
+
+def ready_by_leads(runtime: Any, schedules: Iterable[Schedule]) -> dict[tuple[str, str], float]:
+    """(schedule, window) -> the longest lead of its starts in the week ahead (R-NEXT-1)."""
+    from gps_dagster.domain.evaluator import effective_intent
+    from gps_dagster.domain.timeline_doc import ready_by_rows
+
+    now = runtime.clock.now()
+    out: dict[tuple[str, str], float] = {}
+    for spec in schedules:
+        if not any(spec.is_ready_by(t) for t in spec.target_ids):
+            continue
+        timings = runtime.engine.planner.ready_by.for_timeline(runtime.store, spec)
+        for row in ready_by_rows(spec, now, now + timedelta(days=8), timings):
+            boundary = datetime.fromisoformat(row["boundary"])
+            window = effective_intent(spec, row["acquiring"][0], boundary).source
+            key = (spec.name, window)
+            out[key] = max(out.get(key, 0.0), float(row["lead_s"]))
     return out
 
 

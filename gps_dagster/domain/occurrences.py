@@ -22,6 +22,7 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
+from gps_dagster.domain.calendars import SkipDays
 from gps_dagster.domain.crons import CronExpr
 from gps_dagster.domain.spec import DesiredState, OneShotWindow, RecurringWindow, Schedule
 
@@ -43,17 +44,36 @@ class CompiledWindow:
     end: int
     states: dict[str, IntentKey]
     """Target -> resolved intent key (``allow_downtime`` None inherits the target default)."""
+    skip: SkipDays | None = None
+    """Recurring only: local dates whose occurrences do not fire (R-NEXT-2)."""
 
     def occurrences(self, tz: ZoneInfo, start: int, end: int) -> list[tuple[int, int]]:
         """Maximal runs ``(start, end)`` of activity that intersect ``[start, end)``, in order.
 
         Back-to-back occurrences (the next fire at or before the end of the
         previous occurrence) form one run: ``* * * * *`` for ``1m`` is one run
-        per stretch of days, not 1,440 occurrences a day (see ``runs``).
+        per stretch of days, not 1,440 occurrences a day (see ``runs``). Occurrences starting on a
+        skipped local date do not fire (R-NEXT-2).
         """
         if self.cron is None:
             return [(self.start, self.end)] if self.start < end and self.end > start else []
-        return runs(self.cron, self.duration, tz, start, end)
+        return runs(self.cron, self.duration, tz, start, end, skip=self.skip)
+
+    def skipped(self, tz: ZoneInfo, start: int, end: int) -> list[tuple[int, int, str]]:
+        """The occurrences a skip removed from ``[start, end)``: ``(start, end, reason)``."""
+        if self.cron is None or self.skip is None:
+            return []
+        out = []
+        for f in self.cron.fire_epochs(tz, start - self.duration + 1, end):
+            why = self.skip.reason(local_date(f, tz))
+            if why is not None:
+                out.append((f, f + self.duration, why))
+        return out
+
+
+def local_date(ts: int, tz: ZoneInfo) -> date:
+    """The schedule zone's calendar date of an instant (what a holiday skip compares)."""
+    return datetime.fromtimestamp(ts, tz).date()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +103,8 @@ def _compile_window(index: int, win: RecurringWindow | OneShotWindow, sched: Sch
         states[st.model_deploy_id] = (st.desired_state, st.replicas, allow)
     if isinstance(win, RecurringWindow):
         secs = int(win.duration.total_seconds())
-        return CompiledWindow(index, win.name, win.priority, win.cron_expr, secs, 0, 0, states)
+        skip = win.skip.days() if win.skip is not None else None
+        return CompiledWindow(index, win.name, win.priority, win.cron_expr, secs, 0, 0, states, skip)
     start, end = floor_ts(win.active_from), floor_ts(win.active_until)
     return CompiledWindow(index, win.name, win.priority, None, end - start, start, end, states)
 
@@ -244,7 +265,9 @@ def _merge_fires(fires: Iterable[int], duration: int) -> tuple[tuple[int, int], 
     return tuple(out)
 
 
-def runs(expr: CronExpr, duration: int, tz: ZoneInfo, start: int, end: int) -> list[tuple[int, int]]:
+def runs(
+    expr: CronExpr, duration: int, tz: ZoneInfo, start: int, end: int, *, skip: SkipDays | None = None
+) -> list[tuple[int, int]]:
     """Maximal runs of activity of a recurring window that intersect ``[start, end)``.
 
     Steps local days (skipping months the cron never fires in) from the day of
@@ -268,7 +291,7 @@ def runs(expr: CronExpr, duration: int, tz: ZoneInfo, start: int, end: int) -> l
             ordinal = nxt.toordinal()
             continue
         stepped += 1
-        if expr.matches_day(day):
+        if expr.matches_day(day) and (skip is None or not skip.skips(day)):  # a day's runs start on it
             for a, b in _day_runs(expr, duration, tz, ordinal):
                 if a >= end:
                     break

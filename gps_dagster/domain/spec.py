@@ -16,13 +16,14 @@ nothing downstream (timedelta, the database, the control plane) overflows.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from gps_dagster.domain.calendars import PACKAGE, SkipDays, check_calendar
 from gps_dagster.domain.crons import CronExpr, parse_cron
 from gps_dagster.domain.documents import FieldErrorCarrier
 from gps_dagster.domain.models import Frozen
@@ -47,6 +48,9 @@ MAX_WINDOWS = 200
 """Most windows in one schedule: bounds validation (pairs of equal priority) and evaluation."""
 MAX_DEPLOY_ID = 200
 """Longest deploy id (the store's column width)."""
+MAX_SKIP_DATES = 1_000
+"""Most explicit dates one window may skip (a company calendar for decades)."""
+_COUNTRY = re.compile(r"^[A-Z]{2,3}$")
 
 
 class DesiredState(StrEnum):
@@ -135,6 +139,11 @@ class TargetSpec(Frozen):
         default=None, ge=1, le=MAX_REPLICAS, strict=True,
         description="Replicas outside windows; None = never touch scale there.",
     )
+    ready_by: bool | None = Field(
+        default=None, strict=True,
+        description="Act early so the deploy is READY at each boundary that starts it (R-NEXT-1); "
+        "None = the schedule's ready_by.",
+    )
 
 
 class StateSpec(Frozen):
@@ -170,12 +179,85 @@ class _WindowBase(Frozen):
     states: tuple[StateSpec, ...] = Field(min_length=1)
 
 
+class HolidayCalendar(Frozen):
+    """Public holidays of a country (and subdivision), decided by the ``holidays`` package."""
+
+    country: str = Field(description="ISO 3166-1 alpha-2 code, e.g. VN, US, DE.")
+    subdivision: str | None = Field(
+        default=None, description="ISO 3166-2 subdivision of the country, e.g. CA for US; None = national."
+    )
+    categories: tuple[str, ...] = Field(
+        default=("public",), min_length=1, max_length=8,
+        description="Holiday categories of that country, e.g. public, bank, optional.",
+    )
+    decided_by: str = Field(
+        default=PACKAGE, validate_default=True,
+        description="Set on validation: the package version whose tables decide (any given value is replaced).",
+    )
+
+    @field_validator("country")
+    @classmethod
+    def _country(cls, value: str) -> str:
+        if not _COUNTRY.match(value):
+            raise FieldErrorCarrier(
+                "unknown_country", f"'{value[:40]}' is not a country code; use ISO 3166-1 alpha-2 in capitals, e.g. VN"
+            )
+        return value
+
+    @field_validator("decided_by")
+    @classmethod
+    def _decided_by(cls, value: str) -> str:
+        return PACKAGE
+
+    @model_validator(mode="after")
+    def _known(self) -> HolidayCalendar:
+        check_calendar(self.country, self.subdivision, self.categories)
+        return self
+
+    @property
+    def key(self) -> tuple[str, str | None, tuple[str, ...]]:
+        return (self.country, self.subdivision, self.categories)
+
+
+class SkipSpec(Frozen):
+    """Occurrences that *start* on one of these local dates do not fire (R-NEXT-2)."""
+
+    holidays: HolidayCalendar | None = Field(default=None, description="A public-holiday calendar.")
+    dates: tuple[date, ...] = Field(
+        default=(), max_length=MAX_SKIP_DATES,
+        description="Explicit local dates (YYYY-MM-DD) to skip, e.g. company days.",
+    )
+
+    @field_validator("dates", mode="before")
+    @classmethod
+    def _date_text(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                if not isinstance(item, (str, date)) or isinstance(item, datetime):
+                    raise FieldErrorCarrier("invalid_date", "list local dates as text, e.g. \"2026-12-31\"")
+        return value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> SkipSpec:
+        if self.holidays is None and not self.dates:
+            raise FieldErrorCarrier(
+                "empty_skip", "name a holiday calendar ({holidays: {country: VN}}) or dates, or drop skip"
+            )
+        return self
+
+    def days(self) -> SkipDays:
+        return SkipDays(self.holidays.key if self.holidays else None, self.dates)
+
+
 class RecurringWindow(_WindowBase):
     """Occurrences start at each cron fire (schedule time zone) and last ``duration``."""
 
     kind: Literal["recurring"] = "recurring"
     cron: str = Field(description="5-field cron, evaluated in the schedule time zone.")
     duration: timedelta = Field(description="Elapsed time, e.g. 10h, 90m, 1d2h.")
+    skip: SkipSpec | None = Field(
+        default=None, description="Days whose occurrences do not fire: holidays and/or dates."
+    )
 
     @field_validator("cron")
     @classmethod
@@ -229,6 +311,9 @@ class Schedule(Frozen):
     transition_order: TransitionOrder = TransitionOrder.RELEASE_FIRST
     scope: str = Field(default="admin", description="admin, or cmp:<project> for a tenant schedule.")
     enabled: bool = Field(default=True, strict=True)
+    ready_by: bool = Field(
+        default=False, strict=True, description="Default of every target's ready_by (R-NEXT-1)."
+    )
     targets: tuple[TargetSpec, ...] = Field(min_length=1)
     windows: tuple[Window, ...] = ()
 
@@ -285,6 +370,11 @@ class Schedule(Frozen):
                 return t
         raise KeyError(deploy_id)
 
+    def is_ready_by(self, deploy_id: str) -> bool:
+        """Whether the engine acts early so ``deploy_id`` is READY at its starting boundaries."""
+        own = self.target(deploy_id).ready_by
+        return self.ready_by if own is None else own
+
     @property
     def project(self) -> str | None:
         """The CMP project of a tenant schedule, None for an admin schedule."""
@@ -296,4 +386,11 @@ class Schedule(Frozen):
         for raw, win in zip(doc["windows"], self.windows, strict=True):
             if isinstance(win, RecurringWindow):
                 raw["duration"] = format_duration(win.duration)
+                if win.skip is None:
+                    del raw["skip"]  # documents without a skip stay as they were
+        for raw_target in doc["targets"]:
+            if raw_target.get("ready_by") is None:
+                raw_target.pop("ready_by", None)  # documents without ready_by stay as they were
+        if not self.ready_by:
+            doc.pop("ready_by", None)
         return doc

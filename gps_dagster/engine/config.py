@@ -46,5 +46,13 @@ class EngineConfig:
     """Finished plans, steps and events older than this are pruned (``db prune``, the loop)."""
     prune_interval_s: float = 3600.0
     """How often ``engine run`` prunes on its own (0: never)."""
+    ready_by_default_start_s: float = 300.0
+    """Ready-by (R-NEXT-1): a deploy's start time (accepted -> READY) before any is observed."""
+    ready_by_default_stop_s: float = 60.0
+    """Ready-by: a releasing deploy's stop time (accepted -> STOPPED) before any is observed."""
+    ready_by_cap_s: float = 1800.0
+    """Ready-by: the longest lead (start + stop); a learned figure above it is capped."""
+    ready_by_history: int = 20
+    """Ready-by: the p90 is taken over this many of a deploy's last observed durations."""
     holder: str = field(default_factory=default_holder)
     """Name of this engine replica (lease holder, event detail)."""

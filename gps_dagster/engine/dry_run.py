@@ -18,8 +18,10 @@ from typing import Any
 from gps_dagster.domain.evaluator import current_interval, effective_intent
 from gps_dagster.domain.planner import ordered, steps_for
 from gps_dagster.domain.pool import PoolSpec
+from gps_dagster.domain.readyby import early_targets
 from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.domain.timeline import gpu_timeline
+from gps_dagster.domain.timeline_doc import ReadyByTimings, ready_by_rows, skipped_at
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.planning import intent_doc, observed, wanted
 from gps_dagster.engine.preflight import QuotaLedger, check_step
@@ -33,24 +35,44 @@ class DryRunReport:
     steps: list[dict[str, Any]] = field(default_factory=list)
     intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    ready_by: list[dict[str, Any]] | None = None
+    """Ready-by leads (R-NEXT-1) in force at ``at`` or in the day ahead; None without ready_by."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"schedule": self.schedule, "at": self.at.isoformat(), "intents": self.intents,
-                "steps": self.steps, "warnings": self.warnings}
+        out = {"schedule": self.schedule, "at": self.at.isoformat(), "intents": self.intents,
+               "steps": self.steps, "warnings": self.warnings}
+        if self.ready_by is not None:
+            out["ready_by"] = self.ready_by
+        return out
 
 
 def dry_run(
     schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | None = None,
-    deploys: Mapping[str, DeployView] | None = None,
+    deploys: Mapping[str, DeployView] | None = None, timings: ReadyByTimings | None = None,
 ) -> DryRunReport:
-    """The plan at ``at``; ``deploys`` replaces the core's reads of targets (a supposed state)."""
+    """The plan at ``at``; ``deploys`` replaces the core's reads of targets (a supposed state).
+
+    ``timings``: learned ready-by figures (the engine's defaults without them): inside a lead
+    the targets it moves are planned as of their boundary, as a pass would (R-NEXT-1).
+    """
     rep = DryRunReport(schedule.name, at.astimezone(schedule.tz))
     planned = []
+    skipped = skipped_at(schedule, at)
+    early: dict[str, datetime] = {}
+    if any(schedule.is_ready_by(t) for t in schedule.target_ids):
+        timings = timings or ReadyByTimings.defaults(schedule)
+        early, lead = early_targets(schedule, at, start_times=timings.start, stop_times=timings.stop,
+                                    cap_s=timings.cap_s)
+        ahead = ready_by_rows(schedule, at, at + timedelta(days=1), timings)
+        rep.ready_by = ([{**lead.as_dict(), "in_force": True}] if lead is not None else []) + ahead
     for target in schedule.target_ids:
-        interval = current_interval(schedule, target, at)
-        in_force = effective_intent(schedule, target, at).source  # not the merged interval's first window
+        when = early.get(target, at)  # inside a ready-by lead: as of the boundary (R-NEXT-1)
+        interval = current_interval(schedule, target, when)
+        in_force = effective_intent(schedule, target, when).source  # not the merged interval's first window
         rep.intents[target] = {**intent_doc(interval), "source": in_force, "interval_start": interval.start.isoformat(),
                                "interval_end": interval.end.isoformat() if interval.end else None}
+        if target in skipped:  # a holiday removed the occurrence that would be in force (R-NEXT-2)
+            rep.intents[target]["skipped"] = skipped[target]
         try:
             deploy = deploys[target] if deploys is not None and target in deploys else core.get_deploy(target)
         except NotFound:

@@ -34,8 +34,12 @@ def next_due(
     *,
     failed: bool,
     in_flight: bool,
+    early: datetime | None = None,
 ) -> datetime | None:
-    """The next instant ``record`` (visited at ``at``) needs a pass; None: never."""
+    """The next instant ``record`` (visited at ``at``) needs a pass; None: never.
+
+    ``early``: the next ready-by early start (R-NEXT-1), due before its boundary.
+    """
     soon: datetime | None = None
     if failed:
         soon = at + timedelta(seconds=config.pass_interval_s)
@@ -47,6 +51,8 @@ def next_due(
     planned = claim.due_at if claim.due_at is not None and claim.due_at > at else None
     if planned is None:
         planned = next_boundary(record.spec, at)
+    if early is not None and early > at and (planned is None or early < planned):
+        planned = early
     if soon is None:
         return planned
     return soon if planned is None else min(soon, planned)

@@ -22,7 +22,7 @@ from gps_dagster.engine.convergence import Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.heartbeat import ClaimHeartbeat
-from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
+from gps_dagster.engine.planning import Planner, Prefetch, ReadyBy, ScheduleOutcome
 from gps_dagster.engine.prearm import NearBoundary, boundaries_within
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
@@ -64,6 +64,12 @@ class Engine:
             reservation_check,
             max_clock_skew_s=self.config.max_clock_skew_s,
             holder=self.config.holder,
+            ready_by=ReadyBy(
+                self.config.ready_by_default_start_s,
+                self.config.ready_by_default_stop_s,
+                self.config.ready_by_cap_s,
+                self.config.ready_by_history,
+            ),
         )
         self.runner = StepRunner(store, core, clock, self.config, reservation_check)
         self.observer = Observer(store, core, clock, self.config, self.runner, witness)
@@ -322,6 +328,7 @@ class Engine:
             if tid not in opened:
                 continue
             (outcome.refused if refused else outcome.opened).append(tid)
+            self.planner.record_lead(outcome, self.clock.now())
             if not refused:
                 report.plans.append(plan_ref(draft.transition, draft.steps))
         return opened
@@ -343,7 +350,8 @@ class Engine:
                 continue
             failed = not ok or bool(getattr(outcomes.get(record.name), "errors", None))
             due = next_due(record, claim, at, report.gate, self.config, failed=failed,
-                           in_flight=record.name in flying)
+                           in_flight=record.name in flying,
+                           early=self.planner.ready_by.next_early(self.store, record.spec, at))
             if due == claim.due_at and claim.claimed_by != self.config.holder:
                 continue  # a sweep visit that changed nothing: nothing to write
             out.append(NextDue(record.name, claim.revision, due))

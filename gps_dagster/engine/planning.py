@@ -25,7 +25,9 @@ from typing import Any
 from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current_interval
 from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, ordered, steps_for
+from gps_dagster.domain.readyby import Lead, Timing, early_targets, learned, next_early
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
+from gps_dagster.domain.timeline_doc import ReadyByTimings
 from gps_dagster.engine import keys
 from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.endpoints import partially_running, read_target
@@ -35,6 +37,7 @@ from gps_dagster.ports import Core, DeployState, DeployView, NotFound, Transient
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
+from gps_dagster.store.timings import start_durations, stop_durations
 
 ELIGIBILITY = "eligibility"
 """``detail.source`` of an ``ineligible`` set by the eligibility check (re-examined every pass)."""
@@ -113,6 +116,47 @@ class ScheduleOutcome:
     behind: list[str] = field(default_factory=list)
     """Targets whose stored interval is ahead of this pass's clock: nothing planned (R-PASS-14)."""
     errors: list[str] = field(default_factory=list)
+    lead: Lead | None = None
+    """The ready-by lead this visit planned early for (R-NEXT-1), if any."""
+
+
+@dataclass(frozen=True)
+class ReadyBy:
+    """Ready-by's settings (``EngineConfig.ready_by_*``) and the reads of learned durations."""
+
+    default_start_s: float = 300.0
+    default_stop_s: float = 60.0
+    cap_s: float = 1800.0
+    history: int = 20
+
+    def timings(self, store: Store, spec: Schedule) -> tuple[dict[str, Timing], dict[str, Timing]]:
+        """Learned start and stop times of the schedule's targets (p90 of the last N, or the default)."""
+        ids = list(spec.target_ids)
+        starts = start_durations(store.engine, ids, self.history)
+        stops = stop_durations(store.engine, ids, self.history)
+        return (
+            {t: learned(starts[t], self.default_start_s) for t in ids},
+            {t: learned(stops[t], self.default_stop_s) for t in ids},
+        )
+
+    def for_timeline(self, store: Store, spec: Schedule) -> ReadyByTimings:
+        """The learned figures as the timeline and dry-run show them."""
+        starts, stops = self.timings(store, spec)
+        return ReadyByTimings(starts, stops, self.cap_s)
+
+    def early(self, store: Store, spec: Schedule, now: datetime) -> tuple[dict[str, datetime], Lead | None]:
+        """Targets to plan as of their boundary now, and the lead (nothing without ready_by)."""
+        if not any(spec.is_ready_by(t) for t in spec.target_ids):
+            return {}, None
+        starts, stops = self.timings(store, spec)
+        return early_targets(spec, now, start_times=starts, stop_times=stops, cap_s=self.cap_s)
+
+    def next_early(self, store: Store, spec: Schedule, after: datetime) -> datetime | None:
+        """The next early start after ``after`` (the due index wakes the schedule then)."""
+        if not any(spec.is_ready_by(t) for t in spec.target_ids):
+            return None
+        starts, stops = self.timings(store, spec)
+        return next_early(spec, after, start_times=starts, stop_times=stops, cap_s=self.cap_s)
 
 
 class Planner:
@@ -126,9 +170,11 @@ class Planner:
         *,
         max_clock_skew_s: float = 5.0,
         holder: str = "",
+        ready_by: ReadyBy | None = None,
     ) -> None:
         self.store, self.core, self.reservation_check = store, core, reservation_check
         self.max_clock_skew_s, self.holder = max_clock_skew_s, holder
+        self.ready_by = ready_by or ReadyBy()
         self.drafts: list[tuple[Draft, ScheduleOutcome, bool]] | None = None
         """When set (a batch), plans with nothing to supersede are collected here and opened
         together by the caller (``Store.open_many``) instead of one transaction each."""
@@ -147,13 +193,17 @@ class Planner:
         out = ScheduleOutcome(spec.name, version)
         if not record.enabled or gate == "off":
             return out
+        early, lead = self.ready_by.early(self.store, spec, now)
         candidates: list[Candidate] = []
         for target in spec.target_ids:
             cand = self._examine(
-                spec, version, target, now=now, force=force, out=out, prefetch=prefetch
+                spec, version, target, now=now, force=force, out=out, prefetch=prefetch,
+                plan_at=early.get(target, now),
             )
             if cand is not None:
                 candidates.append(cand)
+        if lead is not None and any(c.interval.start == lead.boundary for c in candidates):
+            out.lead = lead
         if not candidates or out.errors:
             # A target that could not be read is left out of nothing: a plan without it
             # could acquire before its release and skip its preflight (R-PASS-6). Next pass.
@@ -189,12 +239,14 @@ class Planner:
         force: bool,
         out: ScheduleOutcome,
         prefetch: Prefetch | None,
+        plan_at: datetime,
     ) -> Candidate | None:
         status = prefetch.status(spec.name, target) if prefetch is not None else None
         if status is None:
             status = self.store.ensure_status(spec.name, target, schedule_version=version, now=now)
-        interval = current_interval(spec, target, now)
-        if self._behind(status, version, interval, now, out):
+        # plan_at: the boundary itself for a target inside a ready-by lead (R-NEXT-1), else now
+        interval = current_interval(spec, target, plan_at)
+        if self._behind(status, version, interval, plan_at, out):
             return None
         members: tuple[DeployView, ...] | None = None
         try:
@@ -365,8 +417,10 @@ class Planner:
             [(c.status.deploy_id, c.interval.start, c.status.target_generation + 1) for c in cands],
         )
         boundary = max(c.interval.start for c in cands)
-        # Boundary lag (R-PASS-5): from the boundary, or from the edit that created the interval.
-        lag = (now - max(boundary, since)).total_seconds() if boundary > SENTINEL_START else None
+        # Boundary lag (R-PASS-5): from the boundary, or from the edit that created the interval;
+        # a ready-by plan from its early start (R-NEXT-1).
+        due = out.lead.early_at if out.lead is not None and out.lead.boundary == boundary else boundary
+        lag = (now - max(due, since)).total_seconds() if boundary > SENTINEL_START else None
         transition = {
             "id": tid,
             "schedule_name": spec.name,
@@ -388,6 +442,15 @@ class Planner:
             return
         if self.store.open_transition(transition, steps, updates, now=now, supersede=supersede):
             (out.refused if refusals else out.opened).append(tid)
+            self.record_lead(out, now)
+
+    def record_lead(self, out: ScheduleOutcome, now: datetime) -> None:
+        """A ``ready_by_lead`` event per acquiring target: the early start, its reason, its figures."""
+        if out.lead is None:
+            return
+        for target in out.lead.acquiring:
+            self.store.add_event(now, out.schedule, target, "ready_by_lead", reason="ready_by",
+                                 detail=out.lead.as_dict())
 
     def _step_rows(
         self, spec: Schedule, version: int, tid: str, cands: list[Candidate], now: datetime

@@ -115,3 +115,50 @@ def test_the_reservation_slider_flips_the_verdict_at_the_budget(sqlite_url: str,
         assert "reservation_overcommitted" in box.locator(".verdict").inner_text()
         page.screenshot(path=str(tmp_path / "gpu42-reservation.png"), full_page=True)
     shutil.copy(tmp_path / "gpu42-reservation.png", "/tmp/gpu42-reservation.png")
+
+
+def test_a_holiday_week_marks_the_skipped_days_and_b_keeps_the_gpus(sqlite_url: str, tmp_path: Path) -> None:
+    """R-NEXT-2: Vietnam's National Day (2026-09-02) is drawn as a skipped occurrence of
+    business-hours, its day is shaded, and the instant table says why A stays stopped."""
+    doc = seed()
+    doc["windows"][0]["skip"] = {"holidays": {"country": "VN", "categories": ["public"]}}
+    api = make_api(sqlite_url, pool=SEED_POOL, start=datetime.fromisoformat("2026-08-31T09:00:00+07:00"))
+    assert api.call("admin", "POST", ADMIN, json=doc).status_code == 201
+    with serving(api.client.app) as url, browser_page() as page:
+        login(page, url, api.tokens["admin"], "/ui/schedules/gpu-pool-h100-shared?week=2026-08-31")
+        skipped = page.evaluate(
+            "document.getElementById('chart').data.filter((t) => t.meta === 'skipped')"
+            ".flatMap((t) => t.text)")
+        assert skipped == [
+            "business-hours skipped: Day off (substituted from 08/22/2026)",
+            "business-hours skipped: National Day",
+            "business-hours skipped: National Day",
+        ]
+        shaded = page.evaluate(
+            "document.getElementById('chart').layout.shapes.filter((s) => (s.name || '')"
+            ".startsWith('skipped ')).map((s) => s.name)")
+        assert shaded == ["skipped 2026-08-31", "skipped 2026-09-01", "skipped 2026-09-02"]
+        click_at(page, "2026-09-02 10:00:00")
+        page.wait_for_function("document.getElementById('instant-label').textContent.startsWith('2026-09-02 10:00')")
+        assert (cell(page, "md-llama70b", "desired"), cell(page, "md-llama70b", "decided-by")) == (
+            "stopped", "default")
+        assert "business-hours skipped: National Day" in cell(page, "md-llama70b", "note")
+        assert cell(page, "md-qwen32b", "desired") == "running"
+        page.screenshot(path=str(tmp_path / "holiday-week.png"), full_page=True)
+
+
+def test_a_ready_by_week_draws_each_early_start_with_its_reason(sqlite_url: str) -> None:
+    """R-NEXT-1: the page draws the lead (default 300 s + 60 s before any history) of A and B
+    before every 08:00 of the seed week, each bar with the reason and the figures."""
+    doc = seed()
+    doc["targets"][0]["ready_by"] = True
+    api = make_api(sqlite_url, pool=SEED_POOL, start=MONDAY)
+    assert api.call("admin", "POST", ADMIN, json=doc).status_code == 201
+    with serving(api.client.app) as url, browser_page() as page:
+        login(page, url, api.tokens["admin"], "/ui/schedules/gpu-pool-h100-shared?week=2026-10-19")
+        leads = page.evaluate(
+            "document.getElementById('chart').data.filter((t) => t.meta === 'ready_by')"
+            ".flatMap((t) => t.text)")
+        assert len(leads) == 10  # Mon-Fri 08:00, A and B each
+        assert leads[0].startswith("md-llama70b: early start 2026-10-19 07:54:00 (lead 360 s)")
+        assert "md-qwen32b stop p90 60 s (default, 0 obs.)" in leads[0]

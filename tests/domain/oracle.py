@@ -11,8 +11,10 @@ those against croniter). Schedules must be whole-minute (crons always are).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
+
+import holidays
 
 from gps_dagster.domain.crons import CronExpr
 from gps_dagster.domain.spec import OneShotWindow, RecurringWindow, Schedule
@@ -46,6 +48,21 @@ def oracle_fires(expr: CronExpr, tz: ZoneInfo, start: int, end: int) -> list[int
     return fires
 
 
+def _skipped(w: RecurringWindow, tz: ZoneInfo, fire: int) -> bool:
+    if w.skip is None:
+        return False
+    day: date = datetime.fromtimestamp(fire, tz).date()
+    if day in w.skip.dates:
+        return True
+    cal = w.skip.holidays
+    if cal is None:
+        return False
+    table = holidays.country_holidays(
+        cal.country, subdiv=cal.subdivision, years=day.year, categories=cal.categories
+    )
+    return day in table
+
+
 def oracle_intervals(schedule: Schedule, start: int, end: int) -> dict[str, list[Row]]:
     """Intervals per target over [start, end) (epoch seconds, whole minutes)."""
     tz = ZoneInfo(schedule.timezone)
@@ -56,7 +73,8 @@ def oracle_intervals(schedule: Schedule, start: int, end: int) -> dict[str, list
         marks = [False] * n
         if isinstance(w, RecurringWindow):
             dur = int(w.duration.total_seconds())
-            spans = [(f, f + dur) for f in oracle_fires(w.cron_expr, tz, start - dur - 86400, end)]
+            fires = oracle_fires(w.cron_expr, tz, start - dur - 86400, end)
+            spans = [(f, f + dur) for f in fires if not _skipped(w, tz, f)]
         else:
             assert isinstance(w, OneShotWindow)
             spans = [(int(w.active_from.timestamp()), int(w.active_until.timestamp()))]

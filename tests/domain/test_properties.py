@@ -159,3 +159,57 @@ def dst_cases(draw: st.DrawFn) -> tuple[Schedule, datetime, datetime]:
 @given(dst_cases())
 def test_evaluator_agrees_with_the_minute_oracle_around_dst_changes(case: tuple[Schedule, datetime, datetime]) -> None:
     assert_agrees_with_oracle(*case)
+
+
+# Holiday calendars (R-NEXT-2): anchors just before holidays of 2026 in each zone's country.
+CALENDAR_ANCHORS = [
+    ("Asia/Ho_Chi_Minh", "VN", None, datetime(2026, 8, 29, 17, tzinfo=UTC)),  # 31 Aug-2 Sep
+    ("America/New_York", "US", "NY", datetime(2026, 11, 24, 5, tzinfo=UTC)),  # Thanksgiving 26 Nov
+    ("Europe/London", "GB", "ENG", datetime(2026, 12, 23, tzinfo=UTC)),  # 25, 28 Dec
+    ("America/New_York", "US", None, datetime(2026, 3, 6, 5, tzinfo=UTC)),  # DST, no holiday
+]
+
+
+@st.composite
+def calendar_cases(draw: st.DrawFn) -> tuple[Schedule, datetime, datetime]:
+    """Recurring windows skipping holidays and listed dates, next to one-shots and plain windows."""
+    zone, country, subdivision, anchor = draw(st.sampled_from(CALENDAR_ANCHORS))
+    wins = []
+    for i in range(draw(st.integers(1, 4))):
+        win = draw(windows(i, anchor))
+        if win["kind"] == "recurring" and draw(st.booleans()):
+            skip: dict[str, Any] = {}
+            if draw(st.booleans()):
+                skip["holidays"] = {"country": country, "subdivision": subdivision}
+            if not skip or draw(st.booleans()):
+                offsets = draw(st.lists(st.integers(-1, 5), min_size=1, max_size=3, unique=True))
+                skip["dates"] = [(anchor + timedelta(days=d)).date().isoformat() for d in offsets]
+            win["skip"] = skip
+        wins.append(win)
+    doc = {"name": "cal", "timezone": zone, "windows": wins,
+           "targets": [{"model_deploy_id": t, "default_state": "stopped"} for t in TARGETS]}
+    return Schedule.model_validate(doc), anchor, anchor + timedelta(days=draw(st.integers(1, 6)))
+
+
+@settings(max_examples=120, deadline=None)
+@given(calendar_cases())
+def test_evaluator_agrees_with_the_minute_oracle_on_holiday_calendars(
+    case: tuple[Schedule, datetime, datetime]
+) -> None:
+    assert_agrees_with_oracle(*case)
+
+
+@settings(max_examples=60, deadline=None)
+@given(calendar_cases(), st.floats(0, 1))
+def test_current_interval_agrees_with_intervals_on_holiday_calendars(
+    case: tuple[Schedule, datetime, datetime], where: float
+) -> None:
+    s, start, end = case
+    when = start + timedelta(seconds=int((end - start).total_seconds() * where))
+    if when >= end:
+        return
+    for target, rows in intervals(s, start, end).items():
+        row = next(r for r in rows if r.start <= when and r.end is not None and when < r.end)
+        cur = current_interval(s, target, when)
+        assert cur.intent.key == row.intent.key
+        assert cur.start == row.start if row.start != start else cur.start <= row.start

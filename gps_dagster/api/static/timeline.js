@@ -49,6 +49,18 @@
         marker: { color: w.kind === "one_shot" ? "#7b3fb3" : "#3f6fb3" },
         hovertemplate: `${w.name} (${w.kind}, priority ${w.priority})<extra></extra>`,
       });
+      const skipped = w.skipped || [];  // occurrences a holiday or a listed date removed
+      if (skipped.length) {
+        out.push({
+          type: "bar", orientation: "h", yaxis: "y3", name: `${w.name} skipped`, showlegend: false,
+          y: skipped.map(() => label), base: skipped.map((o) => wall(o.start)),
+          x: skipped.map((o) => wallMs(o.end) - wallMs(o.start)),
+          text: skipped.map((o) => `${w.name} skipped: ${o.reason}`), textposition: "none",
+          marker: { color: "rgba(210,105,30,0.25)", pattern: { shape: "/", fgcolor: "#d2691e" },
+            line: { color: "#d2691e", width: 1 } },
+          hovertemplate: "%{text}<extra></extra>", meta: "skipped",
+        });
+      }
     }
     const groups = {};
     for (const [target, ivs] of Object.entries(doc.targets)) {
@@ -59,6 +71,19 @@
         g.y.push(target); g.base.push(wall(iv.start)); g.x.push(wallMs(end) - wallMs(iv.start));
         g.text.push(`${target}: ${iv.desired_state}${iv.replicas ? " ×" + iv.replicas : ""} by ${iv.source}`);
       }
+    }
+    const leads = doc.ready_by || [];  // ready-by: the planned early start up to the boundary
+    if (leads.length) {
+      const y = [], base = [], x = [], text = [];
+      for (const l of leads) {
+        for (const t of l.acquiring.concat(l.releasing)) {
+          y.push(t); base.push(wall(l.early_start)); x.push(wallMs(l.boundary) - wallMs(l.early_start));
+          text.push(`${t}: early start ${wall(l.early_start)} (lead ${Math.round(l.lead_s)} s) — ${l.reason}`);
+        }
+      }
+      out.push({ type: "bar", orientation: "h", yaxis: "y2", name: "ready-by lead", y, base, x, text,
+        textposition: "none", meta: "ready_by", hovertemplate: "%{text}<extra></extra>",
+        marker: { color: "rgba(106,61,154,0.35)", pattern: { shape: "x", fgcolor: "#6a3d9a" } } });
     }
     for (const [key, g] of Object.entries(groups)) {
       out.push({ type: "bar", orientation: "h", yaxis: "y2", name: key, y: g.y, base: g.base, x: g.x,
@@ -92,6 +117,13 @@
       if (s.overcommit) shapes.push({ type: "rect", xref: "x", yref: "y", x0: wall(s.start), x1: wall(s.end),
         y0: s.capacity, y1: s.desired_gpus, fillcolor: "rgba(214,39,40,0.25)", line: { width: 0 } });
     }
+    const days = new Set((doc.skipped || []).map((k) => k.date));  // holidays: the whole local day
+    for (const d of days) {
+      const from = wallMs(`${d}T00:00:00`);
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: msWall(from), x1: msWall(from + DAY),
+        y0: 0, y1: 1, fillcolor: "rgba(210,105,30,0.08)", line: { width: 0 }, layer: "below",
+        name: `skipped ${d}` });
+    }
     return {
       barmode: "overlay", dragmode: false, hovermode: "closest", height: 640, showlegend: true,
       margin: { l: 240, r: 20, t: 20, b: 40 }, legend: { orientation: "h", y: -0.08 },
@@ -113,6 +145,10 @@
       w.occurrences.some((o) => wallMs(o.start) <= ms && ms < wallMs(o.end)));
     const mine = data.windows.find((w) => w.name === iv.source);
     for (const w of others) parts.push(`overrides ${w.name} (priority ${w.priority} < ${mine ? mine.priority : "?"})`);
+    for (const w of data.windows.filter((w) => w.targets.includes(target))) {
+      const k = (w.skipped || []).find((o) => wallMs(o.start) <= ms && ms < wallMs(o.end));
+      if (k) parts.push(`${w.name} skipped: ${k.reason}`);
+    }
     if (iv.source === "default") parts.push("no window in force: the target's default");
     if (iv.allow_downtime && iv.desired_state === "stopped") parts.push("downtime allowed");
     if (iv.replicas) parts.push(`${iv.replicas} replica(s)`);

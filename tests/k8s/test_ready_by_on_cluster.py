@@ -1,0 +1,60 @@
+"""Ready-by on the real API server (R-NEXT-1): A READY at 08:00, B stopped early by the lead.
+
+The seed on the control plane of ``make test`` (fake GPU nodes, real Deployments, scheduler
+and controllers) with A ``ready_by`` and the simulator's delays of the replay (a start READY
+420 s after placement, pods' grace 60 s, GPUs published at once). Friday's morning runs on
+the configured default lead and teaches the engine A's start and B's stop; on Monday the
+learned lead starts the swap early so A's Deployment is READY at 08:00 ± 30 s, and B's pods
+were deleted the lead before 08:00 — not earlier.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from tests.engine.harness import A, B, local, seed_pool, seed_schedule
+from tests.k8s.world import K8sWorld
+
+FRIDAY = local("2026-10-16T07:00:00")
+MONDAY_8 = local("2026-10-19T08:00:00")
+
+
+def _drive(w: K8sWorld, until: datetime) -> None:
+    """Passes every 2 s while a step is in flight, else woken at the next boundary or early start."""
+    from gps_dagster.domain.evaluator import next_boundary
+
+    while w.clock.now() < until:
+        w.engine.run_pass()
+        w.settle()
+        busy = w.store.list_actions(states=("pending", "capacity_wait", "submitting", "accepted"))
+        nxt = w.clock.now() + timedelta(seconds=2)
+        if not busy:
+            wakes = [next_boundary(w.spec, w.clock.now()),
+                     w.engine.planner.ready_by.next_early(w.store, w.spec, w.clock.now())]
+            nxt = min([x for x in wakes if x is not None] or [until])
+        w.advance_to(min(nxt, until))
+
+
+def test_a_is_ready_at_eight_on_the_cluster_and_b_loses_only_the_lead(new_world: Any) -> None:
+    schedule = seed_schedule()
+    schedule["targets"][0]["ready_by"] = True
+    pool = seed_pool()
+    pool["sim"]["timings"] = {"stop_grace_s": 60, "publish_lag_s": 0, "start_delay_s": 420}
+    w = new_world(schedule=schedule, pool=pool, start=FRIDAY)
+    _drive(w, MONDAY_8 + timedelta(minutes=15))
+    swaps = [t for t in w.store.list_transitions() if t.boundary_at == MONDAY_8]
+    assert len(swaps) == 1
+    steps = {s.deploy_id: s for s in w.store.list_actions(transition_id=swaps[0].id)}
+    start, stop = steps[A], steps[B]
+    assert start.state == stop.state == "converged"
+    assert start.finished_at is not None and stop.accepted_at is not None
+    assert abs((start.finished_at - MONDAY_8).total_seconds()) <= 30, start.finished_at
+    leads = [e for e in w.store.list_events(limit=10_000)
+             if e.kind == "ready_by_lead" and e.detail and e.detail["boundary"].startswith("2026-10-19T08:00")]
+    assert len(leads) == 1
+    lead_s = leads[0].detail["lead_s"]  # type: ignore[index]
+    assert leads[0].detail["start_s"][A]["source"] == "history"  # type: ignore[index]
+    early = (MONDAY_8 - stop.accepted_at).total_seconds()
+    assert 0 < early <= lead_s + 5, (early, lead_s)  # B stopped by the lead, never more
+    assert w.deploy(A).ready_replicas >= 1
