@@ -56,12 +56,51 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{- define "gps-dagster.adapterServiceAccountName" -}}
-{{- if .Values.serviceAccount.adapter.create -}}
-{{- default (include "gps-dagster.fullname" .) .Values.serviceAccount.adapter.name -}}
-{{- else -}}
-{{- required "serviceAccount.adapter.name is required when serviceAccount.adapter.create is false" .Values.serviceAccount.adapter.name -}}
+{{/* The product's identities (SPEC R-K8S-6), each with only the roles its work needs:
+     serviceAccount key -> the adapter roles (gps_dagster/backends/k8s/rbac.yaml) it is bound to.
+     * engine, api (apply-now runs a pass) and runs (the transition Jobs) read, scale, render
+       and manage holder pods;
+     * codeLocation (sensors: passes that open plans and observe steps, never execute them)
+       reads, and deletes a holder when it sees the start that readied a member converge. */}}
+{{- define "gps-dagster.identities" -}}
+{{- $writer := list "capacity" "deploys-read" "deploys-write" "holders" "policy" -}}
+{{- $out := dict "codeLocation" (list "capacity" "deploys-read" "holder-cleanup") "runs" $writer -}}
+{{- if .Values.engine.enabled -}}{{- $_ := set $out "engine" $writer -}}{{- end -}}
+{{- if .Values.api.enabled -}}{{- $_ := set $out "api" $writer -}}{{- end -}}
+{{- toJson $out -}}
 {{- end -}}
+
+{{- define "gps-dagster.identityComponent" -}}
+{{- get (dict "engine" "engine" "codeLocation" "code-location" "api" "api" "runs" "runs") . -}}
+{{- end -}}
+
+{{/* The ServiceAccount name of one identity: (list $ "engine"). */}}
+{{- define "gps-dagster.serviceAccountName" -}}
+{{- $ := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $sa := index $.Values.serviceAccount $key -}}
+{{- if $sa.create -}}
+{{- default (include "gps-dagster.component" (list $ (include "gps-dagster.identityComponent" $key))) $sa.name -}}
+{{- else -}}
+{{- required (printf "serviceAccount.%s.name is required when serviceAccount.%s.create is false" $key $key) $sa.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The workload namespaces: required, unless rbac.clusterWide is explicitly true. */}}
+{{- define "gps-dagster.scope" -}}
+{{- $r := .Values.rbac -}}
+{{- if and $r.clusterWide $r.namespaces -}}
+{{- fail "rbac.namespaces and rbac.clusterWide=true exclude each other: list the namespaces of the workloads (recommended) or set rbac.clusterWide=true with rbac.namespaces empty" -}}
+{{- end -}}
+{{- if not (or $r.clusterWide $r.namespaces) -}}
+{{- fail "rbac.namespaces is required: list the namespaces of the workloads gps-dagster schedules (e.g. --set 'rbac.namespaces={serving,cmp-team}'); rbac.clusterWide=true grants every namespace instead" -}}
+{{- end -}}
+{{- range $ns := $r.reservationNamespaces -}}
+{{- if and (not $r.clusterWide) (not (has $ns $r.namespaces)) -}}
+{{- fail (printf "rbac.reservationNamespaces: %s is not in rbac.namespaces: a reservation's members run in its namespace, add it there too" $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $r.namespaces -}}
 {{- end -}}
 
 {{- define "gps-dagster.runLauncherServiceAccountName" -}}
@@ -226,7 +265,7 @@ job_spec_config:
      its container context (`dagster api grpc --container-context`, DAGSTER_CONTAINER_CONTEXT). */}}
 {{- define "gps-dagster.containerContext" -}}
 k8s:
-  service_account_name: {{ include "gps-dagster.adapterServiceAccountName" . | quote }}
+  service_account_name: {{ include "gps-dagster.serviceAccountName" (list . "runs") | quote }}
   env_config_maps:
     - {{ include "gps-dagster.component" (list . "env") | quote }}
   {{- with .Values.runLauncher.config.k8sRunLauncher.envSecrets }}
