@@ -28,6 +28,7 @@ from gps_dagster.domain.render import kai
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.ports import DeployState
 from tests.engine.harness import A, B, local, seed_schedule
+from tests.helm.psa import restricted
 from tests.k8s.world import K8sWorld
 
 EVENING = local("2026-10-19T17:59:30")
@@ -98,7 +99,9 @@ def reader(w: K8sWorld, k8s_cluster: str) -> K8sCore:
 def swapping(new_world: Any) -> Iterator[K8sWorld]:
     w = new_world(schedule=seed_schedule(), pool=shared_pool(), start=EVENING)
     until_b_started(w)
-    assert holder_pod(w) is not None  # made before the last member stopped
+    holder = holder_pod(w)
+    assert holder is not None  # made before the last member stopped
+    assert restricted(holder["spec"]) == []  # as the API server stored it (issue 18 item 4)
     yield w
 
 
