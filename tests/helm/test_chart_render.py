@@ -362,7 +362,9 @@ def test_the_api_has_a_service_and_a_valid_generated_admin_token(
     assert api["spec"]["ports"][0]["targetPort"] == "http"
     env = env_of(container(one(default_docs, "Deployment", "api")))
     assert env["GPS_DAGSTER_URL"] == f"http://{FULLNAME}-webserver:80"
-    secret = one(default_docs, "Secret", "api-token")
+    generated = template([ci("default")], {"api.adminToken.existingSecret": "",
+                                           "api.adminToken.create": "true"})
+    secret = one(generated, "Secret", "api-token")
     token = base64.b64decode(secret["data"]["token"]).decode()
     assert re.fullmatch(r"gpsd_[0-9a-f]{12}_[A-Za-z0-9]{43}", token)
     store = Store.open(f"sqlite:///{tmp_path / 'gps.sqlite'}")
@@ -370,7 +372,7 @@ def test_the_api_has_a_service_and_a_valid_generated_admin_token(
     repo = TokenRepository(store.engine)
     record, stored = repo.adopt(token, "helm-admin", "admin", now=now, actor="test")
     assert stored and repo.verify(token) == record
-    hook = one(default_docs, "Job", "api-token")
+    hook = one(generated, "Job", "api-token")
     assert hook["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     docs = template([ci("api")])
     assert "Secret" not in {d["kind"] for d in docs}  # an existing Secret is used instead
@@ -439,3 +441,34 @@ def test_the_migration_hook_runs_db_upgrade_for_a_psycopg2_url(
     done = subprocess.run(["/bin/sh", "-c", _migrate_script(default_docs)], env=env,
                           capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "ran db upgrade")
+
+
+def test_the_admin_token_is_an_existing_secret_unless_generation_is_explicit() -> None:
+    """Issue 18 item 14: the default generated a new token at every `helm template` / Argo CD
+    render (no `lookup` there): the default now names an existing Secret, and none is an error."""
+    docs = template([ci("default")])
+    assert "Secret" not in {d["kind"] for d in docs}
+    ref = env_of(container(one(docs, "Job", "api-token")))["GPS_API_TOKEN"]
+    assert ref == {"secretKeyRef": {"name": "gps-api-admin-token", "key": "token"}}
+    first = template([ci("default")], {"api.adminToken.existingSecret": "",
+                                       "api.adminToken.create": "true"})
+    again = template([ci("default")], {"api.adminToken.existingSecret": "",
+                                       "api.adminToken.create": "true"})
+    assert one(first, "Secret", "api-token") != one(again, "Secret", "api-token")  # why not default
+    done = helm("template", "r", str(CHART), "-f", str(ci("default")),
+                "--set", "api.adminToken.existingSecret=", check=False)
+    assert done.returncode != 0 and "api.adminToken.existingSecret is required" in done.stderr
+    off = template([ci("default")], {"api.adminToken.existingSecret": "", "api.enabled": "false"})
+    assert "api-token" not in {d["metadata"]["name"].removeprefix(FULLNAME + "-") for d in off}
+
+
+def test_a_job_namespace_other_than_the_release_namespace_is_refused() -> None:
+    """Issue 18 item 15: runs in another namespace found no ServiceAccount, ConfigMaps or
+    database Secret there and every run failed; the chart now refuses it by name."""
+    key = "runLauncher.config.k8sRunLauncher.jobNamespace"
+    done = helm("template", "r", str(CHART), "-n", NAMESPACE, "-f", str(ci("default")),
+                "--set", f"{key}=runs", check=False)
+    assert done.returncode != 0
+    assert f"{key}: runs is not the release namespace" in done.stderr
+    same = template([ci("default")], {key: NAMESPACE})
+    assert dagster_yaml(same)["run_launcher"]["config"]["job_namespace"] == NAMESPACE

@@ -111,9 +111,6 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- end -}}
 
-{{- define "gps-dagster.jobNamespace" -}}
-{{- .Values.runLauncher.config.k8sRunLauncher.jobNamespace | default .Release.Namespace -}}
-{{- end -}}
 
 {{- define "gps-dagster.full" -}}
 {{- if .Values.existingDagster.enabled -}}{{- else -}}true{{- end -}}
@@ -124,7 +121,21 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{- define "gps-dagster.apiTokenSecret" -}}
-{{- .Values.api.adminToken.existingSecret | default (include "gps-dagster.component" (list . "api-token")) -}}
+{{- $t := .Values.api.adminToken -}}
+{{- if and .Values.api.enabled (not (or $t.create $t.existingSecret)) -}}
+{{- fail "api.adminToken.existingSecret is required while the API is enabled: create a Secret with key `token` (gpsd_<12 hex>_<43 letters/digits>, see values.yaml) and name it, or set api.adminToken.create=true for a helm-CLI install (a generated token is rotated by every `helm template` / GitOps render)" -}}
+{{- end -}}
+{{- $t.existingSecret | default (include "gps-dagster.component" (list . "api-token")) -}}
+{{- end -}}
+
+{{/* Run Jobs only in the release namespace: their ServiceAccount, ConfigMaps and the database
+     Secret exist only there. */}}
+{{- define "gps-dagster.jobNamespace" -}}
+{{- $ns := .Values.runLauncher.config.k8sRunLauncher.jobNamespace -}}
+{{- if and $ns (ne $ns .Release.Namespace) -}}
+{{- fail (printf "runLauncher.config.k8sRunLauncher.jobNamespace: %s is not the release namespace %s: run Jobs need the runs ServiceAccount, the instance and env ConfigMaps and the database Secret, which live only in the release namespace; leave it empty (or install the release in %s)" $ns .Release.Namespace $ns) -}}
+{{- end -}}
+{{- .Release.Namespace -}}
 {{- end -}}
 
 {{/* The database URL Secret: required, never a default. */}}
