@@ -472,3 +472,37 @@ def test_a_job_namespace_other_than_the_release_namespace_is_refused() -> None:
     assert f"{key}: runs is not the release namespace" in done.stderr
     same = template([ci("default")], {key: NAMESPACE})
     assert dagster_yaml(same)["run_launcher"]["config"]["job_namespace"] == NAMESPACE
+
+
+def test_a_long_release_name_gives_distinct_names_that_fit_a_dns_label() -> None:
+    """Issue 18 item 16: the whole name was cut at 63, so <base>-code-location and <base>-code-…
+    of a long release collided."""
+    release = "r" * 53  # Helm's own maximum release name
+    done = helm("template", release, str(CHART), "-n", NAMESPACE, "-f", str(ci("default")),
+                "--kube-version", KUBE_VERSION)
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    for kind in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Job"):
+        names = [d["metadata"]["name"] for d in docs if d["kind"] == kind]
+        assert len(names) == len(set(names)), (kind, names)
+        assert all(len(n) <= 63 for n in names), (kind, names)
+    lint = helm("lint", str(CHART), "-f", str(ci("default")), "--set", f"fullnameOverride={'x' * 50}",
+                check=False)
+    assert lint.returncode != 0 and "fullnameOverride" in lint.stdout + lint.stderr
+
+
+def test_image_by_digest_pdb_only_with_two_webservers_engine_startup_and_spread() -> None:
+    digest = "sha256:" + "a" * 64
+    docs = template([ci("default")], {"image.digest": digest})
+    assert container(one(docs, "Deployment", "engine"))["image"] == f"gps-dagster@{digest}"
+    assert dagster_yaml(docs)["run_launcher"]["config"]["job_image"] == f"gps-dagster@{digest}"
+    one_web = template([ci("default")], {"dagsterWebserver.replicaCount": "1"})
+    assert "PodDisruptionBudget" not in {d["kind"] for d in one_web}  # it would block drains
+    engine = one(docs, "Deployment", "engine")["spec"]["template"]["spec"]
+    [spread] = engine["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
+    assert engine["containers"][0]["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert "priorityClassName" not in engine
+    named = template([ci("default")], {"engine.priorityClassName": "gpu-platform"})
+    assert one(named, "Deployment", "engine")["spec"]["template"]["spec"][
+        "priorityClassName"] == "gpu-platform"

@@ -3,15 +3,18 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The base of every object name, cut to 49 characters so that the longest component name
+     (<base>-code-location) still fits a 63-character DNS label: cutting the whole name instead
+     made two components of a long release name collide. */}}
 {{- define "gps-dagster.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 49 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 49 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 49 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -52,8 +55,13 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- printf "%s-%s" (include "gps-dagster.fullname" $) (index . 1) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* repository@digest when image.digest is set (immutable), else repository:tag. */}}
 {{- define "gps-dagster.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The product's identities (SPEC R-K8S-6), each with only the roles its work needs:
