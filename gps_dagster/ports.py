@@ -37,6 +37,7 @@ __all__ = [
     "DeployView",
     "EtagMismatch",
     "Fits",
+    "HolderRelease",
     "Insufficient",
     "NotFound",
     "Operation",
@@ -419,3 +420,15 @@ class BatchingCore(Protocol):
     def batch(self) -> AbstractContextManager[None]: ...
 
     def previews_count_fits(self) -> bool: ...
+
+
+@runtime_checkable
+class HolderRelease(Protocol):
+    """Optional: a core whose GPS holder pods outlive the stop of the last member (Kubernetes).
+
+    The holder goes once a member is ready again — as a write of the fenced, gated converge of
+    the start that readied it (``engine.gps_hooks.holder_release``), never as a side effect of
+    a read (SPEC R-K8S-7). Already gone is success.
+    """
+
+    def release_holder(self, deploy_id: str) -> None: ...

@@ -13,7 +13,8 @@ Settings (``settings_from_env``; CLI options and Dagster resource fields overrid
 * ``GPS_POOL_FILE`` — the simulated pool's file (sim only; default the seed's 10-GPU pool);
 * ``GPS_KUBECONFIG``, else ``KUBECONFIG``, else the in-cluster config when
   ``KUBERNETES_SERVICE_HOST`` is set; ``GPS_KUBE_CONTEXT``; ``GPS_NAMESPACES`` (comma list,
-  empty = every namespace) — kubernetes only;
+  empty = every namespace), ``GPS_POLICY_NAMESPACE`` (the GPS scheduling-policy ConfigMap's
+  namespace, default ``gps-dagster-system``) — kubernetes only;
 * ``GPS_CLOCK`` — ``wall`` (default) or an RFC 3339 instant with its offset, e.g.
   ``2026-10-19T08:00:05+07:00``: every process built from these settings then reads a virtual
   clock frozen at that instant instead of the wall clock. Tests use it to run the CLI (in
@@ -75,6 +76,7 @@ _ENV = {
     "kubeconfig": "GPS_KUBECONFIG",
     "kube_context": "GPS_KUBE_CONTEXT",
     "namespaces": "GPS_NAMESPACES",
+    "policy_namespace": "GPS_POLICY_NAMESPACE",
     "clock": "GPS_CLOCK",
 }
 
@@ -102,6 +104,9 @@ class Settings:
     """Kubeconfig context (kubernetes); None = the kubeconfig's current context."""
     namespaces: tuple[str, ...] = ()
     """Namespaces the kubernetes backend may act in; empty = every namespace."""
+    policy_namespace: str | None = None
+    """Namespace of the GPS scheduling-policy ConfigMap (kubernetes); None = the backend's
+    default, ``gps-dagster-system``."""
     clock: datetime | None = None
     """None = the wall clock; an instant = a virtual clock frozen at it (``GPS_CLOCK``)."""
 
@@ -126,6 +131,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: Any) ->
         kubeconfig=reader.kubeconfig(backend),
         kube_context=reader.text("kube_context"),
         namespaces=reader.namespaces(),
+        policy_namespace=reader.policy_namespace(),
         clock=reader.clock(),
     )
     if reader.problems:
@@ -242,6 +248,19 @@ class _Reader:
             elif item and item not in out:
                 out.append(item)
         return tuple(out)
+
+    def policy_namespace(self) -> str | None:
+        where, value = self.raw("policy_namespace")
+        text = str(value).strip() if value is not None else ""
+        if text and not _NAMESPACE.match(text):
+            self.fail(
+                where,
+                "invalid_namespace",
+                f"{_show(text)} is not a namespace name: lower-case letters, digits and '-', "
+                "at most 63 characters",
+            )
+            return None
+        return text or None
 
     def clock(self) -> datetime | None:
         where, value = self.raw("clock")
@@ -389,6 +408,7 @@ def _kubernetes_core(settings: Settings, store: Store, clock: Clock) -> Core:
             kubeconfig=settings.kubeconfig,
             context=settings.kube_context,
             namespaces=settings.namespaces,
+            policy_namespace=settings.policy_namespace,
         )
     except GpsError:
         raise  # already carries its reason and fix

@@ -186,6 +186,7 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
         "GPS_KUBECONFIG": kubeconfig,
         "GPS_KUBE_CONTEXT": "kind-gpu",
         "GPS_NAMESPACES": "team-a,team-b",
+        "GPS_POLICY_NAMESPACE": "gpu-ops",
         "GPS_CLOCK": "2026-10-20T03:00:00Z",
     }
     rt = build_runtime(settings_from_env(env, db_url=sqlite_url))
@@ -197,6 +198,7 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
             "kubeconfig": kubeconfig,
             "context": "kind-gpu",
             "namespaces": ("team-a", "team-b"),
+            "policy_namespace": "gpu-ops",
         }
         assert rt.core is fake_k8s.cores[0] and rt.engine.core is rt.core
         assert rt.pool is None  # no pool file on kubernetes
@@ -234,3 +236,13 @@ def test_a_kubernetes_backend_that_fails_to_start_is_a_clear_error(
         "ConnectionRefusedError" in exc.value.errors[0].fix
         and "127.0.0.1:6443" in exc.value.errors[0].fix
     )
+
+
+def test_the_policy_namespace_is_read_and_checked() -> None:
+    """Issue 18 item 13: ``rbac.policyNamespace`` reaches the adapter through GPS_POLICY_NAMESPACE."""
+    s = settings_from_env({"GPS_POLICY_NAMESPACE": " gpu-ops "})
+    assert s.policy_namespace == "gpu-ops"
+    assert settings_from_env({}).policy_namespace is None
+    with pytest.raises(SettingsInvalid) as err:
+        settings_from_env({"GPS_POLICY_NAMESPACE": "GPU_Ops"})
+    assert problems(err) == [("GPS_POLICY_NAMESPACE", "invalid_namespace")]

@@ -112,6 +112,9 @@ class BatchRunner:
         if done:
             writes = [self.runner.endings.convergence(a, deploy, now) for a, deploy in done]
             moved = self.store.write_each(writes, now=now)
+            for a, deploy in done:
+                if a.id in moved:
+                    self.observer.converged(a, deploy)
             out += [
                 StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
                 if a.id in moved

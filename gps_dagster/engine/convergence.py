@@ -31,6 +31,9 @@ from gps_dagster.store.repository import Store
 
 Witness = Callable[[DeployView], Verdict | bool | None]
 """Placement witness: True = confirmed, None = not yet known, a Verdict = mismatch."""
+AfterConverged = Callable[[ActionRow, DeployView], None]
+"""Runs once per step, by the pass whose store write converged it (the fence): the place for a
+clean-up the converge makes due (the GPS holder pod), never a read. It must not raise."""
 
 
 def stop_converged(deploy: DeployView) -> bool:
@@ -63,9 +66,16 @@ class Observer:
         config: EngineConfig,
         runner: StepRunner,
         witness: Witness | None = None,
+        after_converged: AfterConverged | None = None,
     ) -> None:
         self.store, self.core, self.clock, self.config = store, core, clock, config
         self.runner, self.witness = runner, witness
+        self.after_converged = after_converged
+
+    def converged(self, a: ActionRow, deploy: DeployView) -> None:
+        """Step ``a`` was just converged by this pass's store write."""
+        if self.after_converged is not None:
+            self.after_converged(a, deploy)
 
     def observe_action(self, a: ActionRow) -> StepOutcome:
         """Judge an accepted step against the deploy now; never raises (R-PASS-15)."""
@@ -82,7 +92,8 @@ class Observer:
             return self.runner.fail(a, failure)
         if not done:
             return StepOutcome(a.id, a.deploy_id, "accepted")
-        self.runner.endings.converge(a, deploy)
+        if self.runner.endings.converge(a, deploy):
+            self.converged(a, deploy)
         return StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
 
     def judge(

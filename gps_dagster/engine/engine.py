@@ -18,7 +18,7 @@ from typing import Any
 
 from gps_dagster.engine.batch import BatchRunner, core_session
 from gps_dagster.engine.config import EngineConfig
-from gps_dagster.engine.convergence import Observer, Witness
+from gps_dagster.engine.convergence import AfterConverged, Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.heartbeat import ClaimHeartbeat
@@ -55,6 +55,7 @@ class Engine:
         *,
         reservation_check: ReservationCheck | None = None,
         witness: Witness | None = None,
+        after_converged: AfterConverged | None = None,
     ) -> None:
         self.store, self.core, self.clock = store, core, clock
         self.config = config or EngineConfig()
@@ -72,7 +73,9 @@ class Engine:
             ),
         )
         self.runner = StepRunner(store, core, clock, self.config, reservation_check)
-        self.observer = Observer(store, core, clock, self.config, self.runner, witness)
+        self.observer = Observer(
+            store, core, clock, self.config, self.runner, witness, after_converged
+        )
         self.batch = BatchRunner(store, core, clock, self.config, self.runner, self.observer)
         self.given = StepBatch(store, core, clock, self.config, self.runner, self.observer)
 

@@ -10,11 +10,16 @@
   says which GPUs are reserved. A mismatch is terminal ``placement_mismatch``
   with a fix text; nothing is stopped or restarted (no automatic repair).
 
-``hooks(store, core)`` returns both, ready for ``Engine(..., **hooks(...))``.
+* ``holder_release`` (after a converge, R-GPS-6 / R-K8S-7): once the start of a time-sliced
+  member converged — in the pass whose store write won the fence, with the gate enforcing —
+  the core's holder pod of that reservation goes. Never on a read, never in observe or off.
+
+``hooks(store, core)`` returns all three, ready for ``Engine(..., **hooks(...))``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol, TypedDict
 
 from gps_dagster.domain.gps.errors import ReservationNotFound
@@ -22,12 +27,15 @@ from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.gps.witness import Confirmed, Mismatch, judge
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep
-from gps_dagster.engine.convergence import Witness
+from gps_dagster.engine.convergence import AfterConverged, Witness
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
-from gps_dagster.ports import Core, CoreError, DeployView
+from gps_dagster.ports import Core, CoreError, DeployView, HolderRelease
+from gps_dagster.store.records import ActionRow
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
+
+log = logging.getLogger(__name__)
 
 
 class Ledger(Protocol):
@@ -37,6 +45,7 @@ class Ledger(Protocol):
 class Hooks(TypedDict):
     reservation_check: ReservationCheck
     witness: Witness
+    after_converged: AfterConverged
 
 
 def reservation_check(core: Core) -> ReservationCheck:
@@ -92,8 +101,30 @@ def _reserved_uuids(ledger: Ledger, ids: tuple[str, ...]) -> set[str]:
     return {u for rid in ids for u in ledger.get(rid).gpu_uuids}
 
 
+def holder_release(store: Store, core: Core) -> AfterConverged:
+    """After the converge of a time-sliced member's start: its reservation's holder goes."""
+
+    def after(a: ActionRow, deploy: DeployView) -> None:
+        binding = deploy.reservation
+        if not isinstance(core, HolderRelease) or a.order != "acquire":
+            return
+        if binding is None or binding.mode != "time_sliced" or store.get_gate() != "enforce":
+            return
+        try:
+            core.release_holder(deploy.id)
+        except CoreError as exc:  # owned here: the member is converged, a holder left over
+            # keeps only its reservation's share; the next converged start deletes it again
+            log.warning("holder of %s not released: %s", "+".join(binding.reservation_ids), exc)
+
+    return after
+
+
 def hooks(store: Store, core: Core) -> Hooks:
-    """Both hooks over the store's reservation ledger."""
-    return {"reservation_check": reservation_check(core), "witness": witness(core, ReservationRepository(store.engine))}
+    """The three hooks over the store's reservation ledger."""
+    return {
+        "reservation_check": reservation_check(core),
+        "witness": witness(core, ReservationRepository(store.engine)),
+        "after_converged": holder_release(store, core),
+    }
 
 

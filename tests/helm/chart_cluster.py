@@ -149,7 +149,7 @@ class ChartRelease:
             "rbac": {"namespaces": list(self.scope), "policyNamespace": self.namespace},
             "metrics": {"port": self.ports["metrics"]},
             "codeLocation": {"port": self.ports["grpc"]},
-            "api": {"port": self.ports["api"]},
+            "api": {"port": self.ports["api"], "adminToken": {"create": True}},
             "migrate": {"backoffLimit": 0},
         }
         return _merge(base, extra)

@@ -144,7 +144,8 @@ def jobs_world(
         service_account_kubeconfig(release.kube, release.namespace,
                                    f"{release.fullname}-run-launcher", launcher_kubeconfig,
                                    cluster=release.cluster)
-        adapter = service_account_kubeconfig(release.kube, release.namespace, release.fullname,
+        adapter = service_account_kubeconfig(release.kube, release.namespace,
+                                             f"{release.fullname}-runs",
                                              root / "adapter.kubeconfig", cluster=release.cluster)
         home = root / "dagster_home"
         home.mkdir()

@@ -100,7 +100,8 @@ def _assert_installed(rel: ChartRelease, pg_url: str) -> None:
                 for c in ("webserver", "daemon", "code-location", "engine", "api")}
     assert accounts == {"webserver": f"{rel.fullname}-run-launcher",
                         "daemon": f"{rel.fullname}-run-launcher",
-                        "code-location": rel.fullname, "engine": rel.fullname, "api": rel.fullname}
+                        "code-location": f"{rel.fullname}-code-location",
+                        "engine": f"{rel.fullname}-engine", "api": f"{rel.fullname}-api"}
     engine_deploy = rel.deployment("engine")
     assert engine_deploy["spec"]["replicas"] == 3
     assert engine_deploy["status"]["readyReplicas"] == 3

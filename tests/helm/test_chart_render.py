@@ -48,7 +48,9 @@ from tests.helm.helm_support import (
 )
 
 SECRET = "gps-dagster-postgresql"
-ADAPTER_SA, LAUNCHER_SA = FULLNAME, f"{FULLNAME}-run-launcher"
+LAUNCHER_SA = f"{FULLNAME}-run-launcher"
+ENGINE_SA, LOCATION_SA = f"{FULLNAME}-engine", f"{FULLNAME}-code-location"
+API_SA, RUNS_SA = f"{FULLNAME}-api", f"{FULLNAME}-runs"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def test_dagster_yaml_is_postgres_storage_and_the_k8s_run_launcher(
     config = launcher["config"]
     assert config["job_namespace"] == NAMESPACE
     assert config["job_image"] == "gps-dagster:0.1.0"
-    assert config["service_account_name"] == ADAPTER_SA
+    assert config["service_account_name"] == RUNS_SA
     assert config["instance_config_map"] == f"{FULLNAME}-instance"
     assert config["env_config_maps"] == [f"{FULLNAME}-env"]
     env = {e["name"]: e["value_from"] for e in config["run_k8s_config"]["container_config"]["env"]}
@@ -129,38 +131,92 @@ def test_adapter_roles_are_rbac_yaml_rules_and_run_launcher_exactly_the_listed_v
 ) -> None:
     roles = _rules_by_role(default_docs)
     source = rbac.rules()  # gps_dagster/backends/k8s/rbac.yaml
-    assert roles["capacity"] == source["gps-dagster-capacity"]
-    assert roles["deploys"] == source["gps-dagster-deploys"]
-    assert roles["policy"] == source["gps-dagster-policy"]
+    for role in ("capacity", "deploys-read", "deploys-write", "policy"):
+        assert roles[role] == source[f"gps-dagster-{role}"], role
     assert roles["run-launcher"] == RUN_LAUNCHER_RULES
-    assert set(roles) == {"capacity", "deploys", "policy", "run-launcher"}
+    # no reservation namespace: no role that creates or deletes pods at all
+    assert set(roles) == {"capacity", "deploys-read", "deploys-write", "policy", "run-launcher"}
     policy = one(default_docs, "Role", "policy")
     assert policy["metadata"]["namespace"] == "gps-dagster-system"
+    gps = template([ci("default")], {"rbac.reservationNamespaces[0]": "serving"})
+    roles = _rules_by_role(gps)
+    assert roles["holders"] == source["gps-dagster-holders"]
+    assert roles["holder-cleanup"] == source["gps-dagster-holder-cleanup"]
 
 
 def _subjects(binding: dict) -> list[tuple[str, str]]:
-    return [(s["name"], s["namespace"]) for s in binding["subjects"]]
+    return sorted((s["name"], s["namespace"]) for s in binding["subjects"])
 
 
-def test_bindings_unscoped_give_cluster_wide_deploys_to_the_adapter_only(
-    default_docs: list[dict],
+def _bound(docs: list[dict]) -> set[tuple[str, str | None, str, str]]:
+    """(binding kind, namespace, role, ServiceAccount) of every binding of the chart."""
+    return {
+        (d["kind"], d["metadata"].get("namespace"), d["roleRef"]["name"].removeprefix(FULLNAME + "-"),
+         s["name"].removeprefix(FULLNAME + "-"))
+        for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding") for s in d["subjects"]
+    }
+
+
+WRITERS = ("engine", "api", "runs")
+READERS = ("engine", "api", "runs", "code-location")
+
+
+def test_the_default_install_binds_each_identity_only_in_the_listed_namespaces() -> None:
+    """Issue 18 item 1: rbac.namespaces=[] used to bind pod create/delete and Deployment patch
+    cluster-wide (a ClusterRoleBinding) to one identity shared by every component."""
+    docs = template([ci("default")], {"rbac.reservationNamespaces[0]": "serving"})
+    crb = {(n, r, sa) for k, n, r, sa in _bound(docs) if k == "ClusterRoleBinding"}
+    assert crb == {(None, "capacity", sa) for sa in READERS}  # nodes, pods: list; namespaces: get
+    expected = {
+        *(("serving", "deploys-read", sa) for sa in READERS),
+        *(("serving", "deploys-write", sa) for sa in WRITERS),
+        *(("serving", "holders", sa) for sa in WRITERS),
+        ("serving", "holder-cleanup", "code-location"),
+        *(("gps-dagster-system", "policy", sa) for sa in WRITERS),
+        (NAMESPACE, "run-launcher", "run-launcher"),
+    }
+    assert {(n, r, sa) for k, n, r, sa in _bound(docs) if k == "RoleBinding"} == expected
+    assert one(docs, "ConfigMap", "env")["data"]["GPS_NAMESPACES"] == "serving"
+    assert one(docs, "ConfigMap", "env")["data"]["GPS_POLICY_NAMESPACE"] == "gps-dagster-system"
+    accounts = {n.removeprefix(FULLNAME + "-") for n in objects(docs, "ServiceAccount")}
+    assert accounts == {"engine", "code-location", "api", "runs", "run-launcher"}
+
+
+def test_cluster_wide_rights_only_by_the_explicit_value_and_pods_never_cluster_wide() -> None:
+    docs = template([ci("default")], {"rbac.namespaces": "null", "rbac.clusterWide": "true"})
+    crb = {(r, sa) for k, _n, r, sa in _bound(docs) if k == "ClusterRoleBinding"}
+    assert crb == {
+        *(("capacity", sa) for sa in READERS), *(("deploys-read", sa) for sa in READERS),
+        *(("deploys-write", sa) for sa in WRITERS),
+    }
+    assert not {r for _k, _n, r, _sa in _bound(docs)} & {"holders", "holder-cleanup"}
+    assert one(docs, "ConfigMap", "env")["data"]["GPS_NAMESPACES"] == ""
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        ({"rbac.namespaces": "null"}, "rbac.namespaces is required"),
+        ({"rbac.clusterWide": "true"}, "exclude each other"),
+        ({"rbac.reservationNamespaces[0]": "gpu"}, "rbac.reservationNamespaces: gpu is not in"),
+    ],
+)
+def test_the_namespace_list_is_required_unless_cluster_wide_is_explicit(
+    sets: dict[str, str], message: str
 ) -> None:
-    crbs = objects(default_docs, "ClusterRoleBinding")
-    assert set(crbs) == {f"{FULLNAME}-capacity", f"{FULLNAME}-deploys"}
-    for crb in crbs.values():
-        assert _subjects(crb) == [(ADAPTER_SA, NAMESPACE)]
-    rbs = objects(default_docs, "RoleBinding")
-    launcher = rbs[f"{FULLNAME}-run-launcher"]
-    assert launcher["metadata"]["namespace"] == NAMESPACE
-    assert _subjects(launcher) == [(LAUNCHER_SA, NAMESPACE)]
-    assert one(default_docs, "ConfigMap", "env")["data"]["GPS_NAMESPACES"] == ""
+    args = ["template", "r", str(CHART), "-f", str(ci("default"))]
+    for k, v in sets.items():
+        args += ["--set", f"{k}={v}"]
+    done = helm(*args, check=False)
+    assert done.returncode != 0
+    assert message in done.stderr
 
 
 def test_a_scoped_adapter_gets_one_rolebinding_per_namespace_and_the_same_scope() -> None:
     docs = template([ci("api")])
-    assert f"{FULLNAME}-deploys" not in objects(docs, "ClusterRoleBinding")
+    assert f"{FULLNAME}-deploys-read" not in objects(docs, "ClusterRoleBinding")
     deploys = [d for d in docs if d["kind"] == "RoleBinding"
-               and d["roleRef"]["name"] == f"{FULLNAME}-deploys"]
+               and d["roleRef"]["name"] == f"{FULLNAME}-deploys-write"]
     assert sorted(rb["metadata"]["namespace"] for rb in deploys) == ["cmp-team", "serving"]
     assert all(rb["roleRef"]["kind"] == "ClusterRole" for rb in deploys)
     assert one(docs, "ConfigMap", "env")["data"]["GPS_NAMESPACES"] == "serving,cmp-team"
@@ -174,8 +230,9 @@ def test_each_pod_runs_as_the_identity_its_work_needs(default_docs: list[dict]) 
     }
     assert accounts == {
         "webserver": LAUNCHER_SA, "daemon": LAUNCHER_SA,
-        "code-location": ADAPTER_SA, "engine": ADAPTER_SA, "api": ADAPTER_SA,
+        "code-location": LOCATION_SA, "engine": ENGINE_SA, "api": API_SA,
     }
+    assert dagster_yaml(default_docs)["run_launcher"]["config"]["service_account_name"] == RUNS_SA
     for job in objects(default_docs, "Job").values():  # hooks: the database only, no token
         assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
@@ -256,13 +313,13 @@ def test_existing_dagster_mode_installs_only_the_code_location_engine_and_api() 
     configmaps = {n.removeprefix(FULLNAME + "-") for n in objects(docs, "ConfigMap")}
     assert configmaps == {"env"}  # the existing release owns dagster.yaml and its workspace
     assert "run-launcher" not in _rules_by_role(docs)
-    assert set(objects(docs, "ServiceAccount")) == {FULLNAME}  # the adapter's only
+    assert set(objects(docs, "ServiceAccount")) == {ENGINE_SA, LOCATION_SA, API_SA, RUNS_SA}
     env = env_of(container(one(docs, "Deployment", "code-location")))
     assert env["DAGSTER_PG_PASSWORD"] == {"secretKeyRef": {
         "name": "dagster-postgresql-secret", "key": "postgresql-password"}}
     context = json.loads(env["DAGSTER_CONTAINER_CONTEXT"])
     parsed = K8sContainerContext.create_from_config(context)  # dagster-k8s accepts it
-    assert parsed.run_k8s_config.pod_spec_config["service_account_name"] == ADAPTER_SA
+    assert parsed.run_k8s_config.pod_spec_config["service_account_name"] == RUNS_SA
     run_env = {e["name"] for e in parsed.run_k8s_config.container_config["env"]}
     assert {"DAGSTER_PG_URL", "GPS_DB_URL"} <= run_env
     assert parsed.run_k8s_config.job_spec_config["ttl_seconds_after_finished"] == 3600
@@ -305,7 +362,9 @@ def test_the_api_has_a_service_and_a_valid_generated_admin_token(
     assert api["spec"]["ports"][0]["targetPort"] == "http"
     env = env_of(container(one(default_docs, "Deployment", "api")))
     assert env["GPS_DAGSTER_URL"] == f"http://{FULLNAME}-webserver:80"
-    secret = one(default_docs, "Secret", "api-token")
+    generated = template([ci("default")], {"api.adminToken.existingSecret": "",
+                                           "api.adminToken.create": "true"})
+    secret = one(generated, "Secret", "api-token")
     token = base64.b64decode(secret["data"]["token"]).decode()
     assert re.fullmatch(r"gpsd_[0-9a-f]{12}_[A-Za-z0-9]{43}", token)
     store = Store.open(f"sqlite:///{tmp_path / 'gps.sqlite'}")
@@ -313,7 +372,7 @@ def test_the_api_has_a_service_and_a_valid_generated_admin_token(
     repo = TokenRepository(store.engine)
     record, stored = repo.adopt(token, "helm-admin", "admin", now=now, actor="test")
     assert stored and repo.verify(token) == record
-    hook = one(default_docs, "Job", "api-token")
+    hook = one(generated, "Job", "api-token")
     assert hook["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     docs = template([ci("api")])
     assert "Secret" not in {d["kind"] for d in docs}  # an existing Secret is used instead
@@ -322,7 +381,7 @@ def test_the_api_has_a_service_and_a_valid_generated_admin_token(
 
 
 def test_a_missing_database_secret_is_a_clear_error() -> None:
-    done = helm("template", "r", str(CHART), check=False)
+    done = helm("template", "r", str(CHART), "--set", "rbac.namespaces[0]=serving", check=False)
     assert done.returncode != 0
     assert "postgresql.existingSecret is required" in done.stderr
 
@@ -382,3 +441,68 @@ def test_the_migration_hook_runs_db_upgrade_for_a_psycopg2_url(
     done = subprocess.run(["/bin/sh", "-c", _migrate_script(default_docs)], env=env,
                           capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "ran db upgrade")
+
+
+def test_the_admin_token_is_an_existing_secret_unless_generation_is_explicit() -> None:
+    """Issue 18 item 14: the default generated a new token at every `helm template` / Argo CD
+    render (no `lookup` there): the default now names an existing Secret, and none is an error."""
+    docs = template([ci("default")])
+    assert "Secret" not in {d["kind"] for d in docs}
+    ref = env_of(container(one(docs, "Job", "api-token")))["GPS_API_TOKEN"]
+    assert ref == {"secretKeyRef": {"name": "gps-api-admin-token", "key": "token"}}
+    first = template([ci("default")], {"api.adminToken.existingSecret": "",
+                                       "api.adminToken.create": "true"})
+    again = template([ci("default")], {"api.adminToken.existingSecret": "",
+                                       "api.adminToken.create": "true"})
+    assert one(first, "Secret", "api-token") != one(again, "Secret", "api-token")  # why not default
+    done = helm("template", "r", str(CHART), "-f", str(ci("default")),
+                "--set", "api.adminToken.existingSecret=", check=False)
+    assert done.returncode != 0 and "api.adminToken.existingSecret is required" in done.stderr
+    off = template([ci("default")], {"api.adminToken.existingSecret": "", "api.enabled": "false"})
+    assert "api-token" not in {d["metadata"]["name"].removeprefix(FULLNAME + "-") for d in off}
+
+
+def test_a_job_namespace_other_than_the_release_namespace_is_refused() -> None:
+    """Issue 18 item 15: runs in another namespace found no ServiceAccount, ConfigMaps or
+    database Secret there and every run failed; the chart now refuses it by name."""
+    key = "runLauncher.config.k8sRunLauncher.jobNamespace"
+    done = helm("template", "r", str(CHART), "-n", NAMESPACE, "-f", str(ci("default")),
+                "--set", f"{key}=runs", check=False)
+    assert done.returncode != 0
+    assert f"{key}: runs is not the release namespace" in done.stderr
+    same = template([ci("default")], {key: NAMESPACE})
+    assert dagster_yaml(same)["run_launcher"]["config"]["job_namespace"] == NAMESPACE
+
+
+def test_a_long_release_name_gives_distinct_names_that_fit_a_dns_label() -> None:
+    """Issue 18 item 16: the whole name was cut at 63, so <base>-code-location and <base>-code-…
+    of a long release collided."""
+    release = "r" * 53  # Helm's own maximum release name
+    done = helm("template", release, str(CHART), "-n", NAMESPACE, "-f", str(ci("default")),
+                "--kube-version", KUBE_VERSION)
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    for kind in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Job"):
+        names = [d["metadata"]["name"] for d in docs if d["kind"] == kind]
+        assert len(names) == len(set(names)), (kind, names)
+        assert all(len(n) <= 63 for n in names), (kind, names)
+    lint = helm("lint", str(CHART), "-f", str(ci("default")), "--set", f"fullnameOverride={'x' * 50}",
+                check=False)
+    assert lint.returncode != 0 and "fullnameOverride" in lint.stdout + lint.stderr
+
+
+def test_image_by_digest_pdb_only_with_two_webservers_engine_startup_and_spread() -> None:
+    digest = "sha256:" + "a" * 64
+    docs = template([ci("default")], {"image.digest": digest})
+    assert container(one(docs, "Deployment", "engine"))["image"] == f"gps-dagster@{digest}"
+    assert dagster_yaml(docs)["run_launcher"]["config"]["job_image"] == f"gps-dagster@{digest}"
+    one_web = template([ci("default")], {"dagsterWebserver.replicaCount": "1"})
+    assert "PodDisruptionBudget" not in {d["kind"] for d in one_web}  # it would block drains
+    engine = one(docs, "Deployment", "engine")["spec"]["template"]["spec"]
+    [spread] = engine["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
+    assert engine["containers"][0]["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert "priorityClassName" not in engine
+    named = template([ci("default")], {"engine.priorityClassName": "gpu-platform"})
+    assert one(named, "Deployment", "engine")["spec"]["template"]["spec"][
+        "priorityClassName"] == "gpu-platform"

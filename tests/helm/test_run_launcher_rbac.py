@@ -87,6 +87,8 @@ def test_the_run_launcher_role_is_exactly_what_k8s_run_launcher_uses(
     admin = kube(k8s_cluster)
     rendered = helm("template", "r", str(CHART), "--namespace", namespace, "--kube-version",
                     KUBE_VERSION, "--set", "postgresql.existingSecret=db",
+                    "--set", f"rbac.namespaces[0]={namespace}",
+                    "--set", "api.adminToken.existingSecret=token",
                     "--show-only", "templates/rbac-run-launcher.yaml",
                     "--show-only", "templates/serviceaccount.yaml").stdout
     applied = subprocess.run([binary("kubectl"), "--kubeconfig", k8s_cluster, "--namespace", namespace,

@@ -10,7 +10,7 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from gps_dagster.backends.k8s import build_core, capacity, ledger, names, views
+from gps_dagster.backends.k8s import K8sCore, build_core, capacity, ledger, names, views
 from gps_dagster.backends.k8s.api import translate
 from gps_dagster.backends.k8s.mutations import merge_diff
 from gps_dagster.backends.k8s.workloads import (
@@ -375,3 +375,24 @@ def test_a_labelled_workload_of_another_kind_is_ineligible_for_the_engine() -> N
     assert ineligible_reason(load_schedule(seed_schedule()), v) == "unsupported_kind"
     job = from_object("Job", {**deployment(0).raw})
     assert job.deploy_kind is DeployKind.BATCH
+
+
+def test_build_core_reads_the_policy_from_the_given_namespace(tmp_path: Any) -> None:
+    """Issue 18 item 13: the chart's rbac.policyNamespace was ignored (always gps-dagster-system)."""
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    core = build_core(
+        store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None,
+        namespaces=(), policy_namespace="gpu-ops",
+    )
+    assert isinstance(core, K8sCore) and core.gps.policy_namespace == "gpu-ops"
+    default = build_core(
+        store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None, namespaces=()
+    )
+    assert isinstance(default, K8sCore) and default.gps.policy_namespace == names.POLICY_NAMESPACE

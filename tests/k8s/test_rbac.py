@@ -181,7 +181,8 @@ def test_the_adapter_works_as_its_service_account_with_exactly_the_granted_verbs
         "m2", etag=m2.etag, idempotency_key="rbac/m2/start"
     )  # renders with the policy ConfigMap
     pool.settle()
-    assert core.get_deploy("m2").state.value == "READY"  # a member runs: the holder is deleted
+    assert core.get_deploy("m2").state.value == "READY"  # a member runs again
+    core.release_holder("m2")  # the converge of m2's start: the holder is deleted
     assert core.admission_preview("m1", delta_replicas=1).admitted
     assert core.describe("a")["workload"].startswith("Deployment/")  # reads the events too
     assert core.witness("m2").uuids and [d.id for d in core.reservation_deploys("rsv-ts")] == [
@@ -239,22 +240,33 @@ def test_the_service_account_is_refused_outside_its_roles(scoped: Any) -> None:
         admin.call(admin.core.delete_namespace, outside, what="ns", mutating=True)
 
 
-def test_the_manifest_binds_the_deploy_role_per_namespace_only_when_scoped() -> None:
-    scoped = rbac.manifests(system="sys", scope=["ns-a", "ns-b"])
-    bindings = [
+def test_the_manifest_binds_the_deploy_roles_per_namespace_only_when_scoped() -> None:
+    scoped = rbac.manifests(system="sys", scope=["ns-a", "ns-b"], holder_namespaces=["ns-b"])
+    bindings = {
         (d["kind"], d["metadata"].get("namespace"), d["roleRef"]["name"])
         for d in scoped
         if d["kind"].endswith("Binding")
-    ]
-    assert ("RoleBinding", "ns-a", "gps-dagster-deploys") in bindings
-    assert ("RoleBinding", "ns-b", "gps-dagster-deploys") in bindings
-    assert not [
-        b for b in bindings if b[0] == "ClusterRoleBinding" and b[2] == "gps-dagster-deploys"
-    ]
+    }
+    assert bindings == {
+        ("ClusterRoleBinding", None, "gps-dagster-capacity"),
+        ("RoleBinding", "ns-a", "gps-dagster-deploys-read"),
+        ("RoleBinding", "ns-b", "gps-dagster-deploys-read"),
+        ("RoleBinding", "ns-a", "gps-dagster-deploys-write"),
+        ("RoleBinding", "ns-b", "gps-dagster-deploys-write"),
+        ("RoleBinding", "ns-b", "gps-dagster-holders"),
+        ("RoleBinding", "sys", "gps-dagster-policy"),
+    }
     everywhere = rbac.manifests(system="sys")
     assert [d["roleRef"]["name"] for d in everywhere if d["kind"] == "ClusterRoleBinding"] == [
         "gps-dagster-capacity",
-        "gps-dagster-deploys",
+        "gps-dagster-deploys-read",
+        "gps-dagster-deploys-write",
+        "gps-dagster-holders",
     ]
+    reader = rbac.manifests(system="sys", scope=["ns-a"], account="reader", readonly=True)
+    assert {d["roleRef"]["name"] for d in reader if "roleRef" in d} == {
+        "gps-dagster-capacity",
+        "gps-dagster-deploys-read",
+    }
     assert all(s["namespace"] == "sys" for d in scoped if "subjects" in d for s in d["subjects"])
     assert json.dumps(rbac.rules()["gps-dagster-capacity"])  # the file parses; the chart reuses it

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, connect
 from gps_dagster.backends.k8s.core import K8sCore
 from gps_dagster.ports import Clock, Core
@@ -28,11 +29,13 @@ def build_core(
     kubeconfig: str | None,
     context: str | None,
     namespaces: Sequence[str],
+    policy_namespace: str | None = None,
 ) -> Core:
     """The Kubernetes ``Core``: kubeconfig (+ context) or the in-cluster service account.
 
     ``namespaces`` limits the workloads it may act on (empty = every namespace); the store's
-    reservation ledger backs GPS (``store=None``: reservation-bound deploys are refused).
+    reservation ledger backs GPS (``store=None``: reservation-bound deploys are refused);
+    ``policy_namespace`` holds the GPS scheduling-policy ConfigMap (None = the default).
     """
     kube = Kube(connect(kubeconfig, context))
     return K8sCore(
@@ -40,4 +43,5 @@ def build_core(
         clock=clock,
         namespaces=tuple(namespaces),
         store_engine=store.engine if store is not None else None,
+        policy_namespace=policy_namespace or names.POLICY_NAMESPACE,
     )

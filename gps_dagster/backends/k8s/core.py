@@ -38,7 +38,6 @@ from gps_dagster.backends.k8s.workloads import (
 )
 from gps_dagster.backends.k8s.writes import MutationsMixin
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
-from gps_dagster.domain.render import kai
 from gps_dagster.ports import (
     AdmissionPreview,
     AliasInfo,
@@ -165,20 +164,15 @@ class K8sCore(MutationsMixin):
             for p in snap.pods
             if pods.namespace(p) == w.namespace and selector_matches(w.selector, pods.labels(p))
         ]
-        b = self._binding(w)
         view = views.deploy_view(
             w,
             own,
             aliases=accounts.merged_aliases(w, snap.services),
             hpa=(w.namespace, w.kind, w.name) in snap.hpa,
-            binding=gps_mod.binding_view(b),
+            binding=gps_mod.binding_view(self._binding(w)),
         )
         if view.unschedulable:
             view = replace(view, scale_up=autoscaler_verdict(self.kube, w.namespace, own))
-        if isinstance(b, TimeSlicedBinding) and view.state is DeployState.READY:
-            holder = kai.holder_name(b.reservation)  # a member runs again: the holder can go
-            if not snap.every_pod or any(pods.name(p) == holder for p in snap.pods):
-                self.gps.drop_holder(b)
         return view
 
     def _view_one(self, w: Workload) -> DeployView:
@@ -317,6 +311,14 @@ class K8sCore(MutationsMixin):
         return inventory.cluster_inventory(self.kube, self.namespaces)
 
     # -- reservations (SPEC §8) --------------------------------------------------------------------
+
+    def release_holder(self, deploy_id: str) -> None:
+        """A time-sliced member is ready again: its reservation's holder pod goes (R-GPS-6).
+
+        Called only by the engine's converge of the start that readied the member (fenced by the
+        store, gated on ``enforce``): reads never write (R-K8S-7). Gone already is success.
+        """
+        self.gps.drop_holder(self._binding(self.finder.find(deploy_id)))
 
     def _members(self) -> list[tuple[Workload, Binding | None, int]]:
         return [

@@ -1,9 +1,11 @@
 """The adapter's least-privilege manifests (``rbac.yaml``) with their bindings for a scope.
 
 ``rbac.yaml`` holds the ServiceAccount and the roles; this module renames the system namespace
-if asked and adds the bindings: the capacity ClusterRole is always bound cluster-wide; the deploy
-role is bound cluster-wide when the adapter watches every namespace, else by one RoleBinding per
-namespace of its scope (``GPS_NAMESPACES``), so it cannot touch workloads anywhere else.
+and the account if asked and adds the bindings: the capacity ClusterRole (reads) is always bound
+cluster-wide; the deploy reads and writes are bound cluster-wide when the adapter watches every
+namespace, else by one RoleBinding per namespace of its scope (``GPS_NAMESPACES``), so it cannot
+touch workloads anywhere else; the holder pods only where reservations live; a read-only
+identity gets the reads alone.
 """
 
 from __future__ import annotations
@@ -40,12 +42,22 @@ def rules() -> dict[str, list[dict[str, Any]]]:
     return {d["metadata"]["name"]: d["rules"] for d in documents() if "rules" in d}
 
 
-def _subject(system: str) -> dict[str, str]:
-    return {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": system}
+READ_ROLES = ("gps-dagster-deploys-read",)
+WRITE_ROLES = ("gps-dagster-deploys-write",)
+HOLDER_ROLE = "gps-dagster-holders"
+
+
+def _subject(system: str, account: str) -> dict[str, str]:
+    return {"kind": "ServiceAccount", "name": account, "namespace": system}
 
 
 def _binding(
-    kind: str, name: str, role_kind: str, role: str, system: str, namespace: str | None = None
+    kind: str,
+    name: str,
+    role_kind: str,
+    role: str,
+    subject: dict[str, str],
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
@@ -55,52 +67,62 @@ def _binding(
         "kind": kind,
         "metadata": meta,
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": role_kind, "name": role},
-        "subjects": [_subject(system)],
+        "subjects": [subject],
     }
 
 
-def manifests(
-    *, system: str = names.POLICY_NAMESPACE, scope: Sequence[str] = ()
+def _bind(
+    role: str, where: Sequence[str], subject: dict[str, str], system: str
 ) -> list[dict[str, Any]]:
-    """Everything to apply: account, roles, and bindings for ``scope`` (empty = every namespace)."""
+    """``role`` (a ClusterRole) in each namespace of ``where``; cluster-wide when it is empty."""
+    name = f"{subject['name']}-{role.removeprefix('gps-dagster-')}"
+    if not where:
+        return [_binding("ClusterRoleBinding", f"{name}-{system}", "ClusterRole", role, subject)]
+    return [_binding("RoleBinding", name, "ClusterRole", role, subject, ns) for ns in where]
+
+
+def manifests(
+    *,
+    system: str = names.POLICY_NAMESPACE,
+    scope: Sequence[str] = (),
+    holder_namespaces: Sequence[str] | None = None,
+    account: str = SERVICE_ACCOUNT,
+    readonly: bool = False,
+) -> list[dict[str, Any]]:
+    """Everything to apply: account, roles, and the bindings of ``account`` in ``system``.
+
+    ``scope``: the workload namespaces (empty = every namespace); ``holder_namespaces``: where the
+    GPS holder pods may be created and deleted (None = ``scope``); ``readonly``: the reads only
+    (capacity, deploys), for status / dry-run / pool show identities.
+    """
     out = []
     for doc in documents():
+        doc = dict(doc, metadata=dict(doc["metadata"]))
+        if doc["kind"] == "ServiceAccount":
+            doc["metadata"]["name"] = account
         if doc["metadata"].get("namespace"):
             doc["metadata"]["namespace"] = system
         out.append(doc)
+    subject = _subject(system, account)
+    out += _bind("gps-dagster-capacity", (), subject, system)
+    for role in READ_ROLES:
+        out += _bind(role, scope, subject, system)
+    if readonly:
+        return out
+    for role in WRITE_ROLES:
+        out += _bind(role, scope, subject, system)
+    holders = scope if holder_namespaces is None else holder_namespaces
+    out += _bind(HOLDER_ROLE, holders, subject, system)
     out.append(
         _binding(
-            "ClusterRoleBinding",
-            f"gps-dagster-capacity-{system}",
-            "ClusterRole",
-            "gps-dagster-capacity",
+            "RoleBinding",
+            f"{account}-policy",
+            "Role",
+            "gps-dagster-policy",
+            subject,
             system,
         )
     )
-    out.append(
-        _binding("RoleBinding", "gps-dagster-policy", "Role", "gps-dagster-policy", system, system)
-    )
-    if not scope:
-        out.append(
-            _binding(
-                "ClusterRoleBinding",
-                f"gps-dagster-deploys-{system}",
-                "ClusterRole",
-                "gps-dagster-deploys",
-                system,
-            )
-        )
-    for ns in scope:
-        out.append(
-            _binding(
-                "RoleBinding",
-                "gps-dagster-deploys",
-                "ClusterRole",
-                "gps-dagster-deploys",
-                system,
-                ns,
-            )
-        )
     return out
 
 
@@ -133,21 +155,23 @@ def apply(kube: Kube, docs: Sequence[dict[str, Any]]) -> None:
                 raise
 
 
-def service_account_token(kube: Kube, namespace: str, *, timeout_s: float = 30) -> str:
-    """The token of the adapter's ServiceAccount (Kubernetes 1.20 keeps it in a Secret)."""
+def service_account_token(
+    kube: Kube, namespace: str, *, timeout_s: float = 30, account: str = SERVICE_ACCOUNT
+) -> str:
+    """The token of ``account`` (Kubernetes 1.20 keeps it in a Secret)."""
     deadline = time.monotonic() + timeout_s
     while True:
         for s in kube.items(kube.core.list_namespaced_secret, namespace, what="list secrets"):
             notes = s["metadata"].get("annotations") or {}
             if (
                 s.get("type") == "kubernetes.io/service-account-token"
-                and notes.get("kubernetes.io/service-account.name") == SERVICE_ACCOUNT
+                and notes.get("kubernetes.io/service-account.name") == account
                 and s.get("data")
             ):
                 return base64.b64decode(s["data"]["token"]).decode()
         if time.monotonic() > deadline:
             raise TimeoutError(
-                f"no token Secret for {namespace}/{SERVICE_ACCOUNT} after {timeout_s} s"
+                f"no token Secret for {namespace}/{account} after {timeout_s} s"
             )
         time.sleep(0.1)
 

@@ -160,9 +160,17 @@ def render_holder_pod(reservation: Reservation, *, project: str, policy: Schedul
                 "name": "holder",
                 "image": policy.holder_image,
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
-                "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65535},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "runAsNonRoot": True,
+                    "runAsUser": 65535,
+                    "capabilities": {"drop": ["ALL"]},
+                },
             }
         ],
+        # Pod Security "restricted" (tests/helm/test_pod_security.py); it never calls the API.
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 0,
     }
     _schedule(spec, reservation, policy, [])

@@ -3,15 +3,18 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The base of every object name, cut to 49 characters so that the longest component name
+     (<base>-code-location) still fits a 63-character DNS label: cutting the whole name instead
+     made two components of a long release name collide. */}}
 {{- define "gps-dagster.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 49 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 49 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 49 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -52,16 +55,60 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- printf "%s-%s" (include "gps-dagster.fullname" $) (index . 1) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* repository@digest when image.digest is set (immutable), else repository:tag. */}}
 {{- define "gps-dagster.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
-
-{{- define "gps-dagster.adapterServiceAccountName" -}}
-{{- if .Values.serviceAccount.adapter.create -}}
-{{- default (include "gps-dagster.fullname" .) .Values.serviceAccount.adapter.name -}}
-{{- else -}}
-{{- required "serviceAccount.adapter.name is required when serviceAccount.adapter.create is false" .Values.serviceAccount.adapter.name -}}
 {{- end -}}
+
+{{/* The product's identities (SPEC R-K8S-6), each with only the roles its work needs:
+     serviceAccount key -> the adapter roles (gps_dagster/backends/k8s/rbac.yaml) it is bound to.
+     * engine, api (apply-now runs a pass) and runs (the transition Jobs) read, scale, render
+       and manage holder pods;
+     * codeLocation (sensors: passes that open plans and observe steps, never execute them)
+       reads, and deletes a holder when it sees the start that readied a member converge. */}}
+{{- define "gps-dagster.identities" -}}
+{{- $writer := list "capacity" "deploys-read" "deploys-write" "holders" "policy" -}}
+{{- $out := dict "codeLocation" (list "capacity" "deploys-read" "holder-cleanup") "runs" $writer -}}
+{{- if .Values.engine.enabled -}}{{- $_ := set $out "engine" $writer -}}{{- end -}}
+{{- if .Values.api.enabled -}}{{- $_ := set $out "api" $writer -}}{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{- define "gps-dagster.identityComponent" -}}
+{{- get (dict "engine" "engine" "codeLocation" "code-location" "api" "api" "runs" "runs") . -}}
+{{- end -}}
+
+{{/* The ServiceAccount name of one identity: (list $ "engine"). */}}
+{{- define "gps-dagster.serviceAccountName" -}}
+{{- $ := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $sa := index $.Values.serviceAccount $key -}}
+{{- if $sa.create -}}
+{{- default (include "gps-dagster.component" (list $ (include "gps-dagster.identityComponent" $key))) $sa.name -}}
+{{- else -}}
+{{- required (printf "serviceAccount.%s.name is required when serviceAccount.%s.create is false" $key $key) $sa.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The workload namespaces: required, unless rbac.clusterWide is explicitly true. */}}
+{{- define "gps-dagster.scope" -}}
+{{- $r := .Values.rbac -}}
+{{- if and $r.clusterWide $r.namespaces -}}
+{{- fail "rbac.namespaces and rbac.clusterWide=true exclude each other: list the namespaces of the workloads (recommended) or set rbac.clusterWide=true with rbac.namespaces empty" -}}
+{{- end -}}
+{{- if not (or $r.clusterWide $r.namespaces) -}}
+{{- fail "rbac.namespaces is required: list the namespaces of the workloads gps-dagster schedules (e.g. --set 'rbac.namespaces={serving,cmp-team}'); rbac.clusterWide=true grants every namespace instead" -}}
+{{- end -}}
+{{- range $ns := $r.reservationNamespaces -}}
+{{- if and (not $r.clusterWide) (not (has $ns $r.namespaces)) -}}
+{{- fail (printf "rbac.reservationNamespaces: %s is not in rbac.namespaces: a reservation's members run in its namespace, add it there too" $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $r.namespaces -}}
 {{- end -}}
 
 {{- define "gps-dagster.runLauncherServiceAccountName" -}}
@@ -72,9 +119,6 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- end -}}
 
-{{- define "gps-dagster.jobNamespace" -}}
-{{- .Values.runLauncher.config.k8sRunLauncher.jobNamespace | default .Release.Namespace -}}
-{{- end -}}
 
 {{- define "gps-dagster.full" -}}
 {{- if .Values.existingDagster.enabled -}}{{- else -}}true{{- end -}}
@@ -85,7 +129,21 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{- define "gps-dagster.apiTokenSecret" -}}
-{{- .Values.api.adminToken.existingSecret | default (include "gps-dagster.component" (list . "api-token")) -}}
+{{- $t := .Values.api.adminToken -}}
+{{- if and .Values.api.enabled (not (or $t.create $t.existingSecret)) -}}
+{{- fail "api.adminToken.existingSecret is required while the API is enabled: create a Secret with key `token` (gpsd_<12 hex>_<43 letters/digits>, see values.yaml) and name it, or set api.adminToken.create=true for a helm-CLI install (a generated token is rotated by every `helm template` / GitOps render)" -}}
+{{- end -}}
+{{- $t.existingSecret | default (include "gps-dagster.component" (list . "api-token")) -}}
+{{- end -}}
+
+{{/* Run Jobs only in the release namespace: their ServiceAccount, ConfigMaps and the database
+     Secret exist only there. */}}
+{{- define "gps-dagster.jobNamespace" -}}
+{{- $ns := .Values.runLauncher.config.k8sRunLauncher.jobNamespace -}}
+{{- if and $ns (ne $ns .Release.Namespace) -}}
+{{- fail (printf "runLauncher.config.k8sRunLauncher.jobNamespace: %s is not the release namespace %s: run Jobs need the runs ServiceAccount, the instance and env ConfigMaps and the database Secret, which live only in the release namespace; leave it empty (or install the release in %s)" $ns .Release.Namespace $ns) -}}
+{{- end -}}
+{{- .Release.Namespace -}}
 {{- end -}}
 
 {{/* The database URL Secret: required, never a default. */}}
@@ -226,7 +284,7 @@ job_spec_config:
      its container context (`dagster api grpc --container-context`, DAGSTER_CONTAINER_CONTEXT). */}}
 {{- define "gps-dagster.containerContext" -}}
 k8s:
-  service_account_name: {{ include "gps-dagster.adapterServiceAccountName" . | quote }}
+  service_account_name: {{ include "gps-dagster.serviceAccountName" (list . "runs") | quote }}
   env_config_maps:
     - {{ include "gps-dagster.component" (list . "env") | quote }}
   {{- with .Values.runLauncher.config.k8sRunLauncher.envSecrets }}
