@@ -25,7 +25,17 @@ from gps_dagster.domain.occurrences import (
     cost,
 )
 from gps_dagster.domain.patterns import Recurrence, first_overlap, min_gap, one_shot_meets
-from gps_dagster.domain.spec import OneShotWindow, RecurringWindow, Schedule, format_duration
+from gps_dagster.domain.spec import (
+    DesiredState,
+    OneShotWindow,
+    RecurringWindow,
+    Schedule,
+    format_duration,
+)
+
+LEAD_CAP_S = 1800
+"""Worst-case ready-by lead the write-time checks count (R-NEXT-1): the default of the engine's
+``ready_by_cap_s``. A lead is learned at run time, so validation counts its bound (decision 116)."""
 
 
 def _iso(ts: int, c: CompiledSchedule) -> str:
@@ -102,11 +112,47 @@ def both_active(a: CompiledWindow, b: CompiledWindow, key: str) -> int | None:
     return first_overlap(Recurrence(a.cron, a.duration), Recurrence(b.cron, b.duration), key)
 
 
-def priority_checks(c: CompiledSchedule, skip: frozenset[int] = frozenset()) -> list[FieldError]:
+def lead_bounds(s: Schedule, c: CompiledSchedule, cap_s: int = LEAD_CAP_S) -> dict[int, int]:
+    """Window index -> seconds its start may act early: ``cap_s`` where it runs a ready-by target."""
+    return {
+        w.index: cap_s for w in c.windows
+        if any(k[0] is DesiredState.RUNNING and s.is_ready_by(t) for t, k in w.states.items())
+    }
+
+
+def _widened(w: CompiledWindow, extra: int, key: str) -> Recurrence:
+    """``w`` with ``extra`` seconds added to its duration, kept within its shortest gap (R-MODEL-3)."""
+    assert w.cron is not None
+    duration = w.duration + extra
+    gap = min_gap(w.cron, key) if extra else None
+    return Recurrence(w.cron, min(duration, gap[0]) if gap is not None else duration)
+
+
+def active_with_leads(a: CompiledWindow, b: CompiledWindow, key: str, la: int, lb: int) -> int | None:
+    """The first instant ``a`` and ``b`` are both acting, each start reached back by its lead.
+
+    ``[fa - la, fa + da)`` meets ``[fb - lb, fb + db)`` iff ``[fa, fa + da + lb)`` meets
+    ``[fb, fb + db + la)``: recurring windows are compared with the other's lead added to their
+    duration (an instant of that frame); one-shots with their span widened.
+    """
+    if a.cron is None and b.cron is None:
+        lo = max(a.start - la, b.start - lb)
+        return lo if lo < min(a.end, b.end) else None
+    if a.cron is None or b.cron is None:
+        (shot, ls), (rec, lr) = ((a, la), (b, lb)) if a.cron is None else ((b, lb), (a, la))
+        assert rec.cron is not None
+        return one_shot_meets(Recurrence(rec.cron, rec.duration), key, shot.start - ls, shot.end + lr)
+    return first_overlap(_widened(a, lb, key), _widened(b, la, key), key)
+
+
+def priority_checks(
+    c: CompiledSchedule, skip: frozenset[int] = frozenset(), leads: dict[int, int] | None = None
+) -> list[FieldError]:
     """R-MODEL-5: equal-priority windows that disagree on a target must never be active together.
 
     One error per window, naming the first earlier window it collides with;
-    windows in ``skip`` (whose own occurrences overlap) are not compared.
+    windows in ``skip`` (whose own occurrences overlap) are not compared. ``leads`` (window
+    index -> seconds, ``lead_bounds``) reach ready-by starts back by their worst-case lead.
     """
     found: list[tuple[int, FieldError]] = []
     groups: dict[int, list[CompiledWindow]] = {}
@@ -115,24 +161,38 @@ def priority_checks(c: CompiledSchedule, skip: frozenset[int] = frozenset()) -> 
             groups.setdefault(w.priority, []).append(w)
     for group in groups.values():
         for j, b in enumerate(group):
-            clash = _first_clash(c, group[:j], b)
+            clash = _first_clash(c, group[:j], b, leads or {})
             if clash is not None:
                 found.append((b.index, clash))
     return [e for _, e in sorted(found, key=lambda item: item[0])]
 
 
 def _first_clash(
-    c: CompiledSchedule, earlier: list[CompiledWindow], b: CompiledWindow
+    c: CompiledSchedule, earlier: list[CompiledWindow], b: CompiledWindow, leads: dict[int, int]
 ) -> FieldError | None:
     for a in earlier:
         targets = _disagree(a, b)
-        at = both_active(a, b, c.tz.key) if targets else None
+        if not targets:
+            continue
+        at = both_active(a, b, c.tz.key)
         if at is not None:
             return FieldError(
                 f"windows[{b.index}].priority", "ambiguous_priority",
                 f"windows '{a.name}' and '{b.name}' both have priority {a.priority}, are both "
                 f"active at {_iso(at, c)} and disagree on {', '.join(targets)}; give one of "
                 "them a higher priority")
+        la, lb = leads.get(a.index, 0), leads.get(b.index, 0)
+        at = active_with_leads(a, b, c.tz.key, la, lb) if la or lb else None
+        if at is not None:
+            early = " and ".join(w.name for w, n in ((a, la), (b, lb)) if n)
+            return FieldError(
+                f"windows[{b.index}].priority", "ambiguous_priority",
+                f"windows '{a.name}' and '{b.name}' both have priority {a.priority} and disagree "
+                f"on {', '.join(targets)}; counting the ready-by lead of '{early}' (up to "
+                f"{max(la, lb) // 60} min early, the cap) they are both acting within the cap "
+                f"of {_iso(at, c)}; "
+                "give one of them a higher priority, leave at least the cap between them, or "
+                "set ready_by: false on its targets")
     return None
 
 
@@ -174,4 +234,5 @@ def schedule_checks(s: Schedule) -> list[FieldError]:
     if dense:
         return dense
     overlaps = overlap_checks(s, c)
-    return [overlaps[i] for i in sorted(overlaps)] + priority_checks(c, frozenset(overlaps))
+    leads = lead_bounds(s, c)
+    return [overlaps[i] for i in sorted(overlaps)] + priority_checks(c, frozenset(overlaps), leads)

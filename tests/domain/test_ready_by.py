@@ -125,3 +125,42 @@ def test_the_timeline_shows_each_early_start_with_its_reason_and_figures() -> No
     assert row["start_s"] == {A: {"p90_s": 420, "samples": 5, "source": "history"}}
     assert "ready_by" not in build_timeline(load_schedule(SEED), None, at("2026-10-19T00:00:00"),
                                             at("2026-10-20T00:00:00"))[0]
+
+
+def _with_window(window: dict[str, Any], ready_by: bool = True) -> dict[str, Any]:
+    doc = copy.deepcopy(SEED)
+    doc["targets"][0]["ready_by"] = ready_by
+    doc["windows"].append({"name": "early-b", "priority": 10, **window,
+                           "states": [{"model_deploy_id": B, "desired_state": "running"}]})
+    return doc
+
+
+EARLY_B = [
+    {"kind": "recurring", "cron": "30 7 * * 1-5", "duration": "20m"},  # 07:30-07:50 on weekdays
+    {"kind": "one_shot", "active_from": "2026-10-19T07:00:00+07:00",
+     "active_until": "2026-10-19T07:45:00+07:00"},  # Monday 07:00-07:45
+]
+
+
+@pytest.mark.parametrize("window", EARLY_B, ids=["recurring", "one_shot"])
+def test_validation_refuses_an_equal_priority_window_inside_a_ready_by_lead(window: dict[str, Any]) -> None:
+    from gps_dagster.domain.errors import SpecInvalid
+
+    load_schedule(_with_window(window, ready_by=False))  # valid without leads: it ends before 08:00
+    with pytest.raises(SpecInvalid) as err:
+        load_schedule(_with_window(window))
+    [e] = err.value.errors
+    assert (e.path, e.reason) == ("windows[2].priority", "ambiguous_priority")
+    assert "ready-by lead of 'business-hours' (up to 30 min early, the cap)" in e.fix
+    assert "md-qwen32b" in e.fix and "higher priority" in e.fix
+
+
+@pytest.mark.parametrize("window", [
+    {"kind": "recurring", "cron": "0 7 * * 1-5", "duration": "30m"},  # ends 07:30: a whole cap before 08:00
+    {"kind": "one_shot", "active_from": "2026-10-19T06:00:00+07:00",
+     "active_until": "2026-10-19T07:30:00+07:00"},
+    {"kind": "recurring", "cron": "0 18 * * 1-5", "duration": "2h"},  # after the end: ends never move
+], ids=["recurring", "one_shot", "after-the-end"])
+def test_an_equal_priority_window_a_cap_clear_of_every_lead_stays_valid(window: dict[str, Any]) -> None:
+    s = load_schedule(_with_window(window))
+    assert s.is_ready_by(A) and len(s.windows) == 3
