@@ -35,7 +35,8 @@ from gps_dagster.domain.spec import (
 
 LEAD_CAP_S = 1800
 """Worst-case ready-by lead the write-time checks count (R-NEXT-1): the default of the engine's
-``ready_by_cap_s``. A lead is learned at run time, so validation counts its bound (decision 116)."""
+``ready_by_cap_s``. A lead is learned at run time, so validation counts its bound
+(docs/decisions.md, "The ambiguity check counts ready-by leads at their cap")."""
 
 
 def _iso(ts: int, c: CompiledSchedule) -> str:
