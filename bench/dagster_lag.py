@@ -188,6 +188,7 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
     rows: dict[str, Any] = {}
     base: list[float] = []
     submitted: dict[str, float] = {}
+    since = datetime.fromtimestamp((time.time() // 60 + 1) * 60, UTC)  # replaced once dagster is up
     try:
         assert dev.proc is not None
         print(f"dagster dev started (process group {dev.proc.pid})", flush=True)
