@@ -17,8 +17,14 @@ import pytest
 
 from gps_dagster.domain.crons import parse_cron
 from gps_dagster.domain.errors import SpecInvalid
-from gps_dagster.domain.evaluator import current_interval, horizon_days, intervals, max_range_days
-from gps_dagster.domain.occurrences import WORK_BUDGET, counting, runs
+from gps_dagster.domain.evaluator import (
+    SEARCH_CALLS,
+    current_interval,
+    horizon_days,
+    intervals,
+    max_range_days,
+)
+from gps_dagster.domain.occurrences import WORK_BUDGET, compile_schedule, cost, counting, runs
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline_doc import build_timeline, window_occurrences
@@ -130,7 +136,13 @@ def test_ordinary_schedules_keep_the_400_day_horizon() -> None:
 
 def test_the_horizon_shrinks_with_density_and_is_the_same_at_every_instant() -> None:
     dense: Schedule = load_schedule(doc(WORST["every 2 minutes for 1m"]))
-    assert 1 <= horizon_days(dense) < 400
+    # 720 runs a day + 1 day stepped = 721 units a day, 2,164 fixed: after the 1-day chunk the
+    # search's share of the budget affords 6 days and not 7 (the horizon is what fits, exactly)
+    price = cost(compile_schedule(dense))
+    assert (price.per_day, price.fixed) == (721, 2164)
+    assert horizon_days(dense) == 6
+    left = WORK_BUDGET // SEARCH_CALLS - price.of(1)
+    assert price.of(6) <= left < price.of(7)
     # the same window, shadowed by an always-on window of the same intent: no change in sight
     shadow = doc([("* * * * *", "1m"), ("*/2 * * * *", "1m")])
     shadowed = load_schedule(shadow)
