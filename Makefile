@@ -28,11 +28,11 @@ demo: $(STAMP)
 	mkdir -p var
 ifeq ($(BACKEND),kubernetes)
 	bash tools/k8s/build_control_plane.sh
-	$(PY) -m gps_dagster.cli.demo_k8s
+	$(PY) -m gps_dagster.demo.k8s
 else
 	$(VENV)/bin/gps-dagster simulate examples/seed-schedule.json --pool examples/seed-pool-10.yaml \
 		--from 2026-10-19T00:00:00+07:00 --to 2026-10-26T00:00:00+07:00 --png var/seed-week.png
-	$(PY) -m gps_dagster.cli.demo
+	$(PY) -m gps_dagster.demo
 endif
 
 lint: $(STAMP)

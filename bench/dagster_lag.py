@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
 
-from gps_dagster.cli.devserver import (
+from gps_dagster.dagster_defs import names
+from gps_dagster.demo.devserver import (
     REPO,
     DagsterDev,
     free_port,
@@ -47,8 +48,7 @@ from gps_dagster.cli.devserver import (
     prepare_home,
     seed_database,
 )
-from gps_dagster.cli.teardown import exit_on_signals, signals_held
-from gps_dagster.dagster_defs import names
+from gps_dagster.demo.teardown import exit_on_signals, signals_held
 from tests.dagster.pair_fleet import pair_pool, pair_schedule
 
 BASELINE_JOB = "bench_empty_cron"

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
 
-from gps_dagster.cli.devserver import REPO, DagsterDev, free_port, graphql, prepare_home
-from gps_dagster.cli.teardown import exit_on_signals, signals_held
+from gps_dagster.demo.devserver import REPO, DagsterDev, free_port, graphql, prepare_home
+from gps_dagster.demo.teardown import exit_on_signals, signals_held
 from tests.dagster.pair_fleet import pair_pool, pair_schedule
 
 LOAD = """
@@ -169,7 +169,7 @@ def storm_pool(n: int) -> dict[str, Any]:
 
 
 def storm(n: int) -> dict[str, Any]:
-    from gps_dagster.cli.devserver import seed_database
+    from gps_dagster.demo.devserver import seed_database
     from gps_dagster.store import Store
 
     root = Path(tempfile.mkdtemp(prefix="gps-storm-"))

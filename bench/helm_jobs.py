@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import sqlalchemy as sa
 
 from gps_dagster.backends.k8s import Kube, connect
-from gps_dagster.backends.k8s import controlplane as cp
-from gps_dagster.backends.k8s.fake.lws import install_crd
-from gps_dagster.cli.teardown import exit_on_signals
 from gps_dagster.clocks import WallClock
 from gps_dagster.dagster_defs import names
+from gps_dagster.demo.teardown import exit_on_signals
+from gps_dagster.testing.k8s import controlplane as cp
+from gps_dagster.testing.k8s.lws import install_crd
 from tests.helm.chart_cluster import ChartRelease
 from tests.helm.helm_support import helm
 from tests.helm.jobs_world import SCHEDULE, A, B, jobs_world

@@ -29,16 +29,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gps_dagster.backends.k8s import K8sCore, Kube, connect
-from gps_dagster.backends.k8s import controlplane as cp
-from gps_dagster.backends.k8s.fake.lws import install_crd
-from gps_dagster.backends.k8s.fake.pools import ClusterPool
-from gps_dagster.cli.teardown import exit_on_signals, signals_held
 from gps_dagster.clocks import WallClock
+from gps_dagster.demo.teardown import exit_on_signals, signals_held
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
 from gps_dagster.engine.loop import production_loop
 from gps_dagster.store import Store
+from gps_dagster.testing.k8s import controlplane as cp
+from gps_dagster.testing.k8s.lws import install_crd
+from gps_dagster.testing.k8s.pools import ClusterPool
 
 NODES = int(os.environ.get("GPS_BENCH_K8S_NODES", "100"))
 DEPLOYS = int(os.environ.get("GPS_BENCH_K8S_DEPLOYS", "200"))

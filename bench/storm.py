@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import sqlalchemy as sa
 
 from gps_dagster.backends.sim import SimPool
-from gps_dagster.cli.teardown import exit_on_signals, signals_held
 from gps_dagster.clocks import VirtualClock, WallClock
+from gps_dagster.demo.teardown import exit_on_signals, signals_held
 from gps_dagster.domain.evaluator import boundaries, next_boundary
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule

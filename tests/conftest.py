@@ -61,8 +61,8 @@ def k8s_cluster() -> Iterator[str]:
     """The kubeconfig of a real control plane: ``make test``'s (``GPS_TEST_KUBECONFIG``), else one
     started here. A missing binary is a ``ControlPlaneError`` that fails the test: never a skip."""
     from gps_dagster.backends.k8s import Kube, connect
-    from gps_dagster.backends.k8s import controlplane as cp
-    from gps_dagster.backends.k8s.fake.lws import install_crd
+    from gps_dagster.testing.k8s import controlplane as cp
+    from gps_dagster.testing.k8s.lws import install_crd
 
     path = os.environ.get("GPS_TEST_KUBECONFIG")
     plane = None

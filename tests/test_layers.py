@@ -70,7 +70,12 @@ def test_the_package_keeps_every_contract(contracts: tuple[object, grimp.ImportG
         ("gps_dagster.engine.steps", "gps_dagster.clocks", "The engine never names"),
         ("gps_dagster.store.db", "dagster", "Only dagster_defs imports dagster"),
         ("gps_dagster.engine.engine", "kubernetes", "Only backends.k8s imports kubernetes"),
-        ("gps_dagster.dagster_defs.assets", "gps_dagster.cli.devserver", "Layers"),
+        ("gps_dagster.dagster_defs.assets", "gps_dagster.cli.dagster_client", "Layers"),
+        ("gps_dagster.backends.k8s.core", "gps_dagster.testing.k8s", "The product never imports"),
+        ("gps_dagster.cli.main", "gps_dagster.demo.main", "The product never imports"),
+        ("gps_dagster.runtime", "gps_dagster.testing", "The product never imports"),
+        ("gps_dagster.testing.k8s.pools", "gps_dagster.backends.k8s.names", None),
+        ("gps_dagster.demo.main", "gps_dagster.cli.dagster_client", None),
         ("gps_dagster.domain.planner", "gps_dagster.domain.gps.witness", None),
     ],
 )

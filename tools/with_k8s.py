@@ -6,7 +6,7 @@ loopback with free ports, the LeaderWorkerSet CRD is installed, and the admin ku
 exported as ``GPS_TEST_KUBECONFIG``; everything is stopped on exit. One control plane serves the
 whole run; tests isolate themselves by namespace (and contract pools by a node lock).
 
-Next to the fake nodes it starts ONE real node (issue 19; ``backends/k8s/fake/realnode.py``):
+Next to the fake nodes it starts ONE real node (issue 19; ``testing/k8s/realnode.py``):
 containerd + the real kubelet + the fake GPU device plugin, prepared by
 ``tools/k8s/build_node.sh``; its name and directory are exported as ``GPS_TEST_REAL_NODE`` and
 ``GPS_TEST_REAL_NODE_DIR``. A missing prerequisite fails the run (``--no-real-node`` opts out,
@@ -21,10 +21,10 @@ import sys
 import time
 
 from gps_dagster.backends.k8s import Kube, connect
-from gps_dagster.backends.k8s import controlplane as cp
-from gps_dagster.backends.k8s.fake import realnode
-from gps_dagster.backends.k8s.fake.lws import install_crd
-from gps_dagster.cli.teardown import exit_on_signals, signals_held
+from gps_dagster.demo.teardown import exit_on_signals, signals_held
+from gps_dagster.testing.k8s import controlplane as cp
+from gps_dagster.testing.k8s import realnode
+from gps_dagster.testing.k8s.lws import install_crd
 
 
 def main(argv: list[str]) -> int:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from gps_dagster.cli.teardown import STOP_SIGNALS, exit_on_signals, signals_held
+from gps_dagster.demo.teardown import STOP_SIGNALS, exit_on_signals, signals_held
 
 GRACE_S = 30.0
 """How long the command gets to finish after a stop signal before its group is killed."""

@@ -34,7 +34,7 @@ def dagster_group() -> None:
 @click.option("--location", default="definitions.py", show_default=True, help="Code location name.")
 def reload_cmd(url: str, location: str) -> None:
     """Reload the code location (boundary schedules of newly applied schedules)."""
-    from gps_dagster.cli.devserver import reload_code_location  # imports dagster: lazily
+    from gps_dagster.cli.dagster_client import reload_code_location  # imports dagster: lazily
 
     try:
         status = reload_code_location(url, location)
@@ -49,7 +49,7 @@ def reload_cmd(url: str, location: str) -> None:
 @URL_OPTION
 def runs_cmd(name: str, url: str) -> None:
     """Transition runs of deploy schedule NAME."""
-    from gps_dagster.cli.devserver import runs_by_tag
+    from gps_dagster.cli.dagster_client import runs_by_tag
     from gps_dagster.dagster_defs import names
 
     try:

@@ -85,7 +85,7 @@ def _request_reload() -> None:
     url = os.environ.get("GPS_DAGSTER_URL")
     if not url:
         return
-    from gps_dagster.cli.devserver import reload_code_location  # imports dagster: lazily
+    from gps_dagster.cli.dagster_client import reload_code_location  # imports dagster: lazily
 
     location = os.environ.get("GPS_DAGSTER_LOCATION", "definitions.py")
     try:

@@ -63,7 +63,7 @@ def cli() -> None:
     import os
     from pathlib import Path
 
-    from gps_dagster.cli.demo_env import hint
+    from gps_dagster.cli.demo_hint import hint
 
     note = hint(Path.cwd(), os.environ)
     if note:

@@ -38,7 +38,7 @@ def _reload_in_background(_name: str) -> None:
         return
 
     def reload() -> None:
-        from gps_dagster.cli.devserver import reload_code_location
+        from gps_dagster.cli.dagster_client import reload_code_location
 
         try:
             reload_code_location(url, os.environ.get("GPS_DAGSTER_LOCATION", "definitions.py"))

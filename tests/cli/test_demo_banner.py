@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gps_dagster.cli import demo
-from gps_dagster.cli.devserver import REPO
+from gps_dagster.demo.devserver import REPO
 
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from demo_support import readme_demo_commands

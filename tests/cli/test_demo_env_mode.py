@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from gps_dagster.cli import demo_env
+from gps_dagster.demo import env as demo_env
 
 
 def test_the_env_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:

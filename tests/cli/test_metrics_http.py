@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gps_dagster.cli.devserver import free_port
 from gps_dagster.cli.metrics_server import Heartbeat, MetricsServer, serve_from_env
+from gps_dagster.demo.devserver import free_port
 from gps_dagster.engine.metrics import render
 from gps_dagster.runtime import SettingsInvalid
 from gps_dagster.store import Store

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gps_dagster.cli import demo_env
+from gps_dagster.demo import env as demo_env
 from gps_dagster.store import Store
 from tests.cli.cli_support import run
 
@@ -94,8 +94,8 @@ def test_the_demo_env_file_round_trips_and_a_stray_command_gets_a_hint(tmp_path:
 def test_runs_left_queued_or_started_are_canceled_when_the_demo_stops(tmp_path: Path) -> None:
     import dagster as dg
 
-    from gps_dagster.cli.demo import cancel_leftover_runs
-    from gps_dagster.cli.devserver import prepare_home
+    from gps_dagster.demo.devserver import prepare_home
+    from gps_dagster.demo.main import cancel_leftover_runs
 
     home = prepare_home(tmp_path / "dagster_home")
 

@@ -12,11 +12,11 @@ import dagster as dg
 import pytest
 from dagster_support import EXAMPLES, REPO, Runtime, faketime, make_runtime, seed_schedule
 
-from gps_dagster.cli.devserver import materialize_timeline, prepare_home
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.assets import overcommit_check, placement_check
 from gps_dagster.dagster_defs.batches import BATCH_JOB
 from gps_dagster.dagster_defs.resources import as_resource
+from gps_dagster.demo.devserver import materialize_timeline, prepare_home
 from gps_dagster.domain.spec import TransitionOrder
 
 SEED = "gpu-pool-h100-shared"

@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 from dagster_support import make_runtime, seed_schedule
 
-from gps_dagster.cli.devserver import REPO, prepare_home
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.plans import plan_requests
+from gps_dagster.demo.devserver import REPO, prepare_home
 
 pytestmark = pytest.mark.postgres
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from e2e_support import Server, schedule_file
 
-from gps_dagster.cli.devserver import (
+from gps_dagster.demo.devserver import (
     REPO,
     DagsterDev,
     free_port,

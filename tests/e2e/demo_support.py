@@ -1,4 +1,4 @@
-"""The real ``make demo`` (``python -m gps_dagster.cli.demo``) for the end-to-end tests.
+"""The real ``make demo`` (``python -m gps_dagster.demo``) for the end-to-end tests.
 
 It runs in a temporary ``--var`` folder on free ports, without the start-up timeline backfill
 (the tests run the README's backfill themselves), and is stopped with SIGTERM like Ctrl-C.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gps_dagster.cli import demo_env
-from gps_dagster.cli.devserver import REPO, free_port, graphql, group_members
+from gps_dagster.demo import env as demo_env
+from gps_dagster.demo.devserver import REPO, free_port, graphql, group_members
 
 T = TypeVar("T")
 CHROMIUM_FLAGS = [
@@ -73,7 +73,7 @@ def start_demo(var: Path) -> Demo:
         [
             sys.executable,
             "-m",
-            "gps_dagster.cli.demo",
+            "gps_dagster.demo",
             "--var",
             str(var),
             "--port",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from gps_dagster.cli.devserver import DagsterDev
+from gps_dagster.demo.devserver import DagsterDev
 
 SCHEDULE = "e2e-swap"
 A, B = "md-llama70b", "md-qwen32b"

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from e2e_support import SCHEDULE, schedule_file
 
-from gps_dagster.cli.devserver import (
+from gps_dagster.dagster_defs import names
+from gps_dagster.demo.devserver import (
     REPO,
     DagsterDev,
     free_port,
     prepare_home,
     seed_database,
 )
-from gps_dagster.dagster_defs import names
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.xdist_group(name="dagster_dev_pg")]
 

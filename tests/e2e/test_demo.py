@@ -32,8 +32,8 @@ from demo_support import (
     wait_for,
 )
 
-from gps_dagster.cli.devserver import REPO
 from gps_dagster.dagster_defs import names
+from gps_dagster.demo.devserver import REPO
 
 pytestmark = [pytest.mark.slow]
 A, B = "md-llama70b", "md-qwen32b"

@@ -14,8 +14,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from gps_dagster.cli.demo import stop_dagster
-from gps_dagster.cli.devserver import DagsterDev, free_port, prepare_home
+from gps_dagster.demo.devserver import DagsterDev, free_port, prepare_home
+from gps_dagster.demo.main import stop_dagster
 
 pytestmark = [pytest.mark.slow]
 DEFINITIONS = """

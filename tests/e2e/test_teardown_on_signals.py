@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gps_dagster.cli.devserver import REPO, group_members
+from gps_dagster.demo.devserver import REPO, group_members
 
 pytestmark = pytest.mark.slow
 WITH_POSTGRES = REPO / "tools" / "with_postgres.py"

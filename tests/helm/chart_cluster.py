@@ -20,12 +20,12 @@ from typing import Any
 import yaml
 
 from gps_dagster.backends.k8s import Kube, connect
-from gps_dagster.backends.k8s.fake.hosts import ProductNode
-from gps_dagster.backends.k8s.fake.pools import wait_default_tokens
-from gps_dagster.backends.k8s.fake.runner import Cluster, LocalImage
-from gps_dagster.cli.devserver import free_port
 from gps_dagster.clocks import VirtualClock
+from gps_dagster.demo.devserver import free_port
 from gps_dagster.ports import Clock, CoreError, NotFound
+from gps_dagster.testing.k8s.hosts import ProductNode
+from gps_dagster.testing.k8s.pools import wait_default_tokens
+from gps_dagster.testing.k8s.runner import Cluster, LocalImage
 from tests.helm.helm_support import CHART, REPO, helm
 
 IMAGE = "gps-dagster:test"

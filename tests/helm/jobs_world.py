@@ -33,13 +33,13 @@ from typing import Any
 
 import yaml
 
-from gps_dagster.backends.k8s.fake.hosts import service_account_kubeconfig
-from gps_dagster.backends.k8s.fake.pools import ClusterPool, Driver
-from gps_dagster.cli.devserver import REPO, DagsterDev, free_port
+from gps_dagster.demo.devserver import REPO, DagsterDev, free_port
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.domain.schedules import parse_schedule
 from gps_dagster.ports import Clock
 from gps_dagster.store import Store
+from gps_dagster.testing.k8s.hosts import service_account_kubeconfig
+from gps_dagster.testing.k8s.pools import ClusterPool, Driver
 from tests.helm.chart_cluster import ChartRelease
 
 SCHEDULE = "jobs-swap"

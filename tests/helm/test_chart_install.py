@@ -30,9 +30,9 @@ import pytest
 import sqlalchemy as sa
 
 from gps_dagster.backends.k8s import rbac
-from gps_dagster.backends.k8s.fake.runner import PodRun
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.tokens import TokenRepository
+from gps_dagster.testing.k8s.runner import PodRun
 from tests.helm.chart_cluster import ChartRelease
 from tests.helm.helm_support import CHART
 

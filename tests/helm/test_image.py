@@ -77,6 +77,10 @@ def test_the_image_holds_this_trees_package(container: str) -> None:
     for rel in ("runtime.py", "engine/engine.py", "backends/k8s/rbac.yaml"):
         local = hashlib.sha256((REPO / "gps_dagster" / rel).read_bytes()).hexdigest()
         assert _run(container, "sha256sum", f"{site}/{rel}").split()[0] == local, rel
+    # issue 22 §3: the test machinery and the demo are not in the image
+    left = _run(container, "sh", "-c", f"ls -d {site}/testing {site}/demo "
+                f"{site}/backends/k8s/fake {site}/backends/k8s/controlplane.py 2>/dev/null; true")
+    assert left.strip() == "", left
 
 
 def test_the_image_config_is_what_the_chart_and_the_run_launcher_expect(image: str) -> None:

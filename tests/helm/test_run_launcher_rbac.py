@@ -27,9 +27,9 @@ import pytest
 import yaml
 from dagster_k8s.client import DagsterKubernetesClient
 
-from gps_dagster.backends.k8s.fake.hosts import ProductNode, service_account_kubeconfig
-from gps_dagster.backends.k8s.fake.pools import wait_default_tokens
 from gps_dagster.clocks import VirtualClock
+from gps_dagster.testing.k8s.hosts import ProductNode, service_account_kubeconfig
+from gps_dagster.testing.k8s.pools import wait_default_tokens
 from tests.helm.chart_cluster import IMAGE, cluster_of, local_image
 from tests.helm.helm_support import CHART, KUBE_VERSION, binary, helm
 from tests.k8s.cluster import kube

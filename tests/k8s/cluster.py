@@ -41,9 +41,6 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from gps_dagster.backends.k8s import K8sCore, Kube, connect, ledger
-from gps_dagster.backends.k8s.fake import nodes as fnodes
-from gps_dagster.backends.k8s.fake.layout import layout, remap
-from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.backends.sim import SimulatedCrash
 from gps_dagster.clocks import VirtualClock
@@ -51,6 +48,9 @@ from gps_dagster.domain.pool import ONE_SHOT_EFFECTS, FaultSpec, PoolSpec
 from gps_dagster.ports import Core
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
+from gps_dagster.testing.k8s import nodes as fnodes
+from gps_dagster.testing.k8s.layout import layout, remap
+from gps_dagster.testing.k8s.pools import ClusterPool
 
 MUTATIONS = ("stop", "start", "set_replica_intent")
 T0_K8S = datetime(2026, 10, 19, 10, 0, tzinfo=UTC)

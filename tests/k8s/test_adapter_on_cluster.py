@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import K8sCore, Kube, ledger, names, pods
-from gps_dagster.backends.k8s.fake.layout import layout, remap
-from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.pool import gpu_uuid, load_pool
@@ -18,6 +16,8 @@ from gps_dagster.domain.render import kai
 from gps_dagster.ports import DeployState, EtagMismatch, Permanent
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
+from gps_dagster.testing.k8s.layout import layout, remap
+from gps_dagster.testing.k8s.pools import ClusterPool
 from tests.k8s.cluster import T0_K8S, kube, unique
 from tests.k8s.world import rename_nodes
 

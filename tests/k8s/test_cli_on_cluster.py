@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gps_dagster.backends.k8s.fake.pools import ClusterPool, wait_quotas_counted
 from gps_dagster.cli.main import cli
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import load_pool
+from gps_dagster.testing.k8s.pools import ClusterPool, wait_quotas_counted
 from tests.engine.harness import A, B, C, a_running_pool, local
 from tests.k8s.cluster import kube, unique
 from tests.k8s.world import rename_nodes

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gps_dagster.backends.k8s import controlplane as cp
+from gps_dagster.testing.k8s import controlplane as cp
 
 ROOT = Path(__file__).resolve().parents[2]
 

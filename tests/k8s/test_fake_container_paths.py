@@ -1,4 +1,4 @@
-"""The fake kubelet's path mapping (``backends/k8s/fake/containers.py``), without a cluster.
+"""The fake kubelet's path mapping (``testing/k8s/containers.py``), without a cluster.
 
 A regression: with the repository (and so the venv) under /tmp — a clone in /tmp, as CI may
 have — the program found on the image's PATH was remapped a second time into the pod's
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gps_dagster.backends.k8s.fake.containers import Cluster, LocalImage, resolve
+from gps_dagster.testing.k8s.containers import Cluster, LocalImage, resolve
 
 
 def _pod(command: list[str]) -> dict[str, Any]:

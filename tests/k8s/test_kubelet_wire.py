@@ -14,8 +14,8 @@ import pytest
 
 from gps_dagster.backends.k8s import kubelet_wire as wire
 from gps_dagster.backends.k8s import nodeagent
-from gps_dagster.backends.k8s.fake import realnode
-from gps_dagster.backends.k8s.fake.deviceplugin import DevicePlugin
+from gps_dagster.testing.k8s import realnode
+from gps_dagster.testing.k8s.deviceplugin import DevicePlugin
 
 _MESSAGE = re.compile(r"message\s+(\w+)\s*\{([^{}]*)\}")
 _FIELD = re.compile(r"^\s*(repeated\s+)?(map<string,\s*string>|\w+)\s+(\w+)\s*=\s*(\d+);", re.M)

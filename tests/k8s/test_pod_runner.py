@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import Kube
-from gps_dagster.backends.k8s.fake.hosts import ProductNode
-from gps_dagster.backends.k8s.fake.pools import wait_default_tokens
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.ports import NotFound
+from gps_dagster.testing.k8s.hosts import ProductNode
+from gps_dagster.testing.k8s.pools import wait_default_tokens
 from tests.helm.chart_cluster import IMAGE, cluster_of, local_image
 from tests.k8s.cluster import kube
 

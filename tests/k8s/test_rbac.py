@@ -19,13 +19,13 @@ import pytest
 import yaml
 
 from gps_dagster.backends.k8s import K8sCore, Kube, names, rbac
-from gps_dagster.backends.k8s.fake.layout import layout, remap
-from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import gpu_uuid, load_pool
 from gps_dagster.ports import NotFound, Permanent
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
+from gps_dagster.testing.k8s.layout import layout, remap
+from gps_dagster.testing.k8s.pools import ClusterPool
 from tests.k8s.cluster import T0_K8S, kube, unique
 
 Grant = tuple[str, str, str]

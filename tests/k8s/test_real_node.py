@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import Kube, connect, names, nodeagent
-from gps_dagster.backends.k8s.fake import realnode
 from gps_dagster.domain.gps.witness import Mismatch, annotation_uuids, judge
+from gps_dagster.testing.k8s import realnode
 
 
 class Node:

@@ -16,8 +16,6 @@ from typing import Any
 
 from gps_dagster.backends.k8s import K8sCore, ledger, names, pods
 from gps_dagster.backends.k8s.capacity import allocatable_gpus, node_name
-from gps_dagster.backends.k8s.fake.layout import layout, remap
-from gps_dagster.backends.k8s.fake.pools import ClusterPool
 from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.evaluator import next_boundary
@@ -30,6 +28,8 @@ from gps_dagster.ports import DeployView
 from gps_dagster.store import Store
 from gps_dagster.store.records import TargetStatusRow
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
+from gps_dagster.testing.k8s.layout import layout, remap
+from gps_dagster.testing.k8s.pools import ClusterPool
 from tests.k8s.cluster import kube, unique
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from gps_dagster.cli.devserver import REPO, free_port, group_members
+from gps_dagster.demo.devserver import REPO, free_port, group_members
 
 pytestmark = pytest.mark.slow
 SITE = Path(sysconfig.get_paths()["purelib"])
@@ -118,6 +118,10 @@ def test_the_wheel_carries_the_seed_example_and_no_tests(dist: Path) -> None:
         n.startswith("gps_dagster/store/migrations/") for n in names
     )
     assert not [n for n in names if n.startswith(("tests/", "bench/")) or "conftest" in n]
+    # issue 22 §3: the test machinery (fake kubelet, test control plane) and the demo stay home
+    assert "gps_dagster/backends/k8s/core.py" in names  # the product's adapter ships
+    assert not [n for n in names if n.startswith(("gps_dagster/testing/", "gps_dagster/demo/"))]
+    assert not [n for n in names if "/fake/" in n or n.endswith("controlplane.py")]
     for name in ("seed-pool-10.yaml", "seed-schedule.json"):  # the repository's, byte for byte
         shipped = zipfile.ZipFile(wheel).read(f"gps_dagster/examples/{name}")
         assert shipped == (REPO / "examples" / name).read_bytes()
@@ -134,6 +138,9 @@ def test_validate_and_simulate_the_packaged_seed_from_an_empty_folder(
         env,
     )
     assert Path(where.strip()).is_relative_to(venv)  # the wheel's copy, not the repository's
+    for absent in ("gps_dagster.testing", "gps_dagster.demo"):  # nothing installed imports them
+        probe = f"import importlib.util as u; print(u.find_spec({absent!r}))"
+        assert _run([str(venv / "bin" / "python"), "-c", probe], project, env).strip() == "None"
     from_runtime = _run(
         [
             str(venv / "bin" / "python"),

@@ -1,9 +1,9 @@
 """The Kubernetes backend: the ``Core`` port on a real cluster (SPEC §11, R-K8S).
 
-The only package that imports the ``kubernetes`` client (an import-linter contract). The
-composition root calls ``build_core`` for ``GPS_BACKEND=kubernetes``; the test control plane
-(``controlplane``) and the fake kubelet / device plugin / binders of the test cluster
-(``fake``) live here too, because the demo and the benchmark use them as well.
+The only product package that imports the ``kubernetes`` client (an import-linter contract). The
+composition root calls ``build_core`` for ``GPS_BACKEND=kubernetes``. The test control plane and
+the fake kubelet / device plugin / binders of the test cluster are test support, in
+``gps_dagster.testing.k8s`` (not in the wheel).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gps_dagster.backends.k8s.fake.deviceplugin import DevicePlugin
+from gps_dagster.testing.k8s.deviceplugin import DevicePlugin
 
 BUILD_SCRIPT = "tools/k8s/build_node.sh"
 PAUSE_IMAGE = "localhost/gps/pause:3.4"
@@ -310,7 +310,7 @@ def _make_cgroups(cgroup_root: str) -> None:
 
 
 def _kubelet(node: RealNode, found: dict[str, Path], kubeconfig: Path) -> None:
-    from gps_dagster.backends.k8s.controlplane import free_port
+    from gps_dagster.testing.k8s.controlplane import free_port
 
     labels = f"{REAL_NODE_LABEL}=true,nvidia.com/gpu.product=H100-80GB,nvidia.com/gpu.memory=81559"
     cmd = [

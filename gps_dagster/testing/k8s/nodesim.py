@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING
 
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.backends.k8s.fake import nodes as fnodes
-from gps_dagster.backends.k8s.fake.nodes import GpuNode
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import Clock, NotFound
+from gps_dagster.testing.k8s import nodes as fnodes
+from gps_dagster.testing.k8s.nodes import GpuNode
 
 if TYPE_CHECKING:
-    from gps_dagster.backends.k8s.fake.runner import PodRunner
+    from gps_dagster.testing.k8s.runner import PodRunner
 
 RESERVATIONS = names.PREFIX + "reservations"
 STRATEGIC = "application/strategic-merge-patch+json"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.backends.k8s.fake.containers import (
+from gps_dagster.testing.k8s.containers import (
     Cluster,
     ConfigPending,
     LocalImage,

@@ -1,4 +1,4 @@
-"""``make demo``: the live demo in the Dagster UI (``python -m gps_dagster.cli.demo``).
+"""``make demo``: the live demo in the Dagster UI (``python -m gps_dagster.demo``).
 
 Starts ``dagster dev`` on 127.0.0.1:3000 over a fresh simulated pool running in wall-clock
 time (examples/demo-pool.yaml) with two schedules: ``demo-swap`` swaps A and B every two
@@ -29,15 +29,15 @@ from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
-from gps_dagster.cli import demo_env
-from gps_dagster.cli.devserver import (
+from gps_dagster.cli.dagster_client import terminate_in_flight
+from gps_dagster.demo import env as demo_env
+from gps_dagster.demo.devserver import (
     REPO,
     DagsterDev,
     hourly_key,
     materialize_timeline,
     prepare_home,
     seed_database,
-    terminate_in_flight,
 )
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.runtime import clock_from_env
@@ -73,7 +73,7 @@ def _sigterm(_signum: int, _frame: FrameType | None) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gps_dagster.cli.demo", description=__doc__.split("\n")[0]
+        prog="python -m gps_dagster.demo", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3000)

@@ -1,10 +1,7 @@
-"""The running demo's settings, for a second terminal: ``. var/demo/env``.
+"""The CLI's side of the running demo's env file (``var/demo/env``, written by ``make demo``).
 
-``make demo`` writes ``var/demo/env`` (shell ``export`` lines: the demo's store, pool, Dagster
-instance, Dagster URL, API URL and token, the venv on ``PATH``) when its UI is up, and removes
-it when it stops. Sourcing it makes every command of the README act on the demo — the
-``gps-dagster`` CLI, ``dagster asset materialize`` and ``dg launch`` (same ``DAGSTER_HOME``).
-A ``gps-dagster`` command typed without it while a demo runs prints a one-line hint.
+A ``gps-dagster`` command typed in the demo's folder without the demo's settings, while a demo
+runs, prints a one-line hint to source them (the file's format: ``export K=V`` lines).
 """
 
 from __future__ import annotations
@@ -16,21 +13,6 @@ from pathlib import Path
 
 ENV_FILE = Path("var") / "demo" / "env"
 PID_VARIABLE = "GPS_DEMO_PID"
-
-
-def write(path: Path, env: Mapping[str, str], *, venv_bin: Path) -> Path:
-    """The env file: one ``export`` per setting, quoted for the shell."""
-    lines = ["# the running gps_dagster demo: `. var/demo/env` in a second terminal"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
-    lines.append(f'export PATH={shlex.quote(str(venv_bin))}:"$PATH"')
-    lines.append(f"export {PID_VARIABLE}={os.getpid()}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # 0600 from the first byte (issue 21 item 14): the file holds the demo's admin token
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an older file keeps its mode through O_TRUNC: set it
-    with os.fdopen(fd, "w") as out:
-        out.write("\n".join(lines) + "\n")
-    return path
 
 
 def read(path: Path) -> dict[str, str]:

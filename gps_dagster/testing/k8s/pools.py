@@ -22,18 +22,18 @@ from typing import Any
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.backends.k8s.fake.kai import KaiBinder
-from gps_dagster.backends.k8s.fake.layout import k8s_name, layout
-from gps_dagster.backends.k8s.fake.lws import LwsController
-from gps_dagster.backends.k8s.fake.nodes import GpuNode
-from gps_dagster.backends.k8s.fake.nodesim import NodeSimulator
-from gps_dagster.backends.k8s.fake.settle import settle
 from gps_dagster.backends.k8s.gps import exclusive_template
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.pool import DeploySpec, PoolSpec
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import Clock, CoreError, NotFound
+from gps_dagster.testing.k8s.kai import KaiBinder
+from gps_dagster.testing.k8s.layout import k8s_name, layout
+from gps_dagster.testing.k8s.lws import LwsController
+from gps_dagster.testing.k8s.nodes import GpuNode
+from gps_dagster.testing.k8s.nodesim import NodeSimulator
+from gps_dagster.testing.k8s.settle import settle
 
 POOL_LABEL = names.PREFIX + "pool"
 FOREIGN_LABEL = names.PREFIX + "foreign"

@@ -15,9 +15,9 @@ from typing import Any
 
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.backends.k8s.fake.nodesim import NodeSimulator
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import NotFound
+from gps_dagster.testing.k8s.nodesim import NodeSimulator
 
 STRATEGIC = "application/strategic-merge-patch+json"
 

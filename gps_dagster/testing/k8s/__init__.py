@@ -1,5 +1,7 @@
 """Fakes of what cannot run on this machine, for a real control plane (tests, demo, benchmark).
 
+Test support, not the product (``gps_dagster.testing``): not in the wheel nor the image.
+
 There is no kubelet, no NVIDIA device plugin, no KAI scheduler and no LeaderWorkerSet controller
 here; everything else is the real Kubernetes 1.20 control plane. So the fakes are small, named
 as fakes, and act only through the API like the real components:

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gps_dagster.backends.k8s.api import Kube
-from gps_dagster.backends.k8s.fake.nodes import GpuNode
-from gps_dagster.backends.k8s.fake.nodesim import NodeSimulator
-from gps_dagster.backends.k8s.fake.runner import Cluster, LocalImage, PodRunner
 from gps_dagster.ports import Clock, CoreError
+from gps_dagster.testing.k8s.nodes import GpuNode
+from gps_dagster.testing.k8s.nodesim import NodeSimulator
+from gps_dagster.testing.k8s.runner import Cluster, LocalImage, PodRunner
 
 TAINT_KEY = "gps.dagster.io/product-node"
 

@@ -2,7 +2,7 @@
 
 Starts a real control plane (etcd, kube-apiserver, controller-manager, scheduler; built once by
 ``tools/k8s/build_control_plane.sh``), lays the demo pool out on it (fake GPU nodes whose fake
-kubelets run on the wall clock: ``backends.k8s.fake``), applies the demo schedule (A and B swap
+kubelets run on the wall clock: ``gps_dagster.testing.k8s``), applies the demo schedule (A and B swap
 every two minutes) and runs ``dagster dev`` with ``GPS_BACKEND=kubernetes``: every transition
 run scales real Deployments through the API server. The banner prints the environment to point
 ``gps-dagster pool show --backend kubernetes`` (or kubectl) at the cluster. Ctrl-C (or SIGTERM)
@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 
 from gps_dagster.backends.k8s import Kube, connect
-from gps_dagster.backends.k8s import controlplane as cp
-from gps_dagster.backends.k8s.fake.lws import install_crd
-from gps_dagster.backends.k8s.fake.pools import ClusterPool
-from gps_dagster.cli.devserver import REPO, DagsterDev, prepare_home
-from gps_dagster.cli.teardown import exit_on_signals, signals_held
+from gps_dagster.demo.devserver import REPO, DagsterDev, prepare_home
+from gps_dagster.demo.teardown import exit_on_signals, signals_held
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.domain.schedules import parse_schedule
 from gps_dagster.ports import Clock
 from gps_dagster.runtime import clock_from_env
 from gps_dagster.store import Store
+from gps_dagster.testing.k8s import controlplane as cp
+from gps_dagster.testing.k8s.lws import install_crd
+from gps_dagster.testing.k8s.pools import ClusterPool
 
 BANNER = """
   gps_dagster demo on Kubernetes is running: {url}
@@ -43,7 +43,7 @@ BANNER = """
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gps_dagster.cli.demo_k8s", description=__doc__.split("\n")[0]
+        prog="python -m gps_dagster.demo.k8s", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3000)
