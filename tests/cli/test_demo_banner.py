@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gps_dagster.cli import demo
+from gps_dagster.demo import main as demo
 from gps_dagster.demo.devserver import REPO
 
 sys.path.insert(0, str(REPO / "tests" / "e2e"))

@@ -122,7 +122,7 @@ def test_runs_left_queued_or_started_are_canceled_when_the_demo_stops(tmp_path: 
 def test_dagster_runs_prints_a_header_and_says_when_there_is_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gps_dagster.cli import devserver
+    from gps_dagster.cli import dagster_client as devserver
 
     monkeypatch.setattr(devserver, "runs_by_tag", lambda url, key, value: [])
     empty = run("dagster", "runs", "demo-swap", "--url", "http://127.0.0.1:1")
