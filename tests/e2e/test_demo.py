@@ -336,7 +336,7 @@ def test_an_injected_alias_blocked_turns_the_deploy_check_red(
         ev = _latest_check(demo, A)
         return ev if ev is not None and not ev.passed else None
 
-    evaluation = wait_for(red, 60, "A's phase check failing")
+    evaluation = wait_for(red, 180, "A's phase check failing")
     assert evaluation.severity.value == "ERROR" and "alias_blocked" in (
         evaluation.description or ""
     )
