@@ -1,0 +1,36 @@
+"""A fake of the kubelet's PodResources v1 ``List`` for the fake nodes (``nodesim``).
+
+On a real node the kubelet's device manager records which device ids it gave each container,
+and the node agent (``backends.k8s.nodeagent``) reads that record over the PodResources socket
+and publishes it on the pods. The fake nodes have no kubelet, so this class answers ``List``
+from what the fake device plugin handed out (``NodeSimulator.tracks``), with the kubelet's
+rules: only containers that *requested* ``nvidia.com/gpu`` appear (a fractional KAI pod asks
+for none, so it is absent, as on a real node), and a pod appears from its admission until the
+kubelet forgets it. ``nodesim`` then runs the agent's own write path (``nodeagent.annotate``)
+with it: the witness reaches the adapter exactly as on a real cluster, never through a shortcut.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gps_dagster.backends.k8s.nodeagent import PODRESOURCES, Devices
+
+if TYPE_CHECKING:
+    from gps_dagster.backends.k8s.fake.nodesim import NodeSimulator
+
+
+class FakePodResources:
+    """``nodeagent.Source`` of one fake node: the fake kubelet's device record."""
+
+    name = PODRESOURCES  # what the agent writes as its source
+
+    def __init__(self, sim: NodeSimulator, node: str) -> None:
+        self.sim, self.node = sim, node
+
+    def devices(self) -> Devices:
+        out: Devices = {}
+        for track in self.sim.tracks.values():
+            if track.node == self.node and track.holds and track.uuids and track.container:
+                out[(track.namespace, track.name)] = {track.container: track.uuids}
+        return out
