@@ -23,7 +23,7 @@ import logging
 import re
 import threading
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -151,14 +151,25 @@ def annotations_for(containers: Mapping[str, Iterable[str]], source: str) -> dic
     return ann
 
 
-def publish(kube: Kube, node: str, source: Source) -> int:
-    """One sync: annotate every pod of ``node`` that holds devices; returns how many changed."""
+def publish(kube: Kube, node: str, source: Source, *, namespaces: Sequence[str] = ()) -> int:
+    """One sync: annotate every pod of ``node`` that holds devices; returns how many changed.
+
+    ``namespaces`` limits the pods it reads and annotates (the chart's namespace-scoped install
+    binds the agent's role only there); empty = every namespace."""
     found = source.devices()
-    on_node = kube.items(
-        kube.core.list_pod_for_all_namespaces,
-        field_selector=f"spec.nodeName={node}",
-        what=f"list pods on node {node}",
-    )
+    selector = f"spec.nodeName={node}"
+    if namespaces:
+        on_node = [
+            p
+            for ns in namespaces
+            for p in kube.items(
+                kube.core.list_namespaced_pod, ns, field_selector=selector, what=f"list pods of {node} in {ns}"
+            )
+        ]
+    else:
+        on_node = kube.items(
+            kube.core.list_pod_for_all_namespaces, field_selector=selector, what=f"list pods on node {node}"
+        )
     return annotate(kube, on_node, found, source.name)
 
 
@@ -227,12 +238,13 @@ def run(
     interval_s: float,
     stop: threading.Event,
     log: logging.Logger,
+    namespaces: Sequence[str] = (),
 ) -> None:
     """Sync every ``interval_s`` until ``stop``; a failed sync is logged and retried next tick
     (the agent owns its errors: it never exits on an unreachable kubelet or API server)."""
     while not stop.is_set():
         try:
-            changed = publish(kube, node, source)
+            changed = publish(kube, node, source, namespaces=namespaces)
             if changed:
                 log.info("node %s: annotated %d pod(s) from %s", node, changed, source.name)
         except WitnessUnavailable as exc:
