@@ -90,6 +90,8 @@ def test_its_role_is_list_and_patch_of_pods_bound_only_in_scope() -> None:
     bindings = _agent(docs, "RoleBinding")
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["cmp-team", "kai-resource-reservation", "serving"]
     assert not _agent(docs, "ClusterRoleBinding")
+    no_kai = template([ci("node-agent")], {"nodeAgent.kaiReservationNamespace": ""})
+    assert sorted(b["metadata"]["namespace"] for b in _agent(no_kai, "RoleBinding")) == ["cmp-team", "serving"]
     wide = template([ci("node-agent")], {"rbac.clusterWide": "true", "rbac.namespaces": "null"})
     assert len(_agent(wide, "ClusterRoleBinding")) == 1 and not _agent(wide, "RoleBinding")
     (ds,) = _agent(wide, "DaemonSet")

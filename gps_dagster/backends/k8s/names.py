@@ -1,8 +1,9 @@
 """The labels, annotations and resource names the Kubernetes adapter reads and writes.
 
 Everything the product keeps on a cluster object lives under ``gps.dagster.io/``; everything it
-reads from others is theirs (``nvidia.com/gpu``, KAI's names in ``domain.render.kai``); the GPU
-witness is the node agent's annotation (no NVIDIA component writes device ids onto a Pod). ``docs/kubernetes-backend.md`` lists them for operators.
+reads from others is theirs (``nvidia.com/gpu``, KAI's names in ``domain.render.kai``). The GPU
+witness is the node agent's annotation: no NVIDIA component writes device ids onto a Pod.
+``docs/kubernetes-backend.md`` lists them for operators.
 """
 
 from __future__ import annotations

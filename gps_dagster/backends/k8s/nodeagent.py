@@ -12,6 +12,11 @@ annotations the adapter's witness reads (``names.AGENT_DEVICE_ANNOTATION`` per c
 * ``DcgmSource`` — a dcgm-exporter ``/metrics`` page, for clusters that already run it: its
   samples carry ``UUID``, ``namespace``, ``pod`` and ``container`` labels.
 
+A KAI GPU-sharing pod requests no ``nvidia.com/gpu``, so neither source lists it: it gets the
+device ids of its group's reservation pod (``shared_devices``, label ``runai-gpu-group``).
+
+``annotate`` is the one write path; the fake nodes of the test cluster feed it from a fake
+PodResources source (``fake/podresources.py``), so the witness reaches the adapter the same way.
 An agent with no source refuses to start (``WitnessUnavailable``): it never guesses.
 """
 
