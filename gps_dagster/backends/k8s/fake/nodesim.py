@@ -198,7 +198,7 @@ class NodeSimulator:
         the fake PodResources source (``podresources`` module docstring)."""
         for node in sorted(self._admitted_on):
             on_node = [p for p in bound.values() if pods.node(p) == node]
-            source = FakePodResources(self, node)
+            source = FakePodResources(self.tracks, node)
             nodeagent.annotate(self.kube, on_node, source.devices(), source.name)
         self._admitted_on.clear()
 

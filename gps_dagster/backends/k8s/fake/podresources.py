@@ -12,12 +12,21 @@ with it: the witness reaches the adapter exactly as on a real cluster, never thr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from gps_dagster.backends.k8s.nodeagent import PODRESOURCES, Devices
 
-if TYPE_CHECKING:
-    from gps_dagster.backends.k8s.fake.nodesim import NodeSimulator
+
+class Allocation(Protocol):
+    """What the fake kubelet recorded for one pod (``nodesim.Track``)."""
+
+    node: str
+    namespace: str
+    name: str
+    container: str
+    uuids: tuple[str, ...]
+    holds: bool
 
 
 class FakePodResources:
@@ -25,12 +34,12 @@ class FakePodResources:
 
     name = PODRESOURCES  # what the agent writes as its source
 
-    def __init__(self, sim: NodeSimulator, node: str) -> None:
-        self.sim, self.node = sim, node
+    def __init__(self, tracks: Mapping[str, Allocation], node: str) -> None:
+        self.tracks, self.node = tracks, node
 
     def devices(self) -> Devices:
         out: Devices = {}
-        for track in self.sim.tracks.values():
+        for track in self.tracks.values():
             if track.node == self.node and track.holds and track.uuids and track.container:
                 out[(track.namespace, track.name)] = {track.container: track.uuids}
         return out
