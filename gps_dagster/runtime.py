@@ -68,6 +68,7 @@ DEFAULT_POOL = Path(__file__).resolve().parent / "examples" / "seed-pool-10.yaml
 """The seed pool shipped in the package (``gps_dagster/examples``), never a path into a source
 tree: an installed wheel finds it (issue 20 §4)."""
 BACKENDS = ("sim", "kubernetes")
+WITNESS_SOURCES = ("node_agent", "none")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _ENV = {
     "backend": "GPS_BACKEND",
@@ -77,6 +78,7 @@ _ENV = {
     "kube_context": "GPS_KUBE_CONTEXT",
     "namespaces": "GPS_NAMESPACES",
     "policy_namespace": "GPS_POLICY_NAMESPACE",
+    "witness_source": "GPS_WITNESS_SOURCE",
     "clock": "GPS_CLOCK",
 }
 
@@ -107,6 +109,10 @@ class Settings:
     policy_namespace: str | None = None
     """Namespace of the GPS scheduling-policy ConfigMap (kubernetes); None = the backend's
     default, ``gps-dagster-system``."""
+    witness_source: str = "node_agent"
+    """Placement witness of reservation-bound deploys (kubernetes): ``node_agent`` (the chart's
+    node-agent DaemonSet publishes the kubelet's device record) or ``none`` (bound deploys are
+    refused with ``witness_unavailable``)."""
     clock: datetime | None = None
     """None = the wall clock; an instant = a virtual clock frozen at it (``GPS_CLOCK``)."""
 
@@ -132,6 +138,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: Any) ->
         kube_context=reader.text("kube_context"),
         namespaces=reader.namespaces(),
         policy_namespace=reader.policy_namespace(),
+        witness_source=reader.witness_source(),
         clock=reader.clock(),
     )
     if reader.problems:
@@ -248,6 +255,19 @@ class _Reader:
             elif item and item not in out:
                 out.append(item)
         return tuple(out)
+
+    def witness_source(self) -> str:
+        where, value = self.raw("witness_source")
+        if value is None:
+            return "node_agent"
+        if value not in WITNESS_SOURCES:
+            self.fail(
+                where,
+                "invalid_witness_source",
+                f"{_show(value)} is not a witness source: use one of {', '.join(WITNESS_SOURCES)}",
+            )
+            return "node_agent"
+        return str(value)
 
     def policy_namespace(self) -> str | None:
         where, value = self.raw("policy_namespace")
@@ -409,6 +429,7 @@ def _kubernetes_core(settings: Settings, store: Store, clock: Clock) -> Core:
             context=settings.kube_context,
             namespaces=settings.namespaces,
             policy_namespace=settings.policy_namespace,
+            witness_source=settings.witness_source,
         )
     except GpsError:
         raise  # already carries its reason and fix

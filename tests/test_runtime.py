@@ -187,6 +187,7 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
         "GPS_KUBE_CONTEXT": "kind-gpu",
         "GPS_NAMESPACES": "team-a,team-b",
         "GPS_POLICY_NAMESPACE": "gpu-ops",
+        "GPS_WITNESS_SOURCE": "none",
         "GPS_CLOCK": "2026-10-20T03:00:00Z",
     }
     rt = build_runtime(settings_from_env(env, db_url=sqlite_url))
@@ -199,6 +200,7 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
             "context": "kind-gpu",
             "namespaces": ("team-a", "team-b"),
             "policy_namespace": "gpu-ops",
+            "witness_source": "none",
         }
         assert rt.core is fake_k8s.cores[0] and rt.engine.core is rt.core
         assert rt.pool is None  # no pool file on kubernetes
@@ -246,3 +248,10 @@ def test_the_policy_namespace_is_read_and_checked() -> None:
     with pytest.raises(SettingsInvalid) as err:
         settings_from_env({"GPS_POLICY_NAMESPACE": "GPU_Ops"})
     assert problems(err) == [("GPS_POLICY_NAMESPACE", "invalid_namespace")]
+
+
+def test_an_unknown_witness_source_is_a_settings_error_naming_the_variable() -> None:
+    with pytest.raises(SettingsInvalid) as exc:
+        settings_from_env({"GPS_WITNESS_SOURCE": "guess"})
+    assert problems(exc) == [("GPS_WITNESS_SOURCE", "invalid_witness_source")]
+    assert settings_from_env({}).witness_source == "node_agent"

@@ -24,8 +24,10 @@ import click
               help="A dcgm-exporter metrics URL, used when no PodResources socket is given.")
 @click.option("--interval", "interval_s", type=float, default=5.0, show_default=True, help="Seconds between syncs.")
 @click.option("--kubeconfig", envvar="GPS_KUBECONFIG", default=None, help="Else the in-cluster service account.")
+@click.option("--namespaces", envvar="GPS_NAMESPACES", default="",
+              help="Comma-separated namespaces whose pods it annotates (its role's scope); empty = all.")
 def node_agent(node: str, pod_resources_socket: str | None, dcgm_url: str | None, interval_s: float,
-               kubeconfig: str | None) -> None:
+               kubeconfig: str | None, namespaces: str) -> None:
     """Publish the device ids the kubelet gave each GPU pod of NODE, for the placement witness."""
     from gps_dagster.backends.k8s import (  # the kubernetes client: only here
         Kube,
@@ -47,4 +49,6 @@ def node_agent(node: str, pod_resources_socket: str | None, dcgm_url: str | None
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     kube = Kube(connect(kubeconfig, None))
-    nodeagent.run(kube, node, source, interval_s=interval_s, stop=stop, log=logging.getLogger("gps.nodeagent"))
+    scope = tuple(n.strip() for n in namespaces.split(",") if n.strip())
+    nodeagent.run(kube, node, source, interval_s=interval_s, stop=stop, log=logging.getLogger("gps.nodeagent"),
+                  namespaces=scope)

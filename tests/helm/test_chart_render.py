@@ -60,7 +60,7 @@ def default_docs() -> list[dict]:
 
 def test_every_ci_values_file_is_covered() -> None:
     names = {p.name.removesuffix("-values.yaml") for p in CI_VALUES}
-    assert names == {"default", "existing-dagster", "engine-disabled", "servicemonitor", "api"}
+    assert names == {"default", "existing-dagster", "engine-disabled", "servicemonitor", "api", "node-agent"}
 
 
 @pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)

@@ -13,7 +13,7 @@ from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.pool import gpu_uuid, load_pool
 from gps_dagster.domain.render import kai
-from gps_dagster.ports import DeployState, EtagMismatch, Permanent
+from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Permanent
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s.layout import layout, remap
@@ -282,5 +282,80 @@ def test_the_holder_pod_keeps_the_gpu_group_between_members(
         p.core.release_holder("m2")  # already gone: success
         assert holder_pod() is None
         assert p.core.witness("m2").uuids == (gpu_uuid("holder", "n1", 0),)
+    finally:
+        p.close()
+
+
+def bound_pair() -> dict[str, Any]:
+    """One exclusive and one time-sliced reservation on n1, a member of each, and an unbound deploy."""
+    uuids = [gpu_uuid("pair", "n1", i) for i in range(3)]
+    return {
+        "name": "pair",
+        "nodes": [{"name": "n1", "gpus": 8}],
+        "reservations": [
+            {"id": "rsv-x", "node": "n1", "namespace": "serving", "mode": "exclusive",
+             "gpu_memory_mib": 81559, "gpu_uuids": uuids[:2]},
+            {"id": "rsv-ts", "node": "n1", "namespace": "cmp-team", "mode": "time_sliced",
+             "gpu_memory_mib": 80000, "headroom": "1", "gpu_uuids": uuids[2:]},
+        ],
+        "deploys": [
+            {"id": "x", "gpus_per_replica": 2, "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
+            {"id": "m", "gpus_per_replica": 1,
+             "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 30000}},
+            {"id": "plain", "gpus_per_replica": 1},
+        ],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
+
+
+def test_the_witness_is_the_node_agents_podresources_record(k8s_cluster: str, sqlite_url: str) -> None:
+    """No pod carries a device annotation no real component writes (``nvidia.com/container.*``);
+    the UUIDs come from the node agent's write path (fed, on the fake node, by the fake kubelet's
+    PodResources record), and a time-sliced member's from its KAI reservation pod's device."""
+    p = Pool(bound_pair(), sqlite_url)
+    try:
+        for d in ("x", "m"):
+            p.core.start(d, etag=p.core.get_deploy(d).etag, idempotency_key=f"start-{d}")
+        p.cluster.settle()
+        assert {p.core.get_deploy(d).state for d in ("x", "m")} == {DeployState.READY}
+        everything = p.admin.items(p.admin.core.list_pod_for_all_namespaces, what="pods")
+        ours = [q for q in everything if pods.node(q) in p.cluster.sim.nodes]
+        assert not [k for q in ours for k in pods.annotations_of(q) if k.startswith("nvidia.com/")]
+        x, m = p.core.witness("x"), p.core.witness("m")
+        assert set(x.uuids) == {gpu_uuid("pair", "n1", i) for i in range(2)}
+        assert x.source == m.source == "node_agent_podresources"
+        assert m.uuids == (gpu_uuid("pair", "n1", 2),)
+        holders = [q for q in ours if pods.namespace(q) == "kai-resource-reservation"]
+        assert [pods.gpus(q) for q in holders] == [1]  # KAI's reservation pod holds the shared GPU whole
+        p.core.stop("m", etag=p.core.get_deploy("m").etag, allow_aliased_downtime=True, idempotency_key="stop-m")
+        p.core.release_holder("m")  # no member and no holder left: KAI frees the GPU
+        p.cluster.settle()
+        left = p.admin.items(p.admin.core.list_namespaced_pod, "kai-resource-reservation", what="pods")
+        assert not [q for q in left if pods.node(q) in p.cluster.sim.nodes]
+    finally:
+        p.close()
+
+
+def test_no_witness_source_refuses_bound_deploys_with_witness_unavailable(
+    k8s_cluster: str, sqlite_url: str
+) -> None:
+    """GPS_WITNESS_SOURCE=none: a bound start would wait for a witness forever, so the preflight's
+    admission preview and the start itself refuse it, with the fix; unbound work is unaffected."""
+    p = Pool(bound_pair(), sqlite_url)
+    try:
+        core = K8sCore(p.api, clock=p.clock, namespaces=p.cluster.namespaces, store_engine=p.engine,
+                       policy_namespace=p.cluster.layout.system, witness_source="none")
+        for d, rid in (("x", "rsv-x"), ("m", "rsv-ts")):
+            seen = core.admission_preview(d, delta_replicas=1)
+            assert (seen.admitted, seen.reason, seen.reservation_id) == (False, "witness_unavailable", rid)
+            assert "node agent" in seen.message and "GPS_WITNESS_SOURCE" in seen.message
+            before = core.get_deploy(d)
+            with pytest.raises(AdmissionRefused) as err:
+                core.start(d, etag=before.etag, idempotency_key=f"start-{d}")
+            assert err.value.reason == "witness_unavailable"
+            assert core.get_deploy(d).etag == before.etag  # nothing written
+        assert core.admission_preview("plain", delta_replicas=1).admitted
+        core.start("plain", etag=core.get_deploy("plain").etag, idempotency_key="start-plain")
+        assert p.core.admission_preview("x", delta_replicas=1).admitted  # the default: node_agent
     finally:
         p.close()

@@ -16,14 +16,21 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gps_dagster.backends.k8s import Kube, connect, names, nodeagent
-from gps_dagster.domain.gps.witness import Mismatch, annotation_uuids, judge
+from gps_dagster.backends.k8s import K8sCore, Kube, connect, names, nodeagent
 from gps_dagster.testing.k8s import realnode
+from gps_dagster.clocks import VirtualClock
+from gps_dagster.domain.gps.witness import Mismatch, annotation_uuids, judge
+from gps_dagster.domain.schedules import load_schedule
+from gps_dagster.engine import Engine, EngineConfig
+from gps_dagster.engine.gps_hooks import hooks
+from gps_dagster.ports import DeployState
+from gps_dagster.store import Store
 
 
 class Node:
@@ -229,3 +236,149 @@ def test_pods_that_do_not_tolerate_the_real_node_stay_off_it(node: Node, ns: str
 
     assert wait_for("the scheduler's verdict", unschedulable, timeout_s=30)
     assert node.kube.core.read_namespaced_pod("intruder", ns).spec.node_name is None
+
+
+# -- the engine end to end on the real node (issue 19 item 5) ----------------------------------------
+
+T0 = datetime(2026, 10, 19, 7, 59, 55, tzinfo=UTC)
+"""Five seconds before the day window opens (a fixed instant: nothing depends on the date)."""
+
+
+def deployment(name: str, *, gpus: int, running: bool, grace_s: int = 30, **env: int) -> dict[str, Any]:
+    pod = standin_pod(name, "", gpus=gpus, grace_s=grace_s, **env)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {names.DEPLOY_ID: name}, "annotations": {names.REPLICAS: "1"}},
+        "spec": {
+            "replicas": 1 if running else 0,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
+        },
+    }
+
+
+def swap_schedule(a: str, b: str) -> dict[str, Any]:
+    """The seed's shape, compressed: A runs 08:00-18:00, B outside, release first."""
+    return {
+        "name": "real-node-swap", "timezone": "UTC", "mode": "enforce", "transition_order": "release_first",
+        "targets": [{"model_deploy_id": a, "default_state": "stopped", "default_allow_downtime": True},
+                    {"model_deploy_id": b, "default_state": "running", "default_allow_downtime": True}],
+        "windows": [{"name": "day", "kind": "recurring", "priority": 10, "cron": "0 8 * * *", "duration": "10h",
+                     "states": [{"model_deploy_id": a, "desired_state": "running"},
+                                {"model_deploy_id": b, "desired_state": "stopped"}]}],
+    }
+
+
+class EngineRun:
+    """Store + ``K8sCore`` + the engine with its GPS hooks, on the real node. The kubelet runs in
+    wall time, so the virtual clock starts at a fixed instant and moves by the wall time that
+    passes between engine passes (a stop timeout of 5 s is 5 s of the container's drain)."""
+
+    def __init__(self, node: Node, ns: str, db_url: str, schedule: dict[str, Any], config: EngineConfig) -> None:
+        self.node, self.ns = node, ns
+        self.clock = VirtualClock(T0)
+        self.store = Store.open(db_url)
+        self.core = K8sCore(node.kube, clock=self.clock, namespaces=[ns], store_engine=self.store.engine)
+        self.spec = load_schedule(schedule)
+        self.store.apply_schedule(self.spec, now=T0)
+        self.store.set_gate("enforce", now=T0)
+        self.engine = Engine(self.store, self.core, self.clock, config, **hooks(self.store, self.core))
+        self._wall = time.monotonic()
+
+    def create(self, *docs: dict[str, Any]) -> None:
+        for d in docs:
+            self.node.kube.apps.create_namespaced_deployment(self.ns, d)
+
+    def pass_(self) -> None:
+        now = time.monotonic()
+        self.clock.advance(now - self._wall)
+        self._wall = now
+        self.engine.run_pass()
+
+    def jump(self, instant: datetime) -> None:
+        self.clock.set(instant)
+        self._wall = time.monotonic()
+
+    def phase(self, target: str) -> str:
+        row = self.store.get_status(self.spec.name, target)
+        return row.phase if row is not None else ""
+
+    def until(self, what: str, check: Callable[[], Any], *, timeout_s: float = 150) -> Any:
+        def step() -> Any:
+            self.pass_()
+            return check()
+
+        return wait_for(what, step, timeout_s=timeout_s)
+
+    def pods(self, app: str) -> list[Any]:
+        return self.node.kube.core.list_namespaced_pod(self.ns, label_selector=f"app={app}").items
+
+
+def test_the_engine_swaps_a_and_b_on_the_real_nodes_gpus_with_c_untouched(
+    node: Node, ns: str, sqlite_url: str
+) -> None:
+    """A (3 GPUs) and B (3 GPUs) cannot both fit on the node's 4 GPUs next to C (1): each swap
+    must release first, see STOPPED only once the kubelet deleted the pods (1 s drain), then get
+    the other scheduled and Ready through its readiness probe (1 s load)."""
+    run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-a", "rn-b"), EngineConfig(pass_interval_s=1))
+    run.create(deployment("rn-a", gpus=3, running=False, DRAIN_S=1, LOAD_S=1),
+               deployment("rn-b", gpus=3, running=True, DRAIN_S=1, LOAD_S=1),
+               deployment("rn-c", gpus=1, running=True, LOAD_S=1))
+    wait_for("B and C ready", lambda: all(
+        any(ready(node, ns, p.metadata.name) for p in run.pods(app)) for app in ("rn-b", "rn-c")), timeout_s=90)
+    c_uids = {p.metadata.uid for p in run.pods("rn-c")}
+    for a, b in (("rn-a", "rn-b"), ("rn-b", "rn-a")):  # 08:00 (A in), then 18:00 (B back)
+        run.until(f"{a} in, {b} out", lambda a=a, b=b: run.phase(a) == run.phase(b) == "converged"
+                  and run.core.get_deploy(a).state is DeployState.READY)
+        assert run.core.get_deploy(b).state is DeployState.STOPPED and not run.pods(b)  # the kubelet's deletion
+        started = run.pods(a)
+        assert len(started) == 1 and started[0].spec.node_name == node.name and ready(node, ns, started[0].metadata.name)
+        got = node.kube.core.read_namespaced_pod(started[0].metadata.name, ns)
+        assert got.status.container_statuses[0].ready  # the probe passed, not a patch
+        if a == "rn-a":
+            run.jump(datetime(2026, 10, 19, 17, 59, 58, tzinfo=UTC))
+    assert {p.metadata.uid for p in run.pods("rn-c")} == c_uids  # C never restarted
+    swaps = [[x.deploy_id for x in sorted(run.store.list_actions(transition_id=t.id), key=lambda x: x.seq)]
+             for t in run.store.list_transitions()]
+    assert [s for s in swaps if s] == [["rn-b", "rn-a"], ["rn-a", "rn-b"]]  # release first, each time
+
+
+def test_a_drain_longer_than_the_stop_timeout_ends_stop_timeout(node: Node, ns: str, sqlite_url: str) -> None:
+    """B drains for 40 s on SIGTERM (grace 60 s); the engine's stop timeout is 5 s: B ends
+    ``stop_timeout`` and A is never started on GPUs B still holds."""
+    run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-a", "rn-b"),
+                    EngineConfig(pass_interval_s=1, stop_timeout_s=5))
+    run.create(deployment("rn-a", gpus=3, running=False, LOAD_S=1),
+               deployment("rn-b", gpus=3, running=True, grace_s=60, DRAIN_S=40, LOAD_S=1))
+    wait_for("B ready", lambda: any(ready(node, ns, p.metadata.name) for p in run.pods("rn-b")), timeout_s=90)
+    run.until("B stop_timeout", lambda: run.phase("rn-b") == "stop_timeout", timeout_s=60)
+    assert run.pods("rn-b") and run.pods("rn-b")[0].metadata.deletion_timestamp is not None  # still draining
+    assert not [p for p in run.pods("rn-a") if p.spec.node_name]  # A not placed on B's GPUs
+
+
+def test_a_crash_looping_server_ends_in_a_terminal_phase(node: Node, ns: str, sqlite_url: str) -> None:
+    """A exits 3 two seconds after it starts, before its model loaded, again and again (the
+    kubelet's CrashLoopBackOff): its start never converges and ends ``readiness_timeout`` with the
+    reason, not in a silent wait. (A server that passes its probe once before crashing converges:
+    see the closing note of issue 19.)"""
+    run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-a", "rn-b"),
+                    EngineConfig(pass_interval_s=1, readiness_timeout_s=25))
+    run.create(deployment("rn-a", gpus=1, running=False, LOAD_S=30, CRASH_AFTER_S=2),
+               deployment("rn-b", gpus=1, running=False))
+    seen: list[tuple[str, str | None]] = []
+
+    def ended() -> bool:
+        row = run.store.get_status(run.spec.name, "rn-a")
+        seen.append((row.phase, row.reason) if row else ("", None))
+        return seen[-1][0] == "readiness_timeout"
+
+    try:
+        run.until("A readiness_timeout", ended, timeout_s=120)
+    finally:
+        print(sorted(set(seen)), run.clock.now())
+    row = run.store.get_status(run.spec.name, "rn-a")
+    assert row is not None and row.fix
+    (pod,) = run.pods("rn-a")
+    status = pod.status.container_statuses[0]
+    assert status.restart_count >= 1 and (status.last_state.terminated.exit_code == 3)

@@ -30,12 +30,14 @@ def build_core(
     context: str | None,
     namespaces: Sequence[str],
     policy_namespace: str | None = None,
+    witness_source: str = "node_agent",
 ) -> Core:
     """The Kubernetes ``Core``: kubeconfig (+ context) or the in-cluster service account.
 
     ``namespaces`` limits the workloads it may act on (empty = every namespace); the store's
     reservation ledger backs GPS (``store=None``: reservation-bound deploys are refused);
-    ``policy_namespace`` holds the GPS scheduling-policy ConfigMap (None = the default).
+    ``policy_namespace`` holds the GPS scheduling-policy ConfigMap (None = the default);
+    ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused, ``witness_unavailable``).
     """
     kube = Kube(connect(kubeconfig, context))
     return K8sCore(
@@ -44,4 +46,5 @@ def build_core(
         namespaces=tuple(namespaces),
         store_engine=store.engine if store is not None else None,
         policy_namespace=policy_namespace or names.POLICY_NAMESPACE,
+        witness_source=witness_source,
     )

@@ -123,10 +123,13 @@ class K8sCore(MutationsMixin):
         store_engine: Engine | None = None,
         billing: BillingCheck | None = None,
         policy_namespace: str = names.POLICY_NAMESPACE,
+        witness_source: str = gps_mod.WITNESS_NODE_AGENT,
     ) -> None:
         self.kube, self.clock, self.namespaces = kube, clock, tuple(namespaces)
         self.billing: BillingCheck = billing or NamespaceBilling()
-        self.gps = Reservations(kube, store_engine, policy_namespace=policy_namespace)
+        self.gps = Reservations(
+            kube, store_engine, policy_namespace=policy_namespace, witness_source=witness_source
+        )
         self._lws_checked = -LWS_RECHECK_S
         self._finder = Finder(kube, self.namespaces, lws=False)
 

@@ -10,8 +10,9 @@
   store, so two engines cannot both take the last MiB.
 * **Holder** (R-GPS-6): stopping the last running member of a time-sliced reservation first
   creates the minimal holder pod; it is deleted once a member is ready again.
-* **Witness** (R-GPS-7): the UUIDs of each ready replica group, from the binder annotation
-  ``nvidia.com/container.<c>.gpus.devices`` on its pods.
+* **Witness** (R-GPS-7, R-K8S-5): the UUIDs of each ready replica group, from the node agent's
+  ``gps.dagster.io/container.<c>.gpus.devices`` on its pods (the kubelet's PodResources record,
+  ``nodeagent``); no NVIDIA component writes GPU UUIDs onto a Pod, so nothing else is read.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.gps.errors import ReservationNotFound
 from gps_dagster.domain.gps.holders import holder_wanted
 from gps_dagster.domain.gps.reservations import Reservation, ReservationState, format_mib
-from gps_dagster.domain.gps.witness import annotation_uuids
 from gps_dagster.domain.pool import DeployReservation, ExclusiveRef
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import (
@@ -51,7 +51,13 @@ from gps_dagster.ports import (
 from gps_dagster.store.reservations import ReservationRepository, lock_reservation
 
 Binding = ExclusiveBinding | TimeSlicedBinding
-WITNESS_SOURCE = "binder_annotation"
+WITNESS_SOURCE = "node_agent"
+WITNESS_NODE_AGENT = "node_agent"
+WITNESS_NONE = "none"
+WITNESS_SOURCES = (WITNESS_NODE_AGENT, WITNESS_NONE)
+"""Where the placement witness comes from (``GPS_WITNESS_SOURCE``): the chart's node-agent
+DaemonSet (``nodeagent``; it reads the kubelet's PodResources API or dcgm-exporter), or none."""
+WITNESS_UNAVAILABLE = "witness_unavailable"
 RESERVATIONS = names.PREFIX + "reservations"
 """On a rendered exclusive pod template: the reservation ids its replica may land on."""
 _REF: TypeAdapter[Any] = TypeAdapter(DeployReservation)
@@ -92,9 +98,15 @@ class Reservations:
     """The adapter's GPS side: the store's ledger plus the cluster objects it drives."""
 
     def __init__(
-        self, kube: Kube, engine: Engine | None, *, policy_namespace: str = names.POLICY_NAMESPACE
+        self,
+        kube: Kube,
+        engine: Engine | None,
+        *,
+        policy_namespace: str = names.POLICY_NAMESPACE,
+        witness_source: str = WITNESS_NODE_AGENT,
     ) -> None:
         self.kube, self.engine, self.policy_namespace = kube, engine, policy_namespace
+        self.witness_source = witness_source
         self.pinned: dict[str, Reservation] = {}
         """Reservations read under their row lock by the running admission (no second read)."""
 
@@ -125,6 +137,9 @@ class Reservations:
 
         ``members`` are (workload, binding, ready groups) of the deploys in scope.
         """
+        unwitnessed = self.witness_refusal(b)
+        if unwitnessed is not None:
+            return unwitnessed
         if isinstance(b, ExclusiveBinding):
             return self._scope_decision(w, b.reservations)
         if not isinstance(b, TimeSlicedBinding):
@@ -152,6 +167,28 @@ class Reservations:
             if mw.replicas > 0:
                 (running if ready > 0 else flying)[mw.deploy_id] = mb.memory_mib
         return admit(rsv, running=running, in_flight=flying, proposed=(w.deploy_id, b.memory_mib))
+
+    def witness_refusal(self, b: Binding | None) -> Ineligible | None:
+        """A bound deploy cannot start where nothing can witness its placement (R-K8S-5): its
+        convergence would wait for a witness forever, so it is refused before anything moves."""
+        if b is None or self.witness_source != WITNESS_NONE:
+            return None
+        rid = b.reservation if isinstance(b, TimeSlicedBinding) else b.reservations[0]
+        return Ineligible(
+            rid,
+            WITNESS_UNAVAILABLE,
+            "no placement witness source is configured (GPS_WITNESS_SOURCE=none): install the "
+            "chart's node agent (nodeAgent.enabled=true; it reads the kubelet's PodResources API "
+            "or dcgm-exporter) and set GPS_WITNESS_SOURCE=node_agent, or unbind the deploy",
+        )
+
+    def require_witness(self, w: Workload, b: Binding | None) -> None:
+        """``witness_refusal`` at start: raises ``AdmissionRefused`` with the fix."""
+        refused = self.witness_refusal(b)
+        if refused is not None:
+            raise AdmissionRefused(
+                refused.reason, f"{w.deploy_id} on reservation '{refused.reservation_id}': {refused.fix}"
+            )
 
     def _scope_decision(
         self, w: Workload, reservation_ids: Sequence[str], rsv: Reservation | None = None
@@ -309,33 +346,47 @@ class Reservations:
     def capacity(
         self, b: Binding, gpus_per_replica: int, delta: int, holding: Sequence[Pod]
     ) -> CapacityPreview:
-        """Capacity of a bound deploy: its reservations' GPUs that no pod holds."""
+        """Capacity of a bound deploy: its reservations' GPUs minus the GPU requests of the pods
+        bound to them on their node — counted from requests like the unbound path (R-K8S-4),
+        not from device annotations, which appear only once the node agent has seen a pod."""
         if isinstance(b, TimeSlicedBinding):
             rsv = self.get(b.reservation)
             if rsv.state is ReservationState.ACTIVE:
                 return Fits(groups=delta)
             return Insufficient("insufficient_capacity", {}, delta, 0)
         free: dict[str, int] = {}
-        groups = 0
+        ours: dict[str, set[str]] = {}
         for rid in b.reservations:
             rsv = self.get(rid)
             if rsv.state is not ReservationState.ACTIVE:
                 continue
-            used = {u.lower() for p in holding if pods.node(p) == rsv.node for u in pods.devices(p)}
-            n = sum(1 for u in rsv.gpu_uuids if u.lower() not in used)
-            free[rsv.node] = free.get(rsv.node, 0) + n
-            groups += n // max(gpus_per_replica, 1)
+            free[rsv.node] = free.get(rsv.node, 0) + len(rsv.gpu_uuids)
+            ours.setdefault(rsv.node, set()).add(rsv.id)
+        for p in holding:
+            node = pods.node(p)
+            if node in ours and ours[node] & set(pod_reservations(p)):
+                free[node] -= pods.gpus(p)
+        free = {n: max(v, 0) for n, v in free.items()}
+        groups = sum(v // max(gpus_per_replica, 1) for v in free.values())
         if groups >= delta:
             return Fits(groups=delta)
         return Insufficient("insufficient_capacity", dict(sorted(free.items())), delta, groups)
 
 
+def pod_reservations(p: Pod) -> list[str]:
+    """The reservation ids a rendered pod names (the exclusive render's annotation, else the
+    KAI reservation label)."""
+    listed = pods.annotations_of(p).get(RESERVATIONS, "")
+    ids = [r for r in listed.split(",") if r]
+    return ids or [r for r in [pods.labels(p).get(kai.RESERVATION_LABEL, "")] if r]
+
+
 def witness(w: Workload, own: Sequence[Pod]) -> WitnessResult:
-    """UUIDs per ready replica group, from the binder annotation of its pods."""
+    """UUIDs per ready replica group, from the node agent's annotation on its pods."""
     ready = [p for p in own if pods.ready(p)]
     groups: dict[str, list[str]] = {}
     for p in sorted(ready, key=lambda p: (_group_key(w, p), pods.name(p))):
-        uuids = annotation_uuids(p)
+        uuids = pods.devices(p)
         if uuids:
             groups.setdefault(_group_key(w, p), []).extend(uuids)
     out = tuple(

@@ -1,8 +1,9 @@
 """The labels, annotations and resource names the Kubernetes adapter reads and writes.
 
 Everything the product keeps on a cluster object lives under ``gps.dagster.io/``; everything it
-reads from others is theirs (``nvidia.com/gpu``, the NVIDIA device annotation, KAI's names in
-``domain.render.kai``). ``docs/kubernetes-backend.md`` lists them for operators.
+reads from others is theirs (``nvidia.com/gpu``, KAI's names in ``domain.render.kai``). The GPU
+witness is the node agent's annotation: no NVIDIA component writes device ids onto a Pod.
+``docs/kubernetes-backend.md`` lists them for operators.
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ GPU_PRODUCT = "nvidia.com/gpu.product"
 """Node label of the GPU flavor (set by NVIDIA GPU feature discovery)."""
 REGION = "topology.kubernetes.io/region"
 HOSTNAME = "kubernetes.io/hostname"
-DEVICE_ANNOTATION = "nvidia.com/container.{container}.gpus.devices"
-"""Per container, the comma-separated GPU UUIDs the device plugin / binder gave the pod."""
 AGENT_DEVICE_ANNOTATION = PREFIX + "container.{container}.gpus.devices"
 """Per container, the device ids the kubelet gave it, published by the node agent (``nodeagent``)
 from the kubelet's PodResources API or dcgm-exporter: a source that exists on a real cluster."""
@@ -66,7 +65,3 @@ LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
 def agent_device_annotation(container: str) -> str:
     return AGENT_DEVICE_ANNOTATION.format(container=container)
-
-
-def device_annotation(container: str) -> str:
-    return DEVICE_ANNOTATION.format(container=container)

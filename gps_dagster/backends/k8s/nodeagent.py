@@ -12,17 +12,23 @@ annotations the adapter's witness reads (``names.AGENT_DEVICE_ANNOTATION`` per c
 * ``DcgmSource`` — a dcgm-exporter ``/metrics`` page, for clusters that already run it: its
   samples carry ``UUID``, ``namespace``, ``pod`` and ``container`` labels.
 
+A KAI GPU-sharing pod requests no ``nvidia.com/gpu``, so neither source lists it: it gets the
+device ids of its group's reservation pod (``shared_devices``, label ``runai-gpu-group``).
+
+``annotate`` is the one write path; the fake nodes of the test cluster feed it from a fake
+PodResources source (``fake/podresources.py``), so the witness reaches the adapter the same way.
 An agent with no source refuses to start (``WitnessUnavailable``): it never guesses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import threading
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,10 +36,18 @@ import grpc
 
 from gps_dagster.backends.k8s import kubelet_wire as wire
 from gps_dagster.backends.k8s import names
-from gps_dagster.backends.k8s.api import Kube
+from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.ports import NotFound
 
 POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 WITNESS_UNAVAILABLE = "witness_unavailable"
+STRATEGIC = "application/strategic-merge-patch+json"
+PODRESOURCES = "podresources"
+KAI_GPU_GROUP = "runai-gpu-group"
+"""KAI's label on a GPU-sharing pod and on the reservation pod holding its GPU whole
+(KAI-Scheduler ``pkg/common/constants``: ``GPUGroup = "runai-gpu-group"``; reservation pods run in
+``kai-resource-reservation``, docs/gpu-sharing). A shared pod requests no ``nvidia.com/gpu``, so
+the kubelet records no device for it: its GPU is the one its group's reservation pod was given."""
 
 Devices = dict[tuple[str, str], dict[str, tuple[str, ...]]]
 """(namespace, pod) -> container -> device ids."""
@@ -59,7 +73,7 @@ class PodResourcesSource:
     socket: str = POD_RESOURCES_SOCKET
     resource: str = names.GPU
     timeout_s: float = 5.0
-    name: str = "podresources"
+    name: str = PODRESOURCES
 
     def devices(self) -> Devices:
         m = wire.podresources
@@ -142,24 +156,79 @@ def annotations_for(containers: Mapping[str, Iterable[str]], source: str) -> dic
     return ann
 
 
-def publish(kube: Kube, node: str, source: Source) -> int:
-    """One sync: annotate every pod of ``node`` that holds devices; returns how many changed."""
+def publish(kube: Kube, node: str, source: Source, *, namespaces: Sequence[str] = ()) -> int:
+    """One sync: annotate every pod of ``node`` that holds devices; returns how many changed.
+
+    ``namespaces`` limits the pods it reads and annotates (the chart's namespace-scoped install
+    binds the agent's role only there); empty = every namespace."""
     found = source.devices()
+    selector = f"spec.nodeName={node}"
+    if namespaces:
+        on_node = [
+            p
+            for ns in namespaces
+            for p in kube.items(
+                kube.core.list_namespaced_pod, ns, field_selector=selector, what=f"list pods of {node} in {ns}"
+            )
+        ]
+    else:
+        on_node = kube.items(
+            kube.core.list_pod_for_all_namespaces, field_selector=selector, what=f"list pods on node {node}"
+        )
+    return annotate(kube, on_node, found, source.name)
+
+
+def annotate(kube: Kube, on_node: Iterable[Obj], found: Devices, source: str) -> int:
+    """Patch the device annotations of the pods in ``found`` that lack them (idempotent).
+
+    The one write path of the agent, shared by the fake nodes of the test cluster (their fake
+    PodResources source feeds it), so the witness is published the same way everywhere.
+    """
+    pods = list(on_node)
+    found = {**found, **shared_devices(pods, found)}
     changed = 0
-    pods = kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
     for pod in pods:
-        key = (pod.metadata.namespace, pod.metadata.name)
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         if key not in found:
             continue
-        want = annotations_for(found[key], source.name)
-        have = pod.metadata.annotations or {}
+        want = annotations_for(found[key], source)
+        have = meta.get("annotations") or {}
         if all(have.get(k) == v for k, v in want.items()):
             continue
-        kube.core.patch_namespaced_pod(
-            pod.metadata.name, pod.metadata.namespace, {"metadata": {"annotations": want}}
-        )
-        changed += 1
+        with contextlib.suppress(NotFound):  # the pod went meanwhile: nothing to witness
+            kube.call(
+                kube.core.patch_namespaced_pod,
+                key[1],
+                key[0],
+                {"metadata": {"annotations": want}},
+                what=f"annotate pod {key[1]} devices",
+                mutating=True,
+                _content_type=STRATEGIC,
+            )
+            changed += 1
     return changed
+
+
+def shared_devices(on_node: Iterable[Obj], found: Devices) -> Devices:
+    """Devices of KAI GPU-sharing pods: their group's reservation pod's, on their first container."""
+    pods = list(on_node)
+    by_group: dict[str, tuple[str, ...]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(KAI_GPU_GROUP)
+        held = found.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+        if group and held:
+            by_group[group] = tuple(dict.fromkeys(i for ids in held.values() for i in ids))
+    out: Devices = {}
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        group = (meta.get("labels") or {}).get(KAI_GPU_GROUP)
+        containers = spec.get("containers") or []
+        if key not in found and group in by_group and containers:
+            out[key] = {str(containers[0].get("name", "")): by_group[str(group)]}
+    return out
 
 
 def describe(found: Devices) -> str:
@@ -174,12 +243,13 @@ def run(
     interval_s: float,
     stop: threading.Event,
     log: logging.Logger,
+    namespaces: Sequence[str] = (),
 ) -> None:
     """Sync every ``interval_s`` until ``stop``; a failed sync is logged and retried next tick
     (the agent owns its errors: it never exits on an unreachable kubelet or API server)."""
     while not stop.is_set():
         try:
-            changed = publish(kube, node, source)
+            changed = publish(kube, node, source, namespaces=namespaces)
             if changed:
                 log.info("node %s: annotated %d pod(s) from %s", node, changed, source.name)
         except WitnessUnavailable as exc:

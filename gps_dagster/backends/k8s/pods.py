@@ -182,11 +182,12 @@ def unschedulable_message(pod: Pod) -> str:
 
 
 def devices(pod: Pod) -> tuple[str, ...]:
-    """GPU UUIDs the device plugin / binder annotated on the pod, container by container."""
+    """GPU UUIDs the node agent published on the pod (the kubelet's PodResources record),
+    container by container; () until the agent has seen the pod."""
     spec, notes = pod.get("spec") or {}, annotations_of(pod)
     out: list[str] = []
     for container in spec.get("containers") or []:
-        value = notes.get(names.device_annotation(str(container.get("name", ""))), "")
+        value = notes.get(names.agent_device_annotation(str(container.get("name", ""))), "")
         out.extend(u.strip() for u in value.split(",") if u.strip())
     return tuple(dict.fromkeys(out))
 

@@ -189,6 +189,8 @@ class MutationsMixin:
     ) -> Operation:
         """Plan and write; a time-sliced member's start both under its reservation's row lock."""
         b = self._binding(w)
+        if kind is OperationKind.START and w.replicas == 0:
+            self.gps.require_witness(w, b)
         if (
             kind is not OperationKind.START
             or not isinstance(b, TimeSlicedBinding)

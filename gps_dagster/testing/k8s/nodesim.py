@@ -3,8 +3,8 @@
 ``sync()`` does, at the injected clock's ``now``, what the kubelets of the simulated nodes would
 have done by then, through the API only:
 
-* a pod newly bound to one of our nodes gets GPU UUIDs (the device plugin's choice, written as
-  ``nvidia.com/container.<c>.gpus.devices``) and goes Running; ``start_delay_s`` later it is
+* a pod newly bound to one of our nodes gets GPU UUIDs (the device plugin's choice, recorded as
+  the kubelet's device manager records it) and goes Running; ``start_delay_s`` later it is
   Ready (never, for a deploy in ``never_ready``). A pod bound where no GPU is left is rejected
   like a real kubelet does (``Failed``, ``UnexpectedAdmissionError``);
 * a pod with a deletionTimestamp is deleted (grace 0) once its own grace period has run out;
@@ -13,6 +13,9 @@ have done by then, through the API only:
   scheduler never sees a GPU that is not back yet;
 * GPUs of a reservation are not advertised as ``nvidia.com/gpu`` (KAI owns them in production;
   here ``kai.KaiBinder`` binds the reservation-bound pods), so unbound work never lands on them;
+* the witness is published as on a real cluster: the node agent's own write path
+  (``nodeagent.annotate``) runs against a fake PodResources source (``podresources``) fed by the
+  record above — nothing writes a device annotation no real component writes;
 * with a ``runner.PodRunner``, the pods of Jobs whose image it knows are really executed as
   local processes, and their phase follows the exit code (``runner`` module docstring).
 
@@ -28,19 +31,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from gps_dagster.backends.k8s import names, pods
+from gps_dagster.backends.k8s import names, nodeagent, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.testing.k8s import nodes as fnodes
+from gps_dagster.testing.k8s.nodes import GpuNode
+from gps_dagster.testing.k8s.podresources import FakePodResources
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import Clock, NotFound
-from gps_dagster.testing.k8s import nodes as fnodes
-from gps_dagster.testing.k8s.nodes import GpuNode
 
 if TYPE_CHECKING:
     from gps_dagster.testing.k8s.runner import PodRunner
 
 RESERVATIONS = names.PREFIX + "reservations"
 STRATEGIC = "application/strategic-merge-patch+json"
+MISPLACED = names.PREFIX + "fake-misplaced"
+"""On a fake KAI reservation pod: the fake device plugin hands it a GPU outside its reservation
+(the ``misplace`` fault of a time-sliced member, whose GPU is its reservation pod's)."""
 
 
 @dataclass
@@ -60,6 +67,8 @@ class Track:
     grace_s: float = 0.0
     executed: bool = False
     """Whether the runner executes this pod (a Job pod of a local image)."""
+    container: str = ""
+    """The container the GPUs were allocated to (the kubelet records devices per container)."""
 
 
 class NodeSimulator:
@@ -90,6 +99,8 @@ class NodeSimulator:
         self.misplace: set[str] = set()
         self._allocatable: dict[str, int] = {}
         self._heartbeat: fnodes.Heartbeat | None = None
+        self._admitted_on: set[str] = set()
+        """Nodes whose device record changed this sync: their node agent publishes."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -179,7 +190,17 @@ class NodeSimulator:
                 changed = True
         for node in self.nodes:
             self._publish_allocatable(node)
+        self._run_agents(bound)
         return changed
+
+    def _run_agents(self, bound: dict[str, Obj]) -> None:
+        """The node agent of each node whose record changed: the product's write path, fed by
+        the fake PodResources source (``podresources`` module docstring)."""
+        for node in sorted(self._admitted_on):
+            on_node = [p for p in bound.values() if pods.node(p) == node]
+            source = FakePodResources(self.tracks, node)
+            nodeagent.annotate(self.kube, on_node, source.devices(), source.name)
+        self._admitted_on.clear()
 
     def next_event_at(self) -> datetime | None:
         due = [
@@ -261,10 +282,11 @@ class NodeSimulator:
         fractional = need == 0 and kai.GPU_MEMORY_ANNOTATION in (meta.get("annotations") or {})
         if existing:
             uuids, holds = existing, need > 0  # adopted after a restart of the simulator
-        elif fractional:
-            uuids, holds = self._fractional_uuid(pod, node, deploy in self.misplace), False
+        elif fractional:  # KAI shares its group's GPU: the device plugin allocates it nothing
+            uuids, holds = (), False
         else:
-            chosen = self._whole_uuids(pod, node, need, deploy in self.misplace)
+            misplaced = deploy in self.misplace or (meta.get("annotations") or {}).get(MISPLACED) == "true"
+            chosen = self._whole_uuids(pod, node, need, misplaced)
             if chosen is None:
                 self._reject(pod, need)
                 return True
@@ -285,8 +307,8 @@ class NodeSimulator:
         if pods.deleting(pod):
             track.deleting_since = now
             track.grace_s = float(meta.get("deletionGracePeriodSeconds") or 0)
-        if not existing:
-            self._annotate(pod, uuids)
+        track.container = _gpu_container(pod) if holds else ""
+        self._admitted_on.add(node)
         self._set_running(track, ready=track.ready_at is not None and track.ready_at <= now)
         return True
 
@@ -339,33 +361,6 @@ class NodeSimulator:
                 return tuple(free[:need])
         return None
 
-    def _fractional_uuid(self, pod: Obj, node: str, misplaced: bool) -> tuple[str, ...]:
-        rsvs = self._rsv_ids(pod)
-        if not rsvs:
-            return ()
-        own = [u for u in self.reservations[rsvs[0]].gpu_uuids]
-        if misplaced:
-            others = [u for u in self.nodes[node].uuids if u not in own]
-            return (others[0],) if others else tuple(own[:1])
-        return tuple(own[:1])
-
-    def _annotate(self, pod: Obj, uuids: tuple[str, ...]) -> None:
-        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
-        if not containers or not uuids:
-            return
-        body = {
-            "metadata": {"annotations": {names.device_annotation(containers[0]): ",".join(uuids)}}
-        }
-        self.kube.call(
-            self.kube.core.patch_namespaced_pod,
-            pod["metadata"]["name"],
-            pod["metadata"]["namespace"],
-            body,
-            what="annotate pod devices",
-            mutating=True,
-            _content_type=STRATEGIC,
-        )
-
     def _reject(self, pod: Obj, need: int) -> None:
         meta = pod["metadata"]
         status = {
@@ -414,3 +409,14 @@ class NodeSimulator:
                 mutating=True,
                 _content_type=STRATEGIC,
             )
+
+
+def _gpu_container(pod: Obj) -> str:
+    """The first container that requests ``nvidia.com/gpu`` (else the first container)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    for c in containers:
+        res = c.get("resources") or {}
+        value = (res.get("limits") or {}).get(names.GPU) or (res.get("requests") or {}).get(names.GPU)
+        if value and pods.quantity(value):
+            return str(c.get("name", ""))
+    return str(containers[0].get("name", "")) if containers else ""
