@@ -176,6 +176,11 @@ class DeployView:
     them: unschedulable at once); None when no autoscaler spoke."""
     """The API server's refusal to create the deploy's pods, in its words (a ReplicaSet's
     ``ReplicaFailure/FailedCreate``: quota, LimitRange, Pod Security, a webhook); None if none."""
+    instance: str | None = None
+    """The control plane's identity of the object behind the id (Kubernetes: kind,
+    namespace/name and ``metadata.uid``): equal between two reads iff they read the same object.
+    A claim is pinned to it at first sight; another value is ``deploy_replaced`` (issue 18).
+    None when the backend has no such identity (the simulated pool: an id is its own row)."""
 
     @property
     def converged_stopped(self) -> bool:

@@ -168,6 +168,33 @@ def schedules_clear_skew(name: str, settings: Settings) -> None:
                "the next pass plans the present intent")
 
 
+@schedules.command("reclaim")
+@click.argument("name")
+@click.argument("deploy_id")
+@store_options
+def schedules_reclaim(name: str, deploy_id: str, settings: Settings) -> None:
+    """Accept the object that now carries DEPLOY_ID as schedule NAME's target.
+
+    A claim is pinned to the object the engine first saw (on Kubernetes its uid); another object
+    under the same id (deleted and re-created by GitOps or by hand) is ineligible{deploy_replaced}
+    and never acted on. Check the new object is the workload you mean, then run this: the next
+    pass pins the object it sees and acts on it (R-K8S-8).
+    """
+    store = wiring.store(settings)
+    try:
+        store.get_schedule(name)
+        forgotten = store.reclaim(name, deploy_id, now=build_clock(settings).now(), actor=cli_actor())
+    except StoreError as exc:
+        refuse(exc)
+    except KeyError as exc:
+        click.echo(f"error: deploy_id: not_claimed — {exc.args[0]} — fix: name a target of the "
+                   "schedule (`gps-dagster schedules show NAME`)", err=True)
+        sys.exit(1)
+    was = f" (was {forgotten})" if forgotten else " (it was not pinned yet)"
+    click.echo(f"schedule '{name}': {deploy_id} re-claimed{was}; the next pass pins the object "
+               f"it sees; `gps-dagster apply-now {name}` re-plans the targets its refusal ended")
+
+
 # -- status, gate, metrics, db ------------------------------------------------------------------
 
 @click.command("status")
@@ -357,7 +384,8 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
         fail(exc)
     rt = wiring.runtime(settings, clock=clock)
     timings = rt.engine.planner.ready_by.for_timeline(rt.store, spec)
-    rep = dry_run(spec, rt.core, at or rt.clock.now(), pool=rt.pool, timings=timings)
+    pins = rt.store.pins_for(list(spec.target_ids))
+    rep = dry_run(spec, rt.core, at or rt.clock.now(), pool=rt.pool, timings=timings, pins=pins)
     if fmt == "json":
         click.echo(json.dumps(rep.as_dict(), indent=2))
         return

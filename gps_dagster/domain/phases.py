@@ -93,6 +93,12 @@ INELIGIBLE_FIXES: dict[str, str] = {
         "the CMP endpoint was found partly running before the schedule acted: start or stop all its "
         "members by hand, then apply-now"
     ),
+    "deploy_replaced": (
+        "another object now carries this deploy id (deleted and re-created by GitOps or by hand, "
+        "or an impostor label): the schedule will not act on it. Check it is the workload you "
+        "mean, then run `gps-dagster schedules reclaim SCHEDULE DEPLOY_ID` and apply-now (or remove the "
+        "target)"
+    ),
     "gitops_owned": (
         "a GitOps tool owns spec.replicas and would revert every stop: omit replicas from Git (or "
         "add an Argo CD ignoreDifferences on /spec/replicas and the gps.dagster.io annotations, "

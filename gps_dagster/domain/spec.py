@@ -45,6 +45,8 @@ MAX_REPLICAS = 10_000
 MAX_PRIORITY = 1_000_000_000
 """Priorities lie in [-MAX_PRIORITY, MAX_PRIORITY]."""
 MAX_WINDOWS = 200
+MAX_GRACE_S = 86_400.0
+"""Longest unschedulable grace a schedule may set (a day: past the readiness timeout anyway)."""
 """Most windows in one schedule: bounds validation (pairs of equal priority) and evaluation."""
 MAX_DEPLOY_ID = 200
 """Longest deploy id (the store's column width)."""
@@ -314,6 +316,14 @@ class Schedule(Frozen):
     ready_by: bool = Field(
         default=False, strict=True, description="Default of every target's ready_by (R-NEXT-1)."
     )
+    unschedulable_grace_s: float | None = Field(
+        default=None, ge=0, le=MAX_GRACE_S, strict=True,
+        description=(
+            "Seconds the pods of a start in this pool may stay unschedulable before "
+            "start_unschedulable; None = the engine's unschedulable_grace_s (120 s). Raise it for "
+            "a pool whose GPU nodes an autoscaler without scale-up events (Karpenter) adds."
+        ),
+    )
     targets: tuple[TargetSpec, ...] = Field(min_length=1)
     windows: tuple[Window, ...] = ()
 
@@ -393,4 +403,6 @@ class Schedule(Frozen):
                 raw_target.pop("ready_by", None)  # documents without ready_by stay as they were
         if not self.ready_by:
             doc.pop("ready_by", None)
+        if self.unschedulable_grace_s is None:
+            doc.pop("unschedulable_grace_s", None)  # documents without it stay as they were
         return doc

@@ -21,6 +21,7 @@ from typing import Any
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import StepKind
 from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.eligibility import replaced_verdict
 from gps_dagster.engine.endpoints import read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.reports import StepOutcome
@@ -55,6 +56,13 @@ def acquire_ready(deploy: DeployView, replicas: int) -> bool:
         and deploy.applied_generation >= deploy.generation
         and deploy.ready_replicas >= replicas
     )
+
+
+def unschedulable_grace_s(a: ActionRow, config: EngineConfig) -> float:
+    """How long step ``a``'s pods may stay unschedulable: its pool's setting (the schedule's
+    ``unschedulable_grace_s``, recorded on the step when its plan opened), else the engine's."""
+    own = (a.detail or {}).get("unschedulable_grace_s")
+    return float(own) if own is not None else config.unschedulable_grace_s
 
 
 class Observer:
@@ -105,6 +113,9 @@ class Observer:
     def _judge(
         self, a: ActionRow, deploy: DeployView, now: datetime
     ) -> tuple[bool, Verdict | None]:
+        gone = replaced_verdict((a.detail or {}).get("instance"), deploy)
+        if gone is not None:  # R-K8S-8: the replacement's state says nothing about this step
+            return False, gone
         late = a.deadline_at is not None and now >= a.deadline_at
         if a.step == StepKind.STOP.value:
             if stop_converged(deploy):
@@ -131,7 +142,7 @@ class Observer:
             )
         if deploy.unschedulable and deploy.scale_up != "triggered":  # a node is coming: wait
             since = self._unschedulable_since(a, now)
-            if (now - since).total_seconds() >= self.config.unschedulable_grace_s:
+            if (now - since).total_seconds() >= unschedulable_grace_s(a, self.config):
                 return False, verdict(
                     Phase.START_UNSCHEDULABLE,
                     extra=f"{a.deploy_id} pods unschedulable since {since.isoformat()}",

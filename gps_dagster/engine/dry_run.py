@@ -49,11 +49,14 @@ class DryRunReport:
 def dry_run(
     schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | None = None,
     deploys: Mapping[str, DeployView] | None = None, timings: ReadyByTimings | None = None,
+    pins: Mapping[str, str | None] | None = None,
 ) -> DryRunReport:
     """The plan at ``at``; ``deploys`` replaces the core's reads of targets (a supposed state).
 
     ``timings``: learned ready-by figures (the engine's defaults without them): inside a lead
     the targets it moves are planned as of their boundary, as a pass would (R-NEXT-1).
+    ``pins``: the claims' pinned objects (``Store.pins_for``): a replaced deploy is reported
+    ineligible as a pass would (R-K8S-8); read only, nothing is pinned here.
     """
     rep = DryRunReport(schedule.name, at.astimezone(schedule.tz))
     planned = []
@@ -80,7 +83,7 @@ def dry_run(
         except CoreError as exc:
             rep.warnings.append({"target": target, "kind": "core_unreadable", "detail": str(exc)})
             continue
-        reason = ineligible_reason(schedule, deploy)
+        reason = ineligible_reason(schedule, deploy, pinned=(pins or {}).get(target))
         if reason is not None or deploy is None:
             rep.warnings.append({"target": target, "kind": "ineligible", "reason": reason})
             continue

@@ -401,7 +401,9 @@ class Engine:
         if missing:  # first sight of these targets: create their rows in one statement
             self.store.ensure_statuses(missing, now=self.clock.now())
             statuses = self.store.statuses_for(names)
-        return Prefetch(statuses, reads, in_flight)
+        pinnable = [v.id for v in reads.values() if v.instance is not None]
+        pins = self.store.pins_for(pinnable) if pinnable else None  # R-K8S-8, one read per batch
+        return Prefetch(statuses, reads, in_flight, pins=pins)
 
     def _gate_moved(self, seen: str) -> bool:
         """The gate reads otherwise than ``seen`` now (unreadable: no; the fence re-checks)."""

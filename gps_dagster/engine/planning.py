@@ -29,7 +29,7 @@ from gps_dagster.domain.readyby import Lead, Timing, early_targets, learned, nex
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
 from gps_dagster.domain.timeline_doc import ReadyByTimings
 from gps_dagster.engine import keys
-from gps_dagster.engine.eligibility import ineligible_reason
+from gps_dagster.engine.eligibility import ELIGIBILITY, ineligible_reason, replaced_verdict
 from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
@@ -39,8 +39,6 @@ from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
 from gps_dagster.store.timings import start_durations, stop_durations
 
-ELIGIBILITY = "eligibility"
-"""``detail.source`` of an ``ineligible`` set by the eligibility check (re-examined every pass)."""
 RUNNING_STATES = frozenset({DeployState.READY, DeployState.STARTING, DeployState.UPDATING})
 
 
@@ -80,6 +78,9 @@ class Prefetch:
 
     refreshed: set[str] = field(default_factory=set)
     """Schedules whose statuses were read again after their in-flight steps were observed."""
+    pins: dict[str, str | None] | None = None
+    """The claims' pinned instances by deploy id (``Store.pins_for``), read once for the batch;
+    None: read per target when needed."""
 
     def dirty(self, schedule: str) -> bool:
         """In-flight steps may have moved its statuses since the prefetch: re-read them."""
@@ -261,7 +262,8 @@ class Planner:
         except Exception as exc:
             out.errors.append(f"{target}: {type(exc).__name__}: {exc}")
             return None
-        reason = ineligible_reason(spec, deploy)
+        pinned = self._pinned(spec.name, deploy, now=now, prefetch=prefetch)
+        reason = ineligible_reason(spec, deploy, pinned=pinned)
         if (
             reason is None
             and members is not None
@@ -277,14 +279,15 @@ class Planner:
                     reason  # it should acquire and cannot: nothing may be released for it
                 )
             if status.phase != Phase.INELIGIBLE or status.reason != reason:
+                said = replaced_verdict(pinned, deploy) if deploy is not None else None
                 self.store.cas_status(
                     status,
                     now=now,
                     phase=Phase.INELIGIBLE.value,
                     reason=reason,
-                    fix=fix_for(Phase.INELIGIBLE, reason),
+                    fix=said.fix if said is not None else fix_for(Phase.INELIGIBLE, reason),
                     schedule_version=version,
-                    detail={"source": ELIGIBILITY},
+                    detail=said.detail if said is not None else {"source": ELIGIBILITY},
                 )
             return None
         assert deploy is not None
@@ -317,6 +320,23 @@ class Planner:
                 events=[{"kind": "drift_detected", "detail": {"state": deploy.state.value}}],
             )
         return None
+
+    def _pinned(
+        self, schedule: str, deploy: DeployView | None, *, now: datetime, prefetch: Prefetch | None
+    ) -> str | None:
+        """The object ``schedule``'s claim of ``deploy`` is pinned to, pinning it at first sight
+        (R-K8S-8). A store write, never a core one: observe mode pins too."""
+        if deploy is None or deploy.instance is None:
+            return None
+        if prefetch is not None and prefetch.pins is not None and deploy.id in prefetch.pins:
+            pinned = prefetch.pins[deploy.id]
+        else:
+            pinned = self.store.pins_for([deploy.id]).get(deploy.id)
+        if pinned is None and deploy.state is not DeployState.DELETING:
+            pinned = self.store.pin(schedule, deploy.id, deploy.instance, now=now)
+            if prefetch is not None and prefetch.pins is not None:
+                prefetch.pins[deploy.id] = pinned
+        return pinned
 
     def _behind(
         self,
@@ -491,6 +511,8 @@ class Planner:
                         "allow_downtime": c.interval.intent.allow_downtime,
                         "interval_end": c.interval.end.isoformat() if c.interval.end else None,
                         "endpoint": c.deploy.endpoint == c.deploy.id,
+                        "instance": c.deploy.instance,
+                        "unschedulable_grace_s": spec.unschedulable_grace_s,
                     },
                     "created_at": now,
                     "updated_at": now,

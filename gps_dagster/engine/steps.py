@@ -20,6 +20,7 @@ from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
 from gps_dagster.domain.spec import DesiredState
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.eligibility import replaced_verdict
 from gps_dagster.engine.endings import Endings, first_order
 from gps_dagster.engine.failures import RETRY_SINCE, End, Retry, clock_of, judge
 from gps_dagster.engine.outcomes import Verdict, verdict
@@ -433,9 +434,11 @@ class StepRunner:
                 f"{a.deploy_id} kept changing under the engine (ETag conflicts) for {limit:.0f} s"
             )
             return self.endings.fail(a, verdict(phase, "etag_conflict", extra=extra))
-        fresh = self.core.get_deploy(
-            a.deploy_id
-        ).etag  # a read error: the owner's, on the submit's clock
+        view = self.core.get_deploy(a.deploy_id)  # a read error: the owner's, on the submit's clock
+        gone = replaced_verdict((a.detail or {}).get("instance"), view)
+        if gone is not None:  # R-K8S-8: never retry a step on the object that replaced its own
+            return self.endings.fail(a, gone)
+        fresh = view.etag
         self.store.write_steps(
             [
                 StepWrite(

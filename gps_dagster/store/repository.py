@@ -38,6 +38,7 @@ from gps_dagster.store.errors import (
     VersionMismatch,
 )
 from gps_dagster.store.locks import PassLock
+from gps_dagster.store.pins import PinsMixin
 from gps_dagster.store.plans import UNSUBMITTED, PlansMixin
 from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.scale_tables import schedule_due
@@ -62,7 +63,7 @@ class Deleted:
     abandoned: list[str]
 
 
-class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin):
+class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:

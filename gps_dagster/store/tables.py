@@ -2,7 +2,8 @@
 
 * ``schedules`` — the spec document and its ``version`` (R-MODEL-8).
 * ``target_claims`` — one row per owned deploy; the primary key on
-  ``deploy_id`` is the ownership rule of R-MODEL-6 (never a read-then-write).
+  ``deploy_id`` is the ownership rule of R-MODEL-6 (never a read-then-write);
+  ``instance`` pins it to the object first seen behind the id (issue 18 item 3).
 * ``target_status`` — the phase machine per target, written by CAS on
   (``status_version``, ``target_generation``) (R-PASS-11).
 * ``transitions`` / ``actions`` — transition plans and their steps; the
@@ -45,6 +46,9 @@ target_claims = sa.Table(
         index=True,
     ),
     sa.Column("claimed_at", UTC_TS, nullable=False),
+    # the object the claim is pinned to (DeployView.instance), set at first sight (0009)
+    sa.Column("instance", sa.String(400)),
+    sa.Column("pinned_at", UTC_TS),
 )
 
 target_status = sa.Table(

@@ -434,13 +434,20 @@ def test_the_migration_hook_refuses_a_url_without_psycopg2(
 def test_the_migration_hook_runs_db_upgrade_for_a_psycopg2_url(
     default_docs: list[dict], tmp_path: Path
 ) -> None:
-    stub = tmp_path / "gps-dagster"
-    stub.write_text("#!/bin/sh\necho ran \"$@\"\n")
-    stub.chmod(0o755)
+    for name in ("gps-dagster", "dagster"):
+        stub = tmp_path / name
+        stub.write_text(f"#!/bin/sh\necho {name} \"$@\"\n")
+        stub.chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "GPS_DB_URL": "postgresql+psycopg2://u@db/gps"}
     done = subprocess.run(["/bin/sh", "-c", _migrate_script(default_docs)], env=env,
                           capture_output=True, text=True, check=False)
-    assert (done.returncode, done.stdout.strip()) == (0, "ran db upgrade")
+    assert (done.returncode, done.stdout.split("\n")[:2]) == (
+        0, ["gps-dagster db upgrade", "dagster instance migrate"])  # issue 18: Dagster's schema too
+    # a failed product migration stops the hook before Dagster's
+    (tmp_path / "gps-dagster").write_text("#!/bin/sh\nexit 3\n")
+    done = subprocess.run(["/bin/sh", "-c", _migrate_script(default_docs)], env=env,
+                          capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (3, "")
 
 
 def test_the_admin_token_is_an_existing_secret_unless_generation_is_explicit() -> None:

@@ -159,7 +159,15 @@ def deploy_view(
         role_max=_role(w, names.ROLE_MAX),
         reservation=binding,
         refused=refused(w) if w.replicas > 0 else None,
+        instance=instance(w),
     )
+
+
+def instance(w: Workload) -> str:
+    """The object's identity for the claim pin: a name is re-used by a re-created object, its
+    ``metadata.uid`` never is (kubernetes.io "Object Names and IDs": "Every object created over
+    the whole lifetime of a Kubernetes cluster has a distinct UID")."""
+    return f"{w.kind} {w.namespace}/{w.name} uid={w.uid}"
 
 
 def _role(w: Workload, key: str) -> int | None:

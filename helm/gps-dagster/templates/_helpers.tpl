@@ -294,3 +294,138 @@ k8s:
   run_k8s_config:
     {{- include "gps-dagster.runK8sConfig" . | nindent 4 }}
 {{- end -}}
+
+{{/* Scheduling of a component's pods: its priorityClassName and topology spread, each spread
+     constraint selecting the component's own pods. Called with (list $ $values "component"). */}}
+{{- define "gps-dagster.scheduling" -}}
+{{- $ := index . 0 -}}
+{{- $c := index . 1 -}}
+{{- $name := index . 2 -}}
+{{- with $c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $c.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  - {{ toYaml . | nindent 4 | trim }}
+    labelSelector:
+      matchLabels:
+        {{- include "gps-dagster.componentSelector" (list $ $name) | nindent 8 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* dagster.yaml's compute_logs from computeLogManager (values.yaml lists the choices). */}}
+{{- define "gps-dagster.computeLogs" -}}
+{{- $m := .Values.computeLogManager -}}
+{{- if eq $m.type "NoOpComputeLogManager" -}}
+module: dagster._core.storage.noop_compute_log_manager
+class: NoOpComputeLogManager
+{{- else if eq $m.type "LocalComputeLogManager" -}}
+module: dagster._core.storage.local_compute_log_manager
+class: LocalComputeLogManager
+config:
+  base_dir: {{ $m.localBaseDir | quote }}
+{{- else if eq $m.type "custom" -}}
+{{- if not (and $m.custom.module $m.custom.class) -}}
+{{- fail "computeLogManager.custom: module and class are required when computeLogManager.type is custom" -}}
+{{- end -}}
+module: {{ $m.custom.module }}
+class: {{ $m.custom.class }}
+{{- with $m.custom.config }}
+config:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- else -}}
+{{- fail (printf "computeLogManager.type: %q is not NoOpComputeLogManager, LocalComputeLogManager or custom" $m.type) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The storage part of dagster.yaml: all the migrate hook needs (`dagster instance migrate`
+     also loads the run launcher, and K8sRunLauncher needs cluster credentials the hook has not). */}}
+{{- define "gps-dagster.instanceStorageYaml" -}}
+telemetry:
+  enabled: false
+nux:
+  enabled: false
+
+# Runs, event logs and schedules in PostgreSQL. The URL must use the postgresql+psycopg2
+# driver (FACTS.md: under psycopg 3 LISTEN/NOTIFY fails and runs stay NOT_STARTED).
+storage:
+  postgres:
+    postgres_url:
+      env: DAGSTER_PG_URL
+{{- end -}}
+
+{{/* dagster.yaml of the Dagster instance (the instance ConfigMap). */}}
+{{- define "gps-dagster.instanceYaml" -}}
+{{- $k8s := .Values.runLauncher.config.k8sRunLauncher -}}
+{{ include "gps-dagster.instanceStorageYaml" . }}
+
+scheduler:
+  module: dagster._core.scheduler
+  class: DagsterDaemonScheduler
+
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: {{ .Values.dagsterDaemon.runCoordinator.dequeueIntervalSeconds }}
+
+concurrency:
+  runs:
+    max_concurrent_runs: {{ .Values.dagsterDaemon.runCoordinator.maxConcurrentRuns }}
+
+run_launcher:
+  module: dagster_k8s
+  class: K8sRunLauncher
+  config:
+    load_incluster_config: {{ $k8s.loadInclusterConfig }}
+    {{- with $k8s.kubeconfigFile }}
+    kubeconfig_file: {{ . | quote }}
+    {{- end }}
+    job_namespace: {{ include "gps-dagster.jobNamespace" . | quote }}
+    job_image: {{ include "gps-dagster.image" . | quote }}
+    image_pull_policy: {{ $k8s.imagePullPolicy }}
+    {{- with .Values.imagePullSecrets }}
+    image_pull_secrets:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    service_account_name: {{ include "gps-dagster.serviceAccountName" (list . "runs") | quote }}
+    dagster_home: {{ .Values.global.dagsterHome | quote }}
+    instance_config_map: {{ include "gps-dagster.component" (list . "instance") | quote }}
+    env_config_maps:
+      - {{ include "gps-dagster.component" (list . "env") | quote }}
+      {{- range $k8s.envConfigMaps }}
+      - {{ . | quote }}
+      {{- end }}
+    {{- with $k8s.envSecrets }}
+    env_secrets:
+      {{- range . }}
+      - {{ . | quote }}
+      {{- end }}
+    {{- end }}
+    {{- with $k8s.labels }}
+    labels:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    run_k8s_config:
+      {{- include "gps-dagster.runK8sConfig" . | nindent 6 }}
+
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 300
+  poll_interval_seconds: 30
+
+compute_logs:
+  {{- include "gps-dagster.computeLogs" . | nindent 2 }}
+
+sensors:
+  use_threads: true
+  num_workers: {{ .Values.dagsterDaemon.sensors.numWorkers }}
+
+schedules:
+  use_threads: true
+  num_workers: {{ .Values.dagsterDaemon.schedules.numWorkers }}
+{{- end -}}
+
