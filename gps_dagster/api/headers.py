@@ -5,7 +5,10 @@
   ``X-Frame-Options: DENY`` for older browsers). plotly.js adds ``<style>`` elements and
   inline styles while it draws, hence ``style-src 'unsafe-inline'``; the page's only inline
   ``<script>`` is a JSON data block (``type="application/json"``), which CSP does not run.
-* ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``.
+* ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: same-origin`` (no referrer leaves
+  for another site; ``no-referrer`` would make the browser send ``Origin: null`` on the page's
+  own sign-in form (Fetch standard, "serializing a request origin"), which the login's Origin
+  check must refuse).
 * ``Cache-Control: no-store`` on everything but the static files: JSON answers and the pages
   carry schedules and tokens' views, which no shared cache may keep.
 
@@ -26,7 +29,7 @@ FIXED = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
 }
 STATIC_PREFIX = "/ui/static/"
 

@@ -17,7 +17,7 @@ def _secured(answer: object, *, cacheable: bool = False) -> None:
     assert "frame-ancestors 'none'" in csp and "script-src 'self';" in csp and "object-src 'none'" in csp
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["x-frame-options"] == "DENY"
-    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["referrer-policy"] == "same-origin"
     assert (headers.get("cache-control") == "no-store") is not cacheable, headers.get("cache-control")
 
 
