@@ -14,8 +14,11 @@ from fastapi import Depends, FastAPI, Query
 
 from gps_dagster import __version__
 from gps_dagster.api import auth, errors, ui
+from gps_dagster.api.headers import SecurityHeaders
 from gps_dagster.api.limits import BodyLimit
 from gps_dagster.api.models import AuditEntry, AuditPage
+from gps_dagster.api.protocol import Protocol
+from gps_dagster.api.refusals import RefusalLog
 from gps_dagster.api.reservations import admin_reservation_routes, reservation_routes
 from gps_dagster.api.schedules import Caller, schedule_routes
 from gps_dagster.api.services import ApiServices
@@ -34,9 +37,9 @@ body: `status`, `reason`, `message`, `fix`, `path`, `errors[]`.
 def create_app(services: ApiServices) -> FastAPI:
     """The app over ``services`` (store, core, engine, clock, pool, limits)."""
     app = FastAPI(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
-                  docs_url="/docs", redoc_url=None)
+                  docs_url="/docs", redoc_url=None, redirect_slashes=False)
     app.state.services = services
-    errors.install(app)
+    errors.install(app, on_refused=RefusalLog().record)
 
     def admin(who: Annotated[TokenRecord, Depends(auth.principal)]) -> Caller:
         auth.require_admin(who)
@@ -58,6 +61,8 @@ def create_app(services: ApiServices) -> FastAPI:
 
     ui.install(app, services)
     app.add_middleware(BodyLimit, max_bytes=services.limits.max_body_bytes)
+    app.add_middleware(Protocol)  # 415 for a non-JSON body, HEAD on GET routes
+    app.add_middleware(SecurityHeaders)  # outside BodyLimit: a 413 carries the headers too
     return app
 
 
@@ -73,7 +78,8 @@ def _audit_route(app: FastAPI, admin: Any, services: ApiServices) -> None:
         rows = c.services.store.list_audit(after_id=page_token, limit=limit + 1, name=name)
         more = len(rows) > limit
         rows = rows[:limit]
-        items = [AuditEntry(id=r.id, at=r.at, actor=r.actor, action=r.action, object_kind=r.object_kind,
+        items = [AuditEntry(id=r.id, at=r.at, actor=r.actor, actor_token_id=r.token_id, action=r.action,
+                            object_kind=r.object_kind,
                             object_name=r.object_name, scope=r.scope, version=r.version, detail=r.detail)
                  for r in rows]
         return AuditPage(items=items, next_page_token=str(rows[-1].id) if more else None)

@@ -1,13 +1,14 @@
 """Who is calling, and what they may see (SPEC R-MODEL-9).
 
 A caller is the token it presents: ``Authorization: Bearer <token>``, or the
-``gps_session`` cookie the timeline page's login sets (the same token, in an
-HttpOnly, SameSite=Strict cookie). A cookie alone never authorises a write:
+``gps_session`` cookie the timeline page's login sets (a server-side session of
+that token, with an expiry, revoked at sign-out; HttpOnly, SameSite=Strict). A cookie alone never authorises a write:
 non-GET requests carried by the cookie must also send ``X-Requested-With:
 gps-ui``, a header a cross-site form cannot set (CSRF).
 
 Scopes: ``admin`` may use every surface; ``cmp:<project>`` only its own
-project's tenant surface. A tenant naming another project gets the same 404
+project's tenant surface; ``cmp:<project>:read`` only reads it (GET, dry-run, timeline,
+admission check). A tenant naming another project gets the same 404
 as a project that does not exist, so it learns nothing about others.
 """
 
@@ -52,13 +53,28 @@ def unauthenticated(detail: str) -> ApiError:
 
 
 def principal(request: Request) -> TokenRecord:
-    """The live token behind the request, or 401 (missing, malformed, unknown or revoked)."""
-    token = presented_token(request)
-    if token is None:
-        raise unauthenticated("no credentials")
-    record: TokenRecord | None = request.app.state.services.tokens.verify(token)
-    if record is None:
-        raise unauthenticated("the token is unknown, malformed or revoked")
+    """The live token behind the request, or 401 (missing, malformed, unknown, revoked, expired).
+
+    A bearer header carries the token; the cookie carries a server-side session
+    (``store/sessions.py``, issue 21 item 9) that resolves to its token, which must still be live.
+    """
+    services = request.app.state.services
+    now = services.clock.now()
+    record: TokenRecord | None
+    if request.headers.get("authorization", "") == "" and request.cookies.get(COOKIE) is not None:
+        secret = presented_token(request) or ""  # the CSRF rule of cookie writes first
+        session = services.sessions.resolve(secret, now=now)
+        record = services.tokens.live(session.token_id, now=now) if session is not None else None
+        if record is None:
+            raise unauthenticated("the session is unknown, signed out or expired: sign in again at /ui/login")
+    else:
+        token = presented_token(request)
+        if token is None:
+            raise unauthenticated("no credentials")
+        record = services.tokens.verify(token, now=now)
+        if record is None:
+            raise unauthenticated("the token is unknown, malformed, revoked or expired")
+    request.state.principal = record  # who a refusal's audit row names (api/refusals.py)
     return record
 
 
@@ -66,6 +82,13 @@ def require_admin(who: TokenRecord) -> None:
     if who.scope != "admin":
         raise ApiError(403, "forbidden", "this surface needs an admin token",
                        "use /api/v1/cmp/projects/<your project>/… with a project token")
+
+
+def require_write(who: TokenRecord) -> None:
+    """403 for a read-only token (``cmp:<project>:read``, issue 21 item 15) on a write."""
+    if who.read_only:
+        raise ApiError(403, "read_only_token", f"token scope '{who.scope}' may only read",
+                       f"use a token of scope cmp:{who.project} for changes and apply-now")
 
 
 def tenant_scope(who: TokenRecord, project: str) -> str:

@@ -60,7 +60,8 @@ def schedule_from_body(
         fix = ("create tenant schedules through /api/v1/cmp/projects/<project>/deploy-schedules"
                if scope == "admin" else f"omit scope, or use '{scope}' on this surface")
         problems.append(FieldError("scope", "scope_mismatch", fix))
-    if name is not None and doc.get("name", name) != name:
+    qualified = name if name is None or scope == "admin" else f"{scope[4:]}/{name}"
+    if name is not None and doc.get("name", name) not in (name, qualified):
         problems.append(FieldError("name", "name_mismatch", f"omit name, or use '{name}' (the name in the path)"))
     if problems:
         raise SpecInvalid(problems, source=SOURCE)
@@ -74,10 +75,19 @@ _VERSION = re.compile(r"[0-9]{1,18}")
 """A version in If-Match: ASCII digits, small enough for the store's BIGINT."""
 
 
-def expected_version(if_match: str | None, *, create: bool = False) -> int | None:
-    """The version an ``If-Match`` header names (``"3"``, ``W/"3"``, ``3``); None without one."""
+def expected_version(if_match: str | None, *, create: bool = False, required: bool = False) -> int | None:
+    """The version an ``If-Match`` header names (``"3"``, ``W/"3"``, ``3``); None without one.
+
+    ``required`` (the tenant surface, issue 21 item 11): no header is ``428 Precondition
+    Required`` — a stale editor must not silently overwrite a newer version (Kubernetes-style
+    optimistic concurrency); ``*`` says "whatever is stored" on purpose.
+    """
     if create:
         return MUST_NOT_EXIST
+    if if_match is None and required:
+        raise ApiError(428, "precondition_required", "a change of a schedule needs If-Match",
+                       'GET the schedule and send its ETag back, e.g. If-Match: "3" '
+                       '(or If-Match: * to overwrite whatever is stored)', path="If-Match")
     if if_match is None or if_match.strip() == "*":
         return None
     raw = if_match.strip().removeprefix("W/").strip('"')

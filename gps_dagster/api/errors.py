@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -119,19 +119,31 @@ def _validation(exc: RequestValidationError) -> ApiError:
 _HTTP_REASONS = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
 
 
-def install(app: FastAPI) -> None:
-    """Register the handlers: product errors, request validation, routing errors, and the catch-all."""
+OnRefused = Callable[[Request, "ApiError"], Awaitable[None]]
+
+
+def install(app: FastAPI, on_refused: OnRefused | None = None) -> None:
+    """Register the handlers: product errors, request validation, routing errors, and the catch-all.
+
+    ``on_refused`` sees every error answer before it is sent (``api/refusals.py`` audits them).
+    """
+
+    async def refused(request: Request, err: ApiError) -> JSONResponse:
+        if on_refused is not None:
+            await on_refused(request, err)  # issue 21 item 13: a probe leaves a trace
+        return respond(err)
 
     @app.exception_handler(ApiError)
-    async def _api(_request: Request, exc: ApiError) -> JSONResponse:
-        return respond(exc)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return await refused(request, exc)
 
     @app.exception_handler(GpsError)
     async def _product(request: Request, exc: GpsError) -> JSONResponse:
         try:
-            return respond(problem(exc))
+            err = problem(exc)
         except TypeError:
             return _unexpected(request, exc)
+        return await refused(request, err)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -139,12 +151,16 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):  # undecodable, too deep
+            return await refused(request, ApiError(
+                400, "invalid_json", "the body is not valid JSON (undecodable, or nested too deep)",
+                "send a UTF-8 JSON object nested at most 32 levels"))
         reason = _HTTP_REASONS.get(exc.status_code, "http_error")
         fix = "see /docs for the operations of this API" if exc.status_code in (404, 405) else "fix the request"
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(_allowed(request))
-        return respond(ApiError(exc.status_code, reason, str(exc.detail), fix, headers=headers))
+        return await refused(request, ApiError(exc.status_code, reason, str(exc.detail), fix, headers=headers))
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:

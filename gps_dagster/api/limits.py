@@ -58,6 +58,21 @@ class RateLimiter:
                 )
             self._buckets[key] = (tokens - 1.0, now)
 
+    def try_take(self, key: str) -> bool:
+        """Take a token if there is one; False (nothing raised) when the bucket is empty."""
+        try:
+            self.take(key)
+        except ApiError:
+            return False
+        return True
+
+    def refund(self, key: str) -> None:
+        """Give back the token of a request that was not taken (409 busy: issue 21 item 3)."""
+        with self._lock:
+            if key in self._buckets:
+                tokens, last = self._buckets[key]
+                self._buckets[key] = (min(self._burst, tokens + 1.0), last)
+
 
 class BodyLimit:
     """ASGI middleware: 413 ``body_too_large`` for a request body over ``max_bytes``."""

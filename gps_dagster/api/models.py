@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+)
 from pydantic_core import PydanticCustomError
 
 from gps_dagster.api.errors import FieldProblem
@@ -34,7 +42,9 @@ class Strict(BaseModel):
 
 
 class ScheduleOut(BaseModel):
-    name: str
+    name: str = Field(description="The name on this surface (unique within its scope).")
+    id: str = Field(description="The identity the CLI and Dagster show: the name, qualified by the "
+                    "project on a tenant surface (``vision/gpu42-shared``).")
     version: int = Field(description="Bumped by every change; send it back in If-Match.")
     scope: str
     enabled: bool
@@ -201,6 +211,9 @@ class AuditEntry(BaseModel):
     id: int
     at: AwareDatetime
     actor: str
+    actor_token_id: str | None = Field(
+        default=None, description="The id of the API token that made the write (null: the CLI, the system)."
+    )
     action: str
     object_kind: str
     object_name: str
@@ -239,10 +252,10 @@ class ReservationList(BaseModel):
 
 
 class AdmissionIn(Strict):
-    deploy_id: str = Field(min_length=1, max_length=200)
-    memory_mib: int = Field(ge=1, le=10_000_000, description="The changed memory_mib to try.")
+    deploy_id: StrictStr = Field(min_length=1, max_length=200)
+    memory_mib: StrictInt = Field(ge=1, le=10_000_000, description="The changed memory_mib to try.")
     at: Instant | None = Field(default=None, description="Whose members run: intents at this instant.")
-    schedule: str | None = Field(default=None, max_length=128, description="The schedule deciding intents.")
+    schedule: StrictStr | None = Field(default=None, max_length=128, description="The schedule deciding intents.")
 
 
 class AdmissionOut(BaseModel):

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import Body, Depends, FastAPI, Header, Query, Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from gps_dagster.api import documents
+from gps_dagster.api import auth, documents
 from gps_dagster.api.errors import ApiError, FieldProblem, error_responses
 from gps_dagster.api.models import (
     ApplyNowOut,
@@ -37,6 +37,7 @@ from gps_dagster.domain.timeline_doc import build_timeline, window_occurrences
 from gps_dagster.engine import operations
 from gps_dagster.engine.dry_run import DryRunReport, dry_run
 from gps_dagster.engine.dry_run_range import dry_run_range
+from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound, TargetOwned
 from gps_dagster.store.records import ScheduleRecord
 from gps_dagster.store.tokens import TokenRecord
@@ -69,7 +70,11 @@ ScheduleBody = Annotated[dict[str, Any], Body(
     description="A deploy schedule document (SPEC §2); validated like a schedule file.",
     openapi_examples={"seed": {"summary": "the seed's schedule", "value": EXAMPLE}},
 )]
-IfMatch = Annotated[str | None, Header(alias="If-Match", description='The version you read, e.g. "3".')]
+IfMatch = Annotated[str | None, Header(
+    alias="If-Match",
+    description='The version you read, e.g. "3" (the ETag of GET); required on the tenant surface '
+    '(428 without it), "*" to overwrite whatever is stored.',
+)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,18 +89,28 @@ class Caller:
     def now(self) -> datetime:
         return self.services.clock.now()
 
+    def key(self, name: str) -> str:
+        """The stored name of this surface's schedule ``name``: ``<project>/<name>`` on a tenant's.
+
+        Names are unique per scope (issue 21 item 1), so a tenant's names can neither reveal
+        nor block another scope's: the same ``name`` in two projects is two schedules.
+        """
+        return name if self.scope == "admin" else f"{self.scope[4:]}/{name}"
+
     def visible(self, name: str) -> ScheduleRecord:
         """The schedule ``name`` of this surface's scope, else the 404 of an absent one."""
-        record = self.services.store.find_schedule(name)
+        record = self.services.store.find_schedule(self.key(name))
         if record is None or record.spec.scope != self.scope:
             raise ScheduleNotFound(name)
         return record
 
 
 def out(record: ScheduleRecord, warnings: Sequence[FieldError] = ()) -> ScheduleOut:
+    document = record.spec.to_document()
+    document["name"] = record.spec.local_name  # the surface's name: a GET → PUT round trip works
     return ScheduleOut(
-        name=record.name, version=record.version, scope=record.spec.scope, enabled=record.enabled,
-        created_at=record.created_at, updated_at=record.updated_at, document=record.spec.to_document(),
+        name=record.spec.local_name, id=record.name, version=record.version, scope=record.spec.scope, enabled=record.enabled,
+        created_at=record.created_at, updated_at=record.updated_at, document=document,
         warnings=[FieldProblem(**w.as_dict()) for w in warnings],
     )
 
@@ -194,10 +209,11 @@ def schedule_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., 
     @app.post(base, status_code=201, response_model=ScheduleOut, tags=[tag], operation_id=f"{tag}_create",
               responses=error_responses(*common, 409, 413, 422, 503), summary="Create a schedule")
     def create(body: ScheduleBody, c: who, response: Response) -> ScheduleOut:
+        auth.require_write(c.who)
         spec, warnings = documents.schedule_from_body(body, scope=c.scope, now=c.now)
         record = _write(c, spec, documents.expected_version(None, create=True))
         _tag(response, record)
-        response.headers["Location"] = f"{base}/{record.name}".replace("{project}", c.scope[4:])
+        response.headers["Location"] = f"{base}/{record.spec.local_name}".replace("{project}", c.scope[4:])
         return out(record, warnings)
 
     @app.get(base, response_model=SchedulePage, tags=[tag], operation_id=f"{tag}_list",
@@ -217,9 +233,10 @@ def schedule_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., 
         return out(record)
 
     @app.put(named, response_model=ScheduleOut, tags=[tag], operation_id=f"{tag}_replace",
-             responses=error_responses(*common, 409, 412, 413, 422, 503), summary="Replace a schedule")
+             responses=error_responses(*common, 409, 412, 413, 422, 428, 503), summary="Replace a schedule")
     def replace(name: str, body: ScheduleBody, c: who, response: Response, if_match: IfMatch = None) -> ScheduleOut:
-        expected = documents.expected_version(if_match)
+        auth.require_write(c.who)
+        expected = documents.expected_version(if_match, required=tag == "tenant")
         c.visible(name)
         spec, warnings = documents.schedule_from_body(body, scope=c.scope, now=c.now, name=name)
         record = _write(c, spec, expected)
@@ -227,21 +244,27 @@ def schedule_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., 
         return out(record, warnings)
 
     @app.delete(named, status_code=204, tags=[tag], operation_id=f"{tag}_delete",
-                responses=error_responses(*common, 412), summary="Delete a schedule (deploys left as they are)")
+                responses=error_responses(*common, 412, 428), summary="Delete a schedule (deploys left as they are)")
     def delete(name: str, c: who, if_match: IfMatch = None) -> Response:
-        expected = documents.expected_version(if_match)
-        c.visible(name)
-        operations.delete(c.services.store, name, now=c.now, actor=c.who.actor, expected_version=expected)
-        c.services.schedule_changed(name)
+        auth.require_write(c.who)
+        expected = documents.expected_version(if_match, required=tag == "tenant")
+        key = c.visible(name).name
+        operations.delete(c.services.store, key, now=c.now, actor=c.who.actor, expected_version=expected)
+        c.services.schedule_changed(key)
         return Response(status_code=204)
 
     @app.post(f"{named}:apply-now", response_model=ApplyNowOut, tags=[tag], operation_id=f"{tag}_apply_now",
               responses=error_responses(*common, 409, 429, 503), summary="Run a pass for the schedule now")
     def apply_now(name: str, c: who) -> dict[str, Any]:
-        c.visible(name)
-        c.services.apply_now_rate.take(name)
-        with c.services.one_pass(name):
-            report = operations.apply_now(c.services.engine, c.services.store, name, actor=c.who.actor)
+        auth.require_write(c.who)
+        key, rate = c.visible(name).name, c.services.apply_now_rate
+        with c.services.one_pass(key):  # busy here spends nothing of the rate budget
+            rate.take(key)
+            try:
+                report = operations.apply_now(c.services.engine, c.services.store, key, actor=c.who.actor)
+            except Busy:
+                rate.refund(key)  # refused, not taken (issue 21 item 3)
+                raise
         return operations.pass_summary(report)
 
     @app.post(f"{named}:dry-run", response_model=DryRunOut, tags=[tag], operation_id=f"{tag}_dry_run",
@@ -266,7 +289,7 @@ def schedule_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., 
              responses=error_responses(*common), summary="Per target: phase, reason, fix, interval")
     def status(name: str, c: who) -> dict[str, Any]:
         record = c.visible(name)
-        rows = operations.status_rows(c.services.store, name)
+        rows = operations.status_rows(c.services.store, record.name)
         return {"schedule": name, "version": record.version, "gate": c.services.store.get_gate(),
                 "targets": rows}
 

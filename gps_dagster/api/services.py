@@ -19,6 +19,7 @@ from gps_dagster.engine.errors import Busy
 from gps_dagster.ports import Clock, Core
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
+from gps_dagster.store.sessions import SessionRepository
 from gps_dagster.store.tokens import TokenRepository
 
 
@@ -31,14 +32,22 @@ class ApiServices:
     pool: PoolSpec | None = None
     """The simulated pool's spec (GPU sizes, capacity line); None on Kubernetes."""
     limits: Limits = field(default_factory=Limits)
+    secure_cookies: bool = False
+    """Mark the page's session cookie ``Secure`` (``serve --secure-cookies``, behind TLS or an
+    ingress); it is also set when uvicorn sees https itself."""
     on_schedule_change: Callable[[str], None] | None = None
     """Called after a create/replace/delete (``serve`` asks Dagster to reload its code location)."""
-    _pass: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _passes: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _passes_guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _rate: RateLimiter | None = field(default=None, repr=False)
 
     @property
     def tokens(self) -> TokenRepository:
         return TokenRepository(self.store.engine)
+
+    @property
+    def sessions(self) -> SessionRepository:
+        return SessionRepository(self.store.engine)
 
     @property
     def reservations(self) -> ReservationRepository:
@@ -54,18 +63,24 @@ class ApiServices:
 
     @contextmanager
     def one_pass(self, schedule: str) -> Iterator[None]:
-        """At most one apply-now pass per process at a time; the store's pass lock does the rest.
+        """At most one apply-now pass per schedule and process; the store's lock does the rest.
 
         The SQLite lease is shared by the threads of one process (one holder name),
-        so without this two concurrent requests would both run a pass instead of
-        one answering 409 ``busy`` (R-PASS-2).
+        so without this two concurrent requests for one schedule would both run a pass
+        instead of one answering 409 ``busy`` (R-PASS-2). Per schedule, not per process
+        (issue 21 item 3): another schedule's pass never makes this one busy.
         """
-        if not self._pass.acquire(blocking=False):
+        with self._passes_guard:
+            lock = self._passes.setdefault(schedule, threading.Lock())
+        if not lock.acquire(blocking=False):
             raise Busy(schedule)
         try:
             yield
         finally:
-            self._pass.release()
+            lock.release()
+            with self._passes_guard:
+                if not lock.locked() and self._passes.get(schedule) is lock:
+                    del self._passes[schedule]  # bounded: only schedules with a pass running
 
     def schedule_changed(self, name: str) -> None:
         if self.on_schedule_change is not None:

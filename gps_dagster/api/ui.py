@@ -1,7 +1,8 @@
 """The timeline page ``/ui/schedules/{name}``: the seed's picture, in the browser.
 
-Authentication is the API's: a token, posted once to ``/ui/login``, becomes
-an HttpOnly, SameSite=Strict session cookie, and the page's script calls the
+Authentication is the API's: a token, posted once to ``/ui/login`` (from this
+origin only), opens a server-side session (``store/sessions.py``: an expiry,
+revoked at sign-out) whose secret is an HttpOnly, SameSite=Strict cookie, and the page's script calls the
 same JSON operations as curl does (with ``X-Requested-With: gps-ui`` on the
 POSTs). Charts are drawn by plotly.js, served from the installed ``plotly``
 wheel (``plotly/package_data/plotly.min.js``): nothing is vendored by hand and
@@ -19,11 +20,13 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from gps_dagster.api import auth
 from gps_dagster.api.errors import ApiError
 from gps_dagster.api.services import ApiServices
 from gps_dagster.ports import CoreError
+from gps_dagster.store.errors import StoreError
 
 STATIC = Path(__file__).with_name("static")
 FILES = {"timeline.js": "text/javascript", "timeline.css": "text/css"}
@@ -74,6 +77,23 @@ def _reservations(svc: ApiServices, targets: tuple[str, ...]) -> list[str]:
     return sorted(ids)
 
 
+def _same_origin(request: Request) -> None:
+    """403 for a form posted from another site (login CSRF, issue 21 item 9).
+
+    Browsers send ``Origin`` on every POST (and ``Sec-Fetch-Site``); a request with neither is
+    not a browser's cross-site form (curl, a test client) and passes.
+    """
+    origin = request.headers.get("origin")
+    host = request.headers.get("host", "")
+    if origin is not None:
+        ok = origin in (f"http://{host}", f"https://{host}")
+    else:
+        ok = request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+    if not ok:
+        raise ApiError(403, "cross_site_refused", "a sign-in or sign-out posted from another site was refused",
+                       "sign in from this server's own /ui/login page")
+
+
 def install(app: FastAPI, svc: ApiServices) -> None:
     """Add the login, logout, static and timeline routes (not part of the OpenAPI document)."""
 
@@ -83,20 +103,29 @@ def install(app: FastAPI, svc: ApiServices) -> None:
 
     @app.post("/ui/login", include_in_schema=False)
     async def login(request: Request) -> Response:
+        _same_origin(request)  # login CSRF: a cross-site form must not sign the victim in
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token, target = form.get("token", [""])[0].strip(), form.get("next", ["/ui/"])[0]
         if not target.startswith("/ui/") or target.startswith("//"):
             target = "/ui/"
-        if svc.tokens.verify(token) is None:
-            error = '<p class="error" id="login-error">That token is unknown, malformed or revoked.</p>'
+        now = svc.clock.now()
+        record = await run_in_threadpool(svc.tokens.verify, token, now=now)
+        if record is None:
+            error = '<p class="error" id="login-error">That token is unknown, malformed, revoked or expired.</p>'
             return HTMLResponse(LOGIN.format(error=error, next=html.escape(target)), status_code=401)
+        secret, session = await run_in_threadpool(svc.sessions.open, record.id, now=now)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(auth.COOKIE, token, httponly=True, samesite="strict", path="/",
-                            secure=request.url.scheme == "https")
+        response.set_cookie(auth.COOKIE, secret, httponly=True, samesite="strict", path="/",
+                            max_age=int((session.expires_at - now).total_seconds()),
+                            secure=svc.secure_cookies or request.url.scheme == "https")
         return response
 
     @app.post("/ui/logout", include_in_schema=False)
-    def logout() -> Response:
+    def logout(request: Request) -> Response:
+        _same_origin(request)
+        cookie = request.cookies.get(auth.COOKIE)
+        if cookie:
+            svc.sessions.revoke(cookie, now=svc.clock.now())  # the cookie is dead even if kept
         response = RedirectResponse("/ui/login", status_code=303)
         response.delete_cookie(auth.COOKIE, path="/")
         return response
@@ -122,23 +151,28 @@ def install(app: FastAPI, svc: ApiServices) -> None:
                             f'<link rel="stylesheet" href="/ui/static/timeline.css"></head><body><header>'
                             f'<h1>Schedules</h1></header><ul class="schedules">{items}</ul></body></html>')
 
-    @app.get("/ui/schedules/{name}", include_in_schema=False)
+    @app.get("/ui/schedules/{name:path}", include_in_schema=False)
     def schedule_page(name: str, request: Request, week: str | None = None) -> Response:
         who = _who(request)
         if who is None:
             return RedirectResponse(f"/ui/login?next={quote('/ui/schedules/' + name)}", status_code=303)
-        record = svc.store.find_schedule(name)
+        if who.scope != "admin" and "/" not in name:  # a tenant's own name means its project's
+            name = f"{who.project}/{name}"
+        try:
+            record = svc.store.find_schedule(svc.store.resolve_name(name))
+        except StoreError:  # ambiguous: the admin names it with its project
+            record = None
         if record is None or (who.scope != "admin" and record.spec.scope != who.scope):
             raise ApiError(404, "schedule_not_found", f"no schedule named '{name}'", "see /ui/")
         spec = record.spec
         base = "/admin" if spec.scope == "admin" else f"/api/v1/cmp/projects/{spec.project}"
         config = {
-            "name": name, "scope": spec.scope, "timezone": spec.timezone, "week": week,
+            "name": spec.local_name, "scope": spec.scope, "timezone": spec.timezone, "week": week,
             "now": svc.clock.now().astimezone(spec.tz).isoformat(), "targets": list(spec.target_ids),
             "schedules": f"{base}/deploy-schedules", "reservationsBase": f"{base}/reservations",
             "reservations": _reservations(svc, spec.target_ids),
         }
-        return HTMLResponse(PAGE.format(title=html.escape(name), scope=html.escape(spec.scope),
+        return HTMLResponse(PAGE.format(title=html.escape(record.name), scope=html.escape(spec.scope),
                                         tz=html.escape(spec.timezone), config=_safe_json(config)))
 
     def _who(request: Request) -> Any:

@@ -115,7 +115,8 @@ def schedules_list(settings: Settings, fmt: str) -> None:
 def schedules_show(name: str, settings: Settings) -> None:
     """Print schedule NAME as stored (JSON)."""
     try:
-        record = wiring.store(settings).get_schedule(name)
+        store = wiring.store(settings)
+        record = store.get_schedule(store.resolve_name(name))
     except StoreError as exc:
         refuse(exc)
     click.echo(json.dumps({"version": record.version, **record.spec.to_document()}, indent=2))
@@ -132,8 +133,10 @@ def schedules_delete(name: str, force: bool, settings: Settings) -> None:
     Refused (exit 1) while a step of NAME is in flight, unless --force.
     """
     try:
+        store = wiring.store(settings)
+        name = store.resolve_name(name)
         abandoned = operations.delete(
-            wiring.store(settings), name, now=build_clock(settings).now(), actor=cli_actor(),
+            store, name, now=build_clock(settings).now(), actor=cli_actor(),
             force=force,
         ).abandoned
     except StoreError as exc:
@@ -155,6 +158,7 @@ def schedules_clear_skew(name: str, settings: Settings) -> None:
     """
     store = wiring.store(settings)
     try:
+        name = store.resolve_name(name)
         store.get_schedule(name)
     except StoreError as exc:
         refuse(exc)
@@ -204,6 +208,10 @@ def schedules_reclaim(name: str, deploy_id: str, settings: Settings) -> None:
 def status(name: str | None, settings: Settings, fmt: str) -> None:
     """Per target: phase, reason, fix text, interval, last action."""
     store = wiring.store(settings)
+    try:
+        name = None if name is None else store.resolve_name(name)
+    except StoreError as exc:
+        refuse(exc)
     rows = operations.status_rows(store, name)
     if fmt == "json":
         click.echo(json.dumps({"gate": store.get_gate(), "targets": rows}, indent=2))
@@ -313,6 +321,7 @@ def apply_now(name: str, settings: Settings, queue: bool, wait_s: float,
                             what_if=f"`dry-run` of {name}'s file --at that instant")
     rt = wiring.runtime(settings)
     try:
+        name = rt.store.resolve_name(name)
         if queue:
             request = rt.store.request_apply_now(name, now=rt.clock.now())
             click.echo(f"apply-now request {request} recorded for '{name}': the gps_apply_now "

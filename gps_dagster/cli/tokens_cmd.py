@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 
 import click
 
@@ -16,6 +17,7 @@ from gps_dagster.cli import wiring
 from gps_dagster.cli.engine_cmds import refuse
 from gps_dagster.cli.inputs import cli_actor
 from gps_dagster.cli.wiring import store_options
+from gps_dagster.domain.spec import parse_duration
 from gps_dagster.runtime import Settings, build_clock
 from gps_dagster.store.errors import StoreError
 from gps_dagster.store.tokens import TokenRecord, TokenRepository
@@ -27,27 +29,53 @@ def _repo(settings: Settings) -> TokenRepository:
 
 def _row(t: TokenRecord) -> dict[str, str | None]:
     return {"id": t.id, "name": t.name, "scope": t.scope, "created_at": t.created_at.isoformat(),
-            "created_by": t.created_by, "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None}
+            "created_by": t.created_by, "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None,
+            "expires_at": t.expires_at.isoformat() if t.expires_at else None}
+
+
+def _expiry(text: str | None, now: datetime) -> datetime | None:
+    """``--expires``: a duration from now (``30d``, ``12h``) or an RFC 3339 instant with an offset."""
+    if text is None:
+        return None
+    try:
+        return now + parse_duration(text.strip())
+    except (ValueError, TypeError):
+        pass
+    try:
+        at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        at = None
+    if at is None or at.utcoffset() is None:
+        click.echo(f"error: --expires: invalid_expiry — {text[:60]!r} is neither a duration nor an "
+                   "instant — fix: give e.g. --expires 30d, --expires 12h or "
+                   "--expires 2027-01-01T00:00:00+00:00", err=True)
+        raise SystemExit(1)
+    return at
 
 
 @click.group("tokens")
 def tokens_group() -> None:
-    """Bearer tokens of `gps-dagster serve` (scope admin or cmp:<project>)."""
+    """Bearer tokens of `gps-dagster serve` (scope admin, cmp:<project> or cmp:<project>:read)."""
 
 
 @tokens_group.command("create")
 @click.option("--name", required=True, help="Who or what holds the token (shown in the audit log).")
-@click.option("--scope", required=True, help="admin, or cmp:<project> for a tenant.")
+@click.option("--scope", required=True,
+              help="admin, cmp:<project> for a tenant, or cmp:<project>:read (read and dry-run only).")
+@click.option("--expires", default=None, metavar="WHEN",
+              help="Expiry: a duration from now (30d, 12h) or an RFC 3339 instant; default never.")
 @store_options
-def create(name: str, scope: str, settings: Settings) -> None:
+def create(name: str, scope: str, expires: str | None, settings: Settings) -> None:
     """Create a token and print it once (it cannot be shown again)."""
+    now = build_clock(settings).now()
     try:
         record, token = _repo(settings).create(
-            name, scope, now=build_clock(settings).now(), actor=cli_actor()
+            name, scope, now=now, actor=cli_actor(), expires_at=_expiry(expires, now)
         )
     except StoreError as exc:
         refuse(exc)
-    click.echo(f"created token {record.id} '{record.name}' scope {record.scope}; store it now, "
+    until = f", expires {record.expires_at.isoformat()}" if record.expires_at else ""
+    click.echo(f"created token {record.id} '{record.name}' scope {record.scope}{until}; store it now, "
                "it is not shown again", err=True)
     click.echo(token)
 
@@ -90,9 +118,9 @@ def list_(settings: Settings, fmt: str) -> None:
         return
     from gps_dagster.cli import render
 
-    click.echo(render.table(["ID", "NAME", "SCOPE", "CREATED", "REVOKED"],
+    click.echo(render.table(["ID", "NAME", "SCOPE", "CREATED", "EXPIRES", "REVOKED"],
                             [[r["id"] or "", r["name"] or "", r["scope"] or "", r["created_at"] or "",
-                              r["revoked_at"] or ""] for r in rows]))
+                              r["expires_at"] or "never", r["revoked_at"] or ""] for r in rows]))
 
 
 @tokens_group.command("revoke")

@@ -29,7 +29,9 @@ from gps_dagster.domain.documents import FieldErrorCarrier
 from gps_dagster.domain.models import Frozen
 
 _DURATION = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?\Z")
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?\Z")
+_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9-]{0,62}/)?[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?\Z")
+MAX_NAME = 128
+"""Longest schedule name, a tenant's ``<project>/`` prefix included (the store's key width)."""
 _SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})\Z")
 
 _ZONE = re.compile(r"^[A-Za-z0-9_+-]{1,30}(?:/[A-Za-z0-9_+-]{1,30}){0,3}\Z")
@@ -307,7 +309,11 @@ WINDOW_TAGS = frozenset({"recurring", "one_shot"})
 class Schedule(Frozen):
     """A deploy schedule (R-MODEL-1)."""
 
-    name: str = Field(description="Unique schedule name (lowercase, digits, . _ -).")
+    name: str = Field(
+        description="Schedule name (lowercase, digits, . _ -), unique within its scope. A tenant "
+        "schedule's name is qualified by its project, ``vision/gpu42-shared``: a bare name in a "
+        "cmp:<project> document gets the prefix (issue 21 item 1: names are per scope)."
+    )
     timezone: str = Field(description="IANA time zone name, e.g. Asia/Ho_Chi_Minh.")
     mode: Mode = Mode.ENFORCE
     transition_order: TransitionOrder = TransitionOrder.RELEASE_FIRST
@@ -339,12 +345,43 @@ class Schedule(Frozen):
             )
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _qualify(cls, data: Any) -> Any:
+        """A tenant schedule's identity is ``<project>/<name>``: one namespace per scope."""
+        if isinstance(data, dict):
+            scope, name = data.get("scope"), data.get("name")
+            if (isinstance(scope, str) and _SCOPE.match(scope) and scope.startswith("cmp:")
+                    and isinstance(name, str) and "/" not in name):
+                data = {**data, "name": f"{scope[4:]}/{name}"}
+        return data
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise FieldErrorCarrier("invalid_name", "use lowercase letters, digits, '.', '_' or '-' (max 128)")
+        if not _NAME.match(value) or len(value) > MAX_NAME:
+            raise FieldErrorCarrier(
+                "invalid_name", f"use lowercase letters, digits, '.', '_' or '-' (at most {MAX_NAME} "
+                "characters, a tenant schedule's '<project>/' prefix included)"
+            )
         return value
+
+    @model_validator(mode="after")
+    def _name_in_scope(self) -> Schedule:
+        prefix, sep, _ = self.name.rpartition("/")
+        if sep and prefix != self.project:
+            raise FieldErrorCarrier(
+                "name_scope_mismatch",
+                f"'{prefix}/' names project '{prefix}' but the scope is '{self.scope}': "
+                f"drop the prefix (the scope gives it), or set scope 'cmp:{prefix}'",
+                path="name",
+            )
+        return self
+
+    @property
+    def local_name(self) -> str:
+        """The name within its scope (``gpu42-shared`` of ``vision/gpu42-shared``)."""
+        return self.name.rpartition("/")[2]
 
     @field_validator("timezone")
     @classmethod

@@ -11,6 +11,7 @@ from doing anything twice.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -40,6 +41,11 @@ from gps_dagster.store.retention import Pruned, prune
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "deploy-schedule-pass"
+
+
+def one_lock_name(schedule: str) -> str:
+    """The lock of one schedule's pass (fits the lease key's 64 characters)."""
+    return "pass-of:" + hashlib.sha256(schedule.encode()).hexdigest()[:32]
 IN_FLIGHT = ("pending", "capacity_wait", "submitting", "accepted")
 
 
@@ -194,17 +200,30 @@ class Engine:
         report.steps += self.batch.observe(accepted, reads)
 
     def _one(self, name: str, report: PassReport, *, trigger: str, execute: bool) -> PassReport:
-        """A pass for one schedule (apply-now, a sensor), under the pass lock (409 when busy)."""
+        """A pass for one schedule (apply-now, a sensor): 409 when busy.
+
+        The lock is the schedule's own (issue 21 item 3: one schedule's pass no longer makes
+        another's apply-now busy); a sweep holding the pass lock still answers busy
+        (R-PASS-2), probed, not held, so two one-schedule passes never exclude each other.
+        Targets belong to one schedule (R-MODEL-6): the schedule's lock is its targets'.
+        """
         with self.store.lock(
-            LOCK_NAME, holder=self.config.holder, now=report.at, ttl_s=self.config.lock_ttl_s
+            one_lock_name(name), holder=self.config.holder, now=report.at, ttl_s=self.config.lock_ttl_s
         ) as lock:
-            if not lock.acquired:
+            if not lock.acquired or not self._sweep_idle(report.at):
                 raise Busy(name)
             record = self.store.get_schedule(name)
             claims = list(self.store.due_rows([name]).values())
             self._serve([record], claims, report, trigger=trigger, execute=execute,
                         force=trigger == "apply_now")
         return report
+
+    def _sweep_idle(self, now: datetime) -> bool:
+        """Whether no sweep holds the pass lock now (taken and let go at once: a probe)."""
+        with self.store.lock(
+            LOCK_NAME, holder=self.config.holder, now=now, ttl_s=self.config.lock_ttl_s
+        ) as sweep:
+            return sweep.acquired
 
     def _serve_due(
         self,

@@ -7,6 +7,7 @@ happen, nor misses one that did.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from gps_dagster.store.api_tables import audit_log
+
+_TOKEN_ACTOR = re.compile(r"^token:.*\(([0-9a-f]{12})\)\Z", re.DOTALL)
+"""``TokenRecord.actor``: the token id goes in its own column too (issue 21 item 8)."""
 
 SYSTEM_ACTOR = "system"
 """Writes made by the product itself or by code that names no actor (tests, simulate)."""
@@ -31,6 +35,13 @@ class AuditRow:
     scope: str | None
     version: int | None
     detail: dict[str, Any] | None
+    token_id: str | None = None
+
+
+def token_id_of(actor: str) -> str | None:
+    """The id of the API token an actor names (``token:<name>(<id>)``), else None."""
+    match = _TOKEN_ACTOR.match(actor)
+    return match.group(1) if match else None
 
 
 def record(
@@ -39,8 +50,8 @@ def record(
 ) -> None:
     """Append one audit row inside the caller's transaction."""
     conn.execute(audit_log.insert().values(
-        at=at, actor=actor[:160], action=action, object_kind=kind, object_name=name,
-        scope=scope, version=version, detail=detail,
+        at=at, actor=actor[:160], actor_token_id=token_id_of(actor), action=action, object_kind=kind,
+        object_name=name, scope=scope, version=version, detail=detail,
     ))
 
 
@@ -52,6 +63,7 @@ def page(engine: Engine, *, after_id: int = 0, limit: int = 100, name: str | Non
     with engine.connect() as conn:
         rows = conn.execute(query).all()
     return [
-        AuditRow(r.id, r.at, r.actor, r.action, r.object_kind, r.object_name, r.scope, r.version, r.detail)
+        AuditRow(r.id, r.at, r.actor, r.action, r.object_kind, r.object_name, r.scope, r.version, r.detail,
+                 r.actor_token_id)
         for r in rows
     ]

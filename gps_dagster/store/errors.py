@@ -126,3 +126,17 @@ class VersionMismatch(StoreError):
             f"schedule '{name}' is at version {actual}, not {expected}",
             fix=f"re-read the schedule and retry with If-Match: \"{actual}\" if the change still applies",
         )
+
+
+class AmbiguousScheduleName(StoreError):
+    """A bare name that several projects' schedules carry (names are per scope, issue 21)."""
+
+    http_status = 409
+    reason = "ambiguous_schedule_name"
+
+    def __init__(self, name: str, candidates: Sequence[str]) -> None:
+        self.name, self.candidates = name, tuple(candidates)
+        super().__init__(
+            f"'{name}' is the name of {len(self.candidates)} tenant schedules: {', '.join(self.candidates)}",
+            fix="name the schedule with its project, e.g. " + self.candidates[0],
+        )

@@ -29,6 +29,7 @@ from gps_dagster.store import audit, bulk, due, metric_totals, migrate, specs
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, default_url
 from gps_dagster.store.errors import (
+    AmbiguousScheduleName,
     InvalidGate,
     ScheduleConflict,
     ScheduleExists,
@@ -177,6 +178,26 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin):
         with self.engine.connect() as conn:
             found = specs.load(conn, t.schedules.c.name == name)
         return found[0] if found else None
+
+    def resolve_name(self, name: str) -> str:
+        """The stored name an operator's ``name`` means (the CLI, the page's address).
+
+        Names are unique per scope (issue 21 item 1): a tenant schedule is stored as
+        ``<project>/<name>``. A name stored as given is itself; a bare name that only
+        one project's schedule carries means that one; several are ambiguous (409 with
+        the candidates); none is returned as given (its lookup then answers 404).
+        """
+        s = t.schedules.c
+        with self.engine.connect() as conn:
+            if conn.execute(sa.select(s.name).where(s.name == name)).first() is not None or "/" in name:
+                return name
+            like = "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            found = list(conn.execute(
+                sa.select(s.name).where(s.name.like(like, escape="\\")).order_by(s.name).limit(10)
+            ).scalars())
+        if len(found) > 1:
+            raise AmbiguousScheduleName(name, found)
+        return found[0] if found else name
 
     def get_schedule(self, name: str) -> ScheduleRecord:
         record = self.find_schedule(name)

@@ -44,7 +44,7 @@ from gps_dagster.domain.gps.reservations import (
     SharingMode,
     duplicate_uuid_errors,
 )
-from gps_dagster.store import migrate
+from gps_dagster.store import audit, migrate
 from gps_dagster.store.reservation_tables import (
     reservation,
     reservation_audit,
@@ -326,6 +326,9 @@ def _audit(
         new_generation=new_gen, old_value=None if old is None else json.dumps(old, sort_keys=True),
         new_value=json.dumps(new, sort_keys=True),
     ))
+    # and in the log of every write (`/admin/audit`, issue 21 item 13), in the same transaction
+    audit.record(conn, at=at, actor=actor, action=f"reservation_{action}", kind="reservation",
+                 name=reservation_id, version=new_gen, detail={"old": old, "new": new})
 
 
 def _audit_value(rsv: Reservation) -> dict[str, Any]:

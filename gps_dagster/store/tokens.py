@@ -24,8 +24,9 @@ from gps_dagster.store.api_tables import api_tokens
 from gps_dagster.store.errors import StoreError
 
 PREFIX = "gpsd"
-SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62})\Z")
-"""The scopes a token may carry: the schedule scopes of R-MODEL-9."""
+SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62}(:read)?)\Z")
+"""The scopes a token may carry: the schedule scopes of R-MODEL-9, and ``cmp:<project>:read``
+(issue 21 item 15: a tenant's read-only token: GET, dry-run, timeline, admission check)."""
 _TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,100}})$")
 _DUMMY = hashlib.sha256(b"no such token").hexdigest()
 
@@ -38,11 +39,18 @@ class TokenRecord:
     created_at: datetime
     created_by: str
     revoked_at: datetime | None
+    expires_at: datetime | None = None
+    """After this instant the token no longer authenticates (None: until revoked)."""
 
     @property
     def project(self) -> str | None:
         """The CMP project of a tenant token, None for an admin token."""
-        return self.scope.split(":", 1)[1] if self.scope.startswith("cmp:") else None
+        return self.scope.split(":")[1] if self.scope.startswith("cmp:") else None
+
+    @property
+    def read_only(self) -> bool:
+        """A ``cmp:<project>:read`` token: it may read and dry-run, never write."""
+        return self.scope.endswith(":read")
 
     @property
     def actor(self) -> str:
@@ -55,7 +63,38 @@ class InvalidScope(StoreError):
     reason = "invalid_scope"
 
     def __init__(self, scope: str) -> None:
-        super().__init__(f"'{scope}' is not a token scope", fix="use 'admin' or 'cmp:<project>'")
+        super().__init__(f"'{scope}' is not a token scope", fix="use 'admin', 'cmp:<project>' or 'cmp:<project>:read'")
+
+
+MAX_NAME = 64
+"""Longest token name: the audit actor ``token:<name>(<id>)`` always keeps the id (issue 21 item 8)."""
+
+
+class InvalidTokenName(StoreError):
+    http_status = 400
+    reason = "invalid_token_name"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"token name {name[:80]!r}{'…' if len(name) > 80 else ''} is not 1-{MAX_NAME} printable characters",
+            fix=f"name the token with 1 to {MAX_NAME} printable characters, no leading or trailing "
+            "space, e.g. --name vision-ci",
+        )
+
+
+def check_name(name: str) -> None:
+    """1-64 printable characters, no surrounding whitespace (what ``tokens list`` can show)."""
+    if not 1 <= len(name) <= MAX_NAME or not name.isprintable() or name.strip() != name:
+        raise InvalidTokenName(name)
+
+
+class InvalidExpiry(StoreError):
+    http_status = 400
+    reason = "invalid_expiry"
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(f"the expiry {at.isoformat()} is not in the future",
+                         fix="give --expires a duration (e.g. 30d, 12h) or a later RFC 3339 instant")
 
 
 class InvalidToken(StoreError):
@@ -116,10 +155,15 @@ class TokenRepository:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def create(self, name: str, scope: str, *, now: datetime, actor: str) -> tuple[TokenRecord, str]:
+    def create(
+        self, name: str, scope: str, *, now: datetime, actor: str, expires_at: datetime | None = None,
+    ) -> tuple[TokenRecord, str]:
         """A new token; returns its record and the plaintext, which is never readable again."""
+        check_name(name)
         if not SCOPE.match(scope):
             raise InvalidScope(scope)
+        if expires_at is not None and expires_at <= now:
+            raise InvalidExpiry(expires_at)
         token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         with self._engine.begin() as conn:
             live = conn.execute(sa.select(api_tokens.c.id).where(
@@ -128,11 +172,13 @@ class TokenRepository:
                 raise TokenNameTaken(name, live.id)
             conn.execute(api_tokens.insert().values(
                 id=token_id, name=name, scope=scope, secret_sha256=_digest(secret),
-                created_at=now, created_by=actor,
+                created_at=now, created_by=actor, expires_at=expires_at,
             ))
+            detail = {"name": name, "expires_at": expires_at.isoformat() if expires_at else None}
             audit.record(conn, at=now, actor=actor, action="token_created", kind="token",
-                         name=token_id, scope=scope, detail={"name": name})
-        return TokenRecord(token_id, name, scope, now, actor, None), f"{PREFIX}_{token_id}_{secret}"
+                         name=token_id, scope=scope, detail=detail)
+        record = TokenRecord(token_id, name, scope, now, actor, None, expires_at)
+        return record, f"{PREFIX}_{token_id}_{secret}"
 
     def adopt(
         self, token: str, name: str, scope: str, *, now: datetime, actor: str
@@ -145,6 +191,7 @@ class TokenRepository:
         match = _TOKEN.match(token)
         if not match:
             raise InvalidToken()
+        check_name(name)
         if not SCOPE.match(scope):
             raise InvalidScope(scope)
         token_id, digest = match.group(1), _digest(match.group(2))
@@ -189,10 +236,19 @@ class TokenRepository:
                 audit.record(conn, at=now, actor=actor, action="token_revoked", kind="token",
                              name=row.id, scope=row.scope, detail={"name": row.name})
             revoked = row.revoked_at or now
-        return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, revoked)
+        return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, revoked, row.expires_at)
 
-    def verify(self, token: str) -> TokenRecord | None:
-        """The live token ``token`` names, or None (unknown, malformed, wrong secret or revoked)."""
+    def live(self, token_id: str, *, now: datetime) -> TokenRecord | None:
+        """The token with id ``token_id`` if it is neither revoked nor expired at ``now``."""
+        with self._engine.connect() as conn:
+            row = conn.execute(sa.select(api_tokens).where(api_tokens.c.id == token_id)).first()
+        if row is None or row.revoked_at is not None or (row.expires_at is not None and now >= row.expires_at):
+            return None
+        return _record(row)
+
+    def verify(self, token: str, *, now: datetime | None = None) -> TokenRecord | None:
+        """The live token ``token`` names, or None (unknown, malformed, wrong secret, revoked, or
+        expired at ``now``; the API always passes its clock's now, an import check may not)."""
         match = _TOKEN.match(token)
         token_id, secret = (match.group(1), match.group(2)) if match else ("", token)
         row = None
@@ -203,8 +259,11 @@ class TokenRepository:
         good = hmac.compare_digest(_digest(secret), stored)
         if row is None or not good or row.revoked_at is not None:
             return None
+        if now is not None and row.expires_at is not None and now >= row.expires_at:
+            return None
         return _record(row)
 
 
 def _record(row: sa.Row) -> TokenRecord:  # type: ignore[type-arg]
-    return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, row.revoked_at)
+    return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, row.revoked_at,
+                       row.expires_at)

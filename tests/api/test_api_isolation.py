@@ -19,6 +19,11 @@ RSV = {"id": "rsv-beta", "node": "cmp-01", "gpu_uuids": ["GPU-8983c66a-23df-e63b
        "namespace": "cmp-beta", "mode": "time_sliced", "gpu_memory_mib": 143771, "headroom": 0.95}
 
 
+def precondition(method: str) -> dict[str, str]:
+    """If-Match: * on writes (the tenant surface requires an If-Match, issue 21 item 11)."""
+    return {"If-Match": "*"} if method in ("PUT", "DELETE") else {}
+
+
 def ops(base: str, name: str, doc: dict[str, Any], rsv_base: str) -> list[tuple[str, str, str, Any]]:
     """(label, method, path, json body) of every operation of one surface on schedule ``name``."""
     one = f"{base}/{name}"
@@ -75,7 +80,7 @@ def _doc(name: str, builder: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("caller", CALLERS)
 def test_the_admin_surface(world: Api, caller: str) -> None:
     for label, method, path, body in ops(ADMIN, SEED, seed(), "/admin/reservations"):
-        answer = world.call(caller, method, path, json=body)
+        answer = world.call(caller, method, path, json=body, headers=precondition(method))
         assert answer.status_code == expected_admin_surface(caller, label), (label, answer.text)
         if answer.status_code >= 400:
             assert answer.json()["reason"] and answer.json()["fix"]
@@ -85,16 +90,16 @@ def test_the_admin_surface(world: Api, caller: str) -> None:
 
 @pytest.mark.parametrize("caller", CALLERS)
 def test_the_tenant_surface_of_beta(world: Api, caller: str) -> None:
-    before = world.services.store.get_schedule("beta-nightly")
+    before = world.services.store.get_schedule("beta/beta-nightly")
     for label, method, path, body in ops(tenant_base("beta"), "beta-nightly", beta_schedule(), "/api/v1/cmp/projects/beta/reservations"):
-        answer = world.call(caller, method, path, json=body)
+        answer = world.call(caller, method, path, json=body, headers=precondition(method))
         assert answer.status_code == expected_beta_surface(caller, label), (label, answer.text)
         if caller == "alpha":
             assert answer.json()["reason"] == "project_not_found"
             assert "beta-chat" not in answer.text and "nightly" not in answer.text
         world.clock.advance(60)
     if caller not in ("admin", "beta"):
-        after = world.services.store.get_schedule("beta-nightly")
+        after = world.services.store.get_schedule("beta/beta-nightly")
         assert (after.version, after.spec) == (before.version, before.spec)
 
 
@@ -104,7 +109,7 @@ def test_alpha_cannot_reach_beta_through_its_own_surface(world: Api) -> None:
     for label, method, path, body in ops(base, "beta-nightly", beta_schedule(), "/api/v1/cmp/projects/alpha/reservations"):
         if label in ("list", "dry-run-new"):
             continue
-        answer = world.call("alpha", method, path, json=body)
+        answer = world.call("alpha", method, path, json=body, headers=precondition(method))
         if label in ("reservation", "admission"):
             assert (answer.status_code, answer.json()["reason"]) == (404, "reservation_not_found"), label
         elif label == "reservations":
@@ -118,7 +123,7 @@ def test_alpha_cannot_reach_beta_through_its_own_surface(world: Api) -> None:
     assert "STOPPED" not in probe.text and "stopped" not in json.dumps(probe.json()["errors"])
     steal = world.call("alpha", "POST", base, json=_doc("steal", beta_schedule))
     assert steal.status_code == 422 and steal.json()["errors"][0]["reason"] == "unknown_deploy"
-    assert world.services.store.owner_of("beta-chat") == "beta-nightly"
+    assert world.services.store.owner_of("beta-chat") == "beta/beta-nightly"
     admin_names = world.call("alpha", "GET", f"{base}/{SEED}")
     assert admin_names.status_code == 404
 

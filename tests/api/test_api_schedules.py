@@ -136,7 +136,7 @@ def test_tenant_placement_fields_are_dropped_and_reported(api: Api) -> None:
     assert answer.status_code == 201, answer.text
     paths = {w["path"] for w in answer.json()["warnings"]}
     assert paths == {"queue", "targets[0].node_name", "windows[0].states[0].queue"}
-    stored = api.services.store.get_schedule("alpha-swap")
+    stored = api.services.store.get_schedule("alpha/alpha-swap")
     assert stored.spec.scope == "cmp:alpha"
     assert "node_name" not in json.dumps(stored.spec.to_document())
     admin_doc = seed()
