@@ -24,11 +24,18 @@ NEW = "Deployment team/md-qwen32b uid=0002"
 def test_migration_0009_keeps_the_claims_of_an_older_database_unpinned(db_url: str) -> None:
     engine = create_db_engine(db_url)
     assert migrate.upgrade(engine, "0008") == "0008"
-    Store(engine).apply_schedule(load_schedule(seed_schedule()), now=NOW)  # claims at 0008
-    assert migrate.upgrade(engine) == migrate.head_revision() == "0009"
+    spec = load_schedule(seed_schedule())
+    with engine.begin() as conn:  # claims written at 0008 (the tables as they were then)
+        conn.execute(t.schedules.insert().values(
+            name=spec.name, version=1, scope="admin", enabled=True,
+            document=spec.to_document(), created_at=NOW, updated_at=NOW))
+        for deploy in (A, B):
+            conn.execute(t.target_claims.insert().values(
+                deploy_id=deploy, schedule_name=spec.name, claimed_at=NOW))
+    assert migrate.upgrade(engine) == migrate.head_revision()  # through 0009 (and later ones)
     store = Store(engine)
     assert store.pins_for([A, B]) == {A: None, B: None}
-    assert store.pin("gpu-pool-h100-shared", B, OLD, now=NOW) == OLD
+    assert store.pin(spec.name, B, OLD, now=NOW) == OLD
     engine.dispose()
 
 
