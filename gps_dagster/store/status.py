@@ -284,7 +284,8 @@ def clear_future_intervals(
         conn.execute(
             ts.update()
             .where(ts.c.schedule_name == schedule, ts.c.deploy_id == r.deploy_id)
-            .values(interval_start=None, interval_end=None, status_version=ts.c.status_version + 1,
+            .values(interval_start=None, interval_end=None, interval_writer=None,
+                    interval_writer_offset_s=None, status_version=ts.c.status_version + 1,
                     updated_at=now)
         )
         conn.execute(
@@ -342,6 +343,8 @@ def _status(r: Any) -> TargetStatusRow:
         r.phase_since,
         r.converged_at,
         r.updated_at,
+        r.interval_writer,
+        r.interval_writer_offset_s,
     )
 
 
