@@ -36,7 +36,7 @@ def replica(w: World, behind_s: float, *, bound_s: float = 5.0) -> tuple[Engine,
     clock = VirtualClock(w.clock.now() - timedelta(seconds=behind_s))
     config = EngineConfig(holder="engine-skewed", max_clock_skew_s=bound_s)
     # the database's clock, in these tests, is the world's true time
-    return Engine(w.store, w.pool, clock, config, ), clock
+    return Engine(w.store, w.pool, clock, config, database_clock=w.clock), clock
 
 
 def test_2_2_a_replica_whose_clock_is_behind_does_not_undo_the_swap(db_url: str) -> None:
@@ -150,9 +150,9 @@ def test_issue_25_5_a_fast_replica_is_named_not_the_healthy_ones_that_notice(db_
     w = make_world(db_url, pool=a_running_pool(), start=local("2026-10-19T17:59:00"))
     fast_clock = VirtualClock(w.clock.now() + timedelta(seconds=60))
     fast = Engine(w.store, w.pool, fast_clock, EngineConfig(holder="engine-fast"),
-                  )
+                  database_clock=w.clock)
     healthy = [w.engine, Engine(w.store, w.pool, w.clock, EngineConfig(holder="engine-2"),
-                                )]
+                                database_clock=w.clock)]
     assert len(fast.run_pass().plans) == 1  # its clock says 18:00: the evening plan opens
     assert {(w.status(t).interval_writer, w.status(t).interval_writer_offset_s)
             for t in (A, B)} == {("engine-fast", 60.0)}
