@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gps_dagster.domain import document_text as dt
 from gps_dagster.domain import yaml12
+from gps_dagster.domain.document_text import MAX_DEPTH, MAX_NODES
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.yaml12 import DocumentProblem
 
 M = TypeVar("M", bound=BaseModel)
 
-MAX_DEPTH = 32
-"""Deepest nesting of objects/lists a document may have (ours need 6)."""
-MAX_NODES = 1_000_000
-"""Most values (objects, lists, scalars) one document may hold."""
 _TOO_LONG = 10**yaml12.MAX_INT_DIGITS
 
 _WHOLE = "use a whole number, e.g. 10 (not \"10\" or 10.0)"
@@ -125,9 +124,11 @@ class FieldErrorCarrier(ValueError):
 def parse_text(text: str, *, source: str = "<input>") -> Any:
     """Parse JSON or YAML text (JSON is valid YAML; JSON is tried first for its errors).
 
-    Every failure of the parsers is ``SpecInvalid`` (hostile text included: a
-    nesting deeper than the parser's stack, a 5,000-digit number, NaN), never
-    a ``RecursionError`` or ``ValueError``. YAML is read with YAML 1.2 scalars
+    A value the parser refuses (a nesting deeper than ``MAX_DEPTH``, an integer over
+    ``yaml12.MAX_INT_DIGITS`` digits, NaN/Infinity, a key given twice) stays in the result as a
+    ``Refused`` marker and objects as ``Pairs``: ``build`` reports each at its path beside the
+    other field errors (``document_text``). Text that leaves no document is ``SpecInvalid``
+    at once, never a ``RecursionError`` or ``ValueError``. YAML is read with YAML 1.2 scalars
     (see ``yaml12``): ``yes``/``no``/``on``/``off`` stay strings, ``010`` is ten.
     """
     stripped = text.lstrip()
@@ -138,23 +139,22 @@ def parse_text(text: str, *, source: str = "<input>") -> Any:
 
 def _parse_json(text: str, source: str) -> Any:
     try:
-        return json.loads(
-            text, parse_int=_json_int, parse_constant=_json_constant, object_pairs_hook=_json_object
-        )
+        return json.loads(text, parse_int=dt.json_int, parse_constant=dt.json_constant,
+                          object_pairs_hook=dt.json_pairs)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}: {exc.msg}"
         raise SpecInvalid([FieldError("", "invalid_json", where)], source=source) from None
     except RecursionError:
-        raise SpecInvalid([_too_deep()], source=source) from None
-    except DocumentProblem as exc:
-        raise SpecInvalid([exc.error], source=source) from None
+        raise SpecInvalid([_too_deep(dt.deep_path(text))], source=source) from None
 
 
 def _parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml12.load(text)
+        return dt.yaml_values(text)
     except RecursionError:
-        raise SpecInvalid([_too_deep()], source=source) from None
+        raise SpecInvalid([_too_deep(dt.deep_path(text))], source=source) from None
+    except dt.TooLarge as exc:
+        raise SpecInvalid([_too_large(exc.path)], source=source) from None
     except DocumentProblem as exc:
         raise SpecInvalid([exc.error], source=source) from None
     except yaml.YAMLError as exc:
@@ -163,59 +163,100 @@ def _parse_yaml(text: str, source: str) -> Any:
         problem = getattr(exc, "problem", None) or str(exc)
         error = FieldError("", "invalid_yaml", f"{where}{problem}")
         raise SpecInvalid([error], source=source) from None
-    except (ValueError, TypeError, OverflowError) as exc:  # a constructor refusing a !!tag
-        raise SpecInvalid([FieldError("", "invalid_yaml", f"{exc}")], source=source) from None
 
 
-def _json_int(text: str) -> int:
-    return yaml12.whole_number(text)
+def _too_deep(path: Sequence[int | str] | None = None) -> FieldError:
+    refused = dt.too_deep()
+    return FieldError(format_path(path or ()), refused.reason, refused.fix)
 
 
-def _json_constant(name: str) -> Any:
-    raise DocumentProblem(FieldError("", "invalid_json", f"{name} is not JSON; use a number"))
+def _too_large(path: Sequence[int | str]) -> FieldError:
+    fix = f"use at most {MAX_NODES:,} values in one document (the count ran out here)"
+    return FieldError(format_path(path), "document_too_large", fix)
 
 
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise DocumentProblem(yaml12.duplicate_key(key))
-        out[key] = value
-    return out
+def settle(data: Any) -> tuple[Any, list[FieldError]]:
+    """Plain values for validation, and every refused value with its path, in document order.
 
-
-def _too_deep() -> FieldError:
-    return FieldError("", "too_deep", f"nest at most {MAX_DEPTH} levels of objects and lists")
-
-
-def document_shape_errors(data: Any) -> list[FieldError]:
-    """Depth and size limits, checked without recursion before any model sees the data.
-
-    Why: pydantic and our own walks recurse, and a YAML alias bomb (a list of
-    aliases of lists of aliases...) is small text but billions of nodes.
-    Aliases are counted each time they are reached, as the validator would.
+    Objects given as ``Pairs`` become dicts (a key given twice is reported at its path; the
+    first is kept); ``Refused`` markers stay in place and are reported; a caller's own values
+    are held to the same limits (depth, integer length, finite numbers), checked iteratively:
+    pydantic and our own walks recurse, and a YAML alias bomb is small text but billions of
+    nodes (aliases are counted each time they are reached, as the validator would). More than
+    ``MAX_NODES`` values is ``SpecInvalid`` at once.
     """
-    stack: list[tuple[Any, int]] = [(data, 0)]
+    problems: list[FieldError] = []
+    out: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, tuple[int | str, ...]]] = [(data, out, 0, ())]
     seen = 0
     while stack:
-        node, depth = stack.pop()
+        node, parent, slot, path = stack.pop()
         seen += 1
         if seen > MAX_NODES:
-            fix = f"use at most {MAX_NODES:,} values in one document"
-            return [FieldError("", "document_too_large", fix)]
-        if isinstance(node, Mapping):
-            children: Any = node.values()
-        elif isinstance(node, (list, tuple)):
-            children = node
-        else:
-            if isinstance(node, int) and abs(node) >= _TOO_LONG:  # a caller's int, not our text's
-                fix = f"use integers of at most {yaml12.MAX_INT_DIGITS} digits"
-                return [FieldError("", "number_too_long", fix)]
-            continue
-        if depth >= MAX_DEPTH:
-            return [_too_deep()]
-        stack.extend((child, depth + 1) for child in children)
-    return []
+            raise SpecInvalid([_too_large(path)])
+        value, children = _settle_one(node, path, problems)
+        parent[slot] = value
+        stack.extend(reversed(children))
+    return out[0], problems
+
+
+def _settle_one(
+    node: Any, path: tuple[int | str, ...], problems: list[FieldError]
+) -> tuple[Any, list[tuple[Any, Any, Any, tuple[int | str, ...]]]]:
+    refused = _refusal(node, path)
+    if refused is not None:
+        problems.append(FieldError(format_path(path), refused.reason, refused.fix))
+        return refused, []
+    if isinstance(node, (dt.Pairs, Mapping)):
+        obj: dict[Any, Any] = {}
+        explicit: set[Any] = set()
+        pairs = list(node) if isinstance(node, dt.Pairs) else list(node.items())
+        merged = node.merged if isinstance(node, dt.Pairs) else 0
+        kept: list[tuple[Any, Any]] = []
+        for index, (key, value) in enumerate(pairs):
+            if isinstance(key, dt.Refused):
+                problems.append(FieldError(format_path((*path, "<key>")), key.reason, key.fix))
+                continue
+            if index >= merged:
+                if key in explicit:
+                    problems.append(_duplicate(path, key))
+                    continue
+                explicit.add(key)
+            kept.append((key, value))
+        for key, _ in kept:
+            obj[key] = None  # the document's key order, whatever order the values settle in
+        return obj, [(value, obj, key, (*path, str(key))) for key, value in kept]
+    if isinstance(node, (list, tuple)):
+        items: list[Any] = [None] * len(node)
+        return items, [(child, items, i, (*path, i)) for i, child in enumerate(node)]
+    return node, []
+
+
+def _refusal(node: Any, path: tuple[int | str, ...]) -> dt.Refused | None:
+    if isinstance(node, dt.Refused):
+        return node
+    if isinstance(node, (dt.Pairs, Mapping, list, tuple)):
+        return dt.too_deep() if len(path) >= MAX_DEPTH else None
+    if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= _TOO_LONG:
+        return dt.too_long_int(_digits(abs(node)))
+    if isinstance(node, float) and not math.isfinite(node):
+        return dt.Refused("not_finite", "use a finite number")
+    return None
+
+
+def _digits(n: int) -> int:
+    """Decimal digits of ``n``; beyond ~4,000 an estimate (Python refuses ``str()`` there)."""
+    return len(str(n)) if n.bit_length() < 13_000 else int(n.bit_length() * math.log10(2)) + 1
+
+
+def _duplicate(path: tuple[int | str, ...], key: Any) -> FieldError:
+    error = yaml12.duplicate_key(key)
+    return FieldError(format_path((*path, str(key))), error.reason, error.fix)
+
+
+def _under(path: str, refused: Sequence[str]) -> bool:
+    """True when a validation error at ``path`` is about a value refused at parse level."""
+    return any(path == r or path.startswith((f"{r}.", f"{r}[")) or not r for r in refused)
 
 
 def build(
@@ -226,18 +267,26 @@ def build(
     tags: frozenset[str] = frozenset(),
     checks: Callable[[M], list[FieldError]] | None = None,
 ) -> M:
-    """Validate ``data`` into ``model``; run cross-field ``checks``; raise every problem at once."""
+    """Validate ``data`` into ``model``; run cross-field ``checks``; raise every problem at once.
+
+    Values refused at parse level (``settle``) are reported at their paths together with the
+    field errors of the rest of the document; cross-field checks run on a valid model only.
+    """
+    try:
+        data, refused = settle(data)
+    except SpecInvalid as exc:
+        raise SpecInvalid(list(exc.errors), source=source) from None
     if not isinstance(data, Mapping):
-        raise SpecInvalid(
-            [FieldError("", "not_an_object", "the document must be a JSON/YAML object")], source=source
-        )
-    shape = document_shape_errors(data)
-    if shape:
-        raise SpecInvalid(shape, source=source)
+        fix = "the document must be a JSON/YAML object"
+        raise SpecInvalid([*refused, FieldError("", "not_an_object", fix)], source=source)
     try:
         value = model.model_validate(data)
     except ValidationError as exc:
-        raise SpecInvalid(field_errors(exc, tags=tags), source=source) from None
+        paths = [e.path for e in refused]
+        rest = [e for e in field_errors(exc, tags=tags) if not _under(e.path, paths)]
+        raise SpecInvalid([*refused, *rest], source=source) from None
+    if refused:
+        raise SpecInvalid(refused, source=source)
     if checks is not None:
         problems = checks(value)
         if problems:

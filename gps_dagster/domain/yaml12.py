@@ -19,7 +19,7 @@ import yaml
 
 from gps_dagster.domain.errors import FieldError
 
-__all__ = ["MAX_INT_DIGITS", "DocumentProblem", "duplicate_key", "load", "whole_number"]
+__all__ = ["MAX_INT_DIGITS", "DocumentProblem", "Loader", "duplicate_key", "load", "whole_number"]
 
 MAX_INT_DIGITS = 30
 """Longest integer literal accepted (no field needs more than 19 digits)."""
@@ -110,6 +110,10 @@ def _install() -> None:
 
 
 _install()
+
+
+Loader = _Loader
+"""The loader (``document_text`` composes with it and constructs one value at a time)."""
 
 
 def load(text: str) -> Any:

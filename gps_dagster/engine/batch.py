@@ -29,6 +29,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
+from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
@@ -36,7 +37,7 @@ from gps_dagster.engine.convergence import Observer
 from gps_dagster.engine.endings import first_order
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
-from gps_dagster.engine.steps import SUBMITTED, StepRunner
+from gps_dagster.engine.steps import StepRunner
 from gps_dagster.ports import BatchingCore, Clock, Core, DeployView, Insufficient
 from gps_dagster.store.plans import StepWrite
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
@@ -214,12 +215,11 @@ class BatchRunner:
             return "one"
         if versions.get(a.schedule) != (a.schedule_version, True):
             return "one"  # stale: superseded by the runner
-        if a.order != first:
-            if any(x.state in ("failed", "cancelled") for x in before):
-                return "one"  # cancelled behind the failed step
-            ready = SUBMITTED if first == "release" else frozenset({"converged", "superseded"})
-            if not all(x.state in ready for x in before):
-                return "wait"
+        move = step_rules.may_move(a.order, first, [x.state for x in before])
+        if move.verdict == "broken":
+            return "one"  # cancelled behind the failed step, by the step runner
+        if move.verdict == "wait":
+            return "wait"
         if a.order == "release":
             return "release" if tr.id in fresh else "one"
         deploy = reads.get(a.deploy_id)

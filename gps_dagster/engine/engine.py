@@ -62,7 +62,9 @@ class Engine:
         reservation_check: ReservationCheck | None = None,
         witness: Witness | None = None,
         after_converged: AfterConverged | None = None,
+        database_clock: Clock | None = None,
     ) -> None:
+        """``database_clock``: replicas' clocks are measured against it (default: the database's)."""
         self.store, self.core, self.clock = store, core, clock
         self.config = config or EngineConfig()
         self.planner = Planner(
@@ -71,6 +73,7 @@ class Engine:
             reservation_check,
             max_clock_skew_s=self.config.max_clock_skew_s,
             holder=self.config.holder,
+            reference=database_clock.now if database_clock is not None else None,
             ready_by=ReadyBy(
                 self.config.ready_by_default_start_s,
                 self.config.ready_by_default_stop_s,
@@ -278,6 +281,7 @@ class Engine:
         """
         visited: list[tuple[ScheduleRecord, datetime, bool]] = []
         try:
+            self.planner.measure(self.clock)  # the offset its interval writes carry (issue 25)
             prefetch = self._prefetch(records)
             self._in_flight(prefetch, report)
             drafts: list[tuple[Draft, ScheduleOutcome, bool]] = []
@@ -390,10 +394,7 @@ class Engine:
         report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
         try:
             self.store.add_event(
-                self.clock.now(),
-                name,
-                None,
-                "schedule_error",
+                self.clock.now(), name, None, "schedule_error",
                 reason=str(getattr(exc, "reason", "") or type(exc).__name__),
                 detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder},
             )
@@ -411,12 +412,8 @@ class Engine:
         for a in self.store.list_actions(schedules=names, states=IN_FLIGHT):
             in_flight.setdefault(a.schedule, []).append(a)
         statuses = self.store.statuses_for(names)
-        missing = [
-            (r.name, t, r.version)
-            for r in records
-            for t in r.spec.target_ids
-            if (r.name, t) not in statuses
-        ]
+        missing = [(r.name, t, r.version) for r in records for t in r.spec.target_ids
+                   if (r.name, t) not in statuses]
         if missing:  # first sight of these targets: create their rows in one statement
             self.store.ensure_statuses(missing, now=self.clock.now())
             statuses = self.store.statuses_for(names)
@@ -584,22 +581,11 @@ class Engine:
         tr = self.store.get_transition(transition_id)
         if tr is None:
             raise KeyError(transition_id)
-        actions = self.store.list_actions(transition_id=transition_id)
-        refs = [
-            StepRef(a.id, a.deploy_id, a.step, a.order)
-            for a in sorted(actions, key=lambda x: x.seq)
-        ]
-        return PlanRef(
-            transition_id=tr.id,
-            schedule=tr.schedule,
-            schedule_version=tr.schedule_version,
-            interval_start=tr.boundary_at,
-            targets=tuple(tr.targets),
-            release_steps=tuple(r for r in refs if r.order == "release"),
-            acquire_steps=tuple(r for r in refs if r.order == "acquire"),
-            trigger=tr.trigger,
-            order=tr.order,
-        )
+        steps = [{"id": a.id, "deploy_id": a.deploy_id, "step": a.step, "order": a.order,
+                  "seq": a.seq} for a in self.store.list_actions(transition_id=transition_id)]
+        return plan_ref({"id": tr.id, "schedule_name": tr.schedule, "targets": tr.targets,
+                         "schedule_version": tr.schedule_version, "boundary_at": tr.boundary_at,
+                         "trigger": tr.trigger, "order": tr.order}, steps)
 
 
 def _claimed_elsewhere(row: DueClaim, holder: str, now: datetime) -> bool:

@@ -12,12 +12,14 @@ Time only moves forward (R-PASS-14): a pass whose clock is behind the
 interval already stored for a target (another replica's clock is ahead, or
 this read is stale) plans nothing for it — "different interval" is not "new
 interval". Skew up to ``EngineConfig.max_clock_skew_s`` is expected between
-replicas and stays silent; beyond it a ``clock_skew`` event names the replica.
+replicas and stays silent; beyond it a ``clock_skew`` event names the replica whose clock is
+off against the database's (``engine/skew.py``: the writer of the stored interval, or this one).
 The status CAS enforces the same rule in the store.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,12 +30,12 @@ from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, o
 from gps_dagster.domain.readyby import Lead, Timing, early_targets, learned, next_early
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
 from gps_dagster.domain.timeline_doc import ReadyByTimings
-from gps_dagster.engine import keys
+from gps_dagster.engine import keys, skew
 from gps_dagster.engine.eligibility import ELIGIBILITY, ineligible_reason, replaced_verdict
 from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
-from gps_dagster.ports import Core, DeployState, DeployView, NotFound, Transient
+from gps_dagster.ports import Clock, Core, DeployState, DeployView, NotFound, Transient
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 from gps_dagster.store.repository import Store
@@ -59,13 +61,6 @@ def intent_doc(interval: IntentInterval) -> dict[str, Any]:
         "allow_downtime": i.allow_downtime,
         "source": i.source,
     }
-
-
-CLOCK_SKEW_FIX = (
-    "if this replica's clock is right, the stored interval was written by a clock ahead of it "
-    "(a fast replica, or a GPS_CLOCK what-if left exported): fix that clock, then run "
-    "`gps-dagster schedules clear-skew {schedule}` (or apply a new version of the schedule)"
-)
 
 
 @dataclass
@@ -172,13 +167,22 @@ class Planner:
         max_clock_skew_s: float = 5.0,
         holder: str = "",
         ready_by: ReadyBy | None = None,
+        reference: Callable[[], datetime] | None = None,
     ) -> None:
         self.store, self.core, self.reservation_check = store, core, reservation_check
         self.max_clock_skew_s, self.holder = max_clock_skew_s, holder
+        self.reference = reference or store.database_now
+        """The clock every replica is measured against (the database's; a test's true time)."""
+        self.offset_s: float | None = None
+        """This replica's clock minus ``reference``, measured per batch (``measure``)."""
         self.ready_by = ready_by or ReadyBy()
         self.drafts: list[tuple[Draft, ScheduleOutcome, bool]] | None = None
         """When set (a batch), plans with nothing to supersede are collected here and opened
         together by the caller (``Store.open_many``) instead of one transaction each."""
+
+    def measure(self, clock: Clock) -> None:
+        """Measure this replica's clock offset for the intervals the next visits write."""
+        self.offset_s = skew.measure(clock, self.reference)
 
     def visit(
         self,
@@ -354,24 +358,25 @@ class Planner:
         if same and (stored is None or (stored <= now and interval.start >= stored)):
             return False
         out.behind.append(status.deploy_id)
-        skew = (stored - now).total_seconds() if stored is not None else 0.0
-        if skew > self.max_clock_skew_s:
+        ahead_s = (stored - now).total_seconds() if stored is not None else 0.0
+        if ahead_s > self.max_clock_skew_s:
+            offsets: dict[str, Any] = {
+                "writer": status.interval_writer,
+                "writer_offset_s": status.interval_writer_offset_s,
+                "observer": self.holder,
+                "observer_offset_s": self.offset_s,
+            }
+            verdict = skew.blame(**offsets, bound_s=self.max_clock_skew_s)
             self.store.add_event(
-                now,
-                status.schedule,
-                status.deploy_id,
-                "clock_skew",
-                reason="clock_behind",
-                detail={
-                    "stored_interval_start": stored.isoformat() if stored else None,
-                    "replica_now": now.isoformat(),
-                    "behind_s": skew,
-                    "bound_s": self.max_clock_skew_s,
-                    "holder": self.holder,
-                    "fix": CLOCK_SKEW_FIX.format(schedule=status.schedule),
-                },
+                now, status.schedule, status.deploy_id, "clock_skew", reason=verdict.reason,
+                detail=skew.detail(verdict, schedule=status.schedule, stored=stored, now=now,
+                                   skew_s=ahead_s, bound_s=self.max_clock_skew_s, **offsets),
             )
         return True
+
+    def _written_by(self) -> dict[str, Any]:
+        """Who writes an interval, and its clock's offset (``engine/skew.py``)."""
+        return {"interval_writer": self.holder, "interval_writer_offset_s": self.offset_s}
 
     # -- observe mode ---------------------------------------------------------
 
@@ -395,6 +400,7 @@ class Planner:
                 schedule_version=version,
                 interval_start=c.interval.start,
                 interval_end=c.interval.end,
+                **self._written_by(),
                 intent=intent_doc(c.interval),
                 transition_id=None,
                 detail={"would": [{"step": s.kind.value, "replicas": s.replicas} for s in steps]},
@@ -527,6 +533,7 @@ class Planner:
             "schedule_version": version,
             "interval_start": c.interval.start,
             "interval_end": c.interval.end,
+            **self._written_by(),
             "intent": intent_doc(c.interval),
             "transition_id": tid,
             "target_generation": c.status.target_generation + 1,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
 from gps_dagster.engine.endpoints import member_ids
@@ -160,12 +161,8 @@ def _alias(core: Core, wanted: Wanted, deploy_id: str) -> Verdict | None:
     except CoreError as exc:  # any read error of the guard: fail closed, never "no alias"
         return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=f"alias guard read error: {exc}")
     if info.has_alias and not wanted.allow_downtime:
-        return verdict(
-            Phase.ALIAS_BLOCKED,
-            "alias_without_consent",
-            extra=f"{deploy_id} serves alias(es) {', '.join(info.aliases)} and the intent stops it without allow_downtime",
-            detail={"aliases": list(info.aliases)},
-        )
+        reason, text, detail = step_rules.alias_refusal(deploy_id, info.aliases)
+        return verdict(Phase.ALIAS_BLOCKED, reason, extra=text, detail=detail)
     return None
 
 

@@ -15,6 +15,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
 from gps_dagster.domain.spec import DesiredState
@@ -45,7 +46,7 @@ from gps_dagster.store.repository import Store
 
 log = logging.getLogger(__name__)
 
-SUBMITTED = frozenset({"accepted", "converged", "superseded"})
+SUBMITTED = step_rules.SUBMITTED
 
 
 def planned_step(a: ActionRow, deploy: DeployView) -> tuple[PlannedStep, Wanted, DeployView]:
@@ -209,18 +210,13 @@ class StepRunner:
     def _prerequisite(self, a: ActionRow) -> StepOutcome | None:
         tr = self.store.get_transition(a.transition_id)
         first = first_order(tr.order if tr is not None else None)
-        if a.order == first:
-            return None
-        ready = SUBMITTED if first == "release" else frozenset({"converged", "superseded"})
-        before = [
+        before = [] if a.order == first else [  # the plan's first half (read only when asked)
             x for x in self.store.list_actions(transition_id=a.transition_id) if x.order == first
         ]
-        broken = [x for x in before if x.state in ("failed", "cancelled")]
-        if broken:
-            return self.endings.cancel(a, broken[0])
-        if all(x.state in ready for x in before):
-            return None
-        return self._outcome(a, a.state)
+        move = step_rules.may_move(a.order, first, [x.state for x in before])
+        if move.verdict == "broken" and move.index is not None:
+            return self.endings.cancel(a, before[move.index])
+        return None if move.verdict == "go" else self._outcome(a, a.state)
 
     # -- capacity ---------------------------------------------------------------
 
@@ -344,11 +340,8 @@ class StepRunner:
             except CoreError as exc:
                 return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=str(exc))
             if info.has_alias and not allow:
-                return verdict(
-                    Phase.ALIAS_BLOCKED,
-                    "alias_without_consent",
-                    extra=f"aliases {', '.join(info.aliases)}",
-                )
+                reason, text, detail = step_rules.alias_refusal(deploy_id, info.aliases)
+                return verdict(Phase.ALIAS_BLOCKED, reason, extra=text, detail=detail)
         return None
 
     def _submit(self, a: ActionRow, status: TargetStatusRow, *, resubmit: bool) -> StepOutcome:

@@ -27,7 +27,7 @@ from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
 from gps_dagster.store.plans import FINISHED, StepWrite, transition_state
 from gps_dagster.store.records import TargetStatusRow
-from gps_dagster.store.status import _status
+from gps_dagster.store.status import _status, fence_checks, forward_ok
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -167,18 +167,6 @@ def status_move(
     fields = {_FIELDS.get(k, k): v for k, v in values.items()}
     row = {"schedule_name": seen.schedule, "deploy_id": seen.deploy_id, **values}
     return row, replace(seen, **fields), out
-
-
-def forward_ok(current: TargetStatusRow, changes: Mapping[str, Any]) -> bool:
-    """R-PASS-14 against the locked row, as ``status._forward_only`` says it in SQL."""
-    version = changes.get("schedule_version")
-    if version is not None and current.schedule_version > version:
-        return False
-    start = changes.get("interval_start")
-    if start is None or current.interval_start is None:
-        return True
-    same = version is None or current.schedule_version == version
-    return not same or current.interval_start <= start
 
 
 def same_row(current: TargetStatusRow | None, seen: TargetStatusRow) -> bool:
@@ -334,7 +322,7 @@ def fence_many(
     out: dict[str, Fenced] = {}
     passing = []
     for x, seen, changes in items:
-        reason = _checks(x, scheds.get(x.schedule), gate, owners.get(x.deploy_id))
+        reason = fence_checks(x, scheds.get(x.schedule), gate, owners.get(x.deploy_id))
         if reason is not None:
             out[x.id] = Fenced(False, reason)
         else:
@@ -365,18 +353,6 @@ def fence_many(
     return out
 
 
-def _checks(x: Any, sched: Any, gate: str | None, owner: str | None) -> str | None:
-    if sched is None:
-        return "schedule_deleted"
-    if sched.version != x.schedule_version:
-        return "schedule_version_changed"
-    if not sched.enabled:
-        return "schedule_disabled"
-    if gate != "enforce":
-        return "gate_not_enforce"
-    if owner != x.schedule:
-        return "claim_lost"
-    return None
 
 
 def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[str]:

@@ -17,6 +17,7 @@ temporary error the engine loop survives, never as a raw driver traceback.
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -47,6 +48,18 @@ def normalise_url(url: str) -> str:
 
 def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
+
+
+def database_now(engine: Engine) -> datetime:
+    """The database's own clock (PostgreSQL ``clock_timestamp()``; SQLite: the host's clock,
+    through SQLite itself): the reference every replica's clock is measured against (issue 25
+    #5). Replicas may run on hosts whose clocks disagree; they all share this one."""
+    with engine.connect() as conn:
+        if is_postgres(engine):
+            value: datetime = conn.execute(sa.text("SELECT clock_timestamp()")).scalar_one()
+            return value.astimezone(UTC)
+        text = conn.execute(sa.text("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")).scalar_one()
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def create_db_engine(

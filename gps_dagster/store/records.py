@@ -38,6 +38,10 @@ class TargetStatusRow:
     phase_since: datetime
     converged_at: datetime | None
     updated_at: datetime
+    interval_writer: str | None = None
+    """The replica (engine holder) that wrote ``interval_start``."""
+    interval_writer_offset_s: float | None = None
+    """That replica's clock minus the database's clock when it wrote it (None: not measured)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.store import audit, bulk, due, metric_totals, migrate, specs
 from gps_dagster.store import tables as t
-from gps_dagster.store.db import create_db_engine, default_url
+from gps_dagster.store.db import create_db_engine, database_now, default_url
 from gps_dagster.store.errors import (
     AmbiguousScheduleName,
     InvalidGate,
@@ -77,6 +77,10 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin):
         if upgrade:
             migrate.upgrade(engine)
         return cls(engine)
+
+    def database_now(self) -> datetime:
+        """The database's clock (``store/db.py::database_now``)."""
+        return database_now(self.engine)
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:

@@ -28,6 +28,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from gps_dagster.domain import step_rules
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 
@@ -190,24 +191,25 @@ def _fence_checks(conn: Connection, action: ActionRow) -> str | None:
         .with_for_update(read=True)
     ).first()
     if sched is None:
-        return "schedule_deleted"
-    if sched.version != action.schedule_version:
-        return "schedule_version_changed"
-    if not sched.enabled:
-        return "schedule_disabled"
+        return fence_checks(action, None, None, None)
     gate = conn.execute(
         sa.select(t.control.c.value).where(t.control.c.key == "execution")
     ).scalar_one_or_none()
-    if gate != "enforce":
-        return "gate_not_enforce"
     owner = conn.execute(
         sa.select(t.target_claims.c.schedule_name).where(
             t.target_claims.c.deploy_id == action.deploy_id
         )
     ).scalar_one_or_none()
-    if owner != action.schedule:
-        return "claim_lost"
-    return None
+    return fence_checks(action, sched, gate, owner)
+
+
+def fence_checks(action: Any, sched: Any, gate: str | None, owner: str | None) -> str | None:
+    """The fence's re-checks (``step_rules.fence_refusal``) on the rows one fence read."""
+    return step_rules.fence_refusal(
+        schedule=action.schedule, version=action.schedule_version,
+        stored_version=sched.version if sched is not None else None,
+        enabled=bool(sched.enabled) if sched is not None else False, gate=gate, owner=owner,
+    )
 
 
 def _cas(
@@ -224,6 +226,8 @@ def _cas(
     new_phase = values.get("phase", seen.phase)
     if new_phase != seen.phase:
         values["phase_since"] = now
+    if not forward_ok(seen, values):  # the row as stored IS ``seen`` when the CAS below
+        raise CasConflict  # matches: every writer bumps status_version
     ts = t.target_status
     done = conn.execute(
         ts.update()
@@ -232,7 +236,6 @@ def _cas(
             ts.c.deploy_id == seen.deploy_id,
             ts.c.status_version == seen.status_version,
             ts.c.target_generation == seen.target_generation,
-            *_forward_only(values),
         )
         .values(**values)
     ).rowcount
@@ -284,7 +287,8 @@ def clear_future_intervals(
         conn.execute(
             ts.update()
             .where(ts.c.schedule_name == schedule, ts.c.deploy_id == r.deploy_id)
-            .values(interval_start=None, interval_end=None, status_version=ts.c.status_version + 1,
+            .values(interval_start=None, interval_end=None, interval_writer=None,
+                    interval_writer_offset_s=None, status_version=ts.c.status_version + 1,
                     updated_at=now)
         )
         conn.execute(
@@ -297,21 +301,13 @@ def clear_future_intervals(
     return sorted(r.deploy_id for r in rows)
 
 
-def _forward_only(values: Mapping[str, Any]) -> list[Any]:
-    """R-PASS-14 in SQL, against the row as stored (whatever the writer read): for one schedule
-    version the interval start never moves backwards, and the version never decreases."""
-    ts = t.target_status
-    conds: list[Any] = []
-    version = values.get("schedule_version")
-    if version is not None:
-        conds.append(ts.c.schedule_version <= version)
-    start = values.get("interval_start")
-    if start is not None:
-        same = ts.c.schedule_version == version if version is not None else sa.true()
-        conds.append(
-            sa.or_(sa.not_(same), ts.c.interval_start.is_(None), ts.c.interval_start <= start)
-        )
-    return conds
+def forward_ok(current: TargetStatusRow, changes: Mapping[str, Any]) -> bool:
+    """R-PASS-14 (``step_rules.forward_ok``) for ``changes`` over the row as stored: the row a
+    CAS matches (``_cas``) or a batch locked (``bulk``)."""
+    return step_rules.forward_ok(
+        stored_version=current.schedule_version, stored_start=current.interval_start,
+        version=changes.get("schedule_version"), start=changes.get("interval_start"),
+    )
 
 
 def _get_status(conn: Connection, schedule: str, deploy_id: str) -> TargetStatusRow | None:
@@ -342,6 +338,8 @@ def _status(r: Any) -> TargetStatusRow:
         r.phase_since,
         r.converged_at,
         r.updated_at,
+        r.interval_writer,
+        r.interval_writer_offset_s,
     )
 
 

@@ -71,6 +71,10 @@ target_status = sa.Table(
     sa.Column("phase_since", UTC_TS, nullable=False),
     sa.Column("converged_at", UTC_TS),
     sa.Column("updated_at", UTC_TS, nullable=False),
+    # who wrote interval_start, and that replica's clock minus the database's clock at the
+    # write (issue 25 #5: a clock_skew event names the fast replica, not the one that noticed)
+    sa.Column("interval_writer", sa.String(200)),
+    sa.Column("interval_writer_offset_s", sa.Float),
 )
 
 transitions = sa.Table(

@@ -161,3 +161,29 @@ def test_a_fix_text_with_a_newline_is_printed_on_one_line(
         "an IANA time zone; "
         "use e.g. Asia/Ho_Chi_Minh"
     ]
+
+
+def test_issue_25_6_a_file_with_parse_level_problems_lists_each_at_its_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A key given twice, a 40-digit integer, NaN, a 40-deep list and an unknown zone: one run
+    of ``validate`` prints all five, each with its field path, and no traceback."""
+    doc = json.loads(Path(SEED).read_text())
+    doc["timezone"] = "Mars/Olympus"
+    doc["windows"][0]["priority"] = "@BIG@"
+    doc["windows"][1]["duration"] = "@NAN@"
+    doc["targets"][0]["default_state"] = "@DEEP@"
+    text = ('{"name": "first", ' + json.dumps(doc)[1:]).replace('"@BIG@"', "9" * 40)
+    text = text.replace('"@NAN@"', "NaN").replace('"@DEEP@"', "[" * 40 + "]" * 40)
+    path = tmp_path / "schedule.json"
+    path.write_text(text)
+    code, out = console(capsys, "validate", str(path))
+    assert code == 1 and "Traceback" not in out, out
+    for field, reason in [
+        ("name", "duplicate_key"),
+        ("windows[0].priority", "number_too_long"),
+        ("windows[1].duration", "invalid_json"),
+        ("targets[0].default_state" + "[0]" * 29, "too_deep"),
+        ("timezone", "unknown_timezone"),
+    ]:
+        assert any(field in line and reason in line for line in out.splitlines()), (field, out)

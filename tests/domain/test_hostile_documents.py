@@ -76,14 +76,17 @@ def test_huge_duration_is_a_field_error_not_an_overflow_error(duration: str) -> 
 def test_deep_nesting_is_a_document_error_not_a_recursion_error(kind: str, syntax: str) -> None:
     deep = "[" * 1500 + "]" * 1500
     text = '{"name": ' + deep + "}" if syntax == "json" else "name: " + deep + "\n"
-    assert text_errors(PARSERS[kind], text) == [("", "too_deep")]
+    # deeper than the parsers' own stack: no document is left, but the path still is (#6)
+    assert text_errors(PARSERS[kind], text) == [("name" + "[0]" * 31, "too_deep")]
 
 
 def test_deep_nesting_of_an_already_parsed_document_is_refused_before_validation() -> None:
     doc: Any = "x"
     for _ in range(200):
         doc = {"a": [doc]}
-    assert errors({**SEED, "extra": doc}) == [("", "too_deep")]
+    # refused where it crosses 32 levels, and the document's other problem reported too
+    assert errors({**SEED, "extra": doc}) == [
+        ("extra" + ".a[0]" * 15 + ".a", "too_deep"), ("extra", "unknown_field")]
 
 
 @pytest.mark.parametrize("kind", sorted(PARSERS))
@@ -93,13 +96,16 @@ def test_an_integer_literal_of_5000_digits_is_a_document_error_not_a_value_error
 ) -> None:
     number = "9" * 5000
     text = '{"name": ' + number + "}" if syntax == "json" else f"name: {number}\n"
-    assert text_errors(PARSERS[kind], text) == [("", "number_too_long")]
+    found = text_errors(PARSERS[kind], text)
+    assert found[0] == ("name", "number_too_long")  # at its path (issue 25 #6) ...
+    assert len(found) > 1 and all(path for path, _ in found)  # ... the missing fields after it
 
 
 def test_a_yaml_alias_bomb_is_a_document_error() -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 8)]
-    assert text_errors(PARSERS["schedule"], "\n".join(lines) + "\n") == [("", "document_too_large")]
+    [(path, reason)] = text_errors(PARSERS["schedule"], "\n".join(lines) + "\n")
+    assert reason == "document_too_large" and path.startswith("a7[")  # where the count ran out
 
 
 @pytest.mark.parametrize("zone", ["America", "A" * 300, "Europe/../UTC", "Asia/Ho_Chi_Minh\n"])
@@ -243,12 +249,50 @@ def test_numbers_and_ids_are_bounded(path: list[Any], value: Any, reason: str) -
 
 def test_a_key_given_twice_is_an_error_not_the_last_one_winning() -> None:
     text = json.dumps(SEED)[:-1] + ', "mode": "observe"}'
-    assert text_errors(PARSERS["schedule"], text) == [("", "duplicate_key")]
-    assert text_errors(PARSERS["schedule"], "name: a\nname: b\n") == [("", "duplicate_key")]
+    assert text_errors(PARSERS["schedule"], text) == [("mode", "duplicate_key")]
+    assert text_errors(PARSERS["schedule"], "name: a\nname: b\n")[0] == ("name", "duplicate_key")
 
 
 def test_nan_is_not_json() -> None:
-    assert text_errors(PARSERS["pool"], '{"name": NaN}') == [("", "invalid_json")]
+    assert text_errors(PARSERS["pool"], '{"name": NaN}') == [
+        ("name", "invalid_json"), ("nodes", "missing")]
+
+
+def _yaml(doc: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@pytest.mark.parametrize("syntax", ["json", "yaml"])
+def test_issue_25_6_parse_level_refusals_have_their_paths_and_the_rest_is_validated(
+    syntax: str,
+) -> None:
+    """Four parse-level problems and three field errors in one file: all, each at its path."""
+    doc = copy.deepcopy(SEED)
+    doc["timezone"] = "Mars/Olympus"  # a field error
+    doc["windows"][0]["priority"] = "@BIG@"
+    doc["windows"][1]["duration"] = "@NAN@"
+    doc["targets"][0]["default_state"] = "@DEEP@"
+    doc["windows"][0]["replicas_typo"] = 1  # a field error
+    text = json.dumps(doc) if syntax == "json" else _yaml(doc)
+    nan = "NaN" if syntax == "json" else ".nan"
+    text = (text.replace('"@BIG@"', "9" * 40).replace("'@BIG@'", "9" * 40)
+            .replace('"@NAN@"', nan).replace("'@NAN@'", nan)
+            .replace('"@DEEP@"', "[" * 40 + "]" * 40).replace("'@DEEP@'", "[" * 40 + "]" * 40))
+    dup = '"name": "first", ' if syntax == "json" else "name: first\n"  # then the seed's own
+    text = "{" + dup + text.lstrip()[1:] if syntax == "json" else dup + text
+    found = text_errors(PARSERS["schedule"], text)
+    nan_reason = "invalid_json" if syntax == "json" else "not_finite"
+    assert sorted(found) == sorted([
+        ("name", "duplicate_key"),
+        ("timezone", "unknown_timezone"),
+        ("targets[0].default_state" + "[0]" * 29, "too_deep"),
+        ("targets[0].default_state", "invalid_value"),  # and a list is not a state anyway
+        ("windows[0].priority", "number_too_long"),
+        ("windows[0].replicas_typo", "unknown_field"),
+        ("windows[1].duration", nan_reason),
+    ])
 
 
 # -- messages -------------------------------------------------------------------------------------

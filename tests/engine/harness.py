@@ -102,7 +102,7 @@ def make_world(
     spec = load_schedule(copy.deepcopy(schedule or seed_schedule()))
     store.apply_schedule(spec, now=start)
     store.set_gate(gate, now=start)
-    eng = engine or Engine(store, sim, clock, config or EngineConfig())
+    eng = engine or Engine(store, sim, clock, config or EngineConfig(), database_clock=clock)
     return World(clock, store, sim, eng, spec, pool_spec)
 
 

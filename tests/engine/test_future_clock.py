@@ -51,7 +51,8 @@ def wedged_world(url: str, tmp: Path) -> tuple[Store, SimPool, VirtualClock, Eng
     pool = SimPool.create(store.engine, load_pool(doc), clock)
     store.apply_schedule(load_schedule(night_schedule(0)), now=clock.now())
     store.set_gate("enforce", now=clock.now())
-    engine = Engine(store, pool, clock, EngineConfig(holder="present"))
+    # the present is the true time here: the database clock of the story (issue 25 #5)
+    engine = Engine(store, pool, clock, EngineConfig(holder="present"), database_clock=clock)
     engine.run_pass()  # the present: the night intent, already in place
     assert {s.interval_start for s in store.list_status()} == {
         datetime.fromisoformat("2026-10-18T22:00:00+07:00")}

@@ -39,7 +39,7 @@ from alembic import op
 import gps_dagster.store.schema
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

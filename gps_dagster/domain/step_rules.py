@@ -1,0 +1,99 @@
+"""The step decisions every lane takes, written once and pure (issue 22 §1, first step).
+
+A step moves through three lanes (``engine/steps.py`` one step, ``engine/batch.py`` a pass's
+batch, ``engine/step_batch.py`` a Dagster batch op) and two store writers (``store/status.py``
+one fence / CAS, ``store/bulk.py`` many). The safety rules they share live here, on plain
+values (no I/O, no engine or store types), so that each lane only reads, asks, and writes:
+
+* ``may_move`` — may this step move yet? (the prerequisite of the plan's second half);
+* ``fence_refusal`` — the fence's re-checks (R-PASS-7): version, enabled, gate, claim;
+* ``forward_ok`` — time only moves forward (R-PASS-14) for a status write;
+* ``alias_refusal`` — the alias guard's refusal text (R-PASS-8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+SUBMITTED = frozenset({"accepted", "converged", "superseded"})
+"""Release steps the core has accepted: a release-first plan's acquires may go."""
+DONE = frozenset({"converged", "superseded"})
+"""Acquire steps finished: an acquire-first plan's releases may go."""
+BROKEN = ("failed", "cancelled")
+"""First-half steps that end the plan's second half (their dependents are cancelled)."""
+UNFENCED = ("pending", "capacity_wait")
+"""The states a fence moves to ``submitting``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """``go``: the step may move; ``wait``: its first half is still running; ``broken``: a
+    first-half step (``before[index]``) failed or was cancelled, so this one is cancelled."""
+
+    verdict: Literal["go", "wait", "broken"]
+    index: int | None = None
+
+
+def may_move(order: str, first: str, before: Sequence[str]) -> Move:
+    """May a step of ``order`` move, in a plan whose ``first`` half has ``before`` states?"""
+    if order == first:
+        return Move("go")
+    broken = [i for i, state in enumerate(before) if state in BROKEN]
+    if broken:
+        return Move("broken", broken[0])
+    ready = SUBMITTED if first == "release" else DONE
+    return Move("go") if all(state in ready for state in before) else Move("wait")
+
+
+def fence_refusal(
+    *,
+    schedule: str,
+    version: int,
+    stored_version: int | None,
+    enabled: bool,
+    gate: str | None,
+    owner: str | None,
+) -> str | None:
+    """Why the fence refuses a step of ``schedule`` v``version`` (None: it passes).
+
+    ``stored_version`` None: the schedule is gone; ``owner``: the schedule claiming the deploy.
+    """
+    if stored_version is None:
+        return "schedule_deleted"
+    if stored_version != version:
+        return "schedule_version_changed"
+    if not enabled:
+        return "schedule_disabled"
+    if gate != "enforce":
+        return "gate_not_enforce"
+    if owner != schedule:
+        return "claim_lost"
+    return None
+
+
+def forward_ok(
+    *,
+    stored_version: int,
+    stored_start: datetime | None,
+    version: int | None,
+    start: datetime | None,
+) -> bool:
+    """R-PASS-14 for a status write of (``version``, ``start``) over the row as stored: the
+    schedule version never decreases, and for one version the interval start never moves back
+    (None: the write does not set it)."""
+    if version is not None and stored_version > version:
+        return False
+    if start is None or stored_start is None:
+        return True
+    same = version is None or stored_version == version
+    return not same or stored_start <= start
+
+
+def alias_refusal(deploy_id: str, aliases: Sequence[str]) -> tuple[str, str, dict[str, Any]]:
+    """The alias guard's refusal of a stop without ``allow_downtime``: reason, text, detail."""
+    text = (f"{deploy_id} serves alias(es) {', '.join(aliases)} and the intent stops it "
+            "without allow_downtime")
+    return "alias_without_consent", text, {"aliases": list(aliases)}
