@@ -28,11 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gps_dagster.backends.k8s import K8sCore, Kube, connect, names
+from gps_dagster.clocks import WallClock
+from gps_dagster.demo.teardown import exit_on_signals, signals_held
+from gps_dagster.ports import DeployState, Fits
 from gps_dagster.testing.k8s import controlplane as cp
 from gps_dagster.testing.k8s import realnode
-from gps_dagster.demo.teardown import exit_on_signals, signals_held
-from gps_dagster.clocks import WallClock
-from gps_dagster.ports import DeployState, Fits
 
 ROUNDS = 3
 

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import K8sCore, Kube, connect, names, nodeagent
-from gps_dagster.testing.k8s import realnode
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.gps.witness import Mismatch, annotation_uuids, judge
 from gps_dagster.domain.schedules import load_schedule
@@ -31,6 +30,7 @@ from gps_dagster.engine import Engine, EngineConfig
 from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import DeployState
 from gps_dagster.store import Store
+from gps_dagster.testing.k8s import realnode
 
 
 class Node:

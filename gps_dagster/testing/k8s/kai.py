@@ -26,10 +26,10 @@ from typing import Any
 
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.testing.k8s.nodesim import MISPLACED, NodeSimulator
 from gps_dagster.backends.k8s.nodeagent import KAI_GPU_GROUP
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import CoreError, NotFound
+from gps_dagster.testing.k8s.nodesim import MISPLACED, NodeSimulator
 
 STRATEGIC = "application/strategic-merge-patch+json"
 RESERVATION_NAMESPACE = "kai-resource-reservation"

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 
 from gps_dagster.backends.k8s import names, nodeagent, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.testing.k8s import nodes as fnodes
-from gps_dagster.testing.k8s.nodes import GpuNode
-from gps_dagster.testing.k8s.podresources import FakePodResources
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import Clock, NotFound
+from gps_dagster.testing.k8s import nodes as fnodes
+from gps_dagster.testing.k8s.nodes import GpuNode
+from gps_dagster.testing.k8s.podresources import FakePodResources
 
 if TYPE_CHECKING:
     from gps_dagster.testing.k8s.runner import PodRunner
