@@ -68,8 +68,11 @@ def test_no_id_is_listed_twice() -> None:
 
 def test_every_cited_id_is_listed() -> None:
     listed = {rid for rid, _, _ in TABLE}
-    missing = {rid: sorted(where) for rid, where in cited("gps_dagster", "tests").items()
-               if rid not in listed}
+    missing = {
+        rid: sorted(where)
+        for rid, where in cited("gps_dagster", "tests").items()
+        if rid not in listed
+    }
     assert not missing, f"cited but not listed in docs/spec.md's appendix: {missing}"
 
 
@@ -85,9 +88,9 @@ def test_every_row_says_what_and_where() -> None:
             assert REF.match(lives), f"{rid}: 'lives in' must start with `module::function`"
 
 
-@pytest.mark.parametrize(("rid", "ref"), [
-    (rid, ref) for rid, _, lives in TABLE for ref in REF.findall(lives)
-])
+@pytest.mark.parametrize(
+    ("rid", "ref"), [(rid, ref) for rid, _, lives in TABLE for ref in REF.findall(lives)]
+)
 def test_lives_in_resolves(rid: str, ref: tuple[str, str]) -> None:
     module, qualname = ref
     try:
