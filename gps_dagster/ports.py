@@ -28,6 +28,7 @@ __all__ = [
     "AdmissionRefused",
     "AliasGuardUnavailable",
     "AliasInfo",
+    "BatchingCore",
     "BillingRefused",
     "CapacityPreview",
     "Clock",
