@@ -1,6 +1,6 @@
 """The narrow ports the engine depends on: the Core control plane and the Clock.
 
-The engine never talks to a cluster: it talks to ``Core`` (SPEC §4, §7, §8).
+The engine never talks to a cluster: it talks to ``Core`` (R-PASS, R-SCALE, R-GPS).
 The embedded simulated pool (``gps_dagster.backends.sim``) implements it today;
 a Kubernetes adapter will implement the same Protocol later, so nothing here
 names a simulator detail, a table or a Kubernetes object. Values are frozen,
@@ -28,6 +28,7 @@ __all__ = [
     "AdmissionRefused",
     "AliasGuardUnavailable",
     "AliasInfo",
+    "BatchingCore",
     "BillingRefused",
     "CapacityPreview",
     "Clock",
@@ -338,7 +339,7 @@ class AliasGuardUnavailable(Permanent):
 
 
 class Core(Protocol):
-    """The deployment control plane (SPEC §4, §7, §8)."""
+    """The deployment control plane (R-PASS, R-SCALE, R-GPS)."""
 
     def get_deploy(self, deploy_id: str) -> DeployView:
         """Raises ``NotFound``."""
@@ -408,7 +409,7 @@ class Core(Protocol):
 
 @runtime_checkable
 class BatchingCore(Protocol):
-    """Optional: a core that serves many calls from one session (issue 13).
+    """Optional: a core that serves many calls from one session (decision "`BatchingCore` is optional.").
 
     Inside ``with core.batch():`` every call behaves as on its own — same
     results, same errors, a failed mutation changes nothing — but may share one

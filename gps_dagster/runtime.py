@@ -66,7 +66,7 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_POOL = Path(__file__).resolve().parent / "examples" / "seed-pool-10.yaml"
 """The seed pool shipped in the package (``gps_dagster/examples``), never a path into a source
-tree: an installed wheel finds it (issue 20 §4)."""
+tree: an installed wheel finds it (decision "The wheel ships the seed example")."""
 BACKENDS = ("sim", "kubernetes")
 WITNESS_SOURCES = ("node_agent", "none")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")

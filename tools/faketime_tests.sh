@@ -1,5 +1,5 @@
 #!/usr/bin/env sh
-# Issue 9 §1: the CLI, Dagster and GPS test folders must pass at any instant. After the main
+# The CLI, Dagster, GPS and golden-replay test folders must pass at any instant. After the main
 # run, `make test` runs them again under Debian faketime (libfaketime) at two fixed instants:
 # one inside the seed's business hours (Tue 2026-10-20 03:00 UTC = 10:00 +07) and one on a
 # weekend night (Sat 2026-10-24 20:00 UTC). FAKETIME_DONT_RESET=1 lets the clock run on in child
@@ -21,9 +21,9 @@ sh tools/ensure_faketime.sh
 
 for at in "2026-10-20 03:00:00" "2026-10-24 20:00:00"; do
   started=$(date +%s)
-  echo "faketime_tests: tests/cli tests/dagster tests/gps at $at UTC"
+  echo "faketime_tests: tests/cli tests/dagster tests/gps tests/golden at $at UTC"
   GPS_FAKETIME_AT="$at" FAKETIME_DONT_RESET=1 faketime -f "@$at" \
     "$PY" -m pytest -q -n 2 --dist loadfile -p no:cacheprovider \
-    tests/cli tests/dagster tests/gps tools/faketime_probe.py
+    tests/cli tests/dagster tests/gps tests/golden tools/faketime_probe.py
   echo "faketime_tests: $at UTC passed in $(( $(date +%s) - started )) s"
 done

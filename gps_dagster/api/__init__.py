@@ -1,4 +1,4 @@
-"""The schedule API and the timeline page (SPEC §10): ``gps-dagster serve``.
+"""The schedule API and the timeline page (R-API): ``gps-dagster serve``.
 
 A thin HTTP layer over the same store CRUD and engine calls the CLI makes
 (``gps_dagster.engine.operations``). ``create_app(services)`` builds the ASGI

@@ -1,6 +1,6 @@
 """The ASGI application of ``gps-dagster serve``: the schedule API and the timeline page.
 
-Two surfaces with the same operations (SPEC §10): ``/admin/…`` for the
+Two surfaces with the same operations (R-API): ``/admin/…`` for the
 platform team and ``/api/v1/cmp/projects/{project}/…`` for tenants. The
 OpenAPI document is served at ``/openapi.json`` and checked in as
 ``docs/openapi.json`` (a test keeps them equal). ``/ui/…`` serves the

@@ -108,7 +108,7 @@ def instant(value: str | None, name: str) -> datetime | None:
     if parsed is None or parsed.utcoffset() is None:
         raise ApiError(400, "invalid_instant", f"{name}={value[:60]!r} is not an instant with a UTC offset",
                        f"use RFC 3339 with an offset, e.g. {name}=2026-10-19T00:00:00%2B07:00", path=name)
-    if not EARLIEST <= parsed < LATEST:  # issue 21 item 5: year 1 or 9999 overflowed the evaluator
+    if not EARLIEST <= parsed < LATEST:  # year 1 or 9999 overflowed the evaluator (R-MODEL-7)
         raise ApiError(400, "instant_out_of_range", f"{name}={value[:60]!r} is out of range",
                        f"use an instant from {EARLIEST.date()} to before {LATEST.date()}", path=name)
     return parsed

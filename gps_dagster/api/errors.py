@@ -1,4 +1,4 @@
-"""Errors as JSON: the product's typed errors with the HTTP status SPEC §10 names.
+"""Errors as JSON: the product's typed errors with the HTTP status R-API names.
 
 Every answer that is not a success has one shape, ``ErrorBody``: ``status``,
 a stable machine ``reason``, a human ``message`` and ``fix``, the field

@@ -1,4 +1,4 @@
-"""Reservations over HTTP: read-only for tenants, managed by admins (SPEC §8, §10).
+"""Reservations over HTTP: read-only for tenants, managed by admins (R-GPS, R-API).
 
 A tenant sees the reservations of its project's namespace (``cmp-<project>``)
 and nothing else; another project's reservation is a 404 like a missing one.

@@ -160,7 +160,7 @@ def _dry_run(caller: Caller, spec: Schedule, body: DryRunIn, version: int | None
 
 
 def _max_days(svc: ApiServices, spec: Schedule) -> int:
-    """The API's range limit, shorter for a schedule too dense to evaluate that long (issue 21)."""
+    """The API's range limit, shorter for a schedule too dense to evaluate that long (R-EVAL-4)."""
     return max(1, min(svc.limits.max_range_days, max_range_days(spec)))
 
 

@@ -104,7 +104,7 @@ def terminate_in_flight(url: str, *, wait_s: float = 20.0) -> list[str]:
     while the webserver and code server still live; wait up to ``wait_s`` for them to end.
 
     Stopping ``dagster dev`` first killed the run workers with the process group: their runs
-    ended FAILURE, not canceled (issue 20 §2). Returns the ids it asked to stop."""
+    ended FAILURE, not canceled (R-DAG-9). Returns the ids it asked to stop."""
     ids = runs_in_flight(url)
     if not ids:
         return []

@@ -278,7 +278,7 @@ def db_prune(days: float | None, settings: Settings) -> None:
                f"{done.actions} step(s), {done.events} event(s), {done.requests} apply-now request(s)")
 
 
-# -- a frozen clock never mutates the core unless asked (issue 25) ----------------------------
+# -- a frozen clock never mutates the core unless asked (R-NEXT-4) ----------------------------
 
 FROZEN_CLOCK_WRITES = click.option(
     "--frozen-clock-writes", "frozen_writes", is_flag=True, envvar="GPS_CLOCK_WRITES",
@@ -290,7 +290,7 @@ def refuse_frozen_clock(settings: Settings, command: str, *, allowed: bool, what
     """Exit 1 when ``command`` would submit steps to the core on a GPS_CLOCK instant.
 
     An instant left exported after a what-if planned that instant's intent on the real deploys,
-    and time only moves forward (R-PASS-14): the present then planned nothing (issue 25).
+    and time only moves forward (R-PASS-14): the present then planned nothing (R-NEXT-4).
     """
     if settings.clock is None or allowed:
         return
@@ -491,7 +491,7 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_po
 
 
 def _what_if(settings: Settings) -> None:
-    """Every stored schedule's dry-run at the runtime's clock: reads only (issue 25)."""
+    """Every stored schedule's dry-run at the runtime's clock: reads only (R-K8S-7, R-NEXT-4)."""
     rt = wiring.runtime(settings)
     at = rt.clock.now()
     click.echo(f"what-if at {at.isoformat()} — nothing written, nothing submitted")

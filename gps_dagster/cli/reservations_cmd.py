@@ -101,7 +101,7 @@ def _actor(actor: str | None) -> str:
 
 @click.group("reservations", context_settings={"help_option_names": ["-h", "--help"]})
 def reservations_group() -> None:
-    """GPU reservations (SPEC §8): ledger, re-pin, usage."""
+    """GPU reservations (R-GPS): ledger, re-pin, usage."""
 
 
 @reservations_group.command("list")

@@ -1,4 +1,4 @@
-"""The Dagster layer: compile deploy schedules into Dagster definitions (SPEC §9).
+"""The Dagster layer: compile deploy schedules into Dagster definitions (R-DAG).
 
 This package is the only importer of ``dagster``. It is a thin compile step over the engine
 and the store: ``build_definitions`` returns the transition jobs (release-first, its

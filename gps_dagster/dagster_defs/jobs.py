@@ -17,7 +17,7 @@ publish within that) and then takes one of two outputs:
   Dagster's run-group tags, so the UI shows both runs as one group, the plan run as its root.
 
 No op waits beyond that bounded watch. The in-process executor is used on purpose (the
-multiprocess one costs ~14 s per 7-step run on a 2-core machine, FACTS.md).
+multiprocess one costs ~14 s per 7-step run on a 2-core machine, measured).
 """
 
 from collections.abc import Iterator
@@ -106,7 +106,7 @@ def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> d
 
 
 def _stands_not(context: OpExecutionContext, standing: Any, what: str) -> None:
-    """End the op failed with why its plan (or step) no longer stands (issue 20 §2): never a
+    """End the op failed with why its plan (or step) no longer stands (R-NEXT-3): never a
     green op for a plan a later boundary, an edit or a delete replaced."""
     meta = {
         "reason": standing.reason,

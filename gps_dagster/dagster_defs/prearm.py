@@ -2,7 +2,7 @@
 
 A run requested at the boundary starts its first op only once Dagster has started a run
 worker: 3.3 s on a quiet machine with the default launcher, 8–22 s under load, a Job pod on
-Kubernetes (FACTS.md; issue 20 §1). The ``gps_prearm`` sensor therefore launches, ``lead``
+Kubernetes (measured; R-NEXT-3). The ``gps_prearm`` sensor therefore launches, ``lead``
 seconds ahead (the resource's ``prearm_lead_s``), a ``gps_prearmed`` run for every
 release-first schedule whose next intent boundary is that near (``Engine.boundaries_within``).
 Its ``arm`` op waits for the boundary instant on the injected clock, then asks the engine for
@@ -42,7 +42,7 @@ from gps_dagster.engine.errors import Busy
 ARM_OP = "arm"
 DEFAULT_LEAD_S = 30.0
 """The least lead (and the lead before any run was measured): the default launcher's run start
-p95 under moderate load (~22 s, FACTS.md) plus a sensor tick (~5 s). Unset, the lead follows
+p95 under moderate load (~22 s, measured) plus a sensor tick (~5 s). Unset, the lead follows
 the instance's measured run starts (``measured_lead``): a Kubernetes Job (pod scheduling,
 image, Python start) or a loaded machine gets more."""
 TRIGGER = "prearmed"

@@ -26,7 +26,7 @@ def write(path: Path, env: Mapping[str, str], *, venv_bin: Path) -> Path:
     lines.append(f'export PATH={shlex.quote(str(venv_bin))}:"$PATH"')
     lines.append(f"export {PID_VARIABLE}={os.getpid()}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    # 0600 from the first byte (issue 21 item 14): the file holds the demo's admin token
+    # 0600 from the first byte: the file holds the demo's admin token
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)  # an older file keeps its mode through O_TRUNC: set it
     with os.fdopen(fd, "w") as out:

@@ -192,7 +192,7 @@ def intervals(
     """Intent intervals per target over ``[start, end)``, clipped to the range (R-EVAL-3).
 
     ``by_source``: also split where the window in force changes while the intent does not
-    (a hand-over of equal intents): what reports show as "decided by" (issue 21 item 6); the
+    (a hand-over of equal intents): what reports show as "decided by" (R-EVAL-5); the
     engine keeps the merged intervals (their identity is the intent's)."""
     c = compile_schedule(schedule)
     s, e = floor_ts(start), floor_ts(end)

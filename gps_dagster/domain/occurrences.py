@@ -139,7 +139,7 @@ def compile_schedule(sched: Schedule) -> CompiledSchedule:
     return compiled
 
 
-# -- runs of back-to-back occurrences, in closed form (issue 21 item 2) ----------------------------
+# -- runs of back-to-back occurrences, in closed form (R-EVAL-4) ----------------------------------
 
 WORK_BUDGET = 30_000
 """Most work units (local days stepped + runs produced) one evaluation call may spend.

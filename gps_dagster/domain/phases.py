@@ -1,4 +1,4 @@
-"""Target phases (SPEC §5) and the operator-facing fix texts (SPEC §6).
+"""Target phases (R-PHASE) and the operator-facing fix texts (R-WARN).
 
 Every failure ends in a *terminal* phase with a machine reason and a human
 fix text: nothing hangs. A terminal phase is left only when the effective

@@ -4,7 +4,7 @@ The same document feeds ``gps-dagster timeline --pool`` (capacity and GPUs per
 deploy) and the embedded simulated pool (``gps_dagster.backends.sim``), which
 also reads its timings, foreign workloads and faults.
 
-GPS (SPEC §8) adds two optional parts: ``reservations`` (reservation specs the
+GPS (R-GPS) adds two optional parts: ``reservations`` (reservation specs the
 simulator records in the store's reservation ledger when it loads the pool —
 the ledger stays the one source of truth) and, per deploy, ``reservation``:
 ``{mode: exclusive, reservations: [R1, R2]}`` (whole GPUs, ``gpus_per_replica``

@@ -1,4 +1,4 @@
-"""Deploy schedule documents (SPEC §2, R-MODEL-1…9) as frozen pydantic models.
+"""Deploy schedule documents (R-MODEL-1…9) as frozen pydantic models.
 
 Parsing is split in two: ``Schedule.model_validate`` checks each field on its
 own (types, enums, durations, crons, time zones, naive datetimes), and

@@ -126,7 +126,7 @@ def timeline_json(
     rows: dict[str, list[IntentInterval]],
     gpu: list[GpuSegment] | None,
 ) -> dict[str, Any]:
-    """The timeline contract (see README): intervals per target, and the desired-GPU line."""
+    """The timeline contract (docs/usage.md): intervals per target, and the desired-GPU line."""
     tz = schedule.tz
     doc: dict[str, Any] = {
         "schedule": schedule.name,

@@ -1,4 +1,4 @@
-"""Executing the steps of many schedules with shared round trips (issue 13).
+"""Executing the steps of many schedules with shared round trips (decision "A batch of schedules shares its round trips.").
 
 A boundary where a thousand schedules flip at once used to cost a dozen
 transactions per step. Here the steps of one batch of schedules move together:

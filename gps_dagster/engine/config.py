@@ -33,7 +33,7 @@ class EngineConfig:
     """Lease length of the SQLite pass lock (PostgreSQL uses a session advisory lock)."""
     due_batch: int = 50
     """Due schedules claimed and served together (one batch of reads and writes): a bounded
-    chunk, so that replicas share a storm instead of one of them claiming all of it (issue 25)."""
+    chunk, so that replicas share a storm instead of one of them claiming all of it (R-NEXT-4)."""
     follow_up_s: float = 2.0
     """A schedule with steps in flight is due again this soon while the gate enforces (steps
     accepted are observed, capacity waits re-previewed); otherwise after ``pass_interval_s``."""
@@ -41,7 +41,7 @@ class EngineConfig:
     """The lease of a replica's claims on due schedules: renewed every third of it by a
     heartbeat while the replica serves them, so a crashed replica's claims expire (and a
     survivor takes them over) within this many seconds. 15 s is Kubernetes' own leader-election
-    lease (client-go ``LeaseDuration``); issue 25."""
+    lease (client-go ``LeaseDuration``); R-NEXT-4."""
     retention_days: float = 30.0
     """Finished plans, steps and events older than this are pruned (``db prune``, the loop)."""
     prune_interval_s: float = 3600.0

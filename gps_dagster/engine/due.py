@@ -1,4 +1,4 @@
-"""When a schedule needs its next pass (the due index's rule, issue 13).
+"""When a schedule needs its next pass (the due index's rule: decision "Due work is found by index").
 
 After a visit a schedule is due again:
 

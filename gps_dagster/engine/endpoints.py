@@ -2,7 +2,7 @@
 
 A target whose id names a CMP endpoint (not a deploy) is read as one
 aggregate view of its members. Its steps touch the members one by one
-(SPEC §6 ``partial_execution``): a start that fails after some members were
+(R-WARN ``partial_execution``): a start that fails after some members were
 started compensates by stopping those; any failure — start, compensation or a
 stop mid-group — ends in ``partial_execution{members}`` with a per-member
 receipt. Members are read through the same ``Core`` port as any deploy.

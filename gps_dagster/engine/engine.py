@@ -1,4 +1,4 @@
-"""The reconcile pass (SPEC §4): one function, time and the core injected.
+"""The reconcile pass (R-PASS): one function, time and the core injected.
 
 ``run_pass`` is the standalone engine: gate → lock → cursor page → per
 schedule: observe accepted steps, examine targets, open plans, execute steps
@@ -168,7 +168,7 @@ class Engine:
             now_ = self.clock.now()
             # A version applied between the page read and the due rows' read is skipped: its
             # record here is stale, and its due row already says "due now" with a revision this
-            # visit would carry (and overwrite with the stale version's next due; issue 25 #3).
+            # visit would carry (and overwrite with the stale version's next due: decision "The sweep skips a schedule whose version moved under it").
             # The due path serves it, on this replica's next wake-up or another's.
             records = [
                 r for r in page
@@ -182,7 +182,7 @@ class Engine:
         return report
 
     def _observe_claimed_elsewhere(self, report: PassReport, served: set[str]) -> None:
-        """Observe the accepted steps of schedules another replica claims (issue 25).
+        """Observe the accepted steps of schedules another replica claims (R-NEXT-4).
 
         A claim saves planning work twice; it must not freeze the observation of steps the core
         already accepted (a busy or dead holder): that is a read and a CAS write any replica may
@@ -433,7 +433,7 @@ class Engine:
     def _gate(self) -> str:
         try:
             return self.store.get_gate()
-        except StoreUnavailable:  # no database, no pass: one line from the loop (issue 25 #7)
+        except StoreUnavailable:  # no database, no pass: one line from the loop (R-PASS-15)
             raise
         except Exception as exc:  # unreadable gate: fail closed (R-PASS-1), loudly
             log.error("execution gate unreadable: failing closed (off): %s", exc, exc_info=exc)

@@ -1,4 +1,4 @@
-"""Every exception of a step has one owner (SPEC R-PASS-15; STYLE.md move 2).
+"""Every exception of a step has one owner (R-PASS-15; as kopf's ``execute_handler_once``).
 
 Modelled on kopf's ``execute_handler_once``: ONE function, ``judge``, maps
 whatever a step raised to an outcome — a retry bounded by the step's own

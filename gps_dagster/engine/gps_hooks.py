@@ -1,4 +1,4 @@
-"""The engine's two GPS hooks, built from a core and the reservation ledger (SPEC §8).
+"""The engine's two GPS hooks, built from a core and the reservation ledger (R-GPS).
 
 * ``reservation_check`` (preflight, R-PASS-6 / R-GPS-3): asks the core's
   read-only ``admission_preview`` whether each acquiring step would pass the

@@ -6,7 +6,7 @@ claim this replica holds each third of the lease — as Kubernetes' leader elect
 15 s lease well before it runs out (client-go ``leaderelection``: ``LeaseDuration`` 15 s,
 ``RenewDeadline`` 10 s, ``RetryPeriod`` 2 s). A replica that is SIGKILLed stops renewing, and a
 survivor takes its claims over once the lease has run out: the takeover is bounded by the lease,
-not by the longest pass (issue 25).
+not by the longest pass (R-NEXT-4).
 
 The thread waits on an event (``stop`` wakes it at once) and reads "now" from the engine's
 clock, so a test on a virtual clock renews to virtual instants. A renewal that fails (the

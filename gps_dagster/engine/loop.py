@@ -1,4 +1,4 @@
-"""The engine loop: passes on a tick, with an injected clock and sleeper (STYLE.md move 3).
+"""The engine loop: passes on a tick, with an injected clock and sleeper (as dagster-k8s's client takes its timer and sleeper).
 
 ``engine run`` and the tests drive the same object (as dagster-k8s's client
 takes its sleeper and timer as constructor arguments; ``production_loop``
@@ -97,7 +97,7 @@ class EngineLoop:
     def _failed(self, exc: Exception) -> None:
         """One line per failed pass (cause, retry time); the traceback once per streak of
         failures: at debug for a database outage (its cause is the line), at error for
-        anything else (a fault of ours). 20 s of outage used to log 781 tracebacks (issue 25)."""
+        anything else (a fault of ours). 20 s of outage used to log 781 tracebacks (R-PASS-15)."""
         self.streak += 1
         log.error("engine pass failed (%d in a row); next try in %.0f s: %s",
                   self.streak, self.interval_s, exc)

@@ -1,7 +1,7 @@
 """The operator-facing operations on schedules, shared by the CLI and the HTTP API.
 
 Both edges are thin layers over these functions, so the same input leaves the
-same store state whichever surface it came through (SPEC §10). Time and the
+same store state whichever surface it came through (R-API). Time and the
 actor are parameters; the edges read the clock and name who acts.
 
 ``target_problems`` is where R-MODEL-9 and R-MODEL-7 are checked at

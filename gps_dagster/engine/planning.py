@@ -298,7 +298,7 @@ class Planner:
         new = status.interval_start != interval.start or status.schedule_version != version
         # Re-examined every pass: eligibility's own verdict (its cause may be repaired), an
         # observe-only record, a plan never opened. Every other terminal phase waits for a new
-        # interval or apply-now (§5).
+        # interval or apply-now (R-PHASE).
         stale_phase = (
             (
                 status.phase == Phase.INELIGIBLE
@@ -353,7 +353,7 @@ class Planner:
         """R-PASS-14: True when this pass is behind what is stored (it must plan nothing)."""
         stored = status.interval_start
         same = status.schedule_version == version
-        if status.schedule_version < version:  # a new version plans from the present (issue 25:
+        if status.schedule_version < version:  # a new version plans from the present (R-NEXT-4:
             return False  # a stored interval of a stray future clock must not outlive it)
         if same and (stored is None or (stored <= now and interval.start >= stored)):
             return False

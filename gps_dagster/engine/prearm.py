@@ -1,4 +1,4 @@
-"""Which boundaries are near enough to launch their run ahead (issue 20 §1).
+"""Which boundaries are near enough to launch their run ahead (R-NEXT-3).
 
 A Dagster run takes seconds to start (3.3 s on a quiet machine with the default launcher,
 8–22 s under load, a Job pod on Kubernetes): a run created at the boundary starts its first

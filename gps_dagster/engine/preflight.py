@@ -53,7 +53,7 @@ class QuotaLedger:
     """Deploys the plan releases before its acquiring steps (for the reservation preview)."""
     released: dict[str, int] = field(default_factory=dict)
     """GPUs each releasing deploy frees; credited to the quota *scope* the core reports for it
-    (Kubernetes: a ResourceQuota is per namespace, not per project label; issue 18 item 6)."""
+    (Kubernetes: a ResourceQuota is per namespace, not per project label; R-K8S-5)."""
     scopes: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod

@@ -5,7 +5,7 @@ time it executes — a re-execution of a failed run an hour later ("Re-execute a
 launched ahead of its boundary (``dagster_defs/prearm.py``), a run queued behind a busy
 daemon — a later boundary, an edit or a delete may have replaced that plan. The steps then
 answer ``converged`` (done in an earlier run) or ``superseded`` and an op that took those
-answers at face value went green with no pool operation made (issue 20 §2). These functions
+answers at face value went green with no pool operation made (R-NEXT-3). These functions
 say, from the store alone, whether the plan is still the one its targets follow, and if not,
 by what it was replaced: the reason an op ends with ("superseded by plan … at …").
 """

@@ -1,4 +1,4 @@
-"""Executing a given list of steps together: a Dagster batch op's steps (issue 13).
+"""Executing a given list of steps together: a Dagster batch op's steps (decision "`Engine.execute_steps` batches only the common path").
 
 ``BatchRunner.run`` moves every movable step of a batch of schedules, but takes the batched
 lane for a release only when its plan was preflighted in the same pass. A storm's

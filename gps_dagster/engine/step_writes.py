@@ -1,4 +1,4 @@
-"""The writes of a step that the step runner and the batch runner share (issue 13).
+"""The writes of a step that the step runner and the batch runner share (R-PASS-7, R-PASS-16).
 
 ``StepRunner`` writes them one step at a time, ``BatchRunner`` many in one
 transaction (``Store.write_each``): the same ``StepWrite`` either way, so a

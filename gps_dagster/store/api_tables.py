@@ -1,4 +1,4 @@
-"""Tables of the schedule API (SPEC §10): bearer tokens and the audit log.
+"""Tables of the schedule API (R-API): bearer tokens and the audit log.
 
 * ``api_tokens`` — one row per token: a public id, a scope (``admin`` or
   ``cmp:<project>``) and the SHA-256 of its secret. The secret itself is shown

@@ -1,4 +1,4 @@
-"""The due index: which schedules need a pass now, found by index (issue 13).
+"""The due index: which schedules need a pass now, found by index (decision "Due work is found by index").
 
 Every schedule has one ``schedule_due`` row. ``apply_schedule`` makes it due
 at once (a new version must be planned), a gate change makes every schedule
@@ -12,7 +12,7 @@ serialises the claim), stamping ``claimed_by`` / ``claimed_until``; another
 replica skips them, and takes them over once the claim expires (a crashed
 replica). A live replica renews its claims on a heartbeat (``renew_claims``,
 ``engine/heartbeat.py``), so the lease can be short (15 s) and a crashed
-replica's share of a storm is taken over in seconds (issue 25). The claim only saves work: correctness still rests on the fence,
+replica's share of a storm is taken over in seconds (R-NEXT-4). The claim only saves work: correctness still rests on the fence,
 the status CAS and the idempotency keys.
 """
 

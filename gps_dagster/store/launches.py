@@ -1,7 +1,7 @@
 """Launch claims: one origin per plan run key, across every sensor and schedule.
 
 Dagster drops a repeated run key only when the *same* sensor or schedule
-requested it before (FACTS.md: ``run_key`` dedup is per origin). A plan's
+requested it before (Dagster's ``run_key`` dedup is per origin: decision "One origin launches a plan."). A plan's
 ``<transition>:plan`` key is requested by whichever origin opened it (a
 boundary schedule, the boundary or apply-now sensor) and by the reconcile
 sensor, which re-requests open plans whose run it cannot see yet. The claim

@@ -448,7 +448,7 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin):
 
 def _first_version(conn: Connection, name: str) -> int:
     """The version a schedule is created at: 1, or past every version its name's plans and steps
-    still carry (a name deleted and created again, issue 25). The ids of plans and the
+    still carry (a name deleted and created again, R-MODEL-8). The ids of plans and the
     idempotency keys of steps derive from (name, version, ...): restarting at 1 would give the
     new schedule the deleted one's ids, and its plans would be taken for plans already opened."""
     used = [

@@ -1,4 +1,4 @@
-"""Tables of the engine at scale (issue 13): the due index and the metric totals.
+"""Tables of the engine at scale (R-NEXT-4, R-PASS-11): the due index and the metric totals.
 
 * ``schedule_due`` — one row per schedule: when it next needs a pass
   (``due_at``; NULL = never, a disabled schedule with nothing in flight), and

@@ -274,7 +274,7 @@ def clear_future_intervals(
     conn: Connection, schedule: str, *, now: datetime, bound_s: float
 ) -> list[str]:
     """Forget the stored interval of ``schedule``'s targets whose start is more than ``bound_s``
-    ahead of ``now`` (written by a clock ahead: issue 25), so the next pass plans the present's
+    ahead of ``now`` (written by a clock ahead: R-NEXT-4), so the next pass plans the present's
     intent. Returns the targets cleared; each gets a ``clock_skew_cleared`` event."""
     ts = t.target_status
     ahead = now + timedelta(seconds=bound_s)

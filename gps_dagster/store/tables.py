@@ -1,4 +1,4 @@
-"""Tables of the schedule engine (SPEC §2, §4): the product's durable state.
+"""Tables of the schedule engine (R-MODEL, R-PASS): the product's durable state.
 
 * ``schedules`` — the spec document and its ``version`` (R-MODEL-8).
 * ``target_claims`` — one row per owned deploy; the primary key on

@@ -168,7 +168,7 @@ class TokenRepository:
         with self._engine.begin() as conn:
             live = conn.execute(sa.select(api_tokens.c.id).where(
                 api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))).first()
-            if live is not None:  # issue 21 item 7: `tokens revoke NAME` must name one token
+            if live is not None:  # `tokens revoke NAME` must name one token (decision "A token name names one live token")
                 raise TokenNameTaken(name, live.id)
             conn.execute(api_tokens.insert().values(
                 id=token_id, name=name, scope=scope, secret_sha256=_digest(secret),

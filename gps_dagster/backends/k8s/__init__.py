@@ -1,4 +1,4 @@
-"""The Kubernetes backend: the ``Core`` port on a real cluster (SPEC §11, R-K8S).
+"""The Kubernetes backend: the ``Core`` port on a real cluster (R-K8S).
 
 The only product package that imports the ``kubernetes`` client (an import-linter contract). The
 composition root calls ``build_core`` for ``GPS_BACKEND=kubernetes``. The test control plane and

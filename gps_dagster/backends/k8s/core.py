@@ -112,7 +112,7 @@ def replica_group(w: Workload) -> list[Obj]:
 
 
 class K8sCore(MutationsMixin):
-    """The deployment control plane on Kubernetes (SPEC §11)."""
+    """The deployment control plane on Kubernetes (R-K8S)."""
 
     def __init__(
         self,
@@ -313,7 +313,7 @@ class K8sCore(MutationsMixin):
         """GPU nodes, what each holds, and the GPU pods still waiting (``pool show``)."""
         return inventory.cluster_inventory(self.kube, self.namespaces)
 
-    # -- reservations (SPEC §8) --------------------------------------------------------------------
+    # -- reservations (R-GPS) --------------------------------------------------------------------
 
     def release_holder(self, deploy_id: str) -> None:
         """A time-sliced member is ready again: its reservation's holder pod goes (R-GPS-6).

@@ -1,4 +1,4 @@
-"""GPU reservations on Kubernetes (SPEC R-K8S-5, §8): binding, render, admission, holder, witness.
+"""GPU reservations on Kubernetes (R-K8S-5, R-GPS): binding, render, admission, holder, witness.
 
 * A deploy's **binding** is the annotation ``gps.dagster.io/reservation`` (the pool file's shape:
   ``{"mode": "exclusive", "reservations": [...]}`` or ``{"mode": "time_sliced", "reservation": R,
@@ -454,7 +454,7 @@ def _queue_project(rsv: Reservation) -> str:
 def check_scope(w: Workload, rsv: Reservation) -> None:
     """A reservation lends its GPUs to one namespace (and so one project), whatever the mode:
     a workload elsewhere that carries the binding annotation is refused, never rendered onto
-    the reservation's node (issue 18 item 2)."""
+    the reservation's node (R-K8S-8)."""
     if rsv.namespace != w.namespace:
         raise AdmissionRefused(
             "reservation_namespace_mismatch",

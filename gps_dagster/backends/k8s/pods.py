@@ -46,7 +46,7 @@ def parse_quantity(value: Any, *, where: str = "quantity") -> Fraction:
     """A Kubernetes resource quantity (``"500m"``, ``"64Gi"``, ``"1e3"``, ``8``) exactly.
 
     Anything else is the port's ``Permanent(invalid_quantity)`` naming ``where``, never a
-    ValueError out of the adapter (issue 18 item 11)."""
+    ValueError out of the adapter (R-PASS-15)."""
     if value is None:
         return Fraction(0)
     if isinstance(value, bool):

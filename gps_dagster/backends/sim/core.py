@@ -322,7 +322,7 @@ class SimPool(DriverMixin):
 
         return self._read("list_members", None, read)
 
-    # -- the Core port: reservations (SPEC §8) --------------------------------------------
+    # -- the Core port: reservations (R-GPS) --------------------------------------------
 
     def admission_preview(self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()) -> AdmissionPreview:
         """Read-only VRAM admission of a start / scale-up, not counting ``releasing`` members."""

@@ -1,4 +1,4 @@
-"""GPU reservations inside the simulated pool (SPEC §8): barrier, admission, holder, witness.
+"""GPU reservations inside the simulated pool (R-GPS): barrier, admission, holder, witness.
 
 What a reservation-aware control plane does, in the pool's own transaction:
 

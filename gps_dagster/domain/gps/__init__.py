@@ -1,4 +1,4 @@
-"""GPU reservations (SPEC §8, R-GPS): ledger models, admission, rendering, witness, billing.
+"""GPU reservations (R-GPS): ledger models, admission, rendering, witness, billing.
 
 Every module here except ``cli`` is pure: no I/O, no clock, no Kubernetes
 client. Manifests are plain dicts so that the Kubernetes backend, the

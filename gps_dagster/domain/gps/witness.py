@@ -5,7 +5,7 @@ product checks *after* bind, through the API only (never ``exec nvidia-smi``):
 
 1. the binder annotation ``nvidia.com/container.<container>.gpus.devices``, or the node agent's
    ``gps.dagster.io/container.<container>.gpus.devices`` (the kubelet's PodResources record,
-   issue 19) — comma-separated UUIDs, per container;
+   R-K8S-5) — comma-separated UUIDs, per container;
 2. else DCGM exporter samples, whose label sets carry ``UUID``,
    ``namespace``, ``pod`` and ``container``.
 

@@ -303,7 +303,7 @@ def _start_apiserver(
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.96.0.0/24",
             "--endpoint-reconciler-type=none",
-            # As strict as production (issue 18): API Priority and Fairness on (the 1.20 default:
+            # As strict as production (R-K8S-6): API Priority and Fairness on (the 1.20 default:
             # feature gate APIPriorityAndFairness beta, --enable-priority-and-fairness=true; its
             # FlowSchema/PriorityLevelConfiguration are flowcontrol.apiserver.k8s.io/v1beta1),
             # and ExtendedResourceToleration on top of the default plugins, as on GKE: a pod

@@ -157,7 +157,7 @@ class ClusterPool:
 
     def _tenant_load(self) -> None:
         """Another tenant's node agent on every GPU node (as dcgm-exporter, a log shipper): it
-        tolerates every taint and takes CPU and memory, so the nodes are never empty (issue 18)."""
+        tolerates every taint and takes CPU and memory, so the nodes are never empty (R-K8S-9)."""
         wait_default_tokens(self.kube, [self.layout.system])
         for i, node in enumerate(sorted(self.sim.nodes)):
             body = {

@@ -1,6 +1,6 @@
 """One real Kubernetes node for the test cluster: containerd + the kubelet + a fake GPU plugin.
 
-Test support (issue 19). Only the GPUs are fake (``deviceplugin``, on the kubelet's real
+Test support (R-K8S-5: the witness from a real source). Only the GPUs are fake (``deviceplugin``, on the kubelet's real
 device-plugin API); pods are run by the real kubelet 1.20 (``tools/k8s/build_node.sh`` builds it
 next to the control plane) through containerd 1.6 and runc from Debian, so probes, graceful
 termination, crash loops, device allocation and the PodResources API are the real ones.

@@ -1,6 +1,6 @@
 """due index, metric totals, in-flight indexes
 
-The engine at scale (issue 13, store/scale_tables.py): ``schedule_due`` (when
+The engine at scale (R-NEXT-4, store/scale_tables.py): ``schedule_due`` (when
 each schedule next needs a pass, and which replica claimed it),
 ``metric_totals`` (counters kept as running totals, seeded here from the rows
 already written so no counter moves at the upgrade), a partial index on the
