@@ -66,8 +66,13 @@ checks declared 1,000 per definition (at 20,000 deploys: ~60 MB less, the code l
 executes each check)."""
 
 
-def asset_specs(schedules: Sequence[Any], keys: DeployKeys) -> list[dg.AssetSpec]:
-    """One observable asset per target of each schedule, grouped by schedule."""
+def asset_specs(
+    schedules: Sequence[Any],
+    keys: DeployKeys,
+    deps: Mapping[str, Sequence[dg.AssetKey]] | None = None,
+) -> list[dg.AssetSpec]:
+    """One observable asset per target of each schedule, grouped by schedule; ``deps`` are a
+    deploy's upstream assets (its schedule, its reservations: ``lineage.py``)."""
     by_key = keys.keys()
     lean = len(by_key) > LEAN_ABOVE
     specs: list[dg.AssetSpec] = []
@@ -88,6 +93,7 @@ def asset_specs(schedules: Sequence[Any], keys: DeployKeys) -> list[dg.AssetSpec
                     by_key[deploy],
                     group_name=names.group_name(spec.name),
                     metadata={"deploy_id": deploy, "schedule": spec.name},
+                    deps=list((deps or {}).get(deploy, ())),
                     **rich,
                 )
             )
