@@ -75,8 +75,8 @@ class ReconcileCursor:
 
 def status_observations(
     store: Any, seen: dict[str, int]
-) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
-    """Observation + phase check of every deploy whose status changed since ``seen``."""
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+    """Materialization + phase check of every deploy whose status changed since ``seen``."""
     rows = changed_rows(store, seen)
     return status_events(rows, deploy_keys_from_store(store)) if rows else []
 
@@ -196,7 +196,7 @@ def build_reconcile_sensor(
 
 
 def _reconcile_skip_text(events: Sequence[Any]) -> str:
-    changed = sum(1 for e in events if isinstance(e, dg.AssetObservation))
+    changed = sum(1 for e in events if isinstance(e, dg.AssetMaterialization))
     tail = f"; {changed} deploy status change(s) recorded" if changed else ""
     return "pass done: no new intent interval and no plan left pending — nothing to launch" + tail
 
