@@ -93,7 +93,7 @@ def _check_query(name: str, week: str | None, span: str | None) -> HTMLResponse 
                 "or leave ?week= out to open at now")
     if span is not None and span not in SPANS:
         return _query_error(name, "span", span, f"is not one of {', '.join(SPANS)}",
-                            f"use ?span=1h (or day, 6h, week), or leave it out: the page picks "
+                            "use ?span=1h (or day, 6h, week), or leave it out: the page picks "
                             "the widest span in which the shortest window stays readable")
     return None
 

@@ -102,7 +102,9 @@ def warning_text(stopped: Sequence[str], waiting: Iterable[str] = ()) -> str:
         who = sorted(set(waiting)) if name == names.CAPACITY_WAIT_SENSOR else []
         if who:
             line += f" (waiting for capacity now: {', '.join(who)})"
-        lines.append(f"{line}. Fix: turn it on (Automation → {name}, or `dagster sensor start {name}`)")
+        lines.append(
+            f"{line}. Fix: turn it on (Automation → {name}, or `dagster sensor start {name}`)"
+        )
     return "; ".join(lines)
 
 

@@ -28,9 +28,7 @@ def schedule_keys(schedules: Sequence[Any]) -> dict[str, dg.AssetKey]:
     return {n: dg.AssetKey([names.SCHEDULE_KEY_PREFIX, r]) for n, r in readable.items()}
 
 
-def schedule_specs(
-    schedules: Sequence[Any], keys: Mapping[str, dg.AssetKey]
-) -> list[dg.AssetSpec]:
+def schedule_specs(schedules: Sequence[Any], keys: Mapping[str, dg.AssetKey]) -> list[dg.AssetSpec]:
     """One asset per schedule, in the group of its deploys."""
     return [
         dg.AssetSpec(
@@ -108,4 +106,3 @@ def build_automation_check(specs: Sequence[dg.AssetSpec]) -> dg.AssetChecksDefin
             )
 
     return automation
-
