@@ -116,10 +116,11 @@ def test_the_catalog_shows_each_deploys_last_change_and_the_graph_has_edges(serv
         page.screenshot(path=str(server.artifacts / "catalog.png"), full_page=True)
         body = page.inner_text("body")
         assert "schedule / e2e_swap" in body
-        page.goto(f"{server.dev.url}/asset-groups/e2e_swap", wait_until="domcontentloaded")
-        page.get_by_text("e2e_swap").first.wait_for(timeout=60_000)
+        page.goto(f"{server.dev.url}/assets/deploy/md_llama70b?view=lineage",
+                  wait_until="domcontentloaded")
+        page.get_by_text("e2e_swap").first.wait_for(timeout=60_000)  # the upstream schedule
         page.wait_for_timeout(3_000)
-        page.screenshot(path=str(server.artifacts / "lineage-e2e_swap.png"), full_page=True)
+        page.screenshot(path=str(server.artifacts / "lineage-md_llama70b.png"), full_page=True)
 
 
 def test_turning_capacity_wait_off_in_the_ui_turns_the_schedule_yellow(server: Server) -> None:
