@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -115,6 +116,8 @@ def boundary_rows(runs: list[dict[str, Any]], since: datetime, grace: float) -> 
             continue
         at = datetime.fromisoformat(interval).timestamp()
         row = rows.setdefault(f"{tags[names.TAG_SCHEDULE]}@{interval}", {"at": at})
+        if any(s["stepKey"].split("[", 1)[0] == "release" for s in run["stepStats"]):
+            row["launched_by"] = launcher(tags)
         for step in run["stepStats"]:
             kind = step["stepKey"].split("[", 1)[0]
             if kind == "release" and step["startTime"]:
@@ -130,8 +133,14 @@ def boundary_rows(runs: list[dict[str, Any]], since: datetime, grace: float) -> 
                 "release_lag": row["release_start"] - row["at"],
                 "acquire_lag": row["acquire_start"] - (row["release_end"] + grace),
                 "served_by": row["served_by"],
+                "launched_by": row.get("launched_by", "?"),
             }
     return done
+
+
+def launcher(tags: dict[str, str]) -> str:
+    """What Dagster's Runs list shows as "Launched by" (a schedule's name, else a sensor's)."""
+    return tags.get("dagster/schedule_name") or tags.get("dagster/sensor_name") or "manual"
 
 
 def submitted_lags(db_url: str, since: datetime) -> dict[str, float]:
@@ -151,6 +160,13 @@ def submitted_lags(db_url: str, since: datetime) -> dict[str, float]:
         return out
     finally:
         store.engine.dispose()
+
+
+def load_at(loads: list[tuple[float, float]], at: float) -> float | None:
+    """The 1-minute load average polled closest to ``at``."""
+    if not loads:
+        return None
+    return min(loads, key=lambda p: abs(p[0] - at))[1]
 
 
 def baseline_lags(runs: list[dict[str, Any]], since: datetime) -> list[float]:
@@ -186,6 +202,7 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
     )
     dev.start()
     rows: dict[str, Any] = {}
+    loads: list[tuple[float, float]] = []  # (wall time, 1-minute load average) every poll
     base: list[float] = []
     submitted: dict[str, float] = {}
     since = datetime.fromtimestamp((time.time() // 60 + 1) * 60, UTC)  # replaced once dagster is up
@@ -198,6 +215,7 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
         deadline = time.monotonic() + 150 * (boundaries // pairs + 2) + 120  # a boundary every 2 min
         while time.monotonic() < deadline:
             time.sleep(10)
+            loads.append((time.time(), os.getloadavg()[0]))
             try:
                 all_runs = graphql(dev.url, RUNS, {"job": None})["runsOrError"]["results"]
             except OSError as exc:  # a webserver slowed by load: the next poll reads again
@@ -213,6 +231,9 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
             left = dev.stop()
             submitted = submitted_lags(db_url, since) if (root / "gps.sqlite").exists() else {}
             shutil.rmtree(root, ignore_errors=True)
+    for key, row in rows.items():
+        row["submitted_lag"] = submitted.get(key)
+        row["load1"] = load_at(loads, datetime.fromisoformat(key.split("@", 1)[1]).timestamp())
     release = [r["release_lag"] for r in rows.values()]
     sent = list(submitted.values())
     acquire = [r["acquire_lag"] for r in rows.values()]
@@ -237,6 +258,10 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
         "baseline_p50": percentile(base, 0.5),
         "baseline_p95": percentile(base, 0.95),
         "rows": rows,
+        "launched_by": {k: sum(1 for r in rows.values() if r["launched_by"] == k)
+                        for k in sorted({r["launched_by"] for r in rows.values()})},
+        "load1_min": min((x for _, x in loads), default=float("nan")),
+        "load1_max": max((x for _, x in loads), default=float("nan")),
         "left_processes": left,
     }
 
@@ -276,6 +301,14 @@ def main(argv: list[str] | None = None) -> int:
         f"  preview fits → acquire op started:   p50 {r['acquire_p50']:.2f} s  "
         f"p95 {r['acquire_p95']:.2f} s  max {r['acquire_max']:.2f} s   (goal p95 ≤ 6 s)"
     )
+    print(
+        f"  Launched by: {r['launched_by']};  1-minute load average {r['load1_min']:.1f}–"
+        f"{r['load1_max']:.1f} on {os.cpu_count()} cores during the run"
+    )
+    for key, row in sorted(r["rows"].items(), key=lambda kv: kv[0].split("@", 1)[1]):
+        sent_lag = row["submitted_lag"]
+        print(f"    {key}: submitted {sent_lag if sent_lag is None else round(sent_lag, 2)} s, "
+              f"release op {row['release_lag']:.2f} s, {row['launched_by']}, load {row['load1']}")
     print(
         f"  baseline, empty cron job (* * * * *) → op started: p50 {r['baseline_p50']:.2f} s  "
         f"p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} ticks;  release p95 / baseline "

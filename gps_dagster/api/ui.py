@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -51,9 +52,12 @@ PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{tit
 <link rel="stylesheet" href="/ui/static/timeline.css"></head><body>
 <header><h1>{title}</h1><span class="scope">{scope}</span><span class="tz">{tz}</span>
 <form method="post" action="/ui/logout"><button type="submit">Sign out</button></form></header>
-<nav class="week"><button id="prev-week" type="button">◀ previous week</button>
-<label>Week of <input id="week" type="date"></label>
-<button id="next-week" type="button">next week ▶</button><span id="range"></span></nav>
+<nav class="week"><button id="prev-week" type="button">◀ previous</button>
+<label>From <input id="week" type="date"></label>
+<button id="next-week" type="button">next ▶</button>
+<label>Span <select id="span"><option value="week">week</option><option value="day">day</option>
+<option value="6h">6 hours</option><option value="1h">1 hour</option></select></label>
+<button id="now" type="button">now</button><span id="range"></span></nav>
 <section><div id="chart" class="chart"></div><p class="hint">Click the chart at an instant to see who
 decided each target's state then.</p><div id="warnings"></div></section>
 <section><h2>At <span id="instant-label">—</span></h2><table id="instant"><thead><tr><th>target</th>
@@ -62,6 +66,39 @@ decided each target's state then.</p><div id="warnings"></div></section>
 <script id="config" type="application/json">{config}</script>
 <script src="/ui/static/plotly.min.js"></script><script src="/ui/static/timeline.js"></script>
 </body></html>"""
+
+
+SPANS = ("week", "day", "6h", "1h")
+
+BAD_QUERY = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title} · gps-dagster</title>
+<link rel="stylesheet" href="/ui/static/timeline.css"></head><body><header><h1>{title}</h1></header>
+<main><p class="error" id="query-error"><b>{field}</b>: {reason}</p><p id="query-fix">Fix: {fix}</p>
+</main></body></html>"""
+
+
+def _query_error(name: str, field: str, value: str, reason: str, fix: str) -> HTMLResponse:
+    """A page that says which query field is wrong and how to fix it (never a blank page)."""
+    return HTMLResponse(
+        BAD_QUERY.format(title=html.escape(name), field=html.escape(field),
+                         reason=html.escape(f"{value!r} {reason}"), fix=html.escape(fix)),
+        status_code=400,
+    )
+
+
+def _check_query(name: str, week: str | None, span: str | None) -> HTMLResponse | None:
+    if week is not None:
+        try:
+            date.fromisoformat(week)
+        except ValueError:
+            return _query_error(
+                name, "week", week, "is not a date (YYYY-MM-DD)",
+                f"open /ui/schedules/{name}?week=2026-10-19 (any day of the week wanted), "
+                "or leave ?week= out to open at now")
+    if span is not None and span not in SPANS:
+        return _query_error(name, "span", span, f"is not one of {', '.join(SPANS)}",
+                            "use ?span=1h (or day, 6h, week), or leave it out: the page picks "
+                            "the widest span in which the shortest window stays readable")
+    return None
 
 
 def _safe_json(value: Any) -> str:
@@ -152,7 +189,9 @@ def install(app: FastAPI, svc: ApiServices) -> None:
                             f'<h1>Schedules</h1></header><ul class="schedules">{items}</ul></body></html>')
 
     @app.get("/ui/schedules/{name:path}", include_in_schema=False)
-    def schedule_page(name: str, request: Request, week: str | None = None) -> Response:
+    def schedule_page(
+        name: str, request: Request, week: str | None = None, span: str | None = None
+    ) -> Response:
         who = _who(request)
         if who is None:
             return RedirectResponse(f"/ui/login?next={quote('/ui/schedules/' + name)}", status_code=303)
@@ -164,10 +203,14 @@ def install(app: FastAPI, svc: ApiServices) -> None:
             record = None
         if record is None or (who.scope != "admin" and record.spec.scope != who.scope):
             raise ApiError(404, "schedule_not_found", f"no schedule named '{name}'", "see /ui/")
+        bad = _check_query(name, week, span)
+        if bad is not None:
+            return bad
         spec = record.spec
         base = "/admin" if spec.scope == "admin" else f"/api/v1/cmp/projects/{spec.project}"
         config = {
             "name": spec.local_name, "scope": spec.scope, "timezone": spec.timezone, "week": week,
+            "span": span,
             "now": svc.clock.now().astimezone(spec.tz).isoformat(), "targets": list(spec.target_ids),
             "schedules": f"{base}/deploy-schedules", "reservationsBase": f"{base}/reservations",
             "reservations": _reservations(svc, spec.target_ids),

@@ -36,6 +36,13 @@ from gps_dagster.dagster_defs.deploys import (
     build_deploy_checks,
 )
 from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_job
+from gps_dagster.dagster_defs.lineage import (
+    build_automation_check,
+    reservation_members,
+    schedule_keys,
+    schedule_specs,
+    upstream,
+)
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
 from gps_dagster.dagster_defs.prearm import build_prearm_sensor, build_prearmed_job
 from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_resource
@@ -109,9 +116,14 @@ def _build(
     prearmed = build_prearmed_job()
     jobs = [*transitions, build_acquire_job(), batch, prearmed]
     keys = DeployKeys.of((s.name, t.model_deploy_id) for s in schedules for t in s.targets)
-    deploy_assets = asset_specs(schedules, keys)
+    small = len(keys.schedule_of) <= LEAN_ABOVE
+    sched_keys = schedule_keys(schedules) if small else {}
+    members = reservation_members(gps.get_runtime(), list(keys.schedule_of)) if small else set()
+    deps = {d: upstream(s, d, sched_keys, members) for d, s in keys.schedule_of.items()}
+    deploy_assets = asset_specs(schedules, keys, deps)
     deploy_checks = build_deploy_checks(deploy_assets, keys)
-    small = len(deploy_assets) <= LEAN_ABOVE
+    sched_assets = schedule_specs(schedules, sched_keys) if small else []
+    automation_check = build_automation_check(sched_assets)
     asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks if small else ())
     resource: Any = as_resource(gps) if isinstance(gps, StaticRuntime) else gps
     ready = [s for s in schedules if any(s.is_ready_by(t) for t in s.target_ids)]
@@ -123,13 +135,21 @@ def _build(
         leads=ready_by_leads(gps.get_runtime(), ready) if ready else None,
     )
     return dg.Definitions(
-        assets=[gpu_reservations, schedule_timeline, *deploy_assets],
-        asset_checks=[placement_check, overcommit_check, *deploy_checks],
+        assets=[gpu_reservations, schedule_timeline, *sched_assets, *deploy_assets],
+        asset_checks=[
+            placement_check,
+            overcommit_check,
+            *deploy_checks,
+            *([automation_check] if automation_check else []),
+        ],
         jobs=[*jobs, *asset_jobs],
         schedules=[*boundary, *housekeeping],
         sensors=[
             build_reconcile_sensor(
-                jobs, interval_s=ticks.reconcile_s, default_status=sensor_status
+                jobs,
+                interval_s=ticks.reconcile_s,
+                default_status=sensor_status,
+                schedule_keys=sched_keys,
             ),
             build_boundary_sensor(jobs, interval_s=ticks.boundary_s, default_status=sensor_status),
             build_capacity_sensor(jobs, interval_s=ticks.capacity_s, default_status=sensor_status),

@@ -5,7 +5,10 @@ asset group of its schedule, so A and B sit side by side in the catalog and the 
 deploy in no schedule (C) has none. Each status change is recorded twice, by whoever sees it
 first (the op that moved the step, or the reconcile / capacity-wait sensor):
 
-* an ``AssetObservation`` with the phase, reason, fix, interval and intent;
+* a runless ``AssetMaterialization`` (the deploy is in a new state: a new version of the asset)
+  with the phase, reason, fix, interval and intent — so the Catalog's Status column shows
+  when the deploy last changed, green, or red while its phase check fails (an observation showed
+  "–" there: the Catalog reads observations only for observable assets);
 * an evaluation of the deploy's ``phase`` check: failed with severity ERROR on a terminal
   phase (alias_blocked, quota_refused, capacity_unavailable, readiness_timeout, …), failed with
   severity WARN on ``drift_detected`` (a manual change, respected), passed otherwise — so the
@@ -66,8 +69,13 @@ checks declared 1,000 per definition (at 20,000 deploys: ~60 MB less, the code l
 executes each check)."""
 
 
-def asset_specs(schedules: Sequence[Any], keys: DeployKeys) -> list[dg.AssetSpec]:
-    """One observable asset per target of each schedule, grouped by schedule."""
+def asset_specs(
+    schedules: Sequence[Any],
+    keys: DeployKeys,
+    deps: Mapping[str, Sequence[dg.AssetKey]] | None = None,
+) -> list[dg.AssetSpec]:
+    """One observable asset per target of each schedule, grouped by schedule; ``deps`` are a
+    deploy's upstream assets (its schedule, its reservations: ``lineage.py``)."""
     by_key = keys.keys()
     lean = len(by_key) > LEAN_ABOVE
     specs: list[dg.AssetSpec] = []
@@ -79,7 +87,7 @@ def asset_specs(schedules: Sequence[Any], keys: DeployKeys) -> list[dg.AssetSpec
                 if lean
                 else {
                     "description": f"Deploy {deploy} of schedule {spec.name}: its phase, reason, "
-                    "fix, interval and intent (observations), and a phase check.",
+                    "fix, interval and intent (a materialization per change), and a phase check.",
                     "kinds": {"gpu"},
                 }
             )
@@ -88,6 +96,7 @@ def asset_specs(schedules: Sequence[Any], keys: DeployKeys) -> list[dg.AssetSpec
                     by_key[deploy],
                     group_name=names.group_name(spec.name),
                     metadata={"deploy_id": deploy, "schedule": spec.name},
+                    deps=list((deps or {}).get(deploy, ())),
                     **rich,
                 )
             )
@@ -133,8 +142,14 @@ def status_metadata(row: Any) -> dict[str, Any]:
     }
 
 
-def observation(row: Any, keys: DeployKeys) -> dg.AssetObservation:
-    return dg.AssetObservation(asset_key=keys.key(row.deploy_id), metadata=status_metadata(row))
+def observation(row: Any, keys: DeployKeys) -> dg.AssetMaterialization:
+    """The deploy's new state, recorded as a runless materialization of its asset."""
+    why = f" ({row.reason})" if row.reason else ""
+    return dg.AssetMaterialization(
+        asset_key=keys.key(row.deploy_id),
+        description=f"{row.phase}{why}"[:900],
+        metadata=status_metadata(row),
+    )
 
 
 def check_evaluation(row: Any, keys: DeployKeys) -> dg.AssetCheckEvaluation:
@@ -158,8 +173,8 @@ def check_evaluation(row: Any, keys: DeployKeys) -> dg.AssetCheckEvaluation:
 
 def status_events(
     rows: Iterable[Any], keys: DeployKeys
-) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
-    out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+    out: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
     for row in rows:
         out += [observation(row, keys), check_evaluation(row, keys)]
     return out

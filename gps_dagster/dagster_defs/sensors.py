@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import dagster as dg
 
-from gps_dagster.dagster_defs import names
+from gps_dagster.dagster_defs import health, names
 from gps_dagster.dagster_defs.batches import (
     BATCH_THRESHOLD,
     batch_id,
@@ -54,22 +54,29 @@ class ReconcileCursor:
 
     after: str = ""
     seen: dict[str, int] = field(default_factory=dict)
+    automation: str | None = None
+    """The automation warning last reported on the schedule assets ("" = all on)."""
 
     @classmethod
     def parse(cls, text: str | None) -> ReconcileCursor:
         if not text:
             return cls()
         raw = json.loads(text)
-        return cls(after=raw.get("after", ""), seen=dict(raw.get("seen", {})))
+        return cls(
+            after=raw.get("after", ""),
+            seen=dict(raw.get("seen", {})),
+            automation=raw.get("automation"),
+        )
 
     def dump(self) -> str:
-        return json.dumps({"after": self.after, "seen": self.seen}, sort_keys=True)
+        raw = {"after": self.after, "seen": self.seen, "automation": self.automation}
+        return json.dumps(raw, sort_keys=True)
 
 
 def status_observations(
     store: Any, seen: dict[str, int]
-) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
-    """Observation + phase check of every deploy whose status changed since ``seen``."""
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+    """Materialization + phase check of every deploy whose status changed since ``seen``."""
     rows = changed_rows(store, seen)
     return status_events(rows, deploy_keys_from_store(store)) if rows else []
 
@@ -122,7 +129,7 @@ def reconcile_tick(
     """One engine pass over the next page of schedules (the engine keeps the durable
     cursor, R-PASS-3); launch the plans it opened and any open plan left pending."""
     report = runtime.engine.reconcile(trigger="sensor")
-    new = ReconcileCursor(after=cursor.after, seen=dict(cursor.seen))
+    new = ReconcileCursor(after=cursor.after, seen=dict(cursor.seen), automation=cursor.automation)
     requests: list[dg.RunRequest] = []
     if not report.busy:
         new.after = report.cursor or ""
@@ -135,8 +142,27 @@ def reconcile_tick(
     return requests, new, observations
 
 
+def automation_events(
+    runtime: Any,
+    cursor: ReconcileCursor,
+    stopped: Sequence[str],
+    schedule_keys: Mapping[str, dg.AssetKey],
+) -> tuple[str, list[dg.AssetCheckEvaluation]]:
+    """The warning for the stopped sensors, and the schedule assets' ``automation`` check
+    evaluations when it changed since the cursor's (``cursor.automation`` is updated)."""
+    text = health.automation_warning(runtime, stopped)
+    if text == cursor.automation:
+        return text, []
+    cursor.automation = text
+    return text, health.check_evaluations(schedule_keys, text)
+
+
 def build_reconcile_sensor(
-    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+    jobs: Sequence[dg.JobDefinition],
+    *,
+    interval_s: int,
+    default_status: dg.DefaultSensorStatus,
+    schedule_keys: Mapping[str, dg.AssetKey] | None = None,
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.RECONCILE_SENSOR,
@@ -152,16 +178,25 @@ def build_reconcile_sensor(
         requests, cursor, events = reconcile_tick(
             runtime, ReconcileCursor.parse(context.cursor), context.instance
         )
+        stopped = health.stopped_in(context, context.instance)
+        warning, checks = automation_events(runtime, cursor, stopped, schedule_keys or {})
+        if warning:
+            context.log.warning(warning)
         skip = None if requests else _reconcile_skip_text(events)
+        if skip and warning:
+            skip = f"WARNING: {warning} | {skip}"[:900]
         return dg.SensorResult(
-            run_requests=requests, cursor=cursor.dump(), asset_events=events, skip_reason=skip
+            run_requests=requests,
+            cursor=cursor.dump(),
+            asset_events=[*events, *checks],
+            skip_reason=skip,
         )
 
     return reconcile
 
 
 def _reconcile_skip_text(events: Sequence[Any]) -> str:
-    changed = sum(1 for e in events if isinstance(e, dg.AssetObservation))
+    changed = sum(1 for e in events if isinstance(e, dg.AssetMaterialization))
     tail = f"; {changed} deploy status change(s) recorded" if changed else ""
     return "pass done: no new intent interval and no plan left pending — nothing to launch" + tail
 

@@ -49,6 +49,7 @@ def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitio
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {
         names.RESERVATIONS_ASSET, names.TIMELINE_ASSET, "deploy/md_llama70b", "deploy/md_qwen32b",
+        "schedule/gpu_pool_h100_shared",  # upstream of its deploys (lineage.py)
     }  # C (md-bge-embed) is in no schedule: no asset
     checks = {(k.asset_key.to_user_string(), k.name) for k in repo.asset_graph.asset_check_keys}
     assert checks == {
@@ -56,6 +57,7 @@ def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitio
         (names.RESERVATIONS_ASSET, names.CHECK_OVERCOMMIT),
         ("deploy/md_llama70b", names.CHECK_DEPLOY_PHASE),
         ("deploy/md_qwen32b", names.CHECK_DEPLOY_PHASE),
+        ("schedule/gpu_pool_h100_shared", names.CHECK_AUTOMATION),
     }
     group = {
         k.to_user_string(): repo.asset_graph.get(k).group_name

@@ -71,8 +71,8 @@ def test_release_ops_finish_before_any_acquire_op_starts_and_a_deferred_acquire_
     # each op recorded its deploy's phase on the deploy's own asset
     for deploy, phase in ((B, "releasing"), (A, "capacity_wait")):
         key = dg.AssetKey(["deploy", deploy.replace("-", "_")])
-        (record,) = instance.fetch_observations(key, limit=1).records
-        meta = record.asset_observation.metadata  # type: ignore[union-attr]
+        (record,) = instance.fetch_materializations(key, limit=1).records
+        meta = record.asset_materialization.metadata  # type: ignore[union-attr]
         assert meta["phase"].value == phase
         assert {"reason", "fix", "interval", "intent"} <= set(meta)
 

@@ -5,8 +5,12 @@
 (function () {
   const cfg = JSON.parse(document.getElementById("config").textContent);
   const offset = cfg.now.slice(19);
-  const DAY = 86400000, SNAP = 15 * 60000;
-  let data = null, instantMs = null, weekStart = null, seq = 0;
+  const MIN = 60000, HOUR = 3600000, DAY = 86400000;
+  // The spans the chart can show, widest first, and the click snap of each (a pixel of a week
+  // is ~8 minutes; a 2-minute window needs the hour span to be read).
+  const SPANS = { week: 7 * DAY, day: DAY, "6h": 6 * HOUR, "1h": HOUR };
+  const SNAPS = { week: 15 * MIN, day: 5 * MIN, "6h": MIN, "1h": 10000 };
+  let data = null, instantMs = null, rangeStart = null, span = cfg.span || "week", seq = 0;
 
   const wall = (iso) => iso.slice(0, 19).replace("T", " ");
   const wallMs = (iso) => {
@@ -14,6 +18,7 @@
     const [y, m, dd] = d.split("-").map(Number), [hh, mm, ss] = t.split(":").map(Number);
     return Date.UTC(y, m - 1, dd, hh, mm, ss);
   };
+  const nowMs = wallMs(cfg.now);  // the server's clock, in the schedule's wall time
   const msWall = (ms) => new Date(ms).toISOString().slice(0, 19).replace("T", " ");
   const msIso = (ms) => new Date(ms).toISOString().slice(0, 19) + offset;
   const fmt = (n) => n.toLocaleString("en-US");
@@ -25,6 +30,20 @@
   function mondayOf(ms) {
     const d = new Date(ms), back = (d.getUTCDay() + 6) % 7;
     return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate()) - back * DAY;
+  }
+
+  function startFor(anchor, which) {  // the range of ``which`` that shows ``anchor``
+    if (which === "week") return mondayOf(anchor);
+    if (which === "day") return Math.floor(anchor / DAY) * DAY;
+    if (which === "6h") return Math.floor(anchor / HOUR) * HOUR - HOUR;
+    return Math.floor(anchor / (5 * MIN)) * 5 * MIN - 10 * MIN;  // 1h: now near the left third
+  }
+
+  function readableSpan(doc) {  // the widest span in which the shortest window is >= 1 % wide
+    const lengths = doc.windows.flatMap((w) => w.occurrences.map((o) => wallMs(o.end) - wallMs(o.start)));
+    if (!lengths.length) return "week";
+    const shortest = Math.min(...lengths);
+    return Object.keys(SPANS).find((k) => shortest >= SPANS[k] / 100) || "1h";
   }
 
   function colour(iv) {
@@ -40,7 +59,7 @@
       const label = `${w.name} · ${w.kind} · p${w.priority}`;
       out.push({  // a zero-width bar keeps the window's row when it has no occurrence this week
         type: "bar", orientation: "h", yaxis: "y3", showlegend: false, hoverinfo: "skip",
-        y: [label], base: [msWall(weekStart)], x: [0], marker: { color: "rgba(0,0,0,0)" },
+        y: [label], base: [msWall(rangeStart)], x: [0], marker: { color: "rgba(0,0,0,0)" },
       });
       out.push({
         type: "bar", orientation: "h", yaxis: "y3", name: label, showlegend: false,
@@ -109,6 +128,10 @@
 
   function layout(doc) {
     const shapes = [];
+    if (nowMs >= rangeStart && nowMs < rangeStart + SPANS[span]) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: msWall(nowMs), x1: msWall(nowMs),
+        y0: 0, y1: 1, line: { color: "#1f4e9e", width: 2 }, name: "now" });
+    }
     if (instantMs !== null) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: msWall(instantMs), x1: msWall(instantMs),
         y0: 0, y1: 1, line: { color: "#222", width: 1, dash: "dot" } });
@@ -127,7 +150,7 @@
     return {
       barmode: "overlay", dragmode: false, hovermode: "closest", height: 640, showlegend: true,
       margin: { l: 240, r: 20, t: 20, b: 40 }, legend: { orientation: "h", y: -0.08 },
-      xaxis: { type: "date", range: [msWall(weekStart), msWall(weekStart + 7 * DAY)], anchor: "y" },
+      xaxis: { type: "date", range: [msWall(rangeStart), msWall(rangeStart + SPANS[span])], anchor: "y" },
       yaxis: { domain: [0, 0.28], title: { text: "GPUs" }, rangemode: "tozero" },
       yaxis2: { domain: [0.36, 0.66], type: "category", autorange: "reversed" },
       yaxis3: { domain: [0.74, 1], type: "category" },
@@ -187,8 +210,9 @@
   }
 
   async function load() {
-    const from = msIso(weekStart), to = msIso(weekStart + 7 * DAY);
+    const from = msIso(rangeStart), to = msIso(rangeStart + SPANS[span]);
     document.getElementById("week").value = from.slice(0, 10);
+    document.getElementById("span").value = span;
     document.getElementById("range").textContent = `${wall(from)} → ${wall(to)} (${cfg.timezone})`;
     const enc = encodeURIComponent;
     const res = await api(`${cfg.schedules}/${enc(cfg.name)}/timeline?from=${enc(from)}&to=${enc(to)}`);
@@ -196,8 +220,10 @@
     data = res.body;
     await Plotly.react("chart", traces(data), layout(data), { displayModeBar: false, responsive: true, doubleClick: false });
     warnings(data);
-    const start = weekStart, end = weekStart + 7 * DAY;
-    showInstant(instantMs !== null && instantMs >= start && instantMs < end ? instantMs : start);
+    const start = rangeStart, end = rangeStart + SPANS[span];
+    const inRange = (ms) => ms !== null && ms >= start && ms < end;
+    showInstant(inRange(instantMs) ? instantMs : inRange(nowMs) ? nowMs : start);
+    document.body.dataset.span = span;
     document.body.dataset.loaded = data.from;
   }
 
@@ -212,13 +238,22 @@
     if (!xa || !data) return;
     const px = ev.clientX - gd.getBoundingClientRect().left - xa._offset;
     if (px < 0 || px > xa._length) return;
-    showInstant(Math.round(xa.p2c(px) / SNAP) * SNAP);  // a pixel is ~8 min of a week: snap to 15 min
+    showInstant(Math.round(xa.p2c(px) / SNAPS[span]) * SNAPS[span]);
   });
-  document.getElementById("prev-week").onclick = () => { weekStart -= 7 * DAY; load(); };
-  document.getElementById("next-week").onclick = () => { weekStart += 7 * DAY; load(); };
+  document.getElementById("prev-week").onclick = () => { rangeStart -= SPANS[span]; load(); };
+  document.getElementById("next-week").onclick = () => { rangeStart += SPANS[span]; load(); };
   document.getElementById("week").onchange = (ev) => {
-    if (ev.target.value) { weekStart = mondayOf(wallMs(ev.target.value + "T00:00:00")); load(); }
+    if (!ev.target.value) return;
+    const day = wallMs(ev.target.value + "T00:00:00");
+    rangeStart = span === "week" ? mondayOf(day) : day;
+    load();
   };
+  document.getElementById("span").onchange = (ev) => {
+    span = ev.target.value;
+    rangeStart = startFor(instantMs !== null ? instantMs : nowMs, span);
+    load();
+  };
+  document.getElementById("now").onclick = () => { instantMs = nowMs; rangeStart = startFor(nowMs, span); load(); };
 
   async function reservation(id) {
     const res = await api(`${cfg.reservationsBase}/${encodeURIComponent(id)}`);
@@ -259,8 +294,11 @@
         x: [m.memory_mib || 0], hovertemplate: `${m.deploy_id}: %{x} MiB<extra></extra>` }));
       bars.push({ type: "bar", orientation: "h", name: `${a.deploy_id} (proposed)`, y: ["members"],
         x: [a.memory_mib], marker: { color: a.admitted ? "#1b7f3b" : "#b3261e" } });
-      Plotly.react(`rsv-chart-${id}`, bars, { barmode: "stack", height: 160, margin: { l: 80, r: 20, t: 10, b: 30 },
-        xaxis: { range: [0, r.gpu_memory_mib], title: { text: "MiB" } }, dragmode: false,
+      // the stack can pass the GPU's memory (that is what a refusal looks like): never clip it
+      const top = Math.max(r.gpu_memory_mib, r.budget_mib, a.total_mib) * 1.05;
+      box.dataset.axisMax = Math.round(top);
+      Plotly.react(`rsv-chart-${id}`, bars, { barmode: "stack", height: 200, margin: { l: 80, r: 20, t: 10, b: 50 },
+        xaxis: { range: [0, top], title: { text: "MiB" } }, dragmode: false,
         shapes: [{ type: "line", x0: r.budget_mib, x1: r.budget_mib, yref: "paper", y0: 0, y1: 1,
           line: { color: "#d62728", width: 2 } }] }, { displayModeBar: false });
     }
@@ -271,7 +309,14 @@
   }
 
   window.gpsTimeline = { clientX, showInstant: (w) => showInstant(wallMs(w.replace(" ", "T"))) };
-  const nowMs = wallMs(cfg.now);
-  weekStart = cfg.week ? mondayOf(wallMs(cfg.week + "T00:00:00")) : mondayOf(nowMs);
-  load().then(() => cfg.reservations.forEach(reservation));
+  const weekMs = cfg.week ? mondayOf(wallMs(cfg.week + "T00:00:00")) : null;
+  const anchor = weekMs === null || (nowMs >= weekMs && nowMs < weekMs + 7 * DAY) ? nowMs : weekMs;
+  rangeStart = startFor(anchor, span);
+  async function open() {  // no ?span=: the week first, then the span its shortest window needs
+    await load();
+    if (cfg.span) return;
+    const wanted = readableSpan(data);
+    if (wanted !== span) { span = wanted; rangeStart = startFor(anchor, span); await load(); }
+  }
+  open().then(() => cfg.reservations.forEach(reservation));
 })();
