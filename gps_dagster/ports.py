@@ -180,7 +180,7 @@ class DeployView:
     instance: str | None = None
     """The control plane's identity of the object behind the id (Kubernetes: kind,
     namespace/name and ``metadata.uid``): equal between two reads iff they read the same object.
-    A claim is pinned to it at first sight; another value is ``deploy_replaced`` (issue 18).
+    A claim is pinned to it at first sight; another value is ``deploy_replaced`` (R-K8S-8).
     None when the backend has no such identity (the simulated pool: an id is its own row)."""
 
     @property

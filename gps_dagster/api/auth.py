@@ -56,7 +56,7 @@ def principal(request: Request) -> TokenRecord:
     """The live token behind the request, or 401 (missing, malformed, unknown, revoked, expired).
 
     A bearer header carries the token; the cookie carries a server-side session
-    (``store/sessions.py``, issue 21 item 9) that resolves to its token, which must still be live.
+    (``store/sessions.py``, R-API) that resolves to its token, which must still be live.
     """
     services = request.app.state.services
     now = services.clock.now()
@@ -85,7 +85,7 @@ def require_admin(who: TokenRecord) -> None:
 
 
 def require_write(who: TokenRecord) -> None:
-    """403 for a read-only token (``cmp:<project>:read``, issue 21 item 15) on a write."""
+    """403 for a read-only token (``cmp:<project>:read``, R-API) on a write."""
     if who.read_only:
         raise ApiError(403, "read_only_token", f"token scope '{who.scope}' may only read",
                        f"use a token of scope cmp:{who.project} for changes and apply-now")

@@ -78,7 +78,7 @@ _VERSION = re.compile(r"[0-9]{1,18}")
 def expected_version(if_match: str | None, *, create: bool = False, required: bool = False) -> int | None:
     """The version an ``If-Match`` header names (``"3"``, ``W/"3"``, ``3``); None without one.
 
-    ``required`` (the tenant surface, issue 21 item 11): no header is ``428 Precondition
+    ``required`` (the tenant surface, R-API): no header is ``428 Precondition
     Required`` — a stale editor must not silently overwrite a newer version (Kubernetes-style
     optimistic concurrency); ``*`` says "whatever is stored" on purpose.
     """

@@ -130,7 +130,7 @@ def install(app: FastAPI, on_refused: OnRefused | None = None) -> None:
 
     async def refused(request: Request, err: ApiError) -> JSONResponse:
         if on_refused is not None:
-            await on_refused(request, err)  # issue 21 item 13: a probe leaves a trace
+            await on_refused(request, err)  # R-API: a probe leaves a trace
         return respond(err)
 
     @app.exception_handler(ApiError)

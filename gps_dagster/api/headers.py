@@ -1,4 +1,4 @@
-"""Security headers on every answer (issue 21 item 10).
+"""Security headers on every answer (R-API).
 
 * ``Content-Security-Policy``: scripts, styles and fetches only from this origin; no plugin,
   no ``<base>``, forms post only here, and no framing (``frame-ancestors 'none'``, with

@@ -67,7 +67,7 @@ class RateLimiter:
         return True
 
     def refund(self, key: str) -> None:
-        """Give back the token of a request that was not taken (409 busy: issue 21 item 3)."""
+        """Give back the token of a request that was not taken (409 busy: R-API)."""
         with self._lock:
             if key in self._buckets:
                 tokens, last = self._buckets[key]

@@ -1,4 +1,4 @@
-"""HTTP hygiene the framework leaves open (issue 21 item 16).
+"""HTTP hygiene the framework leaves open (R-API).
 
 * A request body that is not JSON is ``415 unsupported_media_type`` (it answered 422 as if the
   document were wrong): the API reads JSON bodies only (``application/json`` or ``+json``); a

@@ -1,4 +1,4 @@
-"""Refused calls leave a trace in the audit log, rate-limited (issue 21 item 13).
+"""Refused calls leave a trace in the audit log, rate-limited (R-API).
 
 A probe (a tenant trying names, paths or tokens) used to leave nothing: only writes were
 audited. Every 401, 403, 404, 409, 412, 428 and 429 is now an ``audit_log`` row (action

@@ -92,7 +92,7 @@ class Caller:
     def key(self, name: str) -> str:
         """The stored name of this surface's schedule ``name``: ``<project>/<name>`` on a tenant's.
 
-        Names are unique per scope (issue 21 item 1), so a tenant's names can neither reveal
+        Names are unique per scope (R-API), so a tenant's names can neither reveal
         nor block another scope's: the same ``name`` in two projects is two schedules.
         """
         return name if self.scope == "admin" else f"{self.scope[4:]}/{name}"
@@ -263,7 +263,7 @@ def schedule_routes(app: FastAPI, *, base: str, tag: str, caller: Callable[..., 
             try:
                 report = operations.apply_now(c.services.engine, c.services.store, key, actor=c.who.actor)
             except Busy:
-                rate.refund(key)  # refused, not taken (issue 21 item 3)
+                rate.refund(key)  # refused, not taken (R-API)
                 raise
         return operations.pass_summary(report)
 

@@ -68,7 +68,7 @@ class ApiServices:
         The SQLite lease is shared by the threads of one process (one holder name),
         so without this two concurrent requests for one schedule would both run a pass
         instead of one answering 409 ``busy`` (R-PASS-2). Per schedule, not per process
-        (issue 21 item 3): another schedule's pass never makes this one busy.
+        (R-API): another schedule's pass never makes this one busy.
         """
         with self._passes_guard:
             lock = self._passes.setdefault(schedule, threading.Lock())

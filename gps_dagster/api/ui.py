@@ -115,7 +115,7 @@ def _reservations(svc: ApiServices, targets: tuple[str, ...]) -> list[str]:
 
 
 def _same_origin(request: Request) -> None:
-    """403 for a form posted from another site (login CSRF, issue 21 item 9).
+    """403 for a form posted from another site (login CSRF, R-API).
 
     Browsers send ``Origin`` on every POST (and ``Sec-Fetch-Site``); a request with neither is
     not a browser's cross-site form (curl, a test client) and passes.

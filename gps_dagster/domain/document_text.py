@@ -1,4 +1,4 @@
-"""Parse-level refusals at the path of the offending value, the rest kept (issue 25 #6).
+"""Parse-level refusals at the path of the offending value, the rest kept (R-MODEL-7).
 
 R-MODEL-7: every problem at once, each with its path. A nesting too deep, an integer of 5,000
 digits, NaN/Infinity, a key given twice are problems of *one value*: the parser leaves a

@@ -312,7 +312,7 @@ class Schedule(Frozen):
     name: str = Field(
         description="Schedule name (lowercase, digits, . _ -), unique within its scope. A tenant "
         "schedule's name is qualified by its project, ``vision/gpu42-shared``: a bare name in a "
-        "cmp:<project> document gets the prefix (issue 21 item 1: names are per scope)."
+        "cmp:<project> document gets the prefix (R-API: names are per scope)."
     )
     timezone: str = Field(description="IANA time zone name, e.g. Asia/Ho_Chi_Minh.")
     mode: Mode = Mode.ENFORCE

@@ -205,7 +205,7 @@ class Engine:
     def _one(self, name: str, report: PassReport, *, trigger: str, execute: bool) -> PassReport:
         """A pass for one schedule (apply-now, a sensor): 409 when busy.
 
-        The lock is the schedule's own (issue 21 item 3: one schedule's pass no longer makes
+        The lock is the schedule's own (R-API: one schedule's pass no longer makes
         another's apply-now busy); a sweep holding the pass lock still answers busy
         (R-PASS-2), probed, not held, so two one-schedule passes never exclude each other.
         Targets belong to one schedule (R-MODEL-6): the schedule's lock is its targets'.
@@ -281,7 +281,7 @@ class Engine:
         """
         visited: list[tuple[ScheduleRecord, datetime, bool]] = []
         try:
-            self.planner.measure(self.clock)  # the offset its interval writes carry (issue 25)
+            self.planner.measure(self.clock)  # the offset its interval writes carry (R-PASS-14)
             prefetch = self._prefetch(records)
             self._in_flight(prefetch, report)
             drafts: list[tuple[Draft, ScheduleOutcome, bool]] = []

@@ -1,4 +1,4 @@
-"""Which clock is wrong when a pass finds itself behind a stored interval (issue 25 #5).
+"""Which clock is wrong when a pass finds itself behind a stored interval (R-PASS-14).
 
 R-PASS-14 makes a pass plan nothing for a target whose stored interval is ahead of its clock.
 Beyond ``max_clock_skew_s`` that is an anomaly, reported as a ``clock_skew`` event. The replica

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from gps_dagster.store.api_tables import audit_log
 
 _TOKEN_ACTOR = re.compile(r"^token:.*\(([0-9a-f]{12})\)\Z", re.DOTALL)
-"""``TokenRecord.actor``: the token id goes in its own column too (issue 21 item 8)."""
+"""``TokenRecord.actor``: the token id goes in its own column too (R-API)."""
 
 SYSTEM_ACTOR = "system"
 """Writes made by the product itself or by code that names no actor (tests, simulate)."""

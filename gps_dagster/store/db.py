@@ -52,7 +52,7 @@ def is_postgres(engine: Engine) -> bool:
 
 def database_now(engine: Engine) -> datetime:
     """The database's own clock (PostgreSQL ``clock_timestamp()``; SQLite: the host's clock,
-    through SQLite itself): the reference every replica's clock is measured against (issue 25
+    through SQLite itself): the reference every replica's clock is measured against (R-PASS-14
     #5). Replicas may run on hosts whose clocks disagree; they all share this one."""
     with engine.connect() as conn:
         if is_postgres(engine):

@@ -129,7 +129,7 @@ class VersionMismatch(StoreError):
 
 
 class AmbiguousScheduleName(StoreError):
-    """A bare name that several projects' schedules carry (names are per scope, issue 21)."""
+    """A bare name that several projects' schedules carry (names are per scope, R-API)."""
 
     http_status = 409
     reason = "ambiguous_schedule_name"

@@ -1,4 +1,4 @@
-"""Claims pinned to the object behind the deploy id (issue 18 item 3, migration 0009).
+"""Claims pinned to the object behind the deploy id (R-K8S-8, migration 0009).
 
 A claim is keyed by deploy id, and on Kubernetes that id is a label: a Deployment deleted and
 re-created under the same name (a GitOps sync, a ``kubectl replace --force``, an operator) or an

@@ -186,7 +186,7 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin):
     def resolve_name(self, name: str) -> str:
         """The stored name an operator's ``name`` means (the CLI, the page's address).
 
-        Names are unique per scope (issue 21 item 1): a tenant schedule is stored as
+        Names are unique per scope (R-API): a tenant schedule is stored as
         ``<project>/<name>``. A name stored as given is itself; a bare name that only
         one project's schedule carries means that one; several are ambiguous (409 with
         the candidates); none is returned as given (its lookup then answers 404).

@@ -326,7 +326,7 @@ def _audit(
         new_generation=new_gen, old_value=None if old is None else json.dumps(old, sort_keys=True),
         new_value=json.dumps(new, sort_keys=True),
     ))
-    # and in the log of every write (`/admin/audit`, issue 21 item 13), in the same transaction
+    # and in the log of every write (`/admin/audit`, R-API), in the same transaction
     audit.record(conn, at=at, actor=actor, action=f"reservation_{action}", kind="reservation",
                  name=reservation_id, version=new_gen, detail={"old": old, "new": new})
 

@@ -1,4 +1,4 @@
-"""Server-side sessions of the timeline page (issue 21 item 9).
+"""Server-side sessions of the timeline page (R-API).
 
 The page's cookie used to be the bearer token itself: no expiry, still valid after sign-out,
 and a stolen cookie was the token. A session is now a random secret of its own (only its

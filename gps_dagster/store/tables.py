@@ -3,7 +3,7 @@
 * ``schedules`` — the spec document and its ``version`` (R-MODEL-8).
 * ``target_claims`` — one row per owned deploy; the primary key on
   ``deploy_id`` is the ownership rule of R-MODEL-6 (never a read-then-write);
-  ``instance`` pins it to the object first seen behind the id (issue 18 item 3).
+  ``instance`` pins it to the object first seen behind the id (R-K8S-8).
 * ``target_status`` — the phase machine per target, written by CAS on
   (``status_version``, ``target_generation``) (R-PASS-11).
 * ``transitions`` / ``actions`` — transition plans and their steps; the
@@ -72,7 +72,7 @@ target_status = sa.Table(
     sa.Column("converged_at", UTC_TS),
     sa.Column("updated_at", UTC_TS, nullable=False),
     # who wrote interval_start, and that replica's clock minus the database's clock at the
-    # write (issue 25 #5: a clock_skew event names the fast replica, not the one that noticed)
+    # write (R-PASS-14: a clock_skew event names the fast replica, not the one that noticed)
     sa.Column("interval_writer", sa.String(200)),
     sa.Column("interval_writer_offset_s", sa.Float),
 )

@@ -26,7 +26,7 @@ from gps_dagster.store.errors import StoreError
 PREFIX = "gpsd"
 SCOPE = re.compile(r"^(admin|cmp:[a-z0-9][a-z0-9-]{0,62}(:read)?)\Z")
 """The scopes a token may carry: the schedule scopes of R-MODEL-9, and ``cmp:<project>:read``
-(issue 21 item 15: a tenant's read-only token: GET, dry-run, timeline, admission check)."""
+(R-API: a tenant's read-only token: GET, dry-run, timeline, admission check)."""
 _TOKEN = re.compile(rf"^{PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{20,100}})$")
 _DUMMY = hashlib.sha256(b"no such token").hexdigest()
 
@@ -67,7 +67,7 @@ class InvalidScope(StoreError):
 
 
 MAX_NAME = 64
-"""Longest token name: the audit actor ``token:<name>(<id>)`` always keeps the id (issue 21 item 8)."""
+"""Longest token name: the audit actor ``token:<name>(<id>)`` always keeps the id (R-API)."""
 
 
 class InvalidTokenName(StoreError):

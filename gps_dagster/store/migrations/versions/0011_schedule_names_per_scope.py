@@ -17,7 +17,7 @@ a plan open at the upgrade is then replaced at the next pass as after an edit. T
 is append-only and keeps the names it recorded. A qualified name longer than the key width
 (128) is shortened with a hash of the old name, never dropped.
 
-It also adds ``audit_log.actor_token_id`` (issue 21 item 8): the id of the API token of a
+It also adds ``audit_log.actor_token_id`` (R-API): the id of the API token of a
 write in its own column, filled from the actors already written (``token:<name>(<id>)``); and
 ``api_tokens.expires_at`` (item 15: NULL for every existing token, which stays valid until
 revoked); and the table ``ui_sessions`` (item 9: the page's server-side sessions).
