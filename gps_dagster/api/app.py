@@ -14,6 +14,7 @@ from fastapi import Depends, FastAPI, Query
 
 from gps_dagster import __version__
 from gps_dagster.api import auth, errors, ui
+from gps_dagster.api.body_keys import DocumentRoute
 from gps_dagster.api.headers import SecurityHeaders
 from gps_dagster.api.limits import BodyLimit
 from gps_dagster.api.models import AuditEntry, AuditPage
@@ -38,6 +39,7 @@ def create_app(services: ApiServices) -> FastAPI:
     """The app over ``services`` (store, core, engine, clock, pool, limits)."""
     app = FastAPI(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
                   docs_url="/docs", redoc_url=None, redirect_slashes=False)
+    app.router.route_class = DocumentRoute  # a key given twice is refused at its path (R-MODEL-7)
     app.state.services = services
     errors.install(app, on_refused=RefusalLog().record)
 

@@ -32,3 +32,26 @@ def test_a_body_with_parse_level_problems_is_one_422_listing_each_at_its_path(ap
     }, found
     assert all(path for path, _ in found)
     assert api.services.store.list_schedules() == []  # nothing stored
+
+
+def test_a_key_given_twice_in_a_body_is_refused_at_its_path_with_the_rest(api: Api) -> None:
+    """FastAPI's decoder keeps the last of two equal keys; the API refuses them as a file is."""
+    doc = seed()
+    doc["windows"][0]["priority"] = "@TWICE@"
+    doc["timezone"] = "Mars/Olympus"
+    text = json.dumps(doc).replace('"priority": "@TWICE@"', '"priority": 10, "priority": 20')
+    text = text.replace('"targets":', '"mode": "observe", "mode": "enforce", "targets":', 1)
+    answer = api.call("admin", "POST", ADMIN, content=text.encode(),
+                      headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    found = {(e["path"], e["reason"]) for e in answer.json()["errors"]}
+    assert found >= {
+        ("windows[0].priority", "duplicate_key"),
+        ("mode", "duplicate_key"),
+        ("timezone", "unknown_timezone"),  # the rest of the document is still validated
+    }, found
+    assert api.services.store.list_schedules() == []  # nothing stored
+    clean = json.dumps(seed())  # the same route without a duplicate: created
+    created = api.call("admin", "POST", ADMIN, content=clean.encode(),
+                       headers={"Content-Type": "application/json"})
+    assert created.status_code == 201, created.text
