@@ -6,7 +6,8 @@ No Docker engine and no registry of base images are reachable here (FACTS.md), s
    mirror, ~35 s, cached in ``~/.cache/gps_dagster/image/rootfs``) and becomes the base image
    ``localhost/gps-dagster-base:bookworm`` (``tools/image/Containerfile.base``: FROM scratch +
    COPY), built once;
-2. ``pip wheel -c constraints.txt`` builds the product wheel and downloads its pinned
+2. ``pip wheel -c constraints.txt`` builds the product wheel (from a copy of the files git
+   knows of, never a work tree's stale ``build/``) and downloads its pinned
    dependencies into the build context (the build itself needs no index);
 3. ``buildah bud --isolation chroot --storage-driver vfs --build-arg BASE=<that base>`` runs the
    Containerfile (RUN steps and pip install included) and tags
@@ -94,7 +95,7 @@ def base_image(cache: Path) -> None:
 
 def inputs_hash() -> str:
     digest = hashlib.sha256()
-    files = [REPO / f for f in INPUTS]
+    files = [REPO / f for f in INPUTS] + [Path(__file__).resolve()]  # how it is built, too
     files += sorted(p for p in (REPO / "gps_dagster").rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
@@ -110,11 +111,31 @@ def version() -> str:
     raise SystemExit("build_image: no version in pyproject.toml")
 
 
+def source_copy(dest: Path) -> Path:
+    """The files git knows of (tracked, and new ones not ignored): what a release builds from.
+
+    Never the work tree itself: setuptools' ``build/lib`` keeps files the tree no longer has (a
+    moved module stayed in the image after it left the package), and an untracked scratch file
+    would ship too."""
+    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"build_image: git ls-files failed (a checkout is needed):\n{done.stderr}")
+    for name in filter(None, done.stdout.split("\0")):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
 def product_image(cache: Path, ref: str, plain: str) -> None:
     with tempfile.TemporaryDirectory(prefix="gps-image-", dir=cache) as tmp:
         ctx = Path(tmp)
+        src = source_copy(ctx / "src")
         run([sys.executable, "-m", "pip", "wheel", "-q", "-c", str(REPO / "constraints.txt"),
-             "--wheel-dir", str(ctx / "wheels"), str(REPO)], what="pip wheel")
+             "--wheel-dir", str(ctx / "wheels"), str(src)], what="pip wheel")
+        shutil.rmtree(src)  # not part of the image's build context
         for name in INPUTS[:4]:
             shutil.copy(REPO / name, ctx / name)
         run(["buildah", *STORAGE, "bud", "--isolation", "chroot", "--build-arg", f"BASE={BASE}",
