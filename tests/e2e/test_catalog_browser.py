@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 from e2e_support import Server
-from gps_dagster.cli.devserver import graphql
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.demo.devserver import graphql
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(name="dagster_dev")]
 

@@ -84,13 +84,16 @@ def _script(src: Path, env: dict[str, str], commands: list[list[str]]) -> str:
         "set -eu",
         "mount --make-rprivate /",
         "mount -t tmpfs -o mode=0755 tmpfs /run",
-        f"mkdir -p {sa} /run/stage/pyenv",
+        f"mkdir -p {sa} /run/stage/pyenv /run/stage/repo",
         f"cp {src}/token {src}/ca.crt {src}/namespace {src}/schedule.json {sa}/",
         f"chmod 0644 {sa}/*",  # the kubelet's default mode for a projected token (0644)
         f"mount --bind {PYENV} /run/stage/pyenv",
+        f"mount --bind {REPO} /run/stage/repo",  # the checkout may live under /tmp or /root
         "mount -t tmpfs -o mode=0755 tmpfs /root",
         f"mkdir -p {PYENV} && mount --bind /run/stage/pyenv {PYENV}",
         "mount -t tmpfs -o mode=1777 tmpfs /tmp",
+        f"mkdir -p {REPO} && mount --bind /run/stage/repo {REPO}",
+        f"mount -o remount,bind,ro {REPO}",
         "mount -o remount,bind,ro /",
         "mount -o remount,ro /run",
         f"exec setpriv --reuid={UID} --regid={UID} --clear-groups --inh-caps=-all --no-new-privs "
