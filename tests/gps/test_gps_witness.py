@@ -19,19 +19,19 @@ def _pod(annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {"metadata": {"name": "b-0", "namespace": "cmp-vision", "annotations": annotations or {}}}
 
 
-def test_binder_annotation_inside_the_reservation_confirms(gpu42: Reservation) -> None:
-    pod = _pod({"nvidia.com/container.vllm.gpus.devices": GPU42_UUID})
-    assert witness_pod(pod, gpu42.id, gpu42.gpu_uuids) == Confirmed((GPU42_UUID,), "binder_annotation")
+def test_the_node_agents_annotation_inside_the_reservation_confirms(gpu42: Reservation) -> None:
+    pod = _pod({"gps.dagster.io/container.vllm.gpus.devices": GPU42_UUID})
+    assert witness_pod(pod, gpu42.id, gpu42.gpu_uuids) == Confirmed((GPU42_UUID,), "node_agent")
 
 
 def test_uuid_case_does_not_matter(gpu42: Reservation) -> None:
-    pod = _pod({"nvidia.com/container.vllm.gpus.devices": "GPU-" + GPU42_UUID[4:].upper()})
+    pod = _pod({"gps.dagster.io/container.vllm.gpus.devices": "GPU-" + GPU42_UUID[4:].upper()})
     assert isinstance(witness_pod(pod, gpu42.id, gpu42.gpu_uuids), Confirmed)
 
 
 def test_a_foreign_uuid_is_a_terminal_mismatch_with_a_fix(gpu42: Reservation) -> None:
     other = uuid_n(7)
-    pod = _pod({"nvidia.com/container.vllm.gpus.devices": f"{GPU42_UUID}, {other}"})
+    pod = _pod({"gps.dagster.io/container.vllm.gpus.devices": f"{GPU42_UUID}, {other}"})
     got = witness_pod(pod, gpu42.id, gpu42.gpu_uuids)
     assert isinstance(got, Mismatch)
     assert got.reason == PLACEMENT_MISMATCH == "placement_mismatch"
@@ -41,15 +41,16 @@ def test_a_foreign_uuid_is_a_terminal_mismatch_with_a_fix(gpu42: Reservation) ->
 
 def test_missing_or_empty_annotation_is_unknown_not_mismatch(gpu42: Reservation) -> None:
     assert isinstance(witness_pod(_pod(), gpu42.id, gpu42.gpu_uuids), Unknown)
-    assert isinstance(witness_pod(_pod({"nvidia.com/container.vllm.gpus.devices": " "}), gpu42.id, gpu42.gpu_uuids), Unknown)
+    assert isinstance(witness_pod(_pod({"gps.dagster.io/container.vllm.gpus.devices": " "}), gpu42.id, gpu42.gpu_uuids), Unknown)
     assert isinstance(witness_pod({}, gpu42.id, gpu42.gpu_uuids), Unknown)
 
 
 def test_annotations_of_several_containers_and_a_container_filter() -> None:
     pod = _pod({
-        "nvidia.com/container.vllm.gpus.devices": uuid_n(1),
-        "nvidia.com/container.sidecar.gpus.devices": uuid_n(2),
-        "nvidia.com/gpus.devices": uuid_n(3),  # not the binder's per-container key
+        "gps.dagster.io/container.vllm.gpus.devices": uuid_n(1),
+        "gps.dagster.io/container.sidecar.gpus.devices": uuid_n(2),
+        "nvidia.com/gpus.devices": uuid_n(3),  # not the agent's per-container key
+        "nvidia.com/container.other.gpus.devices": uuid_n(4),  # no real component writes it
     })
     assert annotation_uuids(pod) == (uuid_n(2), uuid_n(1))
     assert annotation_uuids(pod, container="vllm") == (uuid_n(1),)
@@ -68,7 +69,7 @@ def test_dcgm_samples_are_the_fallback(gpu42: Reservation) -> None:
 
 
 def test_annotation_wins_over_dcgm(gpu42: Reservation) -> None:
-    pod = _pod({"nvidia.com/container.vllm.gpus.devices": GPU42_UUID})
+    pod = _pod({"gps.dagster.io/container.vllm.gpus.devices": GPU42_UUID})
     bad = [{"UUID": uuid_n(9), "namespace": "cmp-vision", "pod": "b-0"}]
     assert isinstance(witness_pod(pod, gpu42.id, gpu42.gpu_uuids, dcgm=bad), Confirmed)
 
@@ -107,3 +108,10 @@ def test_unallocated_claim_or_unknown_device_is_unknown(gpu42: Reservation) -> N
     assert dra.allocated_devices(ghost) == (dra.AllocatedDevice("gpu", "gpu.nvidia.com", "hla-worker-042", "gpu-7"),)
     assert dra.claim_uuids(ghost, SLICES) is None
     assert isinstance(judge(None, gpu42.id, gpu42.gpu_uuids, source="claim"), Unknown)
+
+
+def test_an_annotation_no_real_component_writes_is_no_evidence(gpu42: Reservation) -> None:
+    """``nvidia.com/container.<c>.gpus.devices`` is written by no NVIDIA component (only by a
+    fake or by hand): the witness must not trust it, only the node agent's PodResources record."""
+    pod = _pod({"nvidia.com/container.vllm.gpus.devices": GPU42_UUID})
+    assert isinstance(witness_pod(pod, gpu42.id, gpu42.gpu_uuids), Unknown)

@@ -3,9 +3,10 @@
 Track S cannot choose the UUID up front (KAI binpacks on the node), so the
 product checks *after* bind, through the API only (never ``exec nvidia-smi``):
 
-1. the binder annotation ``nvidia.com/container.<container>.gpus.devices``, or the node agent's
-   ``gps.dagster.io/container.<container>.gpus.devices`` (the kubelet's PodResources record,
-   R-K8S-5) — comma-separated UUIDs, per container;
+1. the node agent's ``gps.dagster.io/container.<container>.gpus.devices`` (the kubelet's
+   PodResources record, R-K8S-5) — comma-separated UUIDs, per container. Nothing else on a pod
+   is evidence: no NVIDIA component writes GPU UUIDs onto a Pod, so a
+   ``nvidia.com/container.*.gpus.devices`` annotation (anyone's write) is not read;
 2. else DCGM exporter samples, whose label sets carry ``UUID``,
    ``namespace``, ``pod`` and ``container``.
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PLACEMENT_MISMATCH = "placement_mismatch"
-_ANNOTATION = re.compile(r"^(nvidia\.com|gps\.dagster\.io)/container\.(?P<container>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.gpus\.devices$")
+_ANNOTATION = re.compile(r"^gps\.dagster\.io/container\.(?P<container>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.gpus\.devices$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,8 @@ Verdict = Confirmed | Mismatch | Unknown
 
 
 def annotation_uuids(pod: Mapping[str, Any], *, container: str | None = None) -> tuple[str, ...] | None:
-    """UUIDs from the binder annotations (all containers, or one); ``None`` when absent or empty."""
+    """UUIDs from the node agent's annotations (all containers, or one); ``None`` when absent or
+    empty."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     found: list[str] = []
     seen_any = False
@@ -106,15 +108,15 @@ def witness_pod(
     dcgm: Iterable[Mapping[str, str]] = (),
     container: str | None = None,
 ) -> Verdict:
-    """The verdict for one pod: binder annotation first, DCGM samples as the fallback."""
+    """The verdict for one pod: the node agent's annotation first, DCGM samples as the fallback."""
     uuids = annotation_uuids(pod, container=container)
     if uuids is not None:
-        return judge(uuids, reservation_id, reserved, source="binder_annotation")
+        return judge(uuids, reservation_id, reserved, source="node_agent")
     meta = pod.get("metadata") or {}
     uuids = dcgm_uuids(dcgm, namespace=str(meta.get("namespace", "")), pod=str(meta.get("name", "")), container=container)
     if uuids is not None:
         return judge(uuids, reservation_id, reserved, source="dcgm")
-    return Unknown("no binder annotation and no DCGM sample for the pod yet")
+    return Unknown("no node-agent annotation and no DCGM sample for the pod yet")
 
 
 def _unique(values: Iterable[str]) -> tuple[str, ...]:
