@@ -81,7 +81,7 @@ def test_an_edit_while_the_run_waits_is_seen_at_the_boundary_and_the_run_ends_sk
 ) -> None:
     daemon = _daemon(early, instance)
     requests = daemon.evaluate_sensor(names.PREARM_SENSOR)
-    seed_schedule(early, windows=[])  # edited while the run waits: no window any more
+    seed_schedule(early, windows=())  # edited while the run waits: no window any more
     (result,) = daemon.submit(requests, sensor=names.PREARM_SENSOR)
     assert result.success
     assert _steps(result, "STEP_SUCCESS") == ["arm"]

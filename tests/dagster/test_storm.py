@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 import pytest
 import yaml
+from gps_dagster.domain.spec import TransitionOrder
 from dagster_support import MONDAY_0800, Daemon, make_runtime, seed_schedule
 from pair_fleet import pair_pool, pair_schedule
 
@@ -273,7 +274,7 @@ def test_the_every_minute_schedule_leaves_an_acquire_first_plan_to_the_reconcile
     from the reconcile sensor until the claim's takeover (2 minutes)."""
     rt = _fleet(tmp_path, sqlite_url)
     spec = rt.store.get_schedule("team-0").spec
-    rt.store.apply_schedule(spec.model_copy(update={"transition_order": "acquire_first"}),
+    rt.store.apply_schedule(spec.model_copy(update={"transition_order": TransitionOrder.ACQUIRE_FIRST}),
                             now=rt.clock.now())
     rt.engine.reconcile(trigger="sensor")
     defs = build_definitions(StaticRuntime(rt), max_boundary_schedules=2 * PAIRS - 1)
