@@ -11,7 +11,6 @@ from typing import Any
 import dagster as dg
 import pytest
 import yaml
-from gps_dagster.domain.spec import TransitionOrder
 from dagster_support import MONDAY_0800, Daemon, make_runtime, seed_schedule
 from pair_fleet import pair_pool, pair_schedule
 
@@ -19,6 +18,7 @@ from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.batches import BATCH_JOB, BATCH_THRESHOLD
 from gps_dagster.domain.pool import FaultSpec
 from gps_dagster.domain.schedules import parse_schedule
+from gps_dagster.domain.spec import TransitionOrder
 
 PAIRS = BATCH_THRESHOLD + 4
 
