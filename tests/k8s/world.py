@@ -49,6 +49,7 @@ from gps_dagster.store.records import TargetStatusRow
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s.layout import layout, remap
 from gps_dagster.testing.k8s.pools import ClusterPool
+from gps_dagster.testing.k8s.settle import pending_verdicts
 from tests.k8s.cluster import kube, unique
 
 
@@ -180,6 +181,26 @@ class K8sWorld:
                 "the engine loop going back to sleep",
             )
 
+    def _scheduler_caught_up(self) -> None:
+        """Until the real scheduler has judged every pending pod, and bound each that fits: its
+        backoff (1-10 s) and flush (60 s) run on wall time and cannot follow the virtual clock,
+        and in production they are far below every grace the engine applies. Only placement is
+        waited for: statuses, ReplicaSets and quotas stay behind as they may (decision 179)."""
+        kube, spaces = self.cluster.kube, self.cluster.namespaces
+        deadline = time.monotonic() + self.wall_timeout_s
+        while True:
+            self._raise_failures()
+            ours = [
+                p for ns in spaces for p in kube.items(kube.core.list_namespaced_pod, ns, what="p")
+            ]
+            waiting = pending_verdicts(kube, ours)
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise Stuck(f"the scheduler did not place {waiting[:3]} (at {self.clock.now()})")
+            with self._cond:
+                self._cond.wait(0.05)
+
     def _move(self, instant: datetime) -> None:
         with self._cond:
             self.clock.set(instant)
@@ -206,6 +227,7 @@ class K8sWorld:
         """Move the clock to ``instant``; the engine's loop passes on its own on the way."""
         while self.clock.now() < instant:
             self._engine_asleep()
+            self._scheduler_caught_up()
             self._move(self.next_instant(instant))
         self._engine_asleep()
 
@@ -224,6 +246,7 @@ class K8sWorld:
         while not done():
             if by is not None and self.clock.now() >= by:
                 raise AssertionError(f"{what}: not by {by} (now {self.clock.now()})")
+            self._scheduler_caught_up()
             self._move(self.next_instant(by or self.clock.now() + timedelta(days=7)))
             self._engine_asleep()
         return self.clock.now()
