@@ -195,9 +195,9 @@ def test_billing_refused_by_the_namespace_mark_stops_nothing(new_world: Any) -> 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="found by the e2e loop (no settle): pending foreign 1-GPU pods and B's start race for "
+    reason="found by the e2e loop (cluster not quiet): pending foreign 1-GPU pods and B's start race for "
     "A's freed GPUs; the preview counts the GPUs free before the scheduler binds the intruders, so "
-    "B is started and wins; the settled world bound them first. Product fix pending (R-PASS-9).",
+    "B is started and wins; the old quiet-cluster world bound them first. Product fix pending (R-PASS-9).",
 )
 def test_capacity_taken_by_a_foreign_pod_ends_capacity_unavailable(new_world: Any) -> None:
     w = new_world(
