@@ -4,7 +4,8 @@ A deploy id is a label. When GitOps (or an operator) deletes the Deployment and 
 under the same name, the API server gives the new object another ``metadata.uid``: it is not the
 workload the schedule was applied to. The engine must say so (``ineligible{deploy_replaced}`` with
 its fix) and never act on the replacement, neither at planning nor inside a swap already under
-way, until an operator re-claims it. On the real control plane, with the engine on a virtual clock.
+way, until an operator re-claims it. On the real control plane, end to end (``tests/k8s/world.py``):
+the engine's own loop on a virtual clock while the cluster moves.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def test_a_deployment_recreated_before_the_swap_is_deploy_replaced_and_nothing_i
     new_world: Any,
 ) -> None:
     w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING)
-    w.engine.run_pass()
+    w.tick(0)  # the loop's first pass: it pins what it sees
     first = w.store.pins_for([A, B])
     assert first == {A: w.deploy(A).instance, B: w.deploy(B).instance}
     assert first[B] is not None and "uid=" in first[B]
@@ -100,15 +101,13 @@ def test_a_deployment_recreated_mid_swap_ends_the_start_deploy_replaced_and_is_n
     new_world: Any,
 ) -> None:
     w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING)
-    w.engine.run_pass()
+    w.tick(0)
     pinned = w.store.pins_for([B])[B]
-    w.advance_to(local("2026-10-19T18:00:01"))
-    w.engine.run_pass()  # the plan opens, A's stop is submitted, B's start waits for it
+    w.advance_to(local("2026-10-19T18:00:01"))  # 18:00's pass opened the plan, stopped A
     steps = {a.deploy_id: a for a in w.store.list_actions()}
     assert steps[A].state == "accepted" and steps[B].state in ("pending", "capacity_wait")
     assert (steps[B].detail or {}).get("instance") == pinned
     recreate(w, B)
-    w.settle()
     w.run_until(local("2026-10-19T18:06"))
     start = {a.deploy_id: a for a in w.store.list_actions()}[B]
     assert (start.state, start.reason) == ("failed", "deploy_replaced")

@@ -11,6 +11,8 @@ could not even read. Here, on the control plane:
   READY under them;
 * with the gate enforcing, the holder made by the stop of the last member is gone once the
   engine converged the start that readied the next one.
+
+End to end (``tests/k8s/world.py``): the engine's own loop while the cluster moves.
 """
 
 from __future__ import annotations
@@ -110,8 +112,8 @@ def test_a_read_only_identity_reads_everything_and_writes_nothing(
 ) -> None:
     w = swapping
     w.store.set_gate("observe", now=w.clock.now())  # the engine stays out of it meanwhile
-    w.clock.advance(120)
-    w.settle()
+    w.tick(120)  # B's pods start (90 s) while the loop only observes
+    w.until_quiet_wall(lambda: w.deploy(B).state is DeployState.READY, "B READY")
     core = reader(w, k8s_cluster)
     writes = Writes(core.kube)
     assert core.get_deploy(B).state is DeployState.READY  # used to DELETE the holder: 403

@@ -6,34 +6,21 @@ and controllers) with A ``ready_by`` and the simulator's delays of the replay (a
 the configured default lead and teaches the engine A's start and B's stop; on Monday the
 learned lead starts the swap early so A's Deployment is READY at 08:00 ± 30 s, and B's pods
 were deleted the lead before 08:00 — not earlier.
+
+End-to-end (``tests/k8s/world.py``): the engine's own loop, woken by its due index (boundaries,
+follow-ups every 2 s while steps fly, the ready-by early start), while the cluster moves.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
+from gps_dagster.engine import EngineConfig
 from tests.engine.harness import A, B, local, seed_pool, seed_schedule
-from tests.k8s.world import K8sWorld
 
 FRIDAY = local("2026-10-16T07:00:00")
 MONDAY_8 = local("2026-10-19T08:00:00")
-
-
-def _drive(w: K8sWorld, until: datetime) -> None:
-    """Passes every 2 s while a step is in flight, else woken at the next boundary or early start."""
-    from gps_dagster.domain.evaluator import next_boundary
-
-    while w.clock.now() < until:
-        w.engine.run_pass()
-        w.settle()
-        busy = w.store.list_actions(states=("pending", "capacity_wait", "submitting", "accepted"))
-        nxt = w.clock.now() + timedelta(seconds=2)
-        if not busy:
-            wakes = [next_boundary(w.spec, w.clock.now()),
-                     w.engine.planner.ready_by.next_early(w.store, w.spec, w.clock.now())]
-            nxt = min([x for x in wakes if x is not None] or [until])
-        w.advance_to(min(nxt, until))
 
 
 def test_a_is_ready_at_eight_on_the_cluster_and_b_loses_only_the_lead(new_world: Any) -> None:
@@ -41,8 +28,14 @@ def test_a_is_ready_at_eight_on_the_cluster_and_b_loses_only_the_lead(new_world:
     schedule["targets"][0]["ready_by"] = True
     pool = seed_pool()
     pool["sim"]["timings"] = {"stop_grace_s": 60, "publish_lag_s": 0, "start_delay_s": 420}
-    w = new_world(schedule=schedule, pool=pool, start=FRIDAY)
-    _drive(w, MONDAY_8 + timedelta(minutes=15))
+    w = new_world(
+        schedule=schedule,
+        pool=pool,
+        start=FRIDAY,
+        config=EngineConfig(pass_interval_s=3600),  # the due index wakes it: a safety net
+        max_step_s=None,
+    )
+    w.run_until(MONDAY_8 + timedelta(minutes=15))
     swaps = [t for t in w.store.list_transitions() if t.boundary_at == MONDAY_8]
     assert len(swaps) == 1
     steps = {s.deploy_id: s for s in w.store.list_actions(transition_id=swaps[0].id)}

@@ -1,16 +1,35 @@
-"""The real engine against the real API server: a world for end-to-end tests on the cluster.
+"""The real engine against the real API server, as in production: a world for end-to-end tests.
 
-Store (a real database) + ``K8sCore`` + the engine with its GPS hooks, on one virtual clock. The
-fake kubelets follow that clock; the control plane reacts in wall time and is let settle at every
-instant the world stops at. At each settled instant the world checks the invariant the product
-exists for — no node has more GPUs requested by live pods than it can allocate, and no GPU UUID
-is handed to two pods — and records what every node holds, so a test can assert on the history.
+Store (a real database) + ``K8sCore`` + the engine with its GPS hooks. Nothing here waits for the
+cluster to be quiet (no ``settle()``): three things run at once, as on a real cluster,
+
+* the real ``EngineLoop`` on its own thread, with its own cadence (``pass_interval_s``, woken
+  earlier by the due index: boundaries, follow-ups of steps in flight, ready-by early starts);
+* the fakes (fake kubelets, KAI binder, LWS controller) on another thread, round after round at
+  the clock's now, while the real scheduler and controllers react in wall time;
+* the test, which only changes the world (deploy, stop, delete a pod, move time) and waits,
+  bounded and by polling with a deadline, for what it can observe (store, pods, workloads).
+
+Time: one ``VirtualClock`` read by the engine and the fakes; only the test moves it, and only
+while the engine loop sleeps (its sleeper waits for the clock to reach its wake-up instant).
+Each move goes to the earliest of the loop's wake-up, the next fake-kubelet event, ``max_step_s``
+and the test's target, and is followed by one full round of the fakes at the new instant — so a
+pass can meet any intermediate state: pods Terminating, a ReplicaSet not yet scaled, a status
+not yet observed. Wall-clock time only bounds the waits; no outcome depends on it.
+
+Every round of the fakes also checks the invariant the product exists for — no node has more
+GPUs requested by live pods than it can allocate, and no GPU UUID is handed to two pods — and
+records what every node holds, so a test can assert on the history. A failure there, in a fake
+or in a pass, is raised in the test at its next call into the world.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,18 +37,19 @@ from gps_dagster.backends.k8s import K8sCore, ledger, names, pods
 from gps_dagster.backends.k8s.capacity import allocatable_gpus, node_name
 from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.clocks import VirtualClock
-from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.domain.pool import PoolSpec, load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.engine import Engine, EngineConfig, PassReport
 from gps_dagster.engine.gps_hooks import hooks
-from gps_dagster.ports import DeployView
+from gps_dagster.engine.loop import EngineLoop
+from gps_dagster.ports import CoreError, DeployView
 from gps_dagster.store import Store
 from gps_dagster.store.records import TargetStatusRow
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s.layout import layout, remap
 from gps_dagster.testing.k8s.pools import ClusterPool
+from gps_dagster.testing.k8s.settle import pending_verdicts
 from tests.k8s.cluster import kube, unique
 
 
@@ -38,6 +58,17 @@ class Sample:
     at: datetime
     by_node: dict[str, dict[str, int]]
     """node → holder (deploy id, or pod name) → GPUs requested by its live pods."""
+
+
+class WorldFailed(AssertionError):
+    """The invariant broke, a fake raised, or a pass raised: on the world's threads."""
+
+
+class Stuck(AssertionError):
+    """A bounded wait ran out (wall-clock deadline) before what the test waits for happened."""
+
+
+Step = Callable[[], object]
 
 
 @dataclass
@@ -50,53 +81,187 @@ class K8sWorld:
     spec: Schedule
     pool_spec: PoolSpec
     samples: list[Sample] = field(default_factory=list)
+    max_step_s: float | None = 30.0
+    """The longest single move of the clock (None: straight to the loop's next wake-up)."""
+    wall_timeout_s: float = 120.0
+    """Wall-clock bound of one wait (an engine pass, a round of the fakes, a condition)."""
+    reports: list[PassReport] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    extra_steps: list[Step] = field(default_factory=list)
+    """Other fakes run every round (e.g. a fake cluster-autoscaler), after the pool's own."""
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition()
+        self._fakes_lock = threading.Lock()
+        self._halt = threading.Event()
+        self._kick = threading.Event()
+        self._started_rounds = 0
+        self._done_rounds = 0
+        self._wake_at: datetime | None = None
+        """The loop's wake-up instant while it sleeps; None while a pass runs."""
+        self.loop = EngineLoop(
+            self.engine,
+            clock=self.clock,
+            sleeper=self._sleep,
+            interval_s=self.engine.config.pass_interval_s,
+            on_pass=self.reports.append,
+            on_error=lambda exc: self._fail(f"engine pass raised {type(exc).__name__}: {exc}"),
+        )
+        self._fakes = threading.Thread(target=self._run_fakes, name="e2e-fakes", daemon=True)
+        self._engine = threading.Thread(target=self.loop.run, name="e2e-engine", daemon=True)
+        self._fakes.start()
+
+    @property
+    def settle(self) -> None:  # pragma: no cover - the guard itself
+        """End-to-end tests never settle the cluster (tests/k8s/test_e2e_no_settle.py)."""
+        raise AttributeError(
+            "K8sWorld is end-to-end: the engine runs on its own loop while the cluster moves; "
+            "wait for an observable outcome (wait_for) instead of settling the cluster"
+        )
+
+    # -- the threads -------------------------------------------------------------------------------
+
+    def _fail(self, what: str) -> None:
+        with self._cond:
+            self.failures.append(what)
+            self._cond.notify_all()
+
+    def _run_fakes(self) -> None:
+        while not self._halt.is_set():
+            with self._cond:
+                self._started_rounds += 1
+                number = self._started_rounds
+            try:
+                with self._fakes_lock:
+                    for step in [*self.cluster.steps(), *self.extra_steps]:
+                        step()
+                    self.check()
+            except CoreError:
+                pass  # the API server may be busy: the next round tries again, as a controller
+            except Exception as exc:  # the invariant, or a fake's defect: the test fails
+                self._fail(f"{type(exc).__name__}: {exc}")
+            with self._cond:
+                self._done_rounds = number
+                self._cond.notify_all()
+            self._kick.wait(0.05)
+            self._kick.clear()
+
+    def _sleep(self, seconds: float) -> None:
+        """The engine loop's sleeper: until the clock (moved by the test) reaches the wake-up."""
+        with self._cond:
+            wake = self.clock.now() + timedelta(seconds=seconds)
+            self._wake_at = wake
+            self._cond.notify_all()
+            while not self.loop.stopping and self.clock.now() < wake:
+                self._cond.wait(0.5)
+            self._wake_at = None
+
+    def _raise_failures(self) -> None:
+        if self.failures:
+            raise WorldFailed("; ".join(self.failures[:5]))
+
+    def _wait(self, ready: Callable[[], bool], what: str) -> None:
+        """Under the condition: until ``ready()`` or a failure, at most ``wall_timeout_s``."""
+        deadline = time.monotonic() + self.wall_timeout_s
+        while not ready():
+            self._raise_failures()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Stuck(f"{what}: not within {self.wall_timeout_s} s (at {self.clock.now()})")
+            self._cond.wait(min(left, 0.5))
+        self._raise_failures()
+
+    def _engine_asleep(self) -> None:
+        """Until the loop sleeps towards an instant still ahead (a pass has not just woken)."""
+        if not self._engine.is_alive() and not self.loop.stopping:
+            self._engine.start()
+        with self._cond:
+            self._wait(
+                lambda: self._wake_at is not None and self._wake_at > self.clock.now(),
+                "the engine loop going back to sleep",
+            )
+
+    def _scheduler_caught_up(self) -> None:
+        """Until the real scheduler has judged every pending pod, and bound each that fits: its
+        backoff (1-10 s) and flush (60 s) run on wall time and cannot follow the virtual clock,
+        and in production they are far below every grace the engine applies. Only placement is
+        waited for: statuses, ReplicaSets and quotas stay behind as they may (decision 179)."""
+        kube, spaces = self.cluster.kube, self.cluster.namespaces
+        deadline = time.monotonic() + self.wall_timeout_s
+        while True:
+            self._raise_failures()
+            ours = [
+                p for ns in spaces for p in kube.items(kube.core.list_namespaced_pod, ns, what="p")
+            ]
+            waiting = pending_verdicts(kube, ours)
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise Stuck(f"the scheduler did not place {waiting[:3]} (at {self.clock.now()})")
+            with self._cond:
+                self._cond.wait(0.05)
+
+    def _move(self, instant: datetime) -> None:
+        with self._cond:
+            self.clock.set(instant)
+            target = self._started_rounds + 1
+            self._cond.notify_all()
+        self._kick.set()
+        with self._cond:
+            self._wait(lambda: self._done_rounds >= target, "a round of the fakes")
 
     # -- time --------------------------------------------------------------------------------------
 
-    def settle(self) -> None:
-        self.cluster.settle()
-        self.check()
+    def next_instant(self, until: datetime) -> datetime:
+        now = self.clock.now()
+        with self._fakes_lock:
+            event = self.cluster.sim.next_event_at()
+        cands = [until, self._wake_at]
+        if event is not None and event > now:
+            cands.append(event)
+        if self.max_step_s is not None:
+            cands.append(now + timedelta(seconds=self.max_step_s))
+        return min(c for c in cands if c is not None and c > now)
 
     def advance_to(self, instant: datetime) -> None:
-        """Move the clock to ``instant`` through every fake-kubelet event on the way."""
-        for _ in range(10_000):
-            nxt = self.cluster.sim.next_event_at()
-            if nxt is None or nxt > instant:
-                break
-            if nxt > self.clock.now():
-                self.clock.set(nxt)
-            self.settle()
-        if instant > self.clock.now():
-            self.clock.set(instant)
-        self.settle()
+        """Move the clock to ``instant``; the engine's loop passes on its own on the way."""
+        while self.clock.now() < instant:
+            self._engine_asleep()
+            self._scheduler_caught_up()
+            self._move(self.next_instant(instant))
+        self._engine_asleep()
 
-    def tick(self, seconds: float = 30) -> PassReport:
-        report = self.engine.run_pass()
-        self.settle()
+    def tick(self, seconds: float = 30) -> None:
         self.advance_to(self.clock.now() + timedelta(seconds=seconds))
-        return report
 
-    def run_until(self, until: datetime, *, every: float = 30) -> list[PassReport]:
-        reports = []
-        while self.clock.now() < until:
-            reports.append(self.tick(every))
-        return reports
+    run_until = advance_to
+    drive = advance_to
 
-    def drive(self, until: datetime, *, every: float = 30) -> int:
-        """Passes every ``every`` s while a step is in flight, else woken at the next boundary."""
-        passes = 0
-        while self.clock.now() < until:
-            self.engine.run_pass()
-            passes += 1
-            self.settle()
-            busy = self.store.list_actions(
-                states=("pending", "capacity_wait", "submitting", "accepted")
-            )
-            nxt = self.clock.now() + timedelta(seconds=every)
-            if not busy:
-                nxt = next_boundary(self.spec, self.clock.now()) or until
-            self.advance_to(min(nxt, until))
-        return passes
+    def wait_for(
+        self, done: Callable[[], bool], what: str, *, by: datetime | None = None
+    ) -> datetime:
+        """Let time run (as ``advance_to``) until ``done()``, at the latest by virtual ``by``;
+        returns the virtual instant it was seen. Fails naming ``what`` otherwise."""
+        self._engine_asleep()
+        while not done():
+            if by is not None and self.clock.now() >= by:
+                raise AssertionError(f"{what}: not by {by} (now {self.clock.now()})")
+            self._scheduler_caught_up()
+            self._move(self.next_instant(by or self.clock.now() + timedelta(days=7)))
+            self._engine_asleep()
+        return self.clock.now()
+
+    def until_quiet_wall(self, done: Callable[[], bool], what: str) -> None:
+        """Wait in wall time only (the clock stays): for a controller's reaction the test needs
+        before it changes the world again (e.g. a quota counted, a pod judged Unschedulable)."""
+        deadline = time.monotonic() + self.wall_timeout_s
+        while not done():
+            self._raise_failures()
+            if time.monotonic() > deadline:
+                raise Stuck(f"{what}: not within {self.wall_timeout_s} s")
+            self._kick.set()
+            with self._cond:
+                self._cond.wait(0.05)
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -118,11 +283,25 @@ class K8sWorld:
         return [(d, k, key) for _, _, d, k, key in sorted(out)]
 
     def nodes_of(self, deploy: str) -> set[str]:
-        return {n for s in self.samples[-1:] for n, held in s.by_node.items() if held.get(deploy)}
+        """Where ``deploy``'s live pods are bound now (a fresh look, not the last round's)."""
+        with self._fakes_lock:
+            self.check()
+            last = self.samples[-1]
+        return {n for n, held in last.by_node.items() if held.get(deploy)}
 
     def close(self) -> None:
-        self.cluster.close()
-        self.store.engine.dispose()
+        self.loop.stop()
+        with self._cond:
+            self._cond.notify_all()
+        if self._engine.is_alive():
+            self._engine.join(timeout=30)
+        self._halt.set()
+        self._kick.set()
+        self._fakes.join(timeout=30)
+        try:
+            self.cluster.close()
+        finally:
+            self.store.engine.dispose()
 
     # -- the invariant -----------------------------------------------------------------------------
 
@@ -189,7 +368,11 @@ def make_world(
     start: datetime,
     config: EngineConfig | None = None,
     gate: str = "enforce",
+    max_step_s: float | None = 30.0,
+    follow_up_s: float = 10.0,
 ) -> K8sWorld:
+    """The pool laid out and let settle once (the cluster as the engine finds it when it is
+    installed), then the world's threads; the engine loop starts when the test first moves time."""
     clock = VirtualClock(start)
     store = Store.open(db_url)
     prefix = unique("e")
@@ -214,7 +397,8 @@ def make_world(
     spec = load_schedule(copy.deepcopy(schedule))
     store.apply_schedule(spec, now=start)
     store.set_gate(gate, now=start)
-    engine = Engine(store, core, clock, config or EngineConfig(), **hooks(store, core))
-    world = K8sWorld(clock, store, cluster, core, engine, spec, pool_spec)
-    world.check()
-    return world
+    # the engine's own cadence, with follow-ups of steps in flight every 10 s (production: 2 s)
+    # so that a file stays within its time budget; decision "End-to-end tests on the cluster"
+    config = replace(config or EngineConfig(), follow_up_s=follow_up_s)
+    engine = Engine(store, core, clock, config, **hooks(store, core))
+    return K8sWorld(clock, store, cluster, core, engine, spec, pool_spec, max_step_s=max_step_s)

@@ -141,6 +141,12 @@ def _quotas(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
     return out
 
 
+def pending_verdicts(kube: Kube, ours: list[Obj]) -> list[str]:
+    """Pending pods of ``ours`` the default scheduler has not judged yet, or that fit a node now
+    (the end-to-end world waits for these alone before it moves its clock)."""
+    return _pending(kube, ours)
+
+
 def _pending(kube: Kube, ours: list[Obj]) -> list[str]:
     waiting = [
         p for p in ours if not pods.node(p) and not pods.terminal(p) and not pods.deleting(p)
