@@ -13,7 +13,14 @@ from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.pool import gpu_uuid, load_pool
 from gps_dagster.domain.render import kai
-from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Fits, Insufficient, Permanent
+from gps_dagster.ports import (
+    AdmissionRefused,
+    DeployState,
+    EtagMismatch,
+    Fits,
+    Insufficient,
+    Permanent,
+)
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s.layout import layout, remap
@@ -362,7 +369,7 @@ def test_no_witness_source_refuses_bound_deploys_with_witness_unavailable(
 
 
 def held_pool() -> dict[str, Any]:
-    """n1's GPUs 0-3 are exclusive reservation rsv-x; x binds all four; plain and big are not bound."""
+    """n1's GPUs 0-3 are exclusive reservation rsv-x; x binds all four; plain, big are unbound."""
     uuids = [gpu_uuid("held", "n1", i) for i in range(4)]
     return {
         "name": "held",
@@ -372,7 +379,8 @@ def held_pool() -> dict[str, Any]:
              "gpu_memory_mib": 81559, "gpu_uuids": uuids},
         ],
         "deploys": [
-            {"id": "x", "gpus_per_replica": 4, "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
+            {"id": "x", "gpus_per_replica": 4,
+             "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
             {"id": "plain", "gpus_per_replica": 4},
             {"id": "big", "gpus_per_replica": 5},
         ],
@@ -391,16 +399,19 @@ def test_an_exclusive_reservation_is_held_by_a_pod_and_handed_over_to_its_deploy
         (node,) = p.cluster.sim.nodes
         obj = p.admin.call(p.admin.core.read_node, node, what="node")
         assert obj["status"]["allocatable"][names.GPU] == "8"
-        assert isinstance(p.core.preview_capacity("big", delta_replicas=1), Insufficient)  # held first
+        big = p.core.preview_capacity("big", delta_replicas=1)
+        assert isinstance(big, Insufficient)  # the start holds rsv-x first
         assert isinstance(p.core.preview_capacity("plain", delta_replicas=1), Fits)
         p.core.start("plain", etag=p.core.get_deploy("plain").etag, idempotency_key="start-plain")
         p.cluster.settle()
         ns = p.cluster.reservations["rsv-x"].namespace
-        holder = p.admin.call(p.admin.core.read_namespaced_pod, kai.holder_name("rsv-x"), ns, what="holder")
+        name = kai.holder_name("rsv-x")
+        holder = p.admin.call(p.admin.core.read_namespaced_pod, name, ns, what="holder")
         labels = pods.labels(holder)
         assert labels[kai.ROLE_LABEL] == "holder" and names.DEPLOY_ID not in labels
         assert (pods.node(holder), pods.gpus(holder)) == (node, 4)
-        assert set(p.core.witness("plain").uuids) == {gpu_uuid("held", "n1", i) for i in range(4, 8)}
+        unreserved = {gpu_uuid("held", "n1", i) for i in range(4, 8)}
+        assert set(p.core.witness("plain").uuids) == unreserved
         assert p.core.get_deploy("x").state is DeployState.STOPPED  # the holder is no pod of x
         p.core.start("big", etag=p.core.get_deploy("big").etag, idempotency_key="start-big")
         p.cluster.settle()
@@ -419,7 +430,7 @@ def test_an_exclusive_reservation_is_held_by_a_pod_and_handed_over_to_its_deploy
         p.core.stop("x", etag=p.core.get_deploy("x").etag, allow_aliased_downtime=True,
                     idempotency_key="stop-x")
         p.cluster.settle()
-        again = p.admin.call(p.admin.core.read_namespaced_pod, kai.holder_name("rsv-x"), ns, what="holder")
+        again = p.admin.call(p.admin.core.read_namespaced_pod, name, ns, what="holder")
         assert pods.node(again) == node and p.core.get_deploy("x").state is DeployState.STOPPED
     finally:
         p.close()

@@ -354,7 +354,10 @@ class Reservations:
     # -- exclusive holder (R-GPS-2) ----------------------------------------------------------------
 
     def before_stop(
-        self, w: Workload, b: Binding | None, members: Sequence[tuple[Workload, Binding | None, int]]
+        self,
+        w: Workload,
+        b: Binding | None,
+        members: Sequence[tuple[Workload, Binding | None, int]],
     ) -> None:
         """Before a bound deploy stops: hold each of its exclusive reservations no other bound
         deploy wants. The holder stays Pending until the kubelet has released the deploy's
@@ -415,7 +418,9 @@ class Reservations:
                     },
                     "spec": {
                         "nodeName": rsv.node,
-                        "containers": [{"name": "holder", "resources": {"requests": {names.GPU: gpus}}}],
+                        "containers": [
+                            {"name": "holder", "resources": {"requests": {names.GPU: gpus}}}
+                        ],
                     },
                     "status": {"phase": "Pending"},
                 }

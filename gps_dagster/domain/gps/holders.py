@@ -30,6 +30,6 @@ def exclusive_holder_wanted(reservation: Reservation, *, wanting: Collection[str
     requests the reserved GPUs on their node an outside workload could take them (R-GPS-2: "no
     outside workload can take them"). The holder requests them whole and goes when a bound
     deploy starts (the hand-over: ``backends.k8s.gps.Reservations.hand_over``)."""
-    if reservation.mode is not SharingMode.EXCLUSIVE or reservation.state is not ReservationState.ACTIVE:
+    if reservation.mode is not SharingMode.EXCLUSIVE:
         return False
-    return not wanting
+    return reservation.state is ReservationState.ACTIVE and not wanting

@@ -187,7 +187,9 @@ def render_holder_pod(reservation: Reservation, *, project: str, policy: Schedul
     }
 
 
-def render_exclusive_holder_pod(reservation: Reservation, *, project: str, policy: SchedulingPolicy) -> dict[str, Any]:
+def render_exclusive_holder_pod(
+    reservation: Reservation, *, project: str, policy: SchedulingPolicy
+) -> dict[str, Any]:
     """The pod that holds an exclusive reservation's GPUs while no bound deploy runs (R-GPS-2).
 
     It requests every reserved GPU whole (``nvidia.com/gpu``), pinned to the reservation's node,
@@ -230,7 +232,11 @@ def render_exclusive_holder_pod(reservation: Reservation, *, project: str, polic
         "metadata": {
             "name": holder_name(reservation.id),
             "namespace": reservation.namespace,
-            "labels": {QUEUE_LABEL: policy.queue_for(project), RESERVATION_LABEL: reservation.id, ROLE_LABEL: "holder"},
+            "labels": {
+                QUEUE_LABEL: policy.queue_for(project),
+                RESERVATION_LABEL: reservation.id,
+                ROLE_LABEL: "holder",
+            },
         },
         "spec": spec,
     }
