@@ -111,3 +111,17 @@ def test_the_holder_pod_the_adapter_creates_passes_and_mounts_no_token() -> None
         scheduler_name="kai-scheduler"))
     assert restricted(pod["spec"]) == []
     assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_the_exclusive_holder_pod_passes_and_mounts_no_token() -> None:
+    from tests.gps.gps_fixtures import gpu42_reservation
+
+    rsv = gpu42_reservation().model_copy(update={"mode": "exclusive"})
+    pod = kai.render_exclusive_holder_pod(
+        rsv, project="vision", policy=kai.SchedulingPolicy(scheduler_name="kai-scheduler")
+    )
+    assert restricted(pod["spec"]) == []
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    (c,) = pod["spec"]["containers"]
+    assert c["resources"]["requests"]["nvidia.com/gpu"] == str(len(rsv.gpu_uuids))
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": rsv.node}

@@ -13,7 +13,14 @@ from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.pool import gpu_uuid, load_pool
 from gps_dagster.domain.render import kai
-from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Permanent
+from gps_dagster.ports import (
+    AdmissionRefused,
+    DeployState,
+    EtagMismatch,
+    Fits,
+    Insufficient,
+    Permanent,
+)
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s.layout import layout, remap
@@ -357,5 +364,73 @@ def test_no_witness_source_refuses_bound_deploys_with_witness_unavailable(
         assert core.admission_preview("plain", delta_replicas=1).admitted
         core.start("plain", etag=core.get_deploy("plain").etag, idempotency_key="start-plain")
         assert p.core.admission_preview("x", delta_replicas=1).admitted  # the default: node_agent
+    finally:
+        p.close()
+
+
+def held_pool() -> dict[str, Any]:
+    """n1's GPUs 0-3 are exclusive reservation rsv-x; x binds all four; plain, big are unbound."""
+    uuids = [gpu_uuid("held", "n1", i) for i in range(4)]
+    return {
+        "name": "held",
+        "nodes": [{"name": "n1", "gpus": 8}],
+        "reservations": [
+            {"id": "rsv-x", "node": "n1", "namespace": "serving", "mode": "exclusive",
+             "gpu_memory_mib": 81559, "gpu_uuids": uuids},
+        ],
+        "deploys": [
+            {"id": "x", "gpus_per_replica": 4,
+             "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
+            {"id": "plain", "gpus_per_replica": 4},
+            {"id": "big", "gpus_per_replica": 5},
+        ],
+        "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
+    }
+
+
+def test_an_exclusive_reservation_is_held_by_a_pod_and_handed_over_to_its_deploy(
+    k8s_cluster: str, sqlite_url: str
+) -> None:
+    """The fake node advertises all 8 GPUs (no component hides reserved ones); what keeps unbound
+    work off rsv-x is the holder pod the fenced writes create: before an unbound start, deleted by
+    x's start (the hand-over), created again by x's stop. The scheduler counts it like any pod."""
+    p = Pool(held_pool(), sqlite_url)
+    try:
+        (node,) = p.cluster.sim.nodes
+        obj = p.admin.call(p.admin.core.read_node, node, what="node")
+        assert obj["status"]["allocatable"][names.GPU] == "8"
+        big = p.core.preview_capacity("big", delta_replicas=1)
+        assert isinstance(big, Insufficient)  # the start holds rsv-x first
+        assert isinstance(p.core.preview_capacity("plain", delta_replicas=1), Fits)
+        p.core.start("plain", etag=p.core.get_deploy("plain").etag, idempotency_key="start-plain")
+        p.cluster.settle()
+        ns = p.cluster.reservations["rsv-x"].namespace
+        name = kai.holder_name("rsv-x")
+        holder = p.admin.call(p.admin.core.read_namespaced_pod, name, ns, what="holder")
+        labels = pods.labels(holder)
+        assert labels[kai.ROLE_LABEL] == "holder" and names.DEPLOY_ID not in labels
+        assert (pods.node(holder), pods.gpus(holder)) == (node, 4)
+        unreserved = {gpu_uuid("held", "n1", i) for i in range(4, 8)}
+        assert set(p.core.witness("plain").uuids) == unreserved
+        assert p.core.get_deploy("x").state is DeployState.STOPPED  # the holder is no pod of x
+        p.core.start("big", etag=p.core.get_deploy("big").etag, idempotency_key="start-big")
+        p.cluster.settle()
+        assert p.core.get_deploy("big").unschedulable  # 8 − holder 4 − plain 4: nothing left
+        p.core.stop("plain", etag=p.core.get_deploy("plain").etag, allow_aliased_downtime=True,
+                    idempotency_key="stop-plain")
+        p.core.stop("big", etag=p.core.get_deploy("big").etag, allow_aliased_downtime=True,
+                    idempotency_key="stop-big")
+        p.core.start("x", etag=p.core.get_deploy("x").etag, idempotency_key="start-x")
+        p.cluster.settle()
+        left = p.admin.items(p.admin.core.list_namespaced_pod, ns, what="pods",
+                             label_selector=f"{kai.ROLE_LABEL}=holder")
+        assert left == []  # handed over
+        assert p.core.get_deploy("x").state is DeployState.READY
+        assert set(p.core.witness("x").uuids) == {gpu_uuid("held", "n1", i) for i in range(4)}
+        p.core.stop("x", etag=p.core.get_deploy("x").etag, allow_aliased_downtime=True,
+                    idempotency_key="stop-x")
+        p.cluster.settle()
+        again = p.admin.call(p.admin.core.read_namespaced_pod, name, ns, what="holder")
+        assert pods.node(again) == node and p.core.get_deploy("x").state is DeployState.STOPPED
     finally:
         p.close()

@@ -118,9 +118,19 @@ def quota_applies(qspec: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
 
 
 def check_quota(
-    kube: Kube, w: Workload, *, gpus_per_replica: int, delta: int, bound_time_sliced: bool
+    kube: Kube,
+    w: Workload,
+    *,
+    gpus_per_replica: int,
+    delta: int,
+    bound_time_sliced: bool,
+    credit: int = 0,
 ) -> QuotaStatus:
-    """Read-only: do ``delta`` more replicas fit the namespace's GPU quota? (``QuotaRefused``)"""
+    """Read-only: do ``delta`` more replicas fit the namespace's GPU quota? (``QuotaRefused``)
+
+    ``credit``: GPUs counted in ``used`` that the start itself frees first (the exclusive
+    holder of the deploy's reservations, handed over; R-GPS-8: a reservation counts its GPUs
+    once, by its holder or by its deploy's pods)."""
     requested = 0 if bound_time_sliced else max(delta, 0) * gpus_per_replica
     project = w.labels.get(names.PROJECT) or None
     quotas = kube.items(
@@ -132,6 +142,7 @@ def check_quota(
     if not limits:
         return QuotaStatus(project=project, quota=None, used=0, requested=requested)
     scope, hard, used = min(limits, key=lambda x: x[1] - x[2])
+    used = max(used - credit, 0)
     if used + requested > hard:
         raise QuotaRefused(
             f"ResourceQuota {scope}: {used} {QUOTA_KEY} used + {requested} "

@@ -231,12 +231,13 @@ class K8sCore(MutationsMixin):
         gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
         if b is not None:
             return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
+        holding = self.holding_pods()
         return capacity.preview(
             replica_group(w),
             namespace=w.namespace,
             delta=delta_replicas,
             nodes=self.nodes(),
-            holding=self.holding_pods(),
+            holding=holding + self.gps.idle_holds(holding, self._members()),
             nominated=self.nominated_pods(),
         )
 
@@ -258,7 +259,9 @@ class K8sCore(MutationsMixin):
         b = self._binding(w)
         return self._quota(w, b, delta_replicas)
 
-    def _quota(self, w: Workload, b: Binding | None, delta: int) -> QuotaStatus:
+    def _quota(
+        self, w: Workload, b: Binding | None, delta: int, *, credit: int = 0
+    ) -> QuotaStatus:
         gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
         return accounts.check_quota(
             self.kube,
@@ -266,6 +269,7 @@ class K8sCore(MutationsMixin):
             gpus_per_replica=gpr,
             delta=delta,
             bound_time_sliced=isinstance(b, TimeSlicedBinding),
+            credit=credit,
         )
 
     def check_billing(self, deploy_id: str) -> None:

@@ -10,6 +10,11 @@
   store, so two engines cannot both take the last MiB.
 * **Holder** (R-GPS-6): stopping the last running member of a time-sliced reservation first
   creates the minimal holder pod; it is deleted once a member is ready again.
+* **Exclusive holder** (R-GPS-2): an ACTIVE exclusive reservation that no bound deploy wants is
+  held by a pod requesting its GPUs on its node (``kai.render_exclusive_holder_pod``), so the
+  schedulers and the kubelet count them taken. Created by the fenced writes only: before a
+  bound deploy's stop (``before_stop``) and before any unbound start (``hold_idle``: hold before
+  lending); deleted by the bound deploy's start (``hand_over``), right before its patch.
 * **Witness** (R-GPS-7, R-K8S-5): the UUIDs of each ready replica group, from the node agent's
   ``gps.dagster.io/container.<c>.gpus.devices`` on its pods (the kubelet's PodResources record,
   ``nodeagent``); no NVIDIA component writes GPU UUIDs onto a Pod, so nothing else is read.
@@ -33,8 +38,13 @@ from gps_dagster.domain.gps.admission import Admitted, Decision, Ineligible, Ove
 from gps_dagster.domain.gps.billing import reservation_project
 from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.gps.errors import ReservationNotFound
-from gps_dagster.domain.gps.holders import holder_wanted
-from gps_dagster.domain.gps.reservations import Reservation, ReservationState, format_mib
+from gps_dagster.domain.gps.holders import exclusive_holder_wanted, holder_wanted
+from gps_dagster.domain.gps.reservations import (
+    Reservation,
+    ReservationState,
+    SharingMode,
+    format_mib,
+)
 from gps_dagster.domain.pool import DeployReservation, ExclusiveRef
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import (
@@ -341,6 +351,152 @@ class Reservations:
         except NotFound:
             return
 
+    # -- exclusive holder (R-GPS-2) ----------------------------------------------------------------
+
+    def before_stop(
+        self,
+        w: Workload,
+        b: Binding | None,
+        members: Sequence[tuple[Workload, Binding | None, int]],
+    ) -> None:
+        """Before a bound deploy stops: hold each of its exclusive reservations no other bound
+        deploy wants. The holder stays Pending until the kubelet has released the deploy's
+        GPUs, then its scheduler binds it there."""
+        if not isinstance(b, ExclusiveBinding):
+            return
+        for rid in b.reservations:
+            rsv = self.get(rid)
+            others = _wanting(rid, members) - {w.deploy_id}
+            if exclusive_holder_wanted(rsv, wanting=others):
+                self._create_holder(rsv)
+
+    def hold_idle(self, members: Sequence[tuple[Workload, Binding | None, int]]) -> None:
+        """Before unbound work starts: every idle ACTIVE exclusive reservation of the ledger is
+        held, and the holder of a reservation no longer ACTIVE goes. No ledger: nothing."""
+        if self.engine is None:
+            return
+        held = {
+            (pods.namespace(p), pods.labels(p).get(kai.RESERVATION_LABEL, "")): p
+            for p in self._holders()
+        }
+        for rsv in ReservationRepository(self.engine).list(include_released=True):
+            if rsv.mode is not SharingMode.EXCLUSIVE:
+                continue
+            present = (rsv.namespace, rsv.id) in held
+            if exclusive_holder_wanted(rsv, wanting=_wanting(rsv.id, members)):
+                if not present:
+                    self._create_holder(rsv)
+            elif present and rsv.state is not ReservationState.ACTIVE:
+                self._delete_holder(rsv)
+
+    def idle_holds(
+        self, holding: Sequence[Pod], members: Sequence[tuple[Workload, Binding | None, int]]
+    ) -> list[Pod]:
+        """For a read-only preview of unbound work: the GPUs of each idle ACTIVE exclusive
+        reservation whose holder is not bound yet, as the pod the start will hold them with
+        (``hold_idle`` runs before any unbound start), so the preview never promises them."""
+        if self.engine is None:
+            return []
+        bound = {
+            (pods.namespace(p), pods.labels(p).get(kai.RESERVATION_LABEL, ""))
+            for p in holding
+            if is_holder(p)
+        }
+        out: list[Pod] = []
+        for rsv in ReservationRepository(self.engine).list(include_released=False):
+            if (rsv.namespace, rsv.id) in bound or not exclusive_holder_wanted(
+                rsv, wanting=_wanting(rsv.id, members)
+            ):
+                continue
+            gpus = str(len(rsv.gpu_uuids))
+            out.append(
+                {
+                    "metadata": {
+                        "name": kai.holder_name(rsv.id),
+                        "namespace": rsv.namespace,
+                        "labels": {kai.ROLE_LABEL: "holder", kai.RESERVATION_LABEL: rsv.id},
+                    },
+                    "spec": {
+                        "nodeName": rsv.node,
+                        "containers": [
+                            {"name": "holder", "resources": {"requests": {names.GPU: gpus}}}
+                        ],
+                    },
+                    "status": {"phase": "Pending"},
+                }
+            )
+        return out
+
+    def hand_over(self, b: Binding | None) -> None:
+        """A bound deploy starts: its reservations' holders go, right before its own patch.
+
+        Both are writes of the one fenced start: the holder is deleted with grace 0 (its pause
+        container holds nothing to drain), and the deploy's pods, pinned to the node, are
+        created by its controller at once. A pending outside pod could in principle be bound in
+        between by another scheduler; the render's ``priority_class_name`` (set above tenant
+        work) makes the scheduler serve and, if needed, preempt for the bound pods first."""
+        if not isinstance(b, ExclusiveBinding):
+            return
+        for rid in b.reservations:
+            self._delete_holder(self.get(rid))
+
+    def held_gpus(self, namespace: str, b: Binding | None) -> int:
+        """GPUs the holders of ``b``'s reservations request in ``namespace`` (quota credit: the
+        hand-over frees them before the deploy's pods are created)."""
+        if not isinstance(b, ExclusiveBinding):
+            return 0
+        return sum(
+            pods.gpus(p)
+            for p in self._holders(namespace)
+            if pods.labels(p).get(kai.RESERVATION_LABEL) in b.reservations
+        )
+
+    def _holders(self, namespace: str | None = None) -> list[Pod]:
+        selector = f"{kai.ROLE_LABEL}=holder"
+        if namespace is not None:
+            found = self.kube.items(
+                self.kube.core.list_namespaced_pod,
+                namespace,
+                label_selector=selector,
+                what="list holder pods",
+            )
+        else:
+            found = self.kube.items(
+                self.kube.core.list_pod_for_all_namespaces,
+                label_selector=selector,
+                what="list holder pods",
+            )
+        return [p for p in found if pods.gpus(p) > 0 and not pods.terminal(p)]
+
+    def _create_holder(self, rsv: Reservation) -> None:
+        pod = kai.render_exclusive_holder_pod(
+            rsv, project=_queue_project(rsv), policy=self.policy()
+        )
+        try:
+            self.kube.call(
+                self.kube.core.create_namespaced_pod,
+                rsv.namespace,
+                pod,
+                what=f"create the holder pod of {rsv.id}",
+                mutating=True,
+            )
+        except CoreError as exc:
+            if "already exists" not in str(exc):
+                raise
+
+    def _delete_holder(self, rsv: Reservation) -> None:
+        try:
+            self.kube.call(
+                self.kube.core.delete_namespaced_pod,
+                kai.holder_name(rsv.id),
+                rsv.namespace,
+                grace_period_seconds=0,
+                what=f"delete the holder pod of {rsv.id}",
+                mutating=True,
+            )
+        except NotFound:
+            return
+
     # -- capacity and witness (R-GPS-2, R-GPS-7) ---------------------------------------------------
 
     def capacity(
@@ -364,6 +520,8 @@ class Reservations:
             ours.setdefault(rsv.node, set()).add(rsv.id)
         for p in holding:
             node = pods.node(p)
+            if is_holder(p):  # handed over at the start (``hand_over``)
+                continue
             if node in ours and ours[node] & set(pod_reservations(p)):
                 free[node] -= pods.gpus(p)
         free = {n: max(v, 0) for n, v in free.items()}
@@ -371,6 +529,16 @@ class Reservations:
         if groups >= delta:
             return Fits(groups=delta)
         return Insufficient("insufficient_capacity", dict(sorted(free.items())), delta, groups)
+
+
+def is_holder(p: Pod) -> bool:
+    """A GPS holder pod (time-sliced or exclusive): never a workload's pod."""
+    return pods.labels(p).get(kai.ROLE_LABEL) == "holder"
+
+
+def _wanting(rid: str, members: Sequence[tuple[Workload, Binding | None, int]]) -> set[str]:
+    """The deploys bound to reservation ``rid`` whose spec wants replicas."""
+    return {m.deploy_id for m, mb, _ in members if m.replicas > 0 and bound_to(mb, rid)}
 
 
 def pod_reservations(p: Pod) -> list[str]:

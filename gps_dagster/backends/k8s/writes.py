@@ -63,7 +63,9 @@ class MutationsMixin:
         def finder(self) -> Finder: ...
         def _binding(self, w: Workload) -> Binding | None: ...
         def _members(self) -> list[tuple[Workload, Binding | None, int]]: ...
-        def _quota(self, w: Workload, b: Binding | None, delta: int) -> QuotaStatus: ...
+        def _quota(
+            self, w: Workload, b: Binding | None, delta: int, *, credit: int = 0
+        ) -> QuotaStatus: ...
         def _live(self, w: Workload, e: ledger.Entry) -> Operation: ...
         def _live_noop(self, w: Workload, kind: OperationKind, key: str) -> Operation: ...
 
@@ -83,6 +85,8 @@ class MutationsMixin:
                     if ready > 0 and m.replicas > 0 and gps_mod.bound_to(mb, b.reservation)
                 ]
                 self.gps.ensure_holder(w, b, running)
+            if out.mutating:  # R-GPS-2: an exclusive reservation left idle is held
+                self.gps.before_stop(w, b, self._members())
             return out
 
         return self._mutate(OperationKind.STOP, deploy_id, etag, idempotency_key, plan)
@@ -94,15 +98,18 @@ class MutationsMixin:
             if w.replicas > 0:
                 return mutations.NOTHING
             b = self._binding(w)
-            self._quota(w, b, views.desired_replicas(w))
+            self._quota(w, b, views.desired_replicas(w), credit=self.gps.held_gpus(w.namespace, b))
             if b is None:
+                self.gps.hold_idle(self._members())  # R-GPS-2: hold before lending
                 return mutations.start(w, template=None)
             leader = mutations.leader_template(w)
-            return mutations.start(
+            out = mutations.start(
                 w,
                 template=self.gps.rendered_template(w, b),
                 leader=self.gps.rendered_template(w, b, leader) if leader else None,
             )
+            self.gps.hand_over(b)  # the holder goes right before the deploy's own patch
+            return out
 
         return self._mutate(OperationKind.START, deploy_id, etag, idempotency_key, plan)
 
@@ -120,6 +127,8 @@ class MutationsMixin:
             if 0 < w.replicas < replicas:
                 self.billing(self.kube, w)
                 self._quota(w, b, replicas - w.replicas)
+                if b is None:
+                    self.gps.hold_idle(self._members())  # R-GPS-2: hold before lending
             return mutations.set_replica_intent(w, replicas)
 
         return self._mutate(

@@ -20,3 +20,16 @@ def holder_wanted(reservation: Reservation, *, running: Collection[str], stoppin
     if reservation.mode is not SharingMode.TIME_SLICED or reservation.state is not ReservationState.ACTIVE:
         return False
     return not (set(running) - set(stopping))
+
+
+def exclusive_holder_wanted(reservation: Reservation, *, wanting: Collection[str]) -> bool:
+    """True when an exclusive reservation's GPUs need a holder: it is ACTIVE and no deploy bound
+    to it wants replicas (``wanting``: the bound deploys whose spec asks for replicas > 0).
+
+    The scheduler and the device plugin know nothing of reservations, so without a pod that
+    requests the reserved GPUs on their node an outside workload could take them (R-GPS-2: "no
+    outside workload can take them"). The holder requests them whole and goes when a bound
+    deploy starts (the hand-over: ``backends.k8s.gps.Reservations.hand_over``)."""
+    if reservation.mode is not SharingMode.EXCLUSIVE:
+        return False
+    return reservation.state is ReservationState.ACTIVE and not wanting

@@ -187,6 +187,61 @@ def render_holder_pod(reservation: Reservation, *, project: str, policy: Schedul
     }
 
 
+def render_exclusive_holder_pod(
+    reservation: Reservation, *, project: str, policy: SchedulingPolicy
+) -> dict[str, Any]:
+    """The pod that holds an exclusive reservation's GPUs while no bound deploy runs (R-GPS-2).
+
+    It requests every reserved GPU whole (``nvidia.com/gpu``), pinned to the reservation's node,
+    so the schedulers (the default one and KAI both count every pod bound to a node) and the
+    kubelet's device manager account for them: an outside workload sees them taken. It is the
+    cluster-autoscaler's "placeholder pod" idea (a pause pod that reserves capacity) without its
+    preemption: a bound deploy's start deletes it (``Reservations.hand_over``). Labelled
+    ``role=holder`` and carrying no deploy label, it is never read as a workload's pod. Which of
+    the node's GPUs the device plugin gives it is the plugin's choice; the witness of the bound
+    deploy's pods (R-GPS-7) is what checks the UUIDs.
+    """
+    gpus = str(len(reservation.gpu_uuids))
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "holder",
+                "image": policy.holder_image,
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "16Mi", GPU_RESOURCE: gpus},
+                    "limits": {"memory": "16Mi", GPU_RESOURCE: gpus},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "runAsNonRoot": True,
+                    "runAsUser": 65535,
+                    "capabilities": {"drop": ["ALL"]},
+                    "readOnlyRootFilesystem": True,
+                },
+            }
+        ],
+        # Pod Security "restricted" (tests/helm/test_pod_security.py); it never calls the API.
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 0,
+    }
+    _schedule(spec, reservation, policy, [])
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": holder_name(reservation.id),
+            "namespace": reservation.namespace,
+            "labels": {
+                QUEUE_LABEL: policy.queue_for(project),
+                RESERVATION_LABEL: reservation.id,
+                ROLE_LABEL: "holder",
+            },
+        },
+        "spec": spec,
+    }
+
+
 def holder_name(reservation_id: str) -> str:
     """``<reservation>-holder``, cut to the 63 characters of a DNS label."""
     return f"{reservation_id[: 63 - len('-holder')]}-holder"

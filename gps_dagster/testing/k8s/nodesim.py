@@ -11,15 +11,19 @@ have done by then, through the API only:
   its GPUs then stay unpublished for ``publish_lag_s`` (a GPU being reset), which the node
   reports by a lower allocatable ``nvidia.com/gpu`` — lowered *before* the pod goes, so the
   scheduler never sees a GPU that is not back yet;
-* GPUs of a reservation are not advertised as ``nvidia.com/gpu`` (KAI owns them in production;
-  here ``kai.KaiBinder`` binds the reservation-bound pods), so unbound work never lands on them;
+* every GPU is advertised as ``nvidia.com/gpu``, reserved or not — as the real device plugin
+  does (it knows nothing of reservations). What keeps unbound work off an exclusive
+  reservation's GPUs is the product's holder pod (``kai.render_exclusive_holder_pod``), which
+  requests them; the device plugin's choice prefers (like a ``GetPreferredAllocation``) a
+  pod's own reservation's GPUs, and unreserved ones for other pods, but falls back to any free
+  GPU as a real plugin would;
 * the witness is published as on a real cluster: the node agent's own write path
   (``nodeagent.annotate``) runs against a fake PodResources source (``podresources``) fed by the
   record above — nothing writes a device annotation no real component writes;
 * with a ``runner.PodRunner``, the pods of Jobs whose image it knows are really executed as
   local processes, and their phase follows the exit code (``runner`` module docstring).
 
-Allocatable = GPUs − unpublished − reserved GPUs no pod holds. Times are the clock's (virtual in
+Allocatable = GPUs − unpublished. Times are the clock's (virtual in
 tests); ``next_event_at`` tells a driver when the next transition is due.
 """
 
@@ -131,7 +135,7 @@ class NodeSimulator:
         hidden = 0
         for u in spec.uuids:
             key = u.lower()
-            if key in self.unpublished or (key in self.reserved and key not in self.held):
+            if key in self.unpublished:
                 hidden += 1
         return spec.gpus - hidden
 
@@ -356,10 +360,19 @@ class NodeSimulator:
                 self.free_uuids(node, reserved_for=others),
                 *choices,
             ]
+        choices.append(self._any_free(node))  # a real plugin hands out any free GPU
         for free in choices:
             if len(free) >= need:
                 return tuple(free[:need])
         return None
+
+    def _any_free(self, node: str) -> list[str]:
+        """Free, published UUIDs of ``node``: this pod's preference first is the caller's."""
+        return [
+            u
+            for u in self.nodes[node].uuids
+            if u.lower() not in self.held and u.lower() not in self.unpublished
+        ]
 
     def _reject(self, pod: Obj, need: int) -> None:
         meta = pod["metadata"]
