@@ -8,12 +8,17 @@ values (no I/O, no engine or store types), so that each lane only reads, asks, a
 * ``may_move`` — may this step move yet? (the prerequisite of the plan's second half);
 * ``fence_refusal`` — the fence's re-checks (R-PASS-7): version, enabled, gate, claim;
 * ``forward_ok`` — time only moves forward (R-PASS-14) for a status write;
-* ``alias_refusal`` — the alias guard's refusal text (R-PASS-8).
+* ``alias_refusal`` — the alias guard's refusal text (R-PASS-8);
+* ``capacity_call`` — an acquire's capacity wait (R-PASS-9): go, enter or stay in the wait,
+  or time out;
+* ``recheck_culprit`` / ``recheck_text`` — the release-time preflight re-check (R-PASS-6):
+  which acquiring step's refusal stops the release, and how it is told;
+* ``fence_outcome`` — what a fence's answer makes of the step (R-PASS-7).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -97,3 +102,44 @@ def alias_refusal(deploy_id: str, aliases: Sequence[str]) -> tuple[str, str, dic
     text = (f"{deploy_id} serves alias(es) {', '.join(aliases)} and the intent stops it "
             "without allow_downtime")
     return "alias_without_consent", text, {"aliases": list(aliases)}
+
+
+Capacity = Literal["fits", "enter", "wait", "timeout"]
+
+
+def capacity_call(*, fits: bool, now: datetime, deadline: datetime, state: str) -> Capacity:
+    """An acquire's capacity verdict (R-PASS-9): ``fits`` (it may be fenced), ``timeout`` (the
+    wait is over: ``capacity_unavailable``), ``enter`` (it moves into ``capacity_wait``: a
+    write) or ``wait`` (it is waiting already: nothing to write)."""
+    if fits:
+        return "fits"
+    if now >= deadline:
+        return "timeout"
+    return "wait" if state == "capacity_wait" else "enter"
+
+
+def recheck_culprit(
+    release: str, acquiring: Collection[str], refusals: Mapping[str, object]
+) -> str | None:
+    """The acquiring deploy whose preflight refusal stops the release of ``release`` now
+    (R-PASS-6): the first by name among the plan's still unsubmitted acquires (None: none)."""
+    refused = sorted(d for d in refusals if d != release and d in acquiring)
+    return refused[0] if refused else None
+
+
+def recheck_text(release: str, culprit: str, reason: str | None, fix: str) -> str:
+    """The phase text of a release stopped by ``culprit``'s refusal (``reason``, ``fix``)."""
+    return (f"{culprit} failed preflight ({reason}) when the release was due; {release} left "
+            f"as it is — {fix}")
+
+
+Fence = Literal["submit", "stay", "superseded"]
+
+
+def fence_outcome(refusal: str | None) -> Fence:
+    """What the fence's answer makes of the step (R-PASS-7): ``submit`` (it passed),
+    ``stay`` (the gate is off, or another writer moved first: asked again later, unchanged) or
+    ``superseded`` (an edit, a delete or a lost claim: the new plan decides again)."""
+    if refusal is None:
+        return "submit"
+    return "stay" if refusal in ("gate_not_enforce", "lost_race") else "superseded"

@@ -28,6 +28,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from datetime import datetime
 
 from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
@@ -251,31 +252,11 @@ class BatchRunner:
             with core_session(self.core):
                 while queue and fit is None:
                     a = queue.pop(0)
-                    try:
-                        preview = endpoints.preview(
-                            self.core, a.deploy_id, max(a.delta_replicas or 1, 1)
-                        )
-                    except Exception as exc:  # the step's owner decides
-                        later.append((a, exc))
-                        continue
-                    if not isinstance(preview, Insufficient):
+                    if self._capacity(a, now, statuses, waits, later, out):
                         fit = a
-                        continue
-                    deadline = wait_deadline(a, self.config)
-                    if now >= deadline:
-                        later.append((a, None))  # the runner ends it capacity_unavailable
-                        continue
-                    if a.state != "capacity_wait":
-                        status = statuses[(a.schedule, a.deploy_id)]
-                        waits.append(capacity_write(a, preview, deadline, status))
-                    out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait",
-                                           Phase.CAPACITY_WAIT.value, preview.reason))
             if fit is not None:
                 moved += self._submit_all([fit], statuses, out)
-        if waits:
-            self.store.write_each(waits, now=self.clock.now())
-        for a, error in later:
-            out.append(self.runner.owned(error, a.id, a) if error else self.runner.execute(a.id))
+        self._waited(waits, later, out)
         return moved
 
     def _previewed(
@@ -284,38 +265,62 @@ class BatchRunner:
         statuses: Mapping[tuple[str, str], TargetStatusRow],
         out: list[StepOutcome],
     ) -> list[ActionRow]:
-        """The acquires whose capacity fits now; the others wait (or time out)."""
+        """The acquires whose capacity fits now (one core session); the others wait (or time
+        out)."""
         if not acquires:
             return []
-        fits: list[ActionRow] = []
         waits: list[StepWrite] = []
         later: list[tuple[ActionRow, Exception | None]] = []  # handled once the session is over
-        failed: Exception | None
         now = self.clock.now()
         with core_session(self.core):
-            for a in acquires:
-                deadline = wait_deadline(a, self.config)
-                try:
-                    preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
-                except Exception as exc:  # the step's owner decides
-                    failed = exc
-                    later.append((a, failed))
-                    continue
-                if not isinstance(preview, Insufficient):
-                    fits.append(a)
-                elif now >= deadline:
-                    later.append((a, None))  # the runner ends it capacity_unavailable
-                else:
-                    if a.state != "capacity_wait":
-                        status = statuses[(a.schedule, a.deploy_id)]
-                        waits.append(capacity_write(a, preview, deadline, status))
-                    out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait",
-                                           Phase.CAPACITY_WAIT.value, preview.reason))
+            fits = [a for a in acquires if self._capacity(a, now, statuses, waits, later, out)]
+        self._waited(waits, later, out)
+        return fits
+
+    def _capacity(
+        self,
+        a: ActionRow,
+        now: datetime,
+        statuses: Mapping[tuple[str, str], TargetStatusRow],
+        waits: list[StepWrite],
+        later: list[tuple[ActionRow, Exception | None]],
+        out: list[StepOutcome],
+    ) -> bool:
+        """Preview ``a``'s capacity and apply ``step_rules.capacity_call``; True when it fits.
+
+        A wait is collected in ``waits`` (written together); a timeout or an error goes to
+        ``later`` (the step runner ends it, or its owner judges the error)."""
+        try:
+            preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
+        except Exception as exc:  # the step's owner decides
+            later.append((a, exc))
+            return False
+        deadline = wait_deadline(a, self.config)
+        call = step_rules.capacity_call(
+            fits=not isinstance(preview, Insufficient), now=now, deadline=deadline, state=a.state
+        )
+        if call == "fits" or not isinstance(preview, Insufficient):
+            return True
+        if call == "timeout":
+            later.append((a, None))  # the runner ends it capacity_unavailable
+            return False
+        if call == "enter":
+            waits.append(capacity_write(a, preview, deadline, statuses[(a.schedule, a.deploy_id)]))
+        out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value,
+                               preview.reason))
+        return False
+
+    def _waited(
+        self,
+        waits: list[StepWrite],
+        later: list[tuple[ActionRow, Exception | None]],
+        out: list[StepOutcome],
+    ) -> None:
+        """Write the collected waits together, then let the runner decide the others."""
         if waits:
-            self.store.write_each(waits, now=now)
+            self.store.write_each(waits, now=self.clock.now())
         for a, error in later:
             out.append(self.runner.owned(error, a.id, a) if error else self.runner.execute(a.id))
-        return fits
 
     def _submit_all(
         self,
@@ -336,13 +341,13 @@ class BatchRunner:
         go: list[tuple[ActionRow, TargetStatusRow]] = []
         for a in steps:
             result = fenced[a.id]
-            if result.ok and result.status is not None:
+            outcome = step_rules.fence_outcome(None if result.ok else result.reason or "fenced_out")
+            if outcome == "submit" and result.status is not None:
                 go.append((replace(a, state="submitting", submitted_at=now), result.status))
-            elif result.reason in ("gate_not_enforce", "lost_race"):
+            elif outcome == "stay":
                 out.append(StepOutcome(a.id, a.deploy_id, a.state, None, result.reason))
             else:
-                self.runner.endings.finish(a, "superseded", result.reason or "fenced_out")
-                out.append(StepOutcome(a.id, a.deploy_id, "superseded", None, result.reason))
+                out.append(self.runner.superseded(a, result.reason))
         return self._call_all(go, out)
 
     def _call_all(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from gps_dagster.domain import step_rules
 from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
 from gps_dagster.engine.batch import MOVABLE, BatchRunner, core_session, counts_fits
 from gps_dagster.engine.endings import first_order
@@ -137,13 +138,17 @@ class StepBatch(BatchRunner):
         if not releases:
             return set()
         cleared: set[str] = set()
-        verdicts: dict[str, bool] = {}
+        refusals: dict[str, tuple[set[str], Mapping[str, object]] | None] = {}
         try:
             with core_session(self.core):
                 for a in releases:
-                    if a.transition_id not in verdicts:
-                        verdicts[a.transition_id] = self._plan_passes(plans[a.transition_id], reads)
-                    if verdicts[a.transition_id] and self._alias_clear(a):
+                    if a.transition_id not in refusals:
+                        refusals[a.transition_id] = self._refusals(plans[a.transition_id], reads)
+                    known = refusals[a.transition_id]
+                    if known is None:
+                        continue  # the lone runner reads and decides it
+                    culprit = step_rules.recheck_culprit(a.deploy_id, *known)
+                    if culprit is None and self._alias_clear(a):
                         cleared.add(a.id)
         except Exception as exc:  # the session itself failed: each release checks alone
             log.warning("batched release re-check failed (%s); one by one", exc)
@@ -162,14 +167,18 @@ class StepBatch(BatchRunner):
             return False
         return not info.has_alias or bool((a.detail or {}).get("allow_downtime"))
 
-    def _plan_passes(self, plan: Plan, reads: Mapping[str, DeployView]) -> bool:
-        """``StepRunner._recheck_preflight`` would find no refusal of an acquiring step."""
+    def _refusals(
+        self, plan: Plan, reads: Mapping[str, DeployView]
+    ) -> tuple[set[str], Mapping[str, object]] | None:
+        """The plan's unsubmitted acquires and preflight's refusals of its steps, as
+        ``StepRunner._recheck_preflight`` reads them (None: the lone runner must read it)."""
         tr, steps = plan
         actions = [x for x in steps if x.state in MOVABLE]
-        if not any(x.order == "acquire" for x in actions):
-            return True
+        acquiring = {x.deploy_id for x in actions if x.order == "acquire"}
+        if not acquiring:
+            return acquiring, {}
         if any(x.deploy_id not in reads for x in actions):
-            return False  # gone, an endpoint or unread: the lone runner reads it itself
+            return None  # gone, an endpoint or unread: the lone runner reads it itself
         planned: dict[str, tuple[PlannedStep, Wanted, DeployView]] = {
             x.deploy_id: planned_step(x, reads[x.deploy_id]) for x in actions
         }
@@ -181,6 +190,5 @@ class StepBatch(BatchRunner):
                 release_first=first_order(tr.order) == "release",
             )
         except Exception:  # a transient read: the lone runner owns it
-            return False
-        acquiring = {x.deploy_id for x in actions if x.order == "acquire"}
-        return not any(d in acquiring for d in refusals)
+            return None
+        return acquiring, refusals

@@ -186,13 +186,11 @@ class StepRunner:
     def _resubmit(self, a: ActionRow, status: TargetStatusRow) -> StepOutcome:
         """Crash safety (R-PASS-10) under the same fence as a first submit (R-PASS-1, R-PASS-7)."""
         reason = self.store.fence_check(a)
-        if reason == "gate_not_enforce":
-            # resubmitted once the gate enforces
+        outcome = step_rules.fence_outcome(reason)
+        if outcome == "stay":  # resubmitted once the gate enforces
             return self._outcome(a, "submitting", reason=reason)
-        # an edit, a delete or a lost claim since: the new plan decides again
-        if reason is not None:
-            self.endings.finish(a, "superseded", reason)
-            return self._outcome(a, "superseded", reason=reason)
+        if outcome == "superseded":
+            return self.superseded(a, reason)
         return self._submit(a, status, resubmit=True)
 
     # -- prerequisites ---------------------------------------------------------
@@ -224,9 +222,12 @@ class StepRunner:
         now = self.clock.now()
         deadline = wait_deadline(a, self.config)
         preview = endpoints.preview(self.core, a.deploy_id, max(a.delta_replicas or 1, 1))
-        if not isinstance(preview, Insufficient):
+        call = step_rules.capacity_call(
+            fits=not isinstance(preview, Insufficient), now=now, deadline=deadline, state=a.state
+        )
+        if call == "fits" or not isinstance(preview, Insufficient):
             return None
-        if now >= deadline:
+        if call == "timeout":
             detail = {
                 **(a.detail or {}),
                 "free_by_node": dict(preview.free_by_node),
@@ -236,7 +237,7 @@ class StepRunner:
             return self.endings.fail(
                 a, verdict(Phase.CAPACITY_UNAVAILABLE, extra=extra, detail=detail)
             )
-        if a.state != "capacity_wait":
+        if call == "enter":
             self.store.write_steps([capacity_write(a, preview, deadline, status)], now=now)
         return StepOutcome(
             a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value, preview.reason
@@ -255,12 +256,12 @@ class StepRunner:
         fenced = self.store.fence(
             a, status, now=now, status_changes={"phase": phase.value, "reason": None, "fix": None}
         )
-        if not fenced.ok:
-            if fenced.reason in ("gate_not_enforce", "lost_race"):
-                self._clear_retry(a, now)
-                return self._outcome(a, a.state, reason=fenced.reason)
-            self.endings.finish(a, "superseded", fenced.reason or "fenced_out")
-            return self._outcome(a, "superseded", reason=fenced.reason)
+        outcome = step_rules.fence_outcome(None if fenced.ok else fenced.reason or "fenced_out")
+        if outcome == "stay":
+            self._clear_retry(a, now)
+            return self._outcome(a, a.state, reason=fenced.reason)
+        if outcome == "superseded":
+            return self.superseded(a, fenced.reason)
         refreshed = self.store.get_action(a.id)
         assert refreshed is not None and fenced.status is not None
         return self._submit(refreshed, fenced.status, resubmit=False)
@@ -305,12 +306,12 @@ class StepRunner:
                 release_first=first_order(tr.order if tr else None) == "release",
             ),
         }
-        refused = {d: v for d, v in refusals.items() if d != a.deploy_id and d in acquiring}
-        if not refused:
+        culprit = step_rules.recheck_culprit(a.deploy_id, acquiring, refusals)
+        if culprit is None:
             return None
-        culprit, v = sorted(refused.items())[0]
-        extra = f"{culprit} failed preflight ({v.reason}) when the release was due; {a.deploy_id} left as it is"
-        return Verdict(v.phase, v.reason, f"{extra} — {v.fix}", v.detail)
+        v = refusals[culprit]
+        text = step_rules.recheck_text(a.deploy_id, culprit, v.reason, v.fix)
+        return Verdict(v.phase, v.reason, text, v.detail)
 
     def _alias_blocked(self, a: ActionRow) -> Verdict | None:
         allow = bool((a.detail or {}).get("allow_downtime"))
@@ -444,6 +445,11 @@ class StepRunner:
             now=now,
         )
         return self._outcome(a, "pending", reason="etag_conflict")
+
+    def superseded(self, a: ActionRow, reason: str | None) -> StepOutcome:
+        """A fence refused the step for good (``fence_outcome``): the new plan decides again."""
+        self.endings.finish(a, "superseded", reason or "fenced_out")
+        return self._outcome(a, "superseded", reason=reason)
 
     @staticmethod
     def _outcome(a: ActionRow, state: str, *, reason: str | None = None) -> StepOutcome:
