@@ -11,6 +11,10 @@ values (no I/O, no engine or store types), so that each lane only reads, asks, a
 * ``alias_refusal`` — the alias guard's refusal text (R-PASS-8).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “What "release first" waits for”
+# * “The step rules are pure functions in the domain”
+
 from __future__ import annotations
 
 from collections.abc import Sequence
