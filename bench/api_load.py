@@ -18,6 +18,9 @@ Goal (issue 14): p99 ≤ 100 ms for the reads on SQLite, no error.
     .venv/bin/python bench/api_load.py [--seconds 60] [--clients 50]
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The API's latency goal is read at an offered load, throughput at saturation”
+
 from __future__ import annotations
 
 import argparse

@@ -28,6 +28,9 @@ every action per scrape). ``GPS_BENCH_SIZES`` (default ``1000,10000``),
 ``GPS_BENCH_PG_URL`` (else an embedded server, stopped on every signal).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “3 replicas on the sim cannot reach 2.5× one, by construction; measured, not assumed”
+
 from __future__ import annotations
 
 import multiprocessing

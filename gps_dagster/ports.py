@@ -11,6 +11,11 @@ the earlier ``Operation`` and never mutates twice.
 This module imports neither SQLAlchemy nor Dagster.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A batched read on the Core port”
+# * “`BatchingCore` is optional”
+# * “Acquires previewed together only where previews count each other”
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

@@ -26,6 +26,13 @@ A bad value is a ``SettingsInvalid`` listing every problem (setting, reason, fix
 before anything is opened.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Settings are read once, at the edge, by the composition root”
+# * “`GPS_CLOCK`: `wall` or a frozen virtual instant”
+# * “Identifier patterns end with `\Z`, not `$`”
+# * “The wheel ships the seed example; the default pool is the packaged copy”
+# * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
+
 from __future__ import annotations
 
 import os

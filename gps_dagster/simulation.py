@@ -13,6 +13,10 @@ would, with a new engine process (another lock holder, so it waits out the
 dead one's lease) on the same store and pool, and reports every restart.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Simulation figures”
+# * “`simulate` replays a `crash` fault as an engine restart”
+
 from __future__ import annotations
 
 import dataclasses

@@ -64,3 +64,56 @@ def test_the_index_lists_every_entry_once_under_a_section() -> None:
     assert not absent, f"entries missing from the index at the top (add '* (N) title'): {absent}"
     sections = re.findall(r"^\*\*.+ \((R-[A-Z]+)(?:, R-[A-Z]+)*\)\*\*$", HEAD, re.M)
     assert len(sections) >= 8, "the index lost its spec sections (headings naming their R- ids)"
+
+
+PENDING_CITATION = frozenset({
+    # Being rewritten by another lane: the lead adds their citations after merging, then empties
+    # this set (the test then checks them too).
+    "gps_dagster/engine/steps.py", "gps_dagster/engine/batch.py", "gps_dagster/engine/step_batch.py",
+    "gps_dagster/store/bulk.py", "gps_dagster/store/status.py", "gps_dagster/store/plans.py",
+    "gps_dagster/backends/k8s/core.py", "gps_dagster/backends/k8s/views.py",
+    "gps_dagster/backends/k8s/capacity.py", "gps_dagster/backends/k8s/api.py",
+    "gps_dagster/dagster_defs/sensors.py", "gps_dagster/dagster_defs/prearm.py",
+})
+LIVES = re.compile(r"\*Lives in:\*(?P<where>.*?)\*Status:", re.S)
+
+
+def cited(title: str) -> str:
+    """The title a module cites: without a "(issue N …)" tag (code cites no issue numbers)
+    and without its trailing period or colon."""
+    return re.sub(r"\s*\([^()]*\bissue \d[^()]*\)", "", title).rstrip(".:").strip()
+
+
+def lives_in(entry: str) -> list[str] | None:
+    found = LIVES.search(entry)
+    if found is None:
+        return None
+    return re.findall(r"`([^`]+)`", found["where"])
+
+
+def accepted() -> list[str]:
+    return [e for e in ENTRIES if (s := STATUS.search(e)) and s.group(1).startswith("accepted")]
+
+
+def test_every_accepted_entry_says_where_it_lives() -> None:
+    missing = [number(e) for e in accepted() if lives_in(e) is None]
+    assert not missing, (
+        f"accepted entries without '*Lives in:* `path`' (or 'none (process)') before *Status:*: "
+        f"{missing}"
+    )
+
+
+def test_every_named_module_exists_and_cites_the_decision() -> None:
+    problems = []
+    for e in accepted():
+        for path in lives_in(e) or []:
+            file = ROOT / path
+            if not file.is_file():
+                problems.append(f"entry {number(e)}: {path} does not exist")
+                continue
+            if path in PENDING_CITATION or path.endswith(".json"):
+                continue
+            src = re.sub(r"\s*\n\s*(?:#|//)?\s*", " ", file.read_text(encoding="utf-8"))
+            if f"“{cited(title(e))}”" not in src:
+                problems.append(f"entry {number(e)}: {path} does not cite “{cited(title(e))}”")
+    assert not problems, "\n".join(problems)

@@ -1,4 +1,7 @@
 #!/usr/bin/env sh
+# Decisions embodied here (docs/decisions.md):
+# * “Third-party clocks get faketime, ours get `GPS_CLOCK`”
+
 # The CLI, Dagster, GPS and golden-replay test folders must pass at any instant. After the main
 # run, `make test` runs them again under Debian faketime (libfaketime) at two fixed instants:
 # one inside the seed's business hours (Tue 2026-10-20 03:00 UTC = 10:00 +07) and one on a

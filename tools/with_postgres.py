@@ -13,6 +13,10 @@ running whichever way it ends. The server runs in a session of its own
 (``pg_ctl`` detaches it), so only this cleanup ever stops it.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A real PostgreSQL without system packages”
+# * “Stop signals clean up”
+
 from __future__ import annotations
 
 import contextlib

@@ -7,6 +7,10 @@ OpenAPI document is served at ``/openapi.json`` and checked in as
 timeline page, outside the OpenAPI document.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The API is FastAPI on uvicorn, one process”
+# * “API bodies are JSON only; HEAD as GET; no slash redirects”
+
 
 from typing import Annotated, Any
 

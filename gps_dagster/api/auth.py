@@ -12,6 +12,12 @@ admission check). A tenant naming another project gets the same 404
 as a project that does not exist, so it learns nothing about others.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One URL per schedule”
+# * “Tokens”
+# * “Identifier patterns end with `\Z`, not `$`”
+# * “A read-only tenant scope and token expiry”
+
 from __future__ import annotations
 
 import re

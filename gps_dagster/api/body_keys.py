@@ -11,6 +11,9 @@ them. Bodies without duplicates go through untouched; undecodable ones stay Fast
 ``invalid_json``).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A key given twice in an API body is refused, not last-wins (R-MODEL-7)”
+
 from __future__ import annotations
 
 import re

@@ -8,6 +8,13 @@ node name: the server derives them, seed Q5) are dropped and reported back
 as warnings.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One URL per schedule”
+# * “If-Match is optional”
+# * “If-Match takes ASCII digits only”
+# * “Instants in requests are bounded as documents bound them”
+# * “If-Match is required on the tenant surface, optional on the admin one”
+
 from __future__ import annotations
 
 import re

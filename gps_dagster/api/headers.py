@@ -15,6 +15,9 @@
 ASGI middleware (not ``BaseHTTPMiddleware``): it only edits the response start message.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Security headers in one ASGI middleware”
+
 from __future__ import annotations
 
 from starlette.datastructures import MutableHeaders

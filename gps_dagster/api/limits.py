@@ -7,6 +7,9 @@ wall clock. The body limit is ASGI middleware that refuses a declared
 streamed body while it buffers it (bounded by the limit itself).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Limits”
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,9 @@ not by these models, so the API refuses them with the same field paths,
 reasons and fixes as the CLI.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Instants in requests are bounded as documents bound them”
+
 from __future__ import annotations
 
 from datetime import datetime

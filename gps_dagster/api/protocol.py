@@ -11,6 +11,9 @@ slashes are never redirected (``redirect_slashes=False`` in ``create_app``): a r
 from the request's ``Host`` header points wherever a hostile client says.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “API bodies are JSON only; HEAD as GET; no slash redirects”
+
 from __future__ import annotations
 
 import json

@@ -13,6 +13,9 @@ Writing the row never changes the answer: a database that cannot take it is logg
 refusal is answered as before.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Refused calls are audited, rate-limited per caller”
+
 from __future__ import annotations
 
 import logging

@@ -9,6 +9,9 @@ current state for the rest — and the answer is the pure admission rule of
 ``domain.gps.admission``, the one the core applies at start.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Admission what-if”
+
 
 from collections.abc import Callable
 from datetime import datetime

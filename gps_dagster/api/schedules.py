@@ -9,6 +9,10 @@ touches another's schedules. Every operation is a thin call into
 calls the CLI makes.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One URL per schedule”
+# * “If-Match is optional”
+
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

@@ -5,6 +5,10 @@ runtime, tests from a virtual clock) and handed to ``create_app``; the API
 itself names no concrete adapter and never reads the wall clock.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Limits”
+# * “Apply-now locks its schedule, probes the sweep”
+
 from __future__ import annotations
 
 import threading

@@ -9,6 +9,11 @@ wheel (``plotly/package_data/plotly.min.js``): nothing is vendored by hand and
 nothing is downloaded at run time.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Charts: plotly.js from the `plotly` wheel”
+# * “The page's cookie is a server-side session”
+# * “The timeline page opens at now and at a readable span”
+
 from __future__ import annotations
 
 import html

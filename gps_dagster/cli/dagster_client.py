@@ -4,6 +4,9 @@ Runs by tag, a code-location reload, the runs in flight and their termination: w
 of a running Dagster, the demo's ``dagster dev`` or a deployed webserver alike.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Demo stop terminates runs through the webserver first”
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,9 @@ A ``gps-dagster`` command typed in the demo's folder without the demo's settings
 runs, prints a one-line hint to source them (the file's format: ``export K=V`` lines).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The demo and a second terminal share one instance through `var/demo/env`”
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,10 @@ composition root (``cli/wiring.py``: ``GPS_CLOCK`` runs them at a chosen
 instant), and hand everything below them time as a parameter.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “SIGTERM and SIGINT stop `engine run` gracefully”
+# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new version”
+
 from __future__ import annotations
 
 import contextlib

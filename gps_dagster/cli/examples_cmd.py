@@ -1,6 +1,9 @@
 """``gps-dagster examples``: where the packaged seed example is (an installed wheel has no
 repository ``examples/`` folder)."""
 
+# Decisions embodied here (docs/decisions.md):
+# * “The wheel ships the seed example; the default pool is the packaged copy”
+
 from __future__ import annotations
 
 import click

@@ -4,6 +4,9 @@ Every user mistake becomes ``SpecInvalid`` (exit 1, every problem with its
 field path) or a click usage error (exit 2) — never a traceback.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One-shot instants lie in [1970-01-01, 9000-01-01)”
+
 from __future__ import annotations
 
 import getpass

@@ -17,6 +17,9 @@ composition root builds: GPU nodes (capacity, allocatable, requested, free), the
 pods holding GPUs on each (device UUIDs included) and GPU pods still pending.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Operator commands on the simulated pool”
+
 from __future__ import annotations
 
 import dataclasses

@@ -7,6 +7,9 @@ webserver to reload its code location (R-DAG-1) in the background, as
 ``schedules apply`` does.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The API is FastAPI on uvicorn, one process”
+
 from __future__ import annotations
 
 import os

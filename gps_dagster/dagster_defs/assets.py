@@ -8,6 +8,10 @@ backfill policy, so ``dagster asset materialize --partition-range`` computes a
 week of plans in one run.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Asset checks cover the whole ledger”
+# * “The timeline plans against the runtime's pool”
+
 import warnings
 from datetime import datetime, timedelta
 from typing import Any

@@ -10,6 +10,9 @@ the run at the end when any step failed, naming them. Each plan is still claimed
 (``claim_launches``), with the batch in the claim's origin, so no other origin launches it again.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A deferred step of a batch is the capacity sensor's”
+
 from collections.abc import Iterator, Sequence
 from typing import Any
 

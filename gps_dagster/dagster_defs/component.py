@@ -15,6 +15,9 @@ version), then everything is compiled from the store. The component is registere
 ``dagster_dg_cli.registry_modules`` entry point, so ``dg list components`` shows it.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The Component applies its schedule folder at load”
+
 from __future__ import annotations
 
 from pathlib import Path

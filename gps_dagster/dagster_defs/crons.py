@@ -15,6 +15,9 @@ by an hour in wall time across a change) is therefore harmless: the engine
 opens the transition at the true boundary on the sensor's next tick.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Ready-by on Dagster: an early cron fixed at load, the due index for the rest”
+
 from __future__ import annotations
 
 from collections import defaultdict

@@ -19,6 +19,10 @@ read the same status rows. They are declared in chunks of ``CHECK_CHUNK`` deploy
 ``multi_asset_check`` over 20,000 specs takes minutes to snapshot (quadratic in Dagster 1.13).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One asset per managed deploy, keyed `deploy/<deploy>`”
+# * “A deploy's status change is a runless materialization, not an observation”
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence

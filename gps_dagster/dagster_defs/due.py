@@ -8,6 +8,9 @@ A schedule is due at its boundary whatever the sensor's cursor says (a sensor th
 serves it on its next tick), and again ``follow_up_s`` after a visit while steps are in flight.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Dagster finds due work by the index, and its cursor no longer decides what is due”
+
 from __future__ import annotations
 
 from datetime import datetime

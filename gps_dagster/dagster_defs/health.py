@@ -13,6 +13,9 @@ STOPPED (``InstigatorState`` in ``dagster/_core/scheduler/instigation.py``: RUNN
 are an operator's action, DECLARED_IN_CODE defers to the definition).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A stopped GPS sensor is said, in yellow”
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence

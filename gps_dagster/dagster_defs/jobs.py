@@ -20,6 +20,13 @@ No op waits beyond that bounded watch. The in-process executor is used on purpos
 multiprocess one costs ~14 s per 7-step run on a 2-core machine, measured).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Waiting belongs to sensors, never to ops”
+# * “A deferred acquire is a skipped step, not a green one”
+# * “One run group per swap, through Dagster's own tags”
+# * “Under the sensor floor by watching, briefly”
+# * “A run re-checks its plan before it acts”
+
 from collections.abc import Iterator
 from typing import Any
 

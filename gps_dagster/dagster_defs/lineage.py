@@ -11,6 +11,9 @@ A large fleet (``LEAN_ABOVE`` deploys) gets neither schedule assets nor edges: a
 20,000 nodes is not read, and every spec costs the code location memory.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Schedule assets and reservation edges”
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

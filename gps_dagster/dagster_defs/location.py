@@ -7,6 +7,10 @@ location pod. Settings come from the environment as everywhere (``GPS_DB_URL`` �
 seed pool —, ``GPS_BACKEND``, ``GPS_PREARM_LEAD_S``, ``GPS_RECONCILE_INTERVAL_S``).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Quiet terminal runs”
+# * “The wheel ships the seed example; the default pool is the packaged copy”
+
 import os
 import warnings
 

@@ -8,6 +8,11 @@ runs list and never collide. Tags and run keys are the contract operators filter
 and through GraphQL (``runsOrError(filter: {tags: ...})``).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One asset per managed deploy, keyed `deploy/<deploy>`”
+# * “Readable Dagster names”
+# * “"Launched by" is Dagster's, and not rewritten”
+
 from __future__ import annotations
 
 import hashlib

@@ -10,6 +10,11 @@ request first goes through ``claim_launches``: a durable claim in the product
 store names the one origin allowed to request that plan's run.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A plan run that ran while the gate was off”
+# * “One origin launches a plan”
+# * “One run group per swap, through Dagster's own tags”
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence

@@ -15,6 +15,12 @@ One-shot windows and ends no cron can express are served by the boundary
 sensor (``gps_boundaries``) within seconds.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A large fleet gets one every-minute schedule”
+# * “Dagster finds due work by the index, and its cursor no longer decides what is due”
+# * “Late boundary ticks say what they serve”
+# * “Ready-by on Dagster: an early cron fixed at load, the due index for the rest”
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping

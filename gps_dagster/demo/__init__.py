@@ -9,3 +9,6 @@ nor the image carries it (``tests/packaging/test_wheel.py``). It runs from a che
 * ``devserver`` — ``dagster dev`` as a child process group we fully own.
 * ``teardown`` — clean-up on every stop signal (also used by ``tools/`` and ``bench/``).
 """
+
+# Decisions embodied here (docs/decisions.md):
+# * “Test machinery and the demo leave the product”

@@ -7,6 +7,9 @@ it when it stops. Sourcing it makes every command of the README act on the demo 
 A ``gps-dagster`` command typed without it while a demo runs prints a one-line hint.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The demo and a second terminal share one instance through `var/demo/env`”
+
 from __future__ import annotations
 
 import os

@@ -16,6 +16,10 @@ then the API and the whole ``dagster dev`` process group (SIGTERM, then SIGKILL)
 still left queued or started is marked canceled, and the env file is removed.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Quiet terminal runs”
+# * “Demo stop terminates runs through the webserver first”
+
 from __future__ import annotations
 
 import argparse

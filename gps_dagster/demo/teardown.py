@@ -15,6 +15,9 @@ after the first signal the same signal is delivered again every
 ``REDELIVER_S``, except while a ``signals_held`` cleanup runs.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Stop signals clean up”
+
 from __future__ import annotations
 
 import os

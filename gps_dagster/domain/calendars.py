@@ -12,6 +12,9 @@ or one of the window's explicit ``dates``. Days are *local dates of the
 schedule's zone*: an occurrence is skipped when its start falls on one.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Holidays: `holidays` decides, its version is part of the document”
+
 from __future__ import annotations
 
 from collections.abc import Iterable

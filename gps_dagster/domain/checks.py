@@ -11,6 +11,12 @@ Equal-priority pairs are at most ``MAX_WINDOWS²/2``; each costs a few
 big-integer operations per day shift (``patterns._by_shifts``).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Touching occurrences are not overlapping”
+# * “Evaluation cost is bounded by a work budget, not by how often a window fires”
+# * “Calendars never make a schedule valid”
+# * “The ambiguity check counts ready-by leads at their cap”
+
 from __future__ import annotations
 
 from datetime import timedelta

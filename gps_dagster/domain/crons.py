@@ -10,6 +10,10 @@ months, days, minutes of the day), never minute by minute, and memoised per
 (expression, zone, day) as integer epoch seconds.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Returned datetimes carry a fixed offset”
+# * “Identifier patterns end with `\Z`, not `$`”
+
 from __future__ import annotations
 
 import calendar

@@ -14,6 +14,9 @@ a time through the loader's own constructors (YAML 1.2 scalars, ``yaml12``); mer
 are flattened by the loader and never count as duplicates.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Parse-level refusals are values, not the end of the parse”
+
 from __future__ import annotations
 
 import math

@@ -4,6 +4,10 @@ Every failure becomes ``SpecInvalid`` with field paths in the user's own
 notation (``windows[0].states[1].replicas``), never a pydantic traceback.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Documents are strict and bounded”
+# * “Parse-level refusals are values, not the end of the parse”
+
 from __future__ import annotations
 
 import contextlib

@@ -12,6 +12,10 @@ allow_downtime); ``source`` and ``occurrence_start`` only say where an
 interval's intent came from at its start.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Returned datetimes carry a fixed offset”
+# * “Reports split intervals where the window in force changes; the engine does not”
+
 from __future__ import annotations
 
 import itertools

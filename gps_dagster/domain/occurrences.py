@@ -10,6 +10,10 @@ Instants are whole epoch seconds (fractions are floored): crons fire on whole
 minutes and one-shot bounds are expected to be whole seconds.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Evaluation cost is bounded by a work budget, not by how often a window fires”
+# * “Holidays: `holidays` decides, its version is part of the document”
+
 from __future__ import annotations
 
 import contextlib

@@ -20,6 +20,9 @@ Occurrences that contain a transition instant, and the days they start on,
 are computed exactly instead (``next_fire``, the evaluator's DST rules).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Validation looks at a fixed span, never "from today"”
+
 from __future__ import annotations
 
 import bisect

@@ -15,6 +15,9 @@ error naming the expected type) and bounded: the simulator builds one row per
 GPU and per replica, so ``gpus: 1000000000`` must be refused here, not run.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Documents are strict and bounded”
+
 from __future__ import annotations
 
 import uuid

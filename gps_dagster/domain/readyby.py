@@ -17,6 +17,10 @@ the targets released at that boundary: the releasing window is shortened by exac
 lead, and no window's end moves.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Ready-by: the lead is learned from finished steps, one lead per boundary”
+# * “Ready-by keeps priorities”
+
 from __future__ import annotations
 
 import math

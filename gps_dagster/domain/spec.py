@@ -13,6 +13,14 @@ the expected type, never a silent coercion. Every number is bounded so that
 nothing downstream (timedelta, the database, the control plane) overflows.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One-shot instants lie in [1970-01-01, 9000-01-01)”
+# * “At most 200 windows per schedule”
+# * “Documents are strict and bounded”
+# * “Identifier patterns end with `\Z`, not `$`”
+# * “The unschedulable grace is the schedule's”
+# * “Schedule names are per scope: a tenant schedule is `<project>/<name>`”
+
 from __future__ import annotations
 
 import re

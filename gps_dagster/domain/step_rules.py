@@ -16,6 +16,10 @@ values (no I/O, no engine or store types), so that each lane only reads, asks, a
 * ``fence_outcome`` — what a fence's answer makes of the step (R-PASS-7).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “What "release first" waits for”
+# * “The step rules are pure functions in the domain”
+
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence

@@ -6,6 +6,9 @@ schedule does not own (the seed's embedding deploy C), against the pool's
 total. A segment above capacity is an overcommit; dry-run warns about it.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A time-sliced reservation holds exactly one GPU”
+
 from __future__ import annotations
 
 from dataclasses import dataclass

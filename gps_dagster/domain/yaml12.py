@@ -10,6 +10,9 @@ an error (the last one would silently win), and an integer literal longer
 than ``MAX_INT_DIGITS`` is refused before ``int()`` meets it.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Documents are strict and bounded”
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,9 @@
 """Engine settings: every wait has a clock (SPEC non-negotiable: no hang, ever)."""
 
+# Decisions embodied here (docs/decisions.md):
+# * “Per-process lock holders”
+# * “Due claims: a 15 s lease renewed on a heartbeat, taken in chunks of 50”
+
 from __future__ import annotations
 
 import os

@@ -12,6 +12,11 @@ nothing is stopped or restarted automatically (L3). Converging writes the
 step, the status and the plan's closing in one transaction (R-PASS-16).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Unschedulable is not instant”
+# * “Cluster-autoscaler events steer the unschedulable grace”
+# * “The unschedulable grace is the schedule's”
+
 from __future__ import annotations
 
 from collections.abc import Callable

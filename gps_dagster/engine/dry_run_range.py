@@ -9,6 +9,9 @@ budget, capacity preview against today's capacity). Desired-GPU overcommit is
 reported over the whole range. Nothing is submitted.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Range dry-run”
+
 from __future__ import annotations
 
 import dataclasses

@@ -15,6 +15,9 @@ repaired causes); the due index is what makes boundaries and in-flight work
 independent of the cursor.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Due work is found by index”
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta

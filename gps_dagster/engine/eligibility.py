@@ -5,6 +5,10 @@ with a fix text — and is re-examined on the next pass, so repairing the
 cause clears it.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Only eligibility's own `ineligible` is re-examined every pass”
+# * “A claim is pinned to the object, at first sight”
+
 from __future__ import annotations
 
 from gps_dagster.domain.kinds import UNSUPPORTED_KINDS, scale_refusal

@@ -8,6 +8,9 @@ the commit leaves everything as it was, and the next engine decides again; a
 crash after it leaves nothing half-written.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A failed step cancels the steps that were to follow it”
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -8,6 +8,9 @@ stop mid-group — ends in ``partial_execution{members}`` with a per-member
 receipt. Members are read through the same ``Core`` port as any deploy.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “CMP endpoints are targeted by endpoint id”
+
 from __future__ import annotations
 
 import hashlib

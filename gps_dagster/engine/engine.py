@@ -9,6 +9,12 @@ engines may run this at once; fence, CAS and idempotency keys keep them
 from doing anything twice.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The gate is off until someone turns it on”
+# * “Replicas share due work by claims, not by the pass lock”
+# * “The sweep skips a schedule whose version moved under it”
+# * “Apply-now locks its schedule, probes the sweep”
+
 from __future__ import annotations
 
 import hashlib

@@ -23,6 +23,11 @@ capacity deadline; a release not yet submitted → first failed attempt + stop
 timeout (kept in ``detail.retry_since``).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Clocks run while the core is silent”
+# * “Unknown exceptions in a step are retried, not terminal”
+# * “A database outage stops the pass, not the engine”
+
 from __future__ import annotations
 
 from dataclasses import dataclass

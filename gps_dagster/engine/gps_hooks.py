@@ -17,6 +17,9 @@
 ``hooks(store, core)`` returns all three, ready for ``Engine(..., **hooks(...))``.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The holder goes in the converge, not in a read”
+
 from __future__ import annotations
 
 import logging

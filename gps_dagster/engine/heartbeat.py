@@ -15,6 +15,9 @@ expire, which is the safe side (another replica serves them; fence, CAS and keys
 guarantee).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Due claims: a 15 s lease renewed on a heartbeat, taken in chunks of 50”
+
 from __future__ import annotations
 
 import logging

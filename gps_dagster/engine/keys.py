@@ -6,6 +6,9 @@ interval, step) as SPEC R-PASS-7 asks, plus the attempt. Two engines that open t
 instead of submitting twice.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Interval identity = (schedule, version, target, interval start) + the attempt”
+
 from __future__ import annotations
 
 import hashlib

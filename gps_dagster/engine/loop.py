@@ -13,6 +13,10 @@ production sleeper waits on the event ``stop`` sets, so the loop wakes at
 once, and a pass in progress ends between two schedules.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “SIGTERM and SIGINT stop `engine run` gracefully”
+# * “A database outage is one line per failed pass”
+
 from __future__ import annotations
 
 import logging

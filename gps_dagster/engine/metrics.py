@@ -13,6 +13,11 @@ old rows without any counter dropping. Steps still moving are a gauge, read
 through the partial index on in-flight steps.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Metrics are computed from the store at scrape time”
+# * “Counters count facts that never change”
+# * “Counters are running totals”
+
 from __future__ import annotations
 
 from collections.abc import Iterator

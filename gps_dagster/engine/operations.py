@@ -19,6 +19,9 @@ schedule naming a deploy the core cannot read now is accepted (it will be
 deploy that may belong to another project would block that project.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Scope checks at create/update, on both edges”
+
 from __future__ import annotations
 
 from datetime import datetime

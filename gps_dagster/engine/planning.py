@@ -17,6 +17,16 @@ off against the database's (``engine/skew.py``: the writer of the stored interva
 The status CAS enforces the same rule in the store.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A schedule edit is an intent change”
+# * “A refused preflight refuses the whole plan”
+# * “Boundary lag”
+# * “An ineligible target that should acquire refuses the plan”
+# * “Only eligibility's own `ineligible` is re-examined every pass”
+# * “Clock skew: behind plans nothing, silently up to 5 s”
+# * “The unschedulable grace is the schedule's”
+# * “`clock_skew` names the clock that is off against the database's”
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -10,6 +10,9 @@ boundary within the lead: the next instant any target's intent changes
 plan keeps today's path: its first op is an acquire that the pre-armed job does not run).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Pre-armed runs”
+
 from __future__ import annotations
 
 from dataclasses import dataclass

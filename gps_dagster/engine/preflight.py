@@ -5,6 +5,10 @@ all STOPPED, reservation budget), or a releasing stop would be refused by the
 alias guard, nothing in the plan is executed: A is not stopped for nothing.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A refused preflight refuses the whole plan”
+# * “Quota credits are keyed by the quota the core names”
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -10,6 +10,9 @@ say, from the store alone, whether the plan is still the one its targets follow,
 by what it was replaced: the reason an op ends with ("superseded by plan … at …").
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A run re-checks its plan before it acts”
+
 from __future__ import annotations
 
 from dataclasses import dataclass

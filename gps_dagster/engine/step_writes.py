@@ -5,6 +5,9 @@ transaction (``Store.write_each``): the same ``StepWrite`` either way, so a
 batched step ends exactly as a lone one would.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Capacity clock”
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta

@@ -6,6 +6,9 @@ so an installed ``gps-dagster`` never points into a source tree. ``gps-dagster e
 prints their paths.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The wheel ships the seed example; the default pool is the packaged copy”
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -5,6 +5,10 @@ with the write it describes, so the log never claims a write that did not
 happen, nor misses one that did.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Audit”
+# * “Token names 1-64 printable; the token id in its own audit column”
+
 from __future__ import annotations
 
 import re

@@ -14,6 +14,12 @@ connection-level error of the driver (``OperationalError``,
 temporary error the engine loop survives, never as a raw driver traceback.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Product tables in their own schema”
+# * “SQLite settings”
+# * “A database outage stops the pass, not the engine”
+# * “`clock_skew` names the clock that is off against the database's”
+
 from __future__ import annotations
 
 import os

@@ -16,6 +16,10 @@ replica's share of a storm is taken over in seconds (R-NEXT-4). The claim only s
 the status CAS and the idempotency keys.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Due work is found by index”
+# * “Replicas share due work by claims, not by the pass lock”
+
 from __future__ import annotations
 
 import hashlib

@@ -15,6 +15,9 @@ is taken over by compare-and-set on the holder, so exactly one origin wins
 the takeover too.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One origin launches a plan”
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -9,6 +9,9 @@ a total. Keys are added in sorted order, last in the transaction, so two
 writers never wait on each other's totals in opposite orders.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Counters are running totals”
+
 from __future__ import annotations
 
 import json

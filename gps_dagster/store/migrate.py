@@ -6,6 +6,9 @@ the CLI): on PostgreSQL a session advisory lock serialises them; on SQLite
 ``BEGIN IMMEDIATE`` (see ``store/db.py``) does the same.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Product tables in their own schema”
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -8,6 +8,9 @@ operator re-claims the target. The pin is written once, by compare-and-set on a 
 two replicas seeing two objects at first sight cannot both win.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A claim is pinned to the object, at first sight”
+
 from __future__ import annotations
 
 from collections.abc import Sequence

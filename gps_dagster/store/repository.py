@@ -12,6 +12,15 @@ Database errors are translated at this edge: a connection-level error is
 ``IntegrityError``).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The gate is off until someone turns it on”
+# * “Deleting a schedule with steps in flight is refused”
+# * “Two creates of one schedule at once: the second gets 409 `schedule_conflict`”
+# * “Transition states”
+# * “An unchanged schedule keeps its version”
+# * “A name deleted and created again continues its version sequence”
+# * “Schedule names are per scope: a tenant schedule is `<project>/<name>`”
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence

@@ -13,6 +13,10 @@ serialised by ``BEGIN IMMEDIATE``), so two racing admissions for the last MiB
 cannot both win.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The GPS ledger is the store's `ReservationRepository`”
+# * “Audit”
+
 from __future__ import annotations
 
 import builtins

@@ -15,6 +15,9 @@ Counters are running totals (``metric_totals``), not counts of rows: nothing
 deleted here moves a counter. The audit log (who changed what) is kept.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Retention: 30 days, hourly, `db prune`”
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -7,6 +7,9 @@ revoked at sign-out. It authenticates only while its token does (revoked or expi
 end their sessions at once).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The page's cookie is a server-side session”
+
 from __future__ import annotations
 
 import hashlib

@@ -9,6 +9,9 @@ and parses only the documents it has not seen. Keyed by content rather than
 version: a schedule deleted and created again restarts at version 1.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Parsed schedules are cached by content”
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -13,6 +13,9 @@ than the last N the p90 is taken over. Two figures:
   converged (STOPPED, no terminating pod).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Ready-by: the lead is learned from finished steps, one lead per boundary”
+
 from __future__ import annotations
 
 from collections.abc import Sequence

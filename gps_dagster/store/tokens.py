@@ -7,6 +7,13 @@ brute-force, unlike a password. Verification always hashes and compares, even
 for an unknown id, so the time taken says nothing about which ids exist.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Tokens”
+# * “A token name names one live token”
+# * “Identifier patterns end with `\Z`, not `$`”
+# * “Token names 1-64 printable; the token id in its own audit column”
+# * “A read-only tenant scope and token expiry”
+
 from __future__ import annotations
 
 import hashlib

@@ -16,4 +16,7 @@ from a checkout.
 * ``testing.k8s.realnode`` — a real kubelet + containerd node joined to that control plane.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Test machinery and the demo leave the product”
+
 __all__ = ["k8s"]

@@ -20,6 +20,9 @@ the last three product images are kept (work trees of one machine share the stor
 exits 1 with the step's output: nothing that needs the image is ever skipped.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The image is built offline in `make test`”
+
 from __future__ import annotations
 
 import fcntl

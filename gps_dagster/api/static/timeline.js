@@ -1,6 +1,9 @@
 // The timeline page of gps-dagster: windows, effective state per target, desired GPUs vs
 // capacity (plotly.js), the table of an instant, and the reservation budget what-if.
 // Instants are handled in the schedule's wall time (the API answers in the schedule's offset).
+//
+// Decisions embodied here (docs/decisions.md):
+// * “The timeline page opens at now and at a readable span”
 "use strict";
 (function () {
   const cfg = JSON.parse(document.getElementById("config").textContent);

@@ -12,6 +12,10 @@
   is not wired (no RBAC on Services), any other failure that it could not be read.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Quota on Kubernetes is the namespace's ResourceQuota”
+# * “Quota credits are keyed by the quota the core names”
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

@@ -20,6 +20,10 @@
   ``nodeagent``); no NVIDIA component writes GPU UUIDs onto a Pod, so nothing else is read.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A reservation's scope is its namespace, for every mode; the queue is the reservation's”
+# * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
+
 from __future__ import annotations
 
 import json

@@ -25,6 +25,10 @@ one preconditioned merge patch, so a write that lands in between is a 409, never
 and a lost answer is replayed from the ledger.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The idempotency ledger lives on the workload”
+# * “The ETag is `<uid>.<spec digest>.<ledger seq>`, not the generation”
+
 from __future__ import annotations
 
 import base64

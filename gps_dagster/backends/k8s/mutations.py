@@ -12,6 +12,9 @@ A stop of a stopped workload and a start of a running one change nothing (``muta
 the ledger still records the key, but the ETag stays.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A foreign SSA owner of `spec.replicas` is `ineligible{gitops_owned}`”
+
 from __future__ import annotations
 
 import json

@@ -20,6 +20,10 @@ PodResources source (``fake/podresources.py``), so the witness reaches the adapt
 An agent with no source refuses to start (``WitnessUnavailable``): it never guesses.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The witness node agent annotates pods under our own prefix”
+# * “A time-sliced member's GPU is its KAI reservation pod's”
+
 from __future__ import annotations
 
 import contextlib

@@ -5,6 +5,9 @@ pod (``deletionTimestamp`` set, grace period running) still holds them (SPEC R-K
 terminal pod (``Succeeded``/``Failed``) does not.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The fake nodes publish the witness through the node agent's own write path”
+
 from __future__ import annotations
 
 import math

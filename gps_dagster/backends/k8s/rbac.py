@@ -8,6 +8,9 @@ touch workloads anywhere else; the holder pods only where reservations live; a r
 identity gets the reads alone.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The adapter's RBAC is one file”
+
 from __future__ import annotations
 
 import base64

@@ -7,6 +7,9 @@ engine refuses (``unsupported_kind``), never silently ignored; two workloads wit
 error, since acting on either could be the wrong one.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Controller-owned workloads are `unsupported_kind`; a duplicate deploy id is left out of the batched read”
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence

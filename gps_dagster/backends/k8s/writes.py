@@ -13,6 +13,9 @@ Every mutation starts from a fresh read of the workload:
    if the deploy's intent is unchanged, else it is the caller's ``EtagMismatch``.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Scaling stays one patch of the workload, not `deployments/scale`”
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -4,6 +4,9 @@ Its own module so that the dynamics and the reservation logic (``reserved``)
 can both use it without importing each other.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The sim's storm path costs statements, not an algorithm: cut them”
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -8,6 +8,12 @@ out the same GPU. Idempotency keys are a unique column: a replayed key returns
 the stored operation without touching the pool again.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The GPS ledger is the store's `ReservationRepository`”
+# * “`BatchingCore` is optional”
+# * “The simulated pool is one serialisation point”
+# * “The sim's storm path costs statements, not an algorithm: cut them”
+
 from __future__ import annotations
 
 import json

@@ -7,6 +7,9 @@ translates their UUIDs to the pool's own GPU ids, so placement can keep
 unbound workloads off reserved GPUs and bound ones on them.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The GPS ledger is the store's `ReservationRepository`”
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -7,6 +7,9 @@ pods may still be terminating: ``terminating_pods`` is the evidence that its
 GPUs are free, never the state alone (SPEC R-PASS-8).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The simulated pool reports STOPPED at once”
+
 from __future__ import annotations
 
 import functools

@@ -7,6 +7,11 @@ what the server owns: ``generation`` (the fence of R-GPS-9), the lifecycle
 one rounding away from a budget that is off by a MiB at the boundary.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Exact budget arithmetic”
+# * “A time-sliced reservation holds exactly one GPU”
+# * “Identifier patterns end with `\Z`, not `$`”
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,9 @@ that says otherwise is rejected, not silently overridden: the tenant would
 otherwise debug a number they did not set.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Exact budget arithmetic”
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -16,6 +16,9 @@ anything else is ``Mismatch`` — terminal ``placement_mismatch``, a fix text,
 and no automatic repair (moving a serving pod is an operator's call).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The witness node agent annotates pods under our own prefix”
+
 from __future__ import annotations
 
 import re

@@ -19,6 +19,9 @@ affinity are dropped and reported, so the pin cannot be widened.
 Every function returns a fresh plain dict; the input is never mutated.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Node pinning with `nodeSelector: kubernetes.io/hostname`, not `nodeName`”
+
 from __future__ import annotations
 
 import copy

@@ -27,6 +27,9 @@ starts with the image's environment plus the pod's, never the host's, as the cur
 (``runAsUser`` cannot be honoured here).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The fake kubelet executes Job pods of the local image”
+
 from __future__ import annotations
 
 import base64

@@ -11,6 +11,9 @@ A missing binary is a ``ControlPlaneError`` that names the build script: nothing
 This module does not import the ``kubernetes`` client; it only runs processes and files.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The fake kubelet executes Job pods of the local image”
+
 from __future__ import annotations
 
 import contextlib

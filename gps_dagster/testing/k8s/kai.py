@@ -17,6 +17,10 @@ so the kubelet's PodResources record lists only the reservation pod's device —
 node agent maps back to the group's pods.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Reserved GPUs are not `nvidia.com/gpu` on the test cluster”
+# * “A time-sliced member's GPU is its KAI reservation pod's”
+
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,9 @@
 """Where a pool file's objects live on a shared cluster: prefixed namespaces per project and
 reservation, so many pools (tests running side by side, the demo) never see each other's."""
 
+# Decisions embodied here (docs/decisions.md):
+# * “A reservation's scope is its namespace, for every mode; the queue is the reservation's”
+
 from __future__ import annotations
 
 import re

@@ -27,6 +27,12 @@ Allocatable = GPUs − unpublished. Times are the clock's (virtual in
 tests); ``next_event_at`` tells a driver when the next transition is due.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Reserved GPUs are not `nvidia.com/gpu` on the test cluster”
+# * “Tests run the cluster on a virtual clock”
+# * “The fake nodes publish the witness through the node agent's own write path”
+# * “Reserved exclusive GPUs stay hidden from `nvidia.com/gpu` on the fake nodes”
+
 from __future__ import annotations
 
 import contextlib

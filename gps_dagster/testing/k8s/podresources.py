@@ -10,6 +10,9 @@ kubelet forgets it. ``nodesim`` then runs the agent's own write path (``nodeagen
 with it: the witness reaches the adapter exactly as on a real cluster, never through a shortcut.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The fake nodes publish the witness through the node agent's own write path”
+
 from __future__ import annotations
 
 from collections.abc import Mapping

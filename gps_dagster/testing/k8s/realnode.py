@@ -19,6 +19,9 @@ cgroups and the bridge, then the files.
 A missing prerequisite is a ``NodeError`` that names what to install or run: nothing is skipped.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “One real node, in a private mount namespace, on the pod network of a per-run bridge”
+
 from __future__ import annotations
 
 import contextlib

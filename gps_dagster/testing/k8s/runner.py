@@ -19,6 +19,9 @@ Running/Ready emulation. Pod logs stay in local files (``PodRun.log_path``): no 
 ``pods/log`` here.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The fake kubelet executes Job pods of the local image”
+
 from __future__ import annotations
 
 import contextlib

@@ -16,6 +16,9 @@ It only waits: it never changes what the cluster decides. A cluster that does no
 ``timeout_s`` is an error naming what is still moving.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Tests run the cluster on a virtual clock”
+
 from __future__ import annotations
 
 import time

@@ -1,3 +1,12 @@
+{{- /*
+Decisions embodied here (docs/decisions.md):
+* “The chart's adapter RBAC is rendered from rbac.yaml”
+* “The database URL comes from one existing Secret”
+* “Existing-Dagster mode carries the run pods' settings as the code location's container context”
+* “One ServiceAccount per component; the code location only reads, plus holder clean-up”
+* “Run Jobs only in the release namespace”
+* “Object names: the base is cut at 49 characters”
+*/ -}}
 {{/* Names and labels (the official Dagster chart's conventions). */}}
 {{- define "gps-dagster.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}

@@ -27,6 +27,9 @@ Revises: 0008
 Create Date: 2026-12-04 04:00:00.000000
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “Schedule names are per scope: a tenant schedule is `<project>/<name>`”
+
 from __future__ import annotations
 
 import hashlib
