@@ -53,9 +53,12 @@ __all__ = [
     "QuotaRefused",
     "QuotaStatus",
     "ReservationBinding",
+    "Submission",
     "Transient",
     "Unsupported",
     "WitnessResult",
+    "submit_each",
+    "submit_one",
 ]
 
 
@@ -261,6 +264,20 @@ class QuotaStatus:
     release frees room only for acquires under the same one. None: the project's (simulator)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One mutation of ``Core.submit_many``: the arguments its single call would take."""
+
+    kind: OperationKind
+    deploy_id: str
+    etag: str
+    idempotency_key: str
+    replicas: int | None = None
+    """``set_replica_intent`` only."""
+    allow_aliased_downtime: bool = False
+    """``stop`` only."""
+
+
 class CoreError(GpsError):
     """Root of every error a Core adapter raises on purpose."""
 
@@ -411,6 +428,18 @@ class Core(Protocol):
         """Deploys bound to the reservation (exclusive or time-sliced), in a stable order."""
         ...
 
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        """Many mutations in one call (the engine's batch lane): one result per submission, in
+        order — the ``Operation``, or the error its single call would have raised.
+
+        Each submission behaves exactly as its own ``stop`` / ``start`` /
+        ``set_replica_intent``: the same ETag precondition, the same idempotency (a replayed key
+        returns the earlier operation), the same admission; one refused changes nothing of the
+        others. An ``Operation`` returned is durable. The adapter chooses how to share the work
+        (one transaction, bounded concurrency); ``submit_each`` is the one-at-a-time form.
+        """
+        ...
+
 
 @runtime_checkable
 class BatchingCore(Protocol):
@@ -443,3 +472,31 @@ class HolderRelease(Protocol):
     """
 
     def release_holder(self, deploy_id: str) -> None: ...
+
+
+def submit_one(core: Core, s: Submission) -> Operation:
+    """The single port call ``s`` stands for (raises what that call raises)."""
+    if s.kind is OperationKind.STOP:
+        return core.stop(
+            s.deploy_id, etag=s.etag, allow_aliased_downtime=s.allow_aliased_downtime,
+            idempotency_key=s.idempotency_key,
+        )
+    if s.kind is OperationKind.START:
+        return core.start(s.deploy_id, etag=s.etag, idempotency_key=s.idempotency_key)
+    if s.replicas is None:
+        raise Permanent(f"set_replica_intent of {s.deploy_id} without replicas", reason="invalid")
+    return core.set_replica_intent(
+        s.deploy_id, s.replicas, etag=s.etag, idempotency_key=s.idempotency_key
+    )
+
+
+def submit_each(core: Core, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+    """``submit_many`` one call at a time, through ``core``'s own single calls (a core with no
+    shared form, or a wrapper that must see every call). ``BaseException`` (a crash) propagates."""
+    out: list[Operation | Exception] = []
+    for s in submissions:
+        try:
+            out.append(submit_one(core, s))
+        except Exception as exc:  # the caller judges each result
+            out.append(exc)
+    return out

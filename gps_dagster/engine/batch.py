@@ -8,10 +8,11 @@ transactions per step. Here the steps of one batch of schedules move together:
 2. the steps that may move are sorted out with one read of the batch's open
    plans and statuses; acquires are previewed in one core session (previews
    in a session count the groups found fitting before as taken);
-3. one fence transaction moves them all to ``submitting``; core sessions of
-   ``SUBMIT_SESSION`` calls submit them (each call its own idempotency key; a
-   session is durable before anything of it is recorded accepted); one
-   transaction records them accepted (each a CAS on the status its fence left);
+3. one fence transaction moves them all to ``submitting``; one ``Core.submit_many``
+   call submits them (each its own idempotency key; the adapter shares the work: the
+   simulator's transactions, bounded concurrency on Kubernetes; what it returns is
+   durable); one transaction records them accepted (each a CAS on the status its fence
+   left); a step left ``submitting`` is resubmitted with the same key;
 4. acquires released by those submissions go in a second round.
 
 Per-step rules are those of ``steps.StepRunner``, which still handles every
@@ -32,6 +33,7 @@ from datetime import datetime
 
 from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import StepKind
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.convergence import Observer
@@ -39,7 +41,15 @@ from gps_dagster.engine.endings import first_order
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
 from gps_dagster.engine.steps import StepRunner
-from gps_dagster.ports import BatchingCore, Clock, Core, DeployView, Insufficient
+from gps_dagster.ports import (
+    BatchingCore,
+    Clock,
+    Core,
+    DeployView,
+    Insufficient,
+    OperationKind,
+    Submission,
+)
 from gps_dagster.store.plans import StepWrite
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 from gps_dagster.store.repository import Store
@@ -47,12 +57,6 @@ from gps_dagster.store.repository import Store
 log = logging.getLogger(__name__)
 
 MOVABLE = ("pending", "capacity_wait")
-SUBMIT_SESSION = 50
-"""Mutations per core session. A session is one transaction with a savepoint per mutation;
-PostgreSQL keeps 64 subtransactions per transaction in shared memory and, past that, every
-other session's snapshot checks go through ``pg_subtrans``: keep a session below it. Durable
-earlier than the whole batch is safe: nothing is recorded accepted before its session ends,
-and a step left ``submitting`` is resubmitted with the same idempotency key."""
 
 
 def counts_fits(core: Core) -> bool:
@@ -350,22 +354,26 @@ class BatchRunner:
                 out.append(self.runner.superseded(a, result.reason))
         return self._call_all(go, out)
 
+    # -- the batch's one core call (``Core.submit_many``) -------------------------------------
+
     def _call_all(
         self, go: list[tuple[ActionRow, TargetStatusRow]], out: list[StepOutcome]
     ) -> int:
         calls: dict[str, list[object] | Exception] = {}
-        for start in range(0, len(go), SUBMIT_SESSION):
-            part = go[start : start + SUBMIT_SESSION]
+        single = [(a, s) for a, _ in go if (s := submission(a)) is not None]
+        if single:
             try:
-                with core_session(self.core):
-                    for a, _status in part:
-                        try:
-                            calls[a.id] = self.runner.call_core(a)
-                        except Exception as exc:  # judged below, once the session is over
-                            calls[a.id] = exc
-            except Exception as exc:  # the session did not commit: nothing it did is durable
-                log.warning("batched submit of %d step(s) not confirmed: %s", len(part), exc)
-                for a, _ in part:
+                results = self.core.submit_many([s for _, s in single])
+            except Exception as exc:  # the adapter could not say: nothing of it is confirmed
+                log.warning("batched submit of %d step(s) not confirmed: %s", len(single), exc)
+                results = [exc] * len(single)
+            for (a, _s), got in zip(single, results, strict=True):
+                calls[a.id] = got if isinstance(got, Exception) else [got]
+        for a, _status in go:  # the steps of more than one call (endpoints, persist + start)
+            if a.id not in calls:
+                try:
+                    calls[a.id] = self.runner.call_core(a)
+                except Exception as exc:  # judged below
                     calls[a.id] = exc
         now = self.clock.now()
         writes = []
@@ -379,3 +387,22 @@ class BatchRunner:
         out += [StepOutcome(a.id, a.deploy_id, "accepted") for a, _ in go if a.id in moved]
         return len(moved)
 
+
+def submission(a: ActionRow) -> Submission | None:
+    """Step ``a`` as one port mutation, or None when it is more than one call (an endpoint's
+    members, a persist-then-start: ``StepRunner.call_core`` makes those)."""
+    detail = a.detail or {}
+    if detail.get("endpoint"):
+        return None
+    etag, key = a.etag_used or "", a.idempotency_key
+    if a.step == StepKind.STOP.value:
+        allow = bool(detail.get("allow_downtime"))
+        return Submission(OperationKind.STOP, a.deploy_id, etag, key, allow_aliased_downtime=allow)
+    if a.step in (StepKind.SCALE_DOWN.value, StepKind.SCALE_UP.value):
+        if a.replicas is None:
+            return None  # the runner's own call reports it
+        kind = OperationKind.SET_REPLICA_INTENT
+        return Submission(kind, a.deploy_id, etag, key, replicas=a.replicas)
+    if detail.get("persist_replicas") and a.replicas is not None:
+        return None
+    return Submission(OperationKind.START, a.deploy_id, etag, key)

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from gps_dagster.backends.sim import SimPool
-from gps_dagster.ports import DeployView, NotFound
+from gps_dagster.ports import DeployView, NotFound, Operation, Submission, submit_each
 
 
 class ProcessCrash(BaseException):
@@ -42,6 +42,9 @@ class DeletedDeploys:
 
     def get_deploys(self, deploy_ids: Sequence[str]) -> dict[str, DeployView]:
         return self._pool.get_deploys([d for d in deploy_ids if d not in self.gone])
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        return submit_each(self, submissions)  # every call through this wrapper
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._pool, name)
@@ -71,6 +74,9 @@ class RaisingCore:
         self._pool, self._method, self._error, self._deploy = pool, method, error, deploy
         self.left = times
         self.raised = 0
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        return submit_each(self, submissions)  # every call through this wrapper
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._pool, name)

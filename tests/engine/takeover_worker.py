@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from gps_dagster.backends.sim import SimPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.engine import Engine, EngineConfig
+from gps_dagster.ports import Operation, Submission, submit_each
 from gps_dagster.store import Store
 
 CHUNK = 10
@@ -28,6 +30,9 @@ class HangingCore:
 
     def __init__(self, inner: Any, ready: Path) -> None:
         self._inner, self._ready = inner, ready
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        return submit_each(self, submissions)  # every call through this wrapper
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -5,6 +5,7 @@ step from observation (issue 25 #1). ``test_takeover`` kills a replica; these ar
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
+from gps_dagster.ports import Operation, Submission, submit_each
 from gps_dagster.store import Store
 from tests.engine.night_fleet import night_pool, night_schedule
 
@@ -42,6 +44,9 @@ class SlowStops:
     def __init__(self, inner: SimPool, store: Store, clock: VirtualClock) -> None:
         self.inner, self.store, self.clock = inner, store, clock
         self.seen: list[str] | None = None
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        return submit_each(self, submissions)  # every call through this wrapper
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -12,7 +12,7 @@ exactly once and the swap converged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ import pytest
 from gps_dagster.backends.sim import SimPool, SimulatedCrash
 from gps_dagster.domain.pool import FaultSpec
 from gps_dagster.engine import Engine, EngineConfig
-from gps_dagster.ports import DeployState
+from gps_dagster.ports import DeployState, Operation, Submission, submit_each
 from tests.engine.harness import A, B, World, a_running_pool, local, make_world, op_triples
 
 EVENING = local("2026-10-19T17:59:30")
@@ -43,6 +43,9 @@ class CrashingCore:
     def __init__(self, pool: SimPool, method: str, *, after: bool = False) -> None:
         self._pool, self._method, self._after = pool, method, after
         self.crashed = False
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        return submit_each(self, submissions)  # every call through this wrapper
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._pool, name)

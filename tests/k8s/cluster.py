@@ -30,7 +30,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,7 +45,7 @@ from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.backends.sim import SimulatedCrash
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import ONE_SHOT_EFFECTS, FaultSpec, PoolSpec
-from gps_dagster.ports import Core
+from gps_dagster.ports import Core, Operation, Submission, submit_each
 from gps_dagster.store.db import create_db_engine
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s import nodes as fnodes
@@ -172,6 +172,9 @@ class SettlingCore:
 
     def __init__(self, core: K8sCore, harness: K8sHarness) -> None:
         self._core, self._harness = core, harness
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        return submit_each(self, submissions)  # every call through this wrapper
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._core, name)

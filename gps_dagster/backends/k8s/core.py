@@ -36,7 +36,7 @@ from gps_dagster.backends.k8s.workloads import (
     selector_matches,
     selector_string,
 )
-from gps_dagster.backends.k8s.writes import MutationsMixin
+from gps_dagster.backends.k8s.writes import WRITE_CONCURRENCY, MutationsMixin
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import (
     AdmissionPreview,
@@ -124,8 +124,10 @@ class K8sCore(MutationsMixin):
         billing: BillingCheck | None = None,
         policy_namespace: str = names.POLICY_NAMESPACE,
         witness_source: str = gps_mod.WITNESS_NODE_AGENT,
+        write_concurrency: int = WRITE_CONCURRENCY,
     ) -> None:
         self.kube, self.clock, self.namespaces = kube, clock, tuple(namespaces)
+        self.write_concurrency = max(1, write_concurrency)
         self.billing: BillingCheck = billing or NamespaceBilling()
         self.gps = Reservations(
             kube, store_engine, policy_namespace=policy_namespace, witness_source=witness_source

@@ -53,14 +53,20 @@ from gps_dagster.ports import (
     OperationState,
     Permanent,
     QuotaStatus,
+    Submission,
     Transient,
     WitnessResult,
+    submit_one,
 )
 from gps_dagster.store.db import is_postgres
 from gps_dagster.store.reservation_tables import reservation as reservation_table
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 
 R = TypeVar("R")
+SESSION_MUTATIONS = 50
+"""Mutations per transaction of ``submit_many``. Each runs in a savepoint; PostgreSQL keeps 64
+subtransactions per transaction in shared memory and, past that, every other session's snapshot
+checks go through ``pg_subtrans``: keep a transaction below it."""
 _SEEN = sa.select(t.operations).where(t.operations.c.pool == sa.bindparam("pool"), t.operations.c.key == sa.bindparam("key"))
 _RECORD = t.operations.insert().returning(*t.operations.c)
 """Built once (the mutation path's statements; see ``views``)."""
@@ -377,6 +383,31 @@ class SimPool(DriverMixin):
             OperationKind.SET_REPLICA_INTENT, deploy_id, etag, idempotency_key, replicas,
             lambda ctx, row, b: mutations.set_replica_intent(ctx, row, replicas, blocks=b),
         )
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        """The submissions in transactions of ``SESSION_MUTATIONS`` (a ``batch()`` block each:
+        the pool row locked and due transitions applied once, a savepoint per mutation).
+
+        A mutation refused inside a block is that submission's error and undoes only itself; a
+        block that does not commit makes every submission of it that block's error (nothing of
+        it is durable; each is resubmitted with its key). Without a real session (SQLite, faults
+        declared) each submission is its own transaction, as its single call.
+        """
+        out: list[Operation | Exception] = []
+        for start in range(0, len(submissions), SESSION_MUTATIONS):
+            part = submissions[start : start + SESSION_MUTATIONS]
+            results: list[Operation | Exception] = []
+            try:
+                with self.batch():
+                    for s in part:
+                        try:
+                            results.append(submit_one(self, s))
+                        except Exception as exc:  # this submission's answer
+                            results.append(exc)
+            except Exception as exc:  # the block did not commit: none of it is durable
+                results = [exc] * len(part)
+            out += results
+        return out
 
     def _mutate(
         self,
