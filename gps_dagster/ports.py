@@ -15,6 +15,7 @@ This module imports neither SQLAlchemy nor Dagster.
 # * “A batched read on the Core port”
 # * “`BatchingCore` is optional”
 # * “Acquires previewed together only where previews count each other”
+# * “The batch lane submits with one `Core.submit_many` call”
 
 from __future__ import annotations
 

@@ -18,6 +18,8 @@ turned acquire-first. A boundary the pre-armed run misses (daemon down, run kill
 slower than the lead) is still served by today's path — the boundary schedules and the
 boundary sensor serve the due index whatever happened to a pre-armed run.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “Pre-armed runs”
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime

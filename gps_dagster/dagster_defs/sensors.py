@@ -5,6 +5,12 @@ Each sensor is a few lines over one engine call; its durable state is the Dagste
 status changes as asset events (observation + phase check, ``deploys.py``). A tick that
 launches nothing says why in its skip reason. Waiting never happens in a sensor.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “Waiting belongs to sensors, never to ops”
+# * “A plan run that ran while the gate was off”
+# * “A resume run only when a step can move”
+# * “A deferred step of a batch is the capacity sensor's”
+# * “Dagster finds due work by the index, and its cursor no longer decides what is due”
 
 from __future__ import annotations
 

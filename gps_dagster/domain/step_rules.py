@@ -19,6 +19,7 @@ values (no I/O, no engine or store types), so that each lane only reads, asks, a
 # Decisions embodied here (docs/decisions.md):
 # * “What "release first" waits for”
 # * “The step rules are pure functions in the domain”
+# * “The capacity wait, the release-time re-check and the fence outcome are pure step rules”
 
 from __future__ import annotations
 

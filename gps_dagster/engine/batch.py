@@ -22,6 +22,10 @@ preflighted in this batch (its alias and preflight re-checks), an endpoint
 or reservation-bound acquire, and every error. Correctness rests where it did:
 the fence, the status CAS and the idempotency keys.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “Preflight is re-checked right before a release”
+# * “A batch of schedules shares its round trips”
+# * “Acquires previewed together only where previews count each other”
 
 from __future__ import annotations
 

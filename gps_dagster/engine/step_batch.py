@@ -23,6 +23,10 @@ path (``BatchRunner._lane``'s "one") goes to ``StepRunner.execute``, which re-re
 decides it as it always has: the outcome of an unusual step is the lone runner's by
 construction.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “Preflight is re-checked right before a release”
+# * “`Engine.execute_steps` batches only the common path”
+# * “Acquires previewed together only where previews count each other”
 
 from __future__ import annotations
 

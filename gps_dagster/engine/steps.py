@@ -8,6 +8,10 @@ raised on the way has one owner (``failures.judge``, R-PASS-15): a retry on
 the step's own clock, or a terminal phase. The same function serves the
 standalone pass and the Dagster release/acquire ops.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “ETag conflicts on submit”
+# * “Resubmissions are fenced too”
+# * “Preflight is re-checked right before a release”
 
 from __future__ import annotations
 

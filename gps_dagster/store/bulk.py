@@ -10,6 +10,9 @@ then writes the winners with a few set-based statements. Items stay
 independent: one that lost its race is reported and changes nothing; the
 others are written.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “A batch of schedules shares its round trips”
+# * “The sim's storm path costs statements, not an algorithm: cut them”
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ a dependent ``pending`` forever and a transition ``open`` forever. Here:
   their targets' status and events, and closes the transition when every step
   has finished — all or nothing.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “Transition states”
 
 from __future__ import annotations
 

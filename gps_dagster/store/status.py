@@ -14,6 +14,8 @@ correct is here, not in the lock:
 
 Plans and steps (opened and moved atomically) are in ``store/plans.py``.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new version”
 
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ GPUs requested by live pods than it can allocate, and no GPU UUID is handed to t
 records what every node holds, so a test can assert on the history. A failure there, in a fake
 or in a pass, is raised in the test at its next call into the world.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “End-to-end tests on the cluster: the engine's own loop, time moved by the test”
 
 from __future__ import annotations
 

@@ -21,6 +21,8 @@ simulated pod by pod; anything the preview does not model (pod affinity, other t
 A replica group (an LWS: its leader pod, then ``size − 1`` workers, each with its own template's
 requests) needs distinct nodes of one flavor; an 8-GPU single-node replica never fits as 4 + 4.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “The capacity preview simulates the scheduler pod by pod”
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ Reads find the workload by its deploy-id label and derive the view from it and i
 ``writes.MutationsMixin``: one merge patch each, preconditioned on the resourceVersion just read,
 idempotent by the key recorded on the workload.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “Cluster-autoscaler events steer the unschedulable grace”
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@
 * FAILED is the Deployment controller's ``Progressing=False reason=ProgressDeadlineExceeded``;
   DELETING a workload with a deletionTimestamp.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “Terminating pods include the ones no controller deleted yet”
+# * “API-side refusals are `start_refused` (new terminal phase)”
 
 from __future__ import annotations
 

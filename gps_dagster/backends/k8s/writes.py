@@ -20,6 +20,7 @@ client's rate limiter (``ratelimit``) is shared by the workers: concurrency neve
 
 # Decisions embodied here (docs/decisions.md):
 # * “Scaling stays one patch of the workload, not `deployments/scale`”
+# * “An idle exclusive reservation is held by a pod; its deploy's start hands it over (R-GPS-2)”
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ Every function returns a fresh plain dict; the input is never mutated.
 
 # Decisions embodied here (docs/decisions.md):
 # * “Node pinning with `nodeSelector: kubernetes.io/hostname`, not `nodeName`”
+# * “An idle exclusive reservation is held by a pod; its deploy's start hands it over (R-GPS-2)”
 
 from __future__ import annotations
 
