@@ -209,49 +209,6 @@ def schedule_origin(name: str) -> str:
     return f"schedule:{name}"
 
 
-BOUNDARY_HOLD_S = 60.0
-"""How long after its boundary a plan's launch is held for the boundary sensor (see
-``held_for_boundary_sensor``): a sensor tick (~1–6.5 s, measured) with a wide margin for a
-daemon slowed by load. Past it, the reconcile sensor launches a plan still not launched (the
-boundary sensor stopped)."""
-
-
-def held_for_boundary_sensor(request: dg.RunRequest, origin: str, now: datetime) -> bool:
-    """Whether ``origin`` must leave this plan's launch to ``gps_boundaries`` (R-DAG-2).
-
-    One rule for "Launched by": a boundary's plan is launched by ``gps_prearm`` when its
-    pre-armed run served it, else by ``gps_boundaries`` — whichever pass opened it (a boundary
-    schedule's tick, ``gps_every_minute``, a ``gps_reconcile`` sweep or the sensor itself), so
-    the Runs list shows the same launcher for the same kind of boundary instead of the winner
-    of a race between daemon threads. Held: plan requests of a boundary schedule or of the
-    reconcile sensor whose interval began less than ``BOUNDARY_HOLD_S`` ago (or begins later:
-    a ready-by early edge). A plan of an older interval (a drift repair, a resume) is launched
-    by the reconcile sensor as before; apply-now and pre-armed runs are never held."""
-    base = origin.split("#", 1)[0]
-    if not (base.startswith("schedule:") or base == sensor_origin(names.RECONCILE_SENSOR)):
-        return False
-    interval = request.tags.get(names.TAG_INTERVAL, "")
-    if not interval:
-        return False
-    age = (now - datetime.fromisoformat(interval)).total_seconds()
-    return age < BOUNDARY_HOLD_S
-
-
-def held_plan_requests(runtime: Any, now: datetime, skip: set[str]) -> list[dg.RunRequest]:
-    """The plans ``gps_boundaries`` launches although another pass opened them: open, of an
-    interval within ``BOUNDARY_HOLD_S``, no launch claimed yet, steps still pending."""
-    claims = LaunchClaims(runtime.store.engine)
-    out: list[dg.RunRequest] = []
-    for tr in runtime.store.list_transitions(states=("open",)):
-        if tr.id in skip or (now - tr.boundary_at).total_seconds() >= BOUNDARY_HOLD_S:
-            continue
-        if claims.get(names.plan_run_key(tr.id)) is not None:
-            continue
-        if runtime.store.list_actions(transition_id=tr.id, states=("pending",)):
-            out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
-    return out
-
-
 def claim_launches(
     runtime: Any,
     requests: Iterable[dg.RunRequest],
@@ -275,12 +232,6 @@ def claim_launches(
         tid = request.tags.get(names.TAG_TRANSITION, "")
         if request.run_key != names.plan_run_key(tid):
             out.append(request)
-            continue
-        if held_for_boundary_sensor(request, origin, now):
-            skipped.append(
-                f"{request.run_key}: launched by {names.BOUNDARY_SENSOR} (a boundary's plan "
-                "has one launcher)"
-            )
             continue
         claim = claims.claim(request.run_key, transition_id=tid, origin=origin, now=now)
         if claim.won or _took_over(claims, claim, tid, origin=origin, now=now, instance=instance):

@@ -31,7 +31,6 @@ from gps_dagster.dagster_defs.plans import (
     acquire_request,
     claim_launches,
     group_tags,
-    held_plan_requests,
     plan_requests,
     resume_request,
     sensor_origin,
@@ -278,15 +277,6 @@ def boundary_tick_explained(
     now = runtime.clock.now()
     origin = sensor_origin(names.BOUNDARY_SENSOR)
     requests, lines = serve_due(runtime, now, origin=origin, trigger="boundary", instance=instance)
-    opened = {r.tags.get(names.TAG_TRANSITION, "") for r in requests}
-    held = held_plan_requests(runtime, now, opened)  # opened by another pass, held for us
-    if held:
-        more, skipped = batched(
-            runtime, held, origin=origin, trigger="boundary", instance=instance
-        )
-        requests = requests + more
-        lines = [*lines, f"{len(more)} plan(s) opened by another pass at the boundary"]
-        lines += [f"skipped {s}" for s in skipped[:STORM_LINES]]
     return requests, lines, now
 
 

@@ -64,11 +64,13 @@ def test_one_plan_seen_by_the_boundary_schedule_and_the_reconcile_sensor_gets_ex
 ) -> None:
     daemon = Daemon(defs, rt, instance)
     at = rt.clock.now() - timedelta(seconds=5)  # the 08:00 tick, evaluated at 08:00:05
-    assert daemon.evaluate_schedule(START, at) == []  # it opens the plan, gps_boundaries launches
-    (transition,) = {t.id for t in rt.store.list_transitions(states=("open",))}
-    # the reconcile sensor ticks before the boundary sensor: it leaves the launch too
-    assert daemon.evaluate_sensor(names.RECONCILE_SENSOR) == []
-    daemon.tick_sensor(names.BOUNDARY_SENSOR)
+    by_schedule = daemon.evaluate_schedule(START, at)
+    assert [r.tags[names.TAG_TRIGGER] for r in by_schedule] == ["boundary_start"]
+    transition = by_schedule[0].tags[names.TAG_TRANSITION]
+    # the reconcile sensor ticks before the daemon created the schedule's run
+    by_sensor = daemon.evaluate_sensor(names.RECONCILE_SENSOR)
+    daemon.submit(by_schedule, schedule=START, at=at)
+    daemon.submit(by_sensor, sensor=names.RECONCILE_SENSOR)
     for _ in range(10):
         rt.clock.advance(30)
         daemon.tick_sensor(names.RECONCILE_SENSOR)
@@ -77,19 +79,18 @@ def test_one_plan_seen_by_the_boundary_schedule_and_the_reconcile_sensor_gets_ex
     assert len(plan_runs) == 1, [
         r.tags.get("dagster/schedule_name") or r.tags.get("dagster/sensor_name") for r in plan_runs
     ]
-    assert plan_runs[0].tags["dagster/sensor_name"] == names.BOUNDARY_SENSOR  # the one launcher
+    assert plan_runs[0].tags["dagster/schedule_name"] == START  # the first origin to claim it
 
 
-def test_a_plan_launched_while_the_gate_is_off_is_not_launched_again_by_the_reconcile_sensor(
+def test_a_plan_launched_by_a_schedule_while_the_gate_is_off_is_not_launched_again_by_the_reconcile_sensor(
     defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
 ) -> None:
     daemon = Daemon(defs, rt, instance)
     at = rt.clock.now() - timedelta(seconds=5)
-    assert daemon.evaluate_schedule(START, at) == []  # opened here, launched by gps_boundaries
-    by_sensor = daemon.evaluate_sensor(names.BOUNDARY_SENSOR)
+    by_schedule = daemon.evaluate_schedule(START, at)
     rt.store.set_gate("off", now=rt.clock.now())  # turned off before the run started
-    daemon.submit(by_sensor, sensor=names.BOUNDARY_SENSOR)  # runs; its steps stay pending
-    transition = by_sensor[0].tags[names.TAG_TRANSITION]
+    daemon.submit(by_schedule, schedule=START, at=at)  # runs; its steps stay pending
+    transition = by_schedule[0].tags[names.TAG_TRANSITION]
     for _ in range(3):
         rt.clock.advance(30)
         daemon.tick_sensor(names.RECONCILE_SENSOR)
@@ -109,9 +110,10 @@ def test_a_plan_claim_whose_run_never_appeared_is_taken_over_by_the_reconcile_se
     from gps_dagster.dagster_defs.plans import CLAIM_TAKEOVER_S
 
     daemon = Daemon(defs, rt, instance)
-    lost = daemon.evaluate_sensor(names.BOUNDARY_SENSOR)  # claimed, the daemon never submits it
+    at = rt.clock.now() - timedelta(seconds=5)
+    lost = daemon.evaluate_schedule(START, at)  # claimed, but the daemon never submits it
     transition = lost[0].tags[names.TAG_TRANSITION]
-    assert daemon.evaluate_sensor(names.RECONCILE_SENSOR) == []  # claimed by gps_boundaries
+    assert daemon.evaluate_sensor(names.RECONCILE_SENSOR) == []  # claimed by the schedule
     rt.clock.advance(CLAIM_TAKEOVER_S - 1)
     assert daemon.evaluate_sensor(names.RECONCILE_SENSOR) == []
     rt.clock.advance(1)

@@ -25,13 +25,9 @@ def _tick(defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance) -> dg
     return request
 
 
-def test_a_tick_late_for_its_own_boundary_names_its_tick_and_no_late_line(
+def test_a_tick_on_time_names_its_tick_and_no_late_line(
     defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
 ) -> None:
-    """Within ``BOUNDARY_HOLD_S`` of the boundary the plan is launched by gps_boundaries
-    (tests/dagster/test_launched_by.py); a tick later than that, for its own boundary,
-    launches it and names the tick, with no late line."""
-    rt.clock.advance(120)
     request = _tick(defs, rt, instance)
     assert request.tags[names.TAG_TICK] == MONDAY_0800.isoformat()
     assert request.tags[names.TAG_INTERVAL].startswith("2026-10-19T08:00:00")
