@@ -151,7 +151,12 @@ def _build(
                 default_status=sensor_status,
                 schedule_keys=sched_keys,
             ),
-            build_boundary_sensor(jobs, interval_s=ticks.boundary_s, default_status=sensor_status),
+            build_boundary_sensor(
+                jobs,
+                interval_s=ticks.boundary_s,
+                default_status=sensor_status,
+                schedule_keys=sched_keys,
+            ),
             build_capacity_sensor(jobs, interval_s=ticks.capacity_s, default_status=sensor_status),
             build_apply_now_sensor(
                 jobs, interval_s=ticks.apply_now_s, default_status=sensor_status

@@ -5,7 +5,9 @@ An operator can stop any sensor in Automation. Stopping ``gps_capacity_wait`` lo
 acquire that waits longer is never launched, and the deploy stays down. Dagster says nothing
 about it, so the product does: the reconcile sensor's status line names every stopped GPS
 sensor and what stops with it, and each schedule asset's ``automation`` check turns yellow
-(WARN) until it is on again.
+(WARN) until it is on again. A stopped ``gps_reconcile`` cannot report itself: the boundary
+sensor (``gps_boundaries``, ticking every few seconds) reports the same warning, once per
+change, through its own cursor.
 
 A sensor is stopped when the instance stores it STOPPED (the UI's toggle,
 ``dagster sensor stop``), or when nothing is stored and its definition's default status is
@@ -26,6 +28,9 @@ import dagster as dg
 from gps_dagster.dagster_defs import names
 
 WATCHED: Mapping[str, str] = {
+    names.RECONCILE_SENSOR: "no sweep: a schedule applied or edited since the code location "
+    "loaded, plans never launched or left pending, and deploy status changes are not served "
+    "(reported by gps_boundaries, since the stopped sensor cannot say it)",
     names.CAPACITY_WAIT_SENSOR: "an acquire that waits for capacity longer than the plan "
     "run's 10 s watch is never launched: the deploy stays down after its release",
     names.BOUNDARY_SENSOR: "boundaries no cron expresses (one-shot windows, DST-shifted ends) "

@@ -8,9 +8,12 @@ release-first schedule whose next intent boundary is that near (``Engine.boundar
 Its ``arm`` op waits for the boundary instant on the injected clock, then asks the engine for
 the pass of that schedule — so the plan is opened, and its steps fenced, at the boundary
 exactly as today: an edit, a drift, a gate change made while the run waited is seen — and
-claims the plan's launch like any other origin (``plans.claim_launches``). It then runs the
-plan's release ops, the fan-in and admit → acquire in the same run (the admit op's bounded
-capacity watch: the common swap is one run).
+claims the plan's launch like any other origin (``plans.claim_launches``) and submits the
+plan's release steps from the same op — no Dagster event write (a log line, a tag, an output,
+the next op's start) stands between the boundary and the submit. It then runs the plan's
+release ops (they advance the steps already sent and judge them), the fan-in and
+admit → acquire in the same run (the admit op's bounded capacity watch: the common swap is
+one run).
 
 A run no longer needed ends *skipped* with the reason (its ``gps/prearm`` tag and log): the
 intent did not change at the boundary, another origin launched the plan first, the schedule
@@ -185,38 +188,61 @@ def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.O
     gps = context.resources.gps
     runtime = gps.get_runtime()
     schedule, boundary = context.op_config["schedule"], context.op_config["boundary_at"]
-    late = wait_until(gps, runtime.clock, datetime.fromisoformat(boundary))
-    context.log.info(f"boundary {boundary} of {schedule} reached ({late:.3f} s after it)")
+    at = datetime.fromisoformat(boundary)
+    late = wait_until(gps, runtime.clock, at)
+    armed = _at_boundary(context, runtime, gps, schedule, boundary)  # no Dagster write before
+    spent = float((runtime.clock.now() - at).total_seconds())
+    context.log.info(
+        f"boundary {boundary} of {schedule} reached {late:.3f} s after it; pass, claim and "
+        f"release submits done {spent:.3f} s after it"
+    )
+    if isinstance(armed, str):
+        _skip(context, armed)
+        return
+    plan, request, sent = armed
+    yield from _serve(context, plan, request, sent)
+
+
+def _at_boundary(
+    context: OpExecutionContext, runtime: Any, gps: Any, schedule: str, boundary: str
+) -> tuple[Any, dg.RunRequest, list[Any]] | str:
+    """What the run does at the boundary instant, and nothing more: the schedule's pass (the
+    plan opened and fenced now), the launch claim, and the submit of every release step. Every
+    Dagster event write (a log line, a tag, an output) comes after: under load each costs
+    tens of milliseconds to seconds, and they used to stand between the boundary and the
+    submit (the release op's own start, measured 1.5–3.7 s). The release ops that follow
+    advance the already submitted steps (``execute_step`` is idempotent) and judge them.
+    Returns the plan, its claimed request and the release outcomes, or why the run is not
+    needed."""
     try:
         report = reconcile_one(gps, runtime, schedule, TRIGGER)
     except Busy:
-        _skip(context, "another pass held the lock; the boundary sensor serves the boundary")
-        return
+        return "another pass held the lock; the boundary sensor serves the boundary"
     plans = [p for p in report.plans if p.release_steps or p.acquire_steps]
     if not plans:
-        _skip(context, f"no new plan at {boundary}: intent unchanged, or already served")
-        return
+        return f"no new plan at {boundary}: intent unchanged, or already served"
     plan = plans[0]
     if getattr(plan, "order", RELEASE_FIRST) != RELEASE_FIRST:
-        _skip(context, f"plan {plan.transition_id} is {plan.order}: the reconcile sensor runs it")
-        return
+        return f"plan {plan.transition_id} is {plan.order}: the reconcile sensor runs it"
     claimed, taken = claim_launches(
         runtime, plan_requests([plan]), origin=f"prearm:{context.run_id}", instance=context.instance
     )
     if not claimed:
-        _skip(context, "; ".join(taken))
-        return
-    yield from _serve(context, plan, claimed[0])
+        return "; ".join(taken)
+    sent = runtime.engine.execute_steps([s.step_id for s in plan.release_steps])
+    return plan, claimed[0], list(sent)
 
 
 def _serve(
-    context: OpExecutionContext, plan: Any, request: dg.RunRequest
+    context: OpExecutionContext, plan: Any, request: dg.RunRequest, sent: Sequence[Any]
 ) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
     tags = {**request.tags, names.TAG_PREARM: f"serving {plan.transition_id}"}
     context.instance.add_run_tags(context.run_id, tags)  # the plan's tags: its run group, UI
+    states = ", ".join(f"{o.deploy_id} {o.state}" for o in sent) or "none"
     context.log.info(
         f"transition {plan.transition_id} of {plan.schedule} opened at the boundary: "
-        f"{len(plan.release_steps)} release, {len(plan.acquire_steps)} acquire step(s)"
+        f"{len(plan.release_steps)} release, {len(plan.acquire_steps)} acquire step(s); "
+        f"releases submitted at the boundary: {states}"
     )
     yield from _fan_out(_steps(plan.release_steps), plan.schedule, "first")
     then = [dict(s, schedule=plan.schedule) for s in _steps(plan.acquire_steps)]

@@ -286,8 +286,39 @@ def boundary_tick_explained(
     return requests, lines, now
 
 
+def parse_boundary_cursor(text: str | None) -> tuple[datetime | None, str | None]:
+    """(previous tick, automation warning last reported) of the boundary sensor's cursor; an
+    older cursor (a bare instant) has no warning reported yet."""
+    if not text:
+        return None, None
+    if not text.startswith("{"):
+        return datetime.fromisoformat(text), None
+    raw = json.loads(text)
+    at = raw.get("at")
+    return (datetime.fromisoformat(at) if at else None), raw.get("automation")
+
+
+def boundary_automation(
+    context: Any, runtime: Any, reported: str | None, schedule_keys: Mapping[str, dg.AssetKey]
+) -> tuple[str | None, list[dg.AssetCheckEvaluation]]:
+    """The schedule assets' ``automation`` check from the boundary sensor: the same warning the
+    reconcile sensor gives, but only once ``gps_reconcile`` is among the stopped (it cannot
+    report its own stop) or was when last reported (the all-clear); once per change."""
+    stopped = health.stopped_in(context, context.instance)
+    if names.RECONCILE_SENSOR not in stopped and not reported:
+        return reported, []
+    text = health.automation_warning(runtime, stopped)
+    if text == reported:
+        return reported, []
+    return (text or None), health.check_evaluations(schedule_keys, text)
+
+
 def build_boundary_sensor(
-    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
+    jobs: Sequence[dg.JobDefinition],
+    *,
+    interval_s: int,
+    default_status: dg.DefaultSensorStatus,
+    schedule_keys: Mapping[str, dg.AssetKey] | None = None,
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.BOUNDARY_SENSOR,
@@ -301,12 +332,18 @@ def build_boundary_sensor(
     )
     def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         runtime = context.resources.gps.get_runtime()
-        last = datetime.fromisoformat(context.cursor) if context.cursor else None
+        last, reported = parse_boundary_cursor(context.cursor)
         requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
         for line in lines if requests else ():  # a skipped tick says it in its skip reason
             context.log.info(line)
+        reported, checks = boundary_automation(context, runtime, reported, schedule_keys or {})
         skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
-        return dg.SensorResult(run_requests=requests, cursor=now.isoformat(), skip_reason=skip)
+        if skip and reported:
+            skip = f"WARNING: {reported} | {skip}"[:900]
+        cursor = json.dumps({"at": now.isoformat(), "automation": reported}, sort_keys=True)
+        return dg.SensorResult(
+            run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
+        )
 
     return boundary
 

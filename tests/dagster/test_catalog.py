@@ -143,3 +143,36 @@ def test_the_warning_names_the_deploy_left_waiting_for_capacity(rt: Runtime) -> 
 
     text = warning_text([names.CAPACITY_WAIT_SENSOR], ["md-llama70b"])
     assert "(waiting for capacity now: md-llama70b)" in text
+
+
+def _boundaries(defs: dg.Definitions, rt: Runtime, instance: Any, cursor: str | None) -> Any:
+    sensor = defs.resolve_sensor_def(names.BOUNDARY_SENSOR)
+    ctx = dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"gps": as_resource(rt)}, definitions=defs
+    )
+    return sensor.evaluate_tick(ctx)
+
+
+def test_a_stopped_gps_reconcile_is_reported_by_gps_boundaries_until_it_is_on_again(
+    defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
+) -> None:
+    """The reconcile sensor reports every stopped sensor but its own stop (it does not tick):
+    the boundary sensor turns the schedule's ``automation`` check yellow, once, and green
+    again when it is back on."""
+    quiet = _boundaries(defs, rt, instance, None)
+    assert _automation(quiet) == []  # all on: nothing from the boundary sensor
+    _set_sensor(instance, names.RECONCILE_SENSOR, "STOPPED")
+    data = _boundaries(defs, rt, instance, quiet.cursor)
+    [warn] = _automation(data)
+    assert warn.asset_key == SCHEDULE_KEY
+    assert not warn.passed and warn.severity == dg.AssetCheckSeverity.WARN
+    assert warn.description.startswith("gps_reconcile is stopped: no sweep")
+    assert "dagster sensor start gps_reconcile" in warn.description
+    again = _boundaries(defs, rt, instance, data.cursor)
+    assert _automation(again) == []  # once per change, not every tick
+    assert (again.skip_message or "").startswith("WARNING: gps_reconcile is stopped")
+    _set_sensor(instance, names.RECONCILE_SENSOR, "RUNNING")
+    back = _boundaries(defs, rt, instance, again.cursor)
+    [green] = _automation(back)
+    assert green.passed and green.description == "every GPS sensor is on"
+    assert _automation(_boundaries(defs, rt, instance, back.cursor)) == []

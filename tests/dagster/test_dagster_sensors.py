@@ -17,6 +17,7 @@ from dagster_support import EXAMPLES, Runtime, make_runtime, seed_schedule
 
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.resources import as_resource
+from gps_dagster.dagster_defs.sensors import parse_boundary_cursor
 from gps_dagster.domain.spec import Schedule, TargetSpec
 from gps_dagster.engine import EngineConfig
 from gps_dagster.engine.engine import LOCK_NAME
@@ -175,7 +176,7 @@ def test_one_shot_windows_have_no_schedule_and_the_boundary_sensor_serves_them(d
     before = (rt.clock.now() - timedelta(minutes=1)).isoformat()
     result = _tick(defs, rt, instance, names.BOUNDARY_SENSOR, before)
     assert [r.tags[names.TAG_TRIGGER] for r in result.run_requests] == ["boundary"]
-    assert datetime.fromisoformat(result.cursor) == rt.clock.now()
+    assert parse_boundary_cursor(result.cursor) == (rt.clock.now(), None)
     quiet = _tick(defs, rt, instance, names.BOUNDARY_SENSOR, result.cursor)
     assert quiet.run_requests == []
     assert "nothing due (next pass due at" in (quiet.skip_message or "")

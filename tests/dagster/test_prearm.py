@@ -178,3 +178,26 @@ def test_a_resource_without_a_lead_measures_it(instance: dg.DagsterInstance) -> 
 
     assert prearm_lead_s(Gps(), instance) == DEFAULT_LEAD_S  # an empty instance: the floor
     assert prearm_lead_s(StaticRuntime(None, prearm_lead_s=12.0), instance) == 12.0
+
+
+def test_the_arm_op_itself_submits_the_release_at_the_boundary_before_any_other_op(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    """At the boundary the run only passes, claims and submits (R-NEXT-3): the release is
+    sent by the ``arm`` op, not after Dagster has recorded its outputs and started the
+    release op (each event write costs up to seconds under load). Run alone, ``arm`` leaves
+    the release accepted; the release op that follows advances the step it finds sent."""
+    daemon = _daemon(early, instance)
+    (request,) = daemon.evaluate_sensor(names.PREARM_SENSOR)
+    job = daemon.defs.resolve_job_def(names.PREARM_JOB)
+    result = job.execute_in_process(
+        run_config=request.run_config, instance=instance, op_selection=["arm"]
+    )
+    assert result.success
+    (stop_b,) = early.store.list_actions(deploy_id=B)
+    assert stop_b.state == "accepted"
+    assert stop_b.submitted_at == MONDAY_0800
+    (start_a,) = early.store.list_actions(deploy_id=A)
+    assert start_a.submitted_at is None  # the acquire waits for its admit op, as before
+    text = " ".join(r.user_message for r in instance.all_logs(result.run_id))
+    assert "releases submitted at the boundary: md-qwen32b accepted" in text
