@@ -47,9 +47,12 @@ PINNED: dict[str, list[str]] = {
         "QuotaRefused",
         "QuotaStatus",
         "ReservationBinding",
+        "Submission",
         "Transient",
         "Unsupported",
         "WitnessResult",
+        "submit_each",
+        "submit_one",
     ],
     "gps_dagster.engine": [
         "Busy",

@@ -23,6 +23,7 @@ boundary sensor serve the due index whatever happened to a pre-armed run.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Pre-armed runs”
+# * “A pre-armed run submits its releases from the `arm` op, at the boundary”
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime

@@ -11,6 +11,7 @@ launches nothing says why in its skip reason. Waiting never happens in a sensor.
 # * “A resume run only when a step can move”
 # * “A deferred step of a batch is the capacity sensor's”
 # * “Dagster finds due work by the index, and its cursor no longer decides what is due”
+# * “A stopped `gps_reconcile` is reported by `gps_boundaries`”
 
 from __future__ import annotations
 
