@@ -193,8 +193,10 @@ def test_billing_refused_by_the_namespace_mark_stops_nothing(new_world: Any) -> 
     assert w.deploy(A).state is DeployState.READY and w.operations() == []
 
 
+# Not strict: the race goes either way with the machine's timing (the scheduler may bind the
+# intruders first), so a pass would otherwise fail the suite at random. The defect stays open.
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,
     reason="found by the e2e loop (cluster not quiet): pending foreign 1-GPU pods and B's start race for "
     "A's freed GPUs; the preview counts the GPUs free before the scheduler binds the intruders, so "
     "B is started and wins; the old quiet-cluster world bound them first. Product fix pending (R-PASS-9).",
