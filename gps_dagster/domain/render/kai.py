@@ -158,37 +158,13 @@ def sanitise(
 
 def render_holder_pod(reservation: Reservation, *, project: str, policy: SchedulingPolicy) -> dict[str, Any]:
     """The minimal fractional pod that keeps the reservation's KAI GPU group alive across a swap."""
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "holder",
-                "image": policy.holder_image,
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "runAsNonRoot": True,
-                    "runAsUser": 65535,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-            }
-        ],
-        # Pod Security "restricted" (tests/helm/test_pod_security.py); it never calls the API.
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": 0,
-    }
-    _schedule(spec, reservation, policy, [])
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": holder_name(reservation.id),
-            "namespace": reservation.namespace,
-            "labels": {QUEUE_LABEL: policy.queue_for(project), RESERVATION_LABEL: reservation.id, ROLE_LABEL: "holder"},
-            "annotations": {GPU_MEMORY_ANNOTATION: str(HOLDER_MEMORY_MIB)},
-        },
-        "spec": spec,
-    }
+    return _holder_pod(
+        reservation, project, policy,
+        requests={"cpu": "10m", "memory": "16Mi"},
+        limits={"memory": "16Mi"},
+        container_security={},
+        annotations={GPU_MEMORY_ANNOTATION: str(HOLDER_MEMORY_MIB)},
+    )
 
 
 def render_exclusive_holder_pod(
@@ -206,21 +182,39 @@ def render_exclusive_holder_pod(
     deploy's pods (R-GPS-7) is what checks the UUIDs.
     """
     gpus = str(len(reservation.gpu_uuids))
+    return _holder_pod(
+        reservation, project, policy,
+        requests={"cpu": "10m", "memory": "16Mi", GPU_RESOURCE: gpus},
+        limits={"memory": "16Mi", GPU_RESOURCE: gpus},
+        container_security={"readOnlyRootFilesystem": True},
+        annotations=None,
+    )
+
+
+def _holder_pod(
+    reservation: Reservation,
+    project: str,
+    policy: SchedulingPolicy,
+    *,
+    requests: dict[str, str],
+    limits: dict[str, str],
+    container_security: dict[str, Any],
+    annotations: dict[str, str] | None,
+) -> dict[str, Any]:
+    """A holder pod of either kind: Pod Security "restricted", no token, grace 0, the policy's
+    scheduling, labelled ``role=holder`` and never with a deploy label."""
     spec: dict[str, Any] = {
         "containers": [
             {
                 "name": "holder",
                 "image": policy.holder_image,
-                "resources": {
-                    "requests": {"cpu": "10m", "memory": "16Mi", GPU_RESOURCE: gpus},
-                    "limits": {"memory": "16Mi", GPU_RESOURCE: gpus},
-                },
+                "resources": {"requests": requests, "limits": limits},
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
                     "runAsNonRoot": True,
                     "runAsUser": 65535,
                     "capabilities": {"drop": ["ALL"]},
-                    "readOnlyRootFilesystem": True,
+                    **container_security,
                 },
             }
         ],
@@ -230,20 +224,18 @@ def render_exclusive_holder_pod(
         "terminationGracePeriodSeconds": 0,
     }
     _schedule(spec, reservation, policy, [])
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": holder_name(reservation.id),
-            "namespace": reservation.namespace,
-            "labels": {
-                QUEUE_LABEL: policy.queue_for(project),
-                RESERVATION_LABEL: reservation.id,
-                ROLE_LABEL: "holder",
-            },
+    metadata: dict[str, Any] = {
+        "name": holder_name(reservation.id),
+        "namespace": reservation.namespace,
+        "labels": {
+            QUEUE_LABEL: policy.queue_for(project),
+            RESERVATION_LABEL: reservation.id,
+            ROLE_LABEL: "holder",
         },
-        "spec": spec,
     }
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def holder_name(reservation_id: str) -> str:
