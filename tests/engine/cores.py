@@ -44,7 +44,17 @@ class DeletedDeploys:
         return self._pool.get_deploys([d for d in deploy_ids if d not in self.gone])
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
-        return submit_each(self, submissions)  # every call through this wrapper
+        """A deleted deploy's submission is its NotFound; the others go to the pool's own
+        ``submit_many`` together (its transactions of many, as the engine would meet them)."""
+        live = [s for s in submissions if s.deploy_id not in self.gone]
+        results = iter(self._pool.submit_many(live) if live else [])
+        out: list[Operation | Exception] = []
+        for s in submissions:
+            if s.deploy_id in self.gone:
+                out.append(NotFound(f"deploy {s.deploy_id} not found"))
+            else:
+                out.append(next(results))
+        return out
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._pool, name)

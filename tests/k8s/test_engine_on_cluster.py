@@ -193,15 +193,11 @@ def test_billing_refused_by_the_namespace_mark_stops_nothing(new_world: Any) -> 
     assert w.deploy(A).state is DeployState.READY and w.operations() == []
 
 
-# Not strict: the race goes either way with the machine's timing (the scheduler may bind the
-# intruders first), so a pass would otherwise fail the suite at random. The defect stays open.
-@pytest.mark.xfail(
-    strict=False,
-    reason="found by the e2e loop (cluster not quiet): pending foreign 1-GPU pods and B's start race for "
-    "A's freed GPUs; the preview counts the GPUs free before the scheduler binds the intruders, so "
-    "B is started and wins; the old quiet-cluster world bound them first. Product fix pending (R-PASS-9).",
-)
 def test_capacity_taken_by_a_foreign_pod_ends_capacity_unavailable(new_world: Any) -> None:
+    """Pending foreign 1-GPU pods are in the scheduler's queue before B's start exists: the GPUs
+    A frees are theirs (PrioritySort), so B waits and ends capacity_unavailable. Found by the
+    engine running on its own loop while the cluster moves: the preview used to count the GPUs
+    free in the instant before the scheduler bound the intruders, and B raced them."""
     w = new_world(
         schedule=seed_schedule(),
         pool=a_running_pool(),

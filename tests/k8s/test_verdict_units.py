@@ -179,6 +179,47 @@ def test_required_anti_affinity_on_hostname_keeps_one_replica_per_node() -> None
     assert isinstance(fits([t], [gpu_node("g1")], [running]), Insufficient)
 
 
+def queued(name: str, requests: dict[str, str], created: str, **spec: Any) -> Any:
+    pod = bound(name, "", requests)
+    pod["spec"].pop("nodeName")
+    pod["spec"].update(spec)
+    pod["metadata"]["creationTimestamp"] = created
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+def test_pending_pods_ahead_in_the_schedulers_queue_take_freed_gpus_first() -> None:
+    """The foreign-intruder race: GPUs just freed by a release go to the pods already waiting
+    in kube-scheduler's queue (PrioritySort: priority, then age), not to a start submitted
+    after them. Counting only bound pods said Fits and B raced the queue for the GPUs."""
+    node = [gpu_node("g1", 8)]
+    b = template({names.GPU: "6"})
+    waiting = [queued(f"in-{i}", {names.GPU: "1"}, f"2026-10-19T11:00:0{i}Z") for i in range(8)]
+    ahead = capacity.queued_ahead(waiting, b["spec"])
+    assert [pods.name(p) for p in ahead] == [f"in-{i}" for i in range(8)]
+    verdict = fits([b], node, queued=ahead)
+    assert isinstance(verdict, Insufficient) and verdict.free_by_node == {}
+    assert fits([b], node, queued=ahead[:2]) == Fits(groups=1)  # 2 taken, 6 left
+    assert fits([b], node) == Fits(groups=1)  # what the preview said before
+    # lower priority waits behind ours (and would be preempted): not ahead
+    low = [queued("low", {names.GPU: "8"}, "2026-10-19T10:00:00Z", priority=-5)]
+    assert capacity.queued_ahead(low, b["spec"]) == []
+    high = {**b["spec"], "priority": 1000}
+    assert capacity.queued_ahead(waiting, high) == []
+    # a class named without a resolved value: only pods of the same class are known ahead
+    klass = {**b["spec"], "priorityClassName": "prod"}
+    same = queued("same", {names.GPU: "8"}, "2026-10-19T10:00:00Z", priorityClassName="prod")
+    assert [pods.name(p) for p in capacity.queued_ahead([*waiting, same], klass)] == ["same"]
+    # bound, nominated, deleting and failed pods are not in the queue
+    nominated = {**waiting[0], "status": {"phase": "Pending", "nominatedNodeName": "g1"}}
+    gone = {**waiting[1], "metadata": {**waiting[1]["metadata"], "deletionTimestamp": "x"}}
+    failed = {**waiting[2], "status": {"phase": "Failed"}}
+    assert capacity.queued_ahead([nominated, gone, failed], b["spec"]) == []
+    # a queued pod that fits nowhere takes nothing
+    huge = [queued("huge", {names.GPU: "16"}, "2026-10-19T10:00:00Z")]
+    assert fits([b], node, queued=huge) == Fits(groups=1)
+
+
 def test_nominated_pods_hold_their_node_and_unmodelled_rules_are_said() -> None:
     preemptor = {
         **bound("hi", "", {names.GPU: "8"}),

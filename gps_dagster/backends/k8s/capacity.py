@@ -23,6 +23,7 @@ requests) needs distinct nodes of one flavor; an 8-GPU single-node replica never
 """
 # Decisions embodied here (docs/decisions.md):
 # * “The capacity preview simulates the scheduler pod by pod”
+# * “Pending pods ahead in the scheduler's queue take freed capacity first (R-PASS-9)”
 
 from __future__ import annotations
 
@@ -246,9 +247,12 @@ def preview(
     nodes: Sequence[Node],
     holding: Sequence[Pod],
     nominated: Sequence[Pod] = (),
+    queued: Sequence[Pod] = (),
 ) -> CapacityPreview:
     """Do ``delta`` more replica groups fit, node by node, now? ``group``: the pod templates
-    (``{"metadata", "spec"}``) of one replica group, one per pod (an LWS: leader first)."""
+    (``{"metadata", "spec"}``) of one replica group, one per pod (an LWS: leader first).
+    ``queued``: pending pods the scheduler will serve before ours (``queued_ahead``); each
+    takes a place first, as the scheduler would give it one."""
     delta = max(delta, 0)
     specs = [t.get("spec") or {} for t in group]
     missing = next((f for f in map(unsupported, specs) if f), None)
@@ -259,6 +263,7 @@ def preview(
         return Insufficient("no_matching_flavor", {}, delta, 0)
     usable = [n for n in matching if node_usable(n)]
     world = _world(usable, holding, nominated)
+    claimed = _serve_queue(queued, usable, world)
     needs = [{**pods.spec_requests(s), PODS: Fraction(1)} for s in specs]
     fitting = 0
     for _ in range(delta):
@@ -267,7 +272,7 @@ def preview(
         fitting += 1
     if fitting >= delta:
         return Fits(groups=delta)
-    waiting = [_as_bound(p) for p in nominated]
+    waiting = [_as_bound(p) for p in nominated] + claimed
     shown = {k: v for k, v in sorted(free_by_node(usable, [*holding, *waiting]).items()) if v > 0}
     return Insufficient("insufficient_capacity", shown, delta, fitting)
 
@@ -282,9 +287,66 @@ def _world(usable: Sequence[Node], holding: Sequence[Pod], nominated: Sequence[P
     return world
 
 
-def _as_bound(pod: Pod) -> Pod:
-    where = (pod.get("status") or {}).get("nominatedNodeName")
+def _as_bound(pod: Pod, where: str | None = None) -> Pod:
+    where = where or (pod.get("status") or {}).get("nominatedNodeName")
     return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": where}}
+
+
+def priority(spec: Mapping[str, Any]) -> int:
+    """A pod's priority as the scheduler reads it (``spec.priority``, set at admission; 0 when
+    absent: ``corev1helpers.PodPriority``)."""
+    return int(spec.get("priority") or 0)
+
+
+def queued_ahead(pending: Iterable[Pod], template_spec: Mapping[str, Any]) -> list[Pod]:
+    """The pending pods (no node, no nomination, not deleting) kube-scheduler's queue serves
+    before a pod of ``template_spec``, in the order it serves them.
+
+    The default queue sort is ``PrioritySort`` (``pkg/scheduler/framework/plugins/queuesort/
+    priority_sort.go``): higher priority first, equal priority by the time the pod entered the
+    queue. Our pods do not exist yet, so every pending pod of equal priority is ahead of them.
+    A template that names a ``priorityClassName`` without a resolved ``priority`` has a value
+    the preview cannot read: only pods of the same class are then known to be ahead."""
+    klass = template_spec.get("priorityClassName")
+    if klass and template_spec.get("priority") is None:
+        def ahead(spec: Mapping[str, Any]) -> bool:
+            return bool(spec.get("priorityClassName") == klass)
+    else:
+        ours = priority(template_spec)
+
+        def ahead(spec: Mapping[str, Any]) -> bool:
+            return priority(spec) >= ours
+    found = [
+        p
+        for p in pending
+        if not pods.node(p)
+        and not (p.get("status") or {}).get("nominatedNodeName")
+        and not pods.deleting(p)
+        and not pods.terminal(p)
+        and ahead(p.get("spec") or {})
+    ]
+    return sorted(
+        found,
+        key=lambda p: (
+            -priority(p.get("spec") or {}),
+            str((p.get("metadata") or {}).get("creationTimestamp") or ""),
+        ),
+    )
+
+
+def _serve_queue(queued: Sequence[Pod], usable: Sequence[Node], world: Placement) -> list[Pod]:
+    """Give each queued pod the place the scheduler would (on ``world``); the pods placed,
+    bound to their node. A pod that fits nowhere takes nothing (it stays pending)."""
+    placed: list[Pod] = []
+    for p in queued:
+        spec = p.get("spec") or {}
+        need = {**pods.spec_requests(spec), PODS: Fraction(1)}
+        template = {"metadata": p.get("metadata") or {}, "spec": spec}
+        before = {n: dict(v) for n, v in world.free.items()}
+        if _place_group([template], [need], pods.namespace(p), usable, world):
+            spot = next(n for n, v in world.free.items() if v != before.get(n))
+            placed.append(_as_bound(p, spot))
+    return placed
 
 
 def _place_group(

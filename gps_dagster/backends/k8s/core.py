@@ -103,6 +103,11 @@ def autoscaler_verdict(kube: Kube, namespace: str, own: Sequence[Obj]) -> str | 
     return "not_triggered" if "not_triggered" in said else ("triggered" if said else None)
 
 
+def _owned_by(w: Workload, pod: pods.Pod) -> bool:
+    """A pod of ``w`` itself (its namespace, its selector): not a competitor of its own start."""
+    return pods.namespace(pod) == w.namespace and selector_matches(w.selector, pods.labels(pod))
+
+
 def replica_group(w: Workload) -> list[Obj]:
     """The pod templates of one replica group, one per pod: an LWS's leader (its own template
     when it has one) then ``size - 1`` workers; a Deployment's one pod."""
@@ -236,23 +241,25 @@ class K8sCore(MutationsMixin):
         if b is not None:
             return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
         holding = self.holding_pods()
+        pending = [p for p in self.pending_pods() if not _owned_by(w, p)]
         return capacity.preview(
             replica_group(w),
             namespace=w.namespace,
             delta=delta_replicas,
             nodes=self.nodes(),
             holding=holding + self.gps.idle_holds(holding, self._members()),
-            nominated=self.nominated_pods(),
+            nominated=[p for p in pending if (p.get("status") or {}).get("nominatedNodeName")],
+            queued=capacity.queued_ahead(pending, w.template.get("spec") or {}),
         )
 
-    def nominated_pods(self) -> list[pods.Pod]:
-        """Pending pods the scheduler nominated a node for (preemptors): that node is promised."""
-        found = self.kube.items(
+    def pending_pods(self) -> list[Obj]:
+        """Pods not bound to a node yet: a nominated one (a preemptor) has its node promised;
+        the others are in the scheduler's queue and take freed capacity in its order."""
+        return self.kube.items(
             self.kube.core.list_pod_for_all_namespaces,
             what="list pending pods",
             field_selector="spec.nodeName=,status.phase=Pending",
         )
-        return [p for p in found if (p.get("status") or {}).get("nominatedNodeName")]
 
     def alias_guard(self, deploy_id: str) -> AliasInfo:
         w = self.finder.find(deploy_id)
