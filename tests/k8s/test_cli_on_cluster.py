@@ -4,11 +4,6 @@ the Kubernetes core from the settings, and the commands act on (and read back) t
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,47 +71,6 @@ def test_engine_run_on_kubernetes_stops_a_at_the_boundary_on_the_cluster(cluster
     phases = {r["target"]: r["phase"] for r in status["targets"]}
     assert phases[A] == "releasing" and phases[B] in ("pending", "capacity_wait")
     assert status["gate"] == "enforce"
-
-
-def test_engine_run_as_its_own_process_swaps_a_for_b_while_the_cluster_moves(
-    cluster: Any, tmp_path: Path
-) -> None:
-    """The production shape: ``gps-dagster engine run`` is a process of its own, looping on its
-    interval, with no test code between its passes. It releases A, sees A's pods go (deleted by
-    the kubelet at their own pace), starts B when the GPUs are free, and stops at SIGTERM."""
-    pool, env = cluster
-    run(env, "schedules", "apply", "-f", SEED)
-    run(env, "gate", "enforce")
-    log = (tmp_path / "engine.err").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gps_dagster.cli.main", "engine", "run", "--interval", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
-        cwd=tmp_path,
-    )
-    phases: dict[str, str] = {}
-    try:
-        deadline = time.monotonic() + 180  # a bound on a hang, not a timing: it ends on state
-        while time.monotonic() < deadline and proc.poll() is None:
-            status = json.loads(run(env, "status", "--format", "json").output)
-            phases = {r["target"]: r["phase"] for r in status["targets"]}
-            if phases.get(B) == "converged" and replicas(pool, B) == 1:
-                break
-            time.sleep(0.5)
-        assert proc.poll() is None, (tmp_path / "engine.err").read_text()
-        assert phases.get(B) == "converged", phases
-        assert replicas(pool, A) == 0 and replicas(pool, B) == 1 and replicas(pool, C) == 1
-        assert phases[A] == "converged" and phases.get(C, "converged") == "converged", phases
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0, (tmp_path / "engine.err").read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
-    err = (tmp_path / "engine.err").read_text()
-    assert "stopped" in err and "Traceback" not in err, err
 
 
 def test_pool_show_lists_the_clusters_nodes_gpus_and_pods(cluster: Any) -> None:
