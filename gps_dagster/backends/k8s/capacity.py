@@ -342,10 +342,9 @@ def _serve_queue(queued: Sequence[Pod], usable: Sequence[Node], world: Placement
         spec = p.get("spec") or {}
         need = {**pods.spec_requests(spec), PODS: Fraction(1)}
         template = {"metadata": p.get("metadata") or {}, "spec": spec}
-        before = {n: dict(v) for n, v in world.free.items()}
-        if _place_group([template], [need], pods.namespace(p), usable, world):
-            spot = next(n for n, v in world.free.items() if v != before.get(n))
-            placed.append(_as_bound(p, spot))
+        spots = _place_group([template], [need], pods.namespace(p), usable, world)
+        if spots:
+            placed.append(_as_bound(p, spots[0]))
     return placed
 
 
@@ -355,8 +354,9 @@ def _place_group(
     namespace: str,
     usable: Sequence[Node],
     world: Placement,
-) -> bool:
-    """Place one group on distinct nodes of one flavor (most free GPUs first); commit or not."""
+) -> list[str] | None:
+    """Place one group on distinct nodes of one flavor (most free GPUs first); commit or not.
+    The nodes taken, pod by pod in placement order; None when the group does not fit."""
     by_flavor: dict[str, list[str]] = {}
     for n in usable:
         by_flavor.setdefault(node_labels(n).get(names.GPU_PRODUCT, ""), []).append(node_name(n))
@@ -367,7 +367,7 @@ def _place_group(
             {k: dict(v) for k, v in world.free.items()},
             {k: list(v) for k, v in world.labels.items()},
         )
-        used: set[str] = set()
+        used: list[str] = []
         gpu_first = sorted(
             zip(group, needs, strict=True), key=lambda tn: -tn[1].get(names.GPU, Fraction(0))
         )
@@ -394,9 +394,9 @@ def _place_group(
             )
             if spot is None:
                 break
-            used.add(spot)
+            used.append(spot)
             trial.take(spot, need, namespace, labels)
         else:
             world.free, world.labels = trial.free, trial.labels
-            return True
-    return False
+            return used
+    return None
