@@ -193,14 +193,6 @@ def test_billing_refused_by_the_namespace_mark_stops_nothing(new_world: Any) -> 
     assert w.deploy(A).state is DeployState.READY and w.operations() == []
 
 
-# Not strict: timing-dependent on the moving cluster. With the queue rule (decision 185) B is no
-# longer started, but the run of 2feabdd saw capacity_unavailable already at 18:05 where the test
-# expects capacity_wait (its wait starts at 18:00, capacity_wait_s=300): the test's instants need
-# rework before the marker goes.
-@pytest.mark.xfail(
-    strict=False,
-    reason="the assertion instants (capacity_wait at exactly 18:05) race the wait's deadline",
-)
 def test_capacity_taken_by_a_foreign_pod_ends_capacity_unavailable(new_world: Any) -> None:
     """Pending foreign 1-GPU pods are in the scheduler's queue before B's start exists: the GPUs
     A frees are theirs (PrioritySort), so B waits and ends capacity_unavailable. Found by the
@@ -216,13 +208,19 @@ def test_capacity_taken_by_a_foreign_pod_ends_capacity_unavailable(new_world: An
         "intruder", 8, "intruder"
     )  # pending 1-GPU pods: they grab what is published
     w.until_quiet_wall(lambda: _judged_pending(w, "foreign-intruder") == 8, "intruders pending")
-    w.run_until(local("2026-10-19T18:05"))
-    assert w.status(B).phase == "capacity_wait"
-    w.tick(30)
+    # The wait begins when the pass that released A sees B's GPUs taken: at or after 18:00, by
+    # how long the moving cluster takes. So the instants are bounds around the wait's own start,
+    # not fixed minutes (the run of 2feabdd saw a fixed 18:05 check race the wait's deadline).
+    w.run_until(local("2026-10-19T18:04"))
+    waiting = w.status(B)
+    assert waiting.phase == "capacity_wait"  # mutation: B started into the queue → starting
+    began = waiting.phase_since
+    assert local("2026-10-19T18:00") <= began <= local("2026-10-19T18:04")
+    w.run_until(local("2026-10-19T18:10"))
     st = w.status(B)
     assert (st.phase, st.reason) == ("capacity_unavailable", "capacity_unavailable")
-    assert st.phase_since == local("2026-10-19T18:05")
-    w.run_until(local("2026-10-19T18:10"))
+    # Ends by the wait's clock (capacity_wait_s=300), not earlier, and within one step after it.
+    assert began + timedelta(seconds=300) <= st.phase_since <= began + timedelta(seconds=330)
     assert w.deploy(B).state is DeployState.STOPPED and w.deploy(A).state is DeployState.STOPPED
     held = {h: n for s in w.samples[-1:] for node in s.by_node.values() for h, n in node.items()}
     assert sum(n for h, n in held.items() if h.startswith("foreign-intruder")) == 8
