@@ -68,8 +68,16 @@ class Demo:
 def start_demo(var: Path) -> Demo:
     port, api_port = free_port(), free_port()
     log = var.parent / f"{var.name}-demo.log"
-    out = open(log, "wb")  # noqa: SIM115 - the demo's output for the whole test
-    proc = subprocess.Popen(
+    with open(log, "wb") as out:  # the child keeps its own descriptor; ours is closed at once
+        proc = _popen_demo(var, port, api_port, out)
+    demo = Demo(proc, var, f"http://127.0.0.1:{port}", log)
+    wait_for(lambda: demo.env_file.is_file() or _died(demo), 240, f"the demo's env file ({log})")
+    assert proc.poll() is None, log.read_text()[-3000:]
+    return demo
+
+
+def _popen_demo(var: Path, port: int, api_port: int, out: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -89,10 +97,6 @@ def start_demo(var: Path) -> Demo:
         start_new_session=True,
         env={k: v for k, v in os.environ.items() if not k.startswith(("GPS_", "DAGSTER_"))},
     )
-    demo = Demo(proc, var, f"http://127.0.0.1:{port}", log)
-    wait_for(lambda: demo.env_file.is_file() or _died(demo), 240, f"the demo's env file ({log})")
-    assert proc.poll() is None, log.read_text()[-3000:]
-    return demo
 
 
 def _died(demo: Demo) -> bool:

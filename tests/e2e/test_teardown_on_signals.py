@@ -120,11 +120,19 @@ def test_with_postgres_stopped_by_a_signal_stops_the_server_and_the_command(
         assert code == 128 + sig, f"with_postgres exited with {code}"  # like a shell reports it
     finally:
         stop_leftovers(child, server)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
+        reap(proc)
         if data_dir is not None:
             shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
+def reap(proc: subprocess.Popen[bytes]) -> None:
+    """Kill if still running, wait, and close the pipes (not left to the garbage collector)."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=30)
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 def run_script(script: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
@@ -154,9 +162,7 @@ def test_bench_pass_stopped_by_sigterm_stops_its_postgresql() -> None:
         assert code == 128 + signal.SIGTERM, f"bench/pass.py exited with {code}"
     finally:
         stop_leftovers(None, server)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
+        reap(proc)
 
 
 def test_bench_dagster_lag_stopped_by_sigterm_stops_dagster_dev() -> None:
@@ -175,6 +181,4 @@ def test_bench_dagster_lag_stopped_by_sigterm_stops_dagster_dev() -> None:
     finally:
         if group is not None and group_members(group):
             os.killpg(group, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
+        reap(proc)

@@ -58,6 +58,7 @@ def test_sigterm_stops_and_cleans_the_real_node() -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        proc.stdout.close()  # not left to the garbage collector (a ResourceWarning)
     left = [c for c in _cmdlines() if str(node_dir) in c]
     assert left == [], f"processes of the node survived: {left}"
     assert not node_dir.exists()
