@@ -245,6 +245,76 @@ def test_a_foreign_annotation_only_change_is_not_an_etag_mismatch(pair: Pool) ->
         pair.core.start("c", etag=c.etag, idempotency_key="kc")
 
 
+def owned_replica_sets(p: Pool, deploy: str) -> list[dict[str, Any]]:
+    """The ReplicaSets the Deployment controller made for ``deploy`` (ownerReference = its uid)."""
+    _, ns, name = p.workload(deploy)
+    uid = read_deployment(p, ns, name)["metadata"]["uid"]
+    found = p.admin.items(p.admin.apps.list_namespaced_replica_set, ns, what="list replicasets")
+    return [
+        r for r in found if any(o.get("uid") == uid for o in r["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def wait_replica_set_copy(p: Pool, deploy: str, want: dict[str, str]) -> dict[str, Any]:
+    """Poll (bounded) until the controller has copied ``want`` onto a ReplicaSet of ``deploy``
+    and observed the Deployment's generation; that ReplicaSet."""
+    _, ns, name = p.workload(deploy)
+    deadline = time.monotonic() + 60
+    while True:
+        d = read_deployment(p, ns, name)
+        observed = (d.get("status") or {}).get("observedGeneration") == d["metadata"]["generation"]
+        for rs in owned_replica_sets(p, deploy):
+            notes = rs["metadata"].get("annotations") or {}
+            if observed and all(notes.get(k) == v for k, v in want.items()):
+                return rs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{deploy}: {sorted(want)} never copied onto its ReplicaSet")
+        time.sleep(0.1)
+
+
+def test_the_ledger_the_controller_copies_onto_replicasets_is_never_read_as_the_workload(
+    pair: Pool,
+) -> None:
+    """Issue 18 item 12: the Deployment controller copies every annotation of a Deployment (all
+    but its revision/apply/replica bookkeeping: ``copyDeploymentAnnotationsToReplicaSet`` and
+    ``annotationsToSkip`` in kubernetes/kubernetes pkg/controller/deployment/util/
+    deployment_util.go) onto its ReplicaSet, and the ReplicaSet also carries the pod template's
+    labels, ``gps.dagster.io/deploy-id`` among them. So after a stop the ReplicaSet looks like a
+    second copy of the workload, ledger and all: the product must still read the one Deployment —
+    no duplicate, the ETag it predicted holds once the controller has copied and written the
+    status, and a resubmit is replayed from the ledger without a write.
+
+    Mutations caught: an ETag from ``resourceVersion`` (the controller's status write after the
+    copy moves it) fails the ETag equality; a finder that also lists ReplicaSets (or any kind the
+    template's labels reach) sees ``duplicate_deploy_id``; a ledger lookup that misses its own
+    entry writes a second time (the resourceVersion moves)."""
+    p = pair
+    _, ns, name = p.workload("b")
+    before = p.core.get_deploy("b")
+    op = p.core.stop("b", etag=before.etag, allow_aliased_downtime=False, idempotency_key="k")
+    written = read_deployment(p, ns, name)["metadata"]["annotations"]
+    product = {k: v for k, v in written.items() if k.startswith(names.PREFIX)}
+    assert names.OPERATIONS in product and '"key":"k"' in product[names.OPERATIONS]
+    rs = wait_replica_set_copy(p, "b", product)  # the ledger (and the replicas memo) copied
+    assert rs["metadata"]["labels"][names.DEPLOY_ID] == "b"  # and the deploy-id label too
+    assert rs["spec"]["replicas"] == 0
+
+    view = p.core.get_deploy("b")  # one workload, read from the Deployment only
+    assert (view.kind, view.state) == (DeployKind.DEPLOYMENT, DeployState.STOPPED)
+    assert view.etag == op.etag_after
+    assert set(p.core.get_deploys(["b", "c"])) == {"b", "c"}  # the batched read: no duplicate
+    rv = read_deployment(p, ns, name)["metadata"]["resourceVersion"]
+    again = p.core.stop("b", etag=before.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert again.id == op.id and p.core.get_operation(op.id).idempotency_key == "k"
+    assert read_deployment(p, ns, name)["metadata"]["resourceVersion"] == rv  # no second write
+
+    start = p.core.start("b", etag=view.etag, idempotency_key="k2")  # the same ReplicaSet again
+    after = read_deployment(p, ns, name)["metadata"]["annotations"][names.OPERATIONS]
+    wait_replica_set_copy(p, "b", {names.OPERATIONS: after})
+    assert p.core.get_deploy("b").etag == start.etag_after
+    assert len(owned_replica_sets(p, "b")) == 1
+
+
 def server_side_apply(p: Pool, deploy: str, manager: str, replicas: int) -> None:
     _, ns, name = p.workload(deploy)
     body = {
