@@ -21,7 +21,7 @@ from gps_dagster.domain.render import kai
 from gps_dagster.engine.outcomes import from_core_error
 from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Permanent, Unsupported
 from tests.k8s.cluster import unique
-from tests.k8s.test_adapter_on_cluster import Pool, two_deploys
+from tests.k8s.test_adapter_on_cluster import Pool, bound_pair, two_deploys
 
 
 def deployment(
@@ -313,6 +313,35 @@ def test_the_ledger_the_controller_copies_onto_replicasets_is_never_read_as_the_
     wait_replica_set_copy(p, "b", {names.OPERATIONS: after})
     assert p.core.get_deploy("b").etag == start.etag_after
     assert len(owned_replica_sets(p, "b")) == 1
+
+
+@pytest.mark.parametrize("deploy", ["x", "m"])  # exclusive, time-sliced member
+def test_a_start_that_renders_the_template_predicts_its_etag_and_the_next_write_takes_it(
+    k8s_cluster: str, sqlite_url: str, deploy: str
+) -> None:
+    """A reservation-bound start patches the pod template (a new ReplicaSet, the ledger copied
+    onto it); its ``etag_after`` is the ETag of the object the API server returns, so the next
+    mutation can use it (the port's contract), and the stop that follows replays.
+
+    The API server always serialises a template's ``metadata.creationTimestamp`` (as ``null``:
+    "Kubernetes outputs creationTimestamp: null in a blank object", weaveworks/kubediff#89); the
+    render kept only labels and annotations, so the patch asked to delete it, the prediction did,
+    the server did not: every bound start's ``etag_after`` was stale at once (the stop below was
+    an ``EtagMismatch``). Mutation caught: the render dropping template metadata other than labels
+    and annotations (``rendered_template`` returning the bare render)."""
+    p = Pool(bound_pair(), sqlite_url)
+    try:
+        _, ns, name = p.workload(deploy)
+        op = p.core.start(deploy, etag=p.core.get_deploy(deploy).etag, idempotency_key="k1")
+        assert p.core.get_deploy(deploy).etag == op.etag_after
+        after = read_deployment(p, ns, name)["metadata"]["annotations"][names.OPERATIONS]
+        rs = wait_replica_set_copy(p, deploy, {names.OPERATIONS: after})
+        assert rs["spec"]["template"]["metadata"]["labels"].get(kai.RESERVATION_LABEL)  # rendered
+        stop = p.core.stop(deploy, etag=op.etag_after, allow_aliased_downtime=True,
+                           idempotency_key="k2")
+        assert p.core.get_deploy(deploy).etag == stop.etag_after
+    finally:
+        p.close()
 
 
 def server_side_apply(p: Pool, deploy: str, manager: str, replicas: int) -> None:
