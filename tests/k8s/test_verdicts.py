@@ -144,51 +144,53 @@ def test_a_reservation_bound_render_takes_its_queue_from_the_reservation_not_a_l
     assert labels[kai.QUEUE_LABEL] != policy.queue_for("someone-else")
 
 
-@pytest.fixture
-def excl_cmp(k8s_cluster: str, sqlite_url: str) -> Iterator[Pool]:
-    """``exclusive()`` with every namespace starting ``cmp-``: the reservation's namespace is a CMP
-    project's (``cmp-<project>``, ``reservation_project``) as on a CMP cluster; under the default
-    prefix it is an admin namespace and no project is checked at all."""
-    made = Pool(exclusive(), sqlite_url, prefix=unique("cmp-"))
-    yield made
-    made.close()
-
-
+@pytest.mark.parametrize(
+    ("doc", "deploy", "rid"),
+    [(exclusive, "own", "rsv-x"), (bound_pair, "m", "rsv-ts")],  # exclusive, time-sliced
+    ids=["exclusive", "time_sliced"],
+)
 def test_a_reservation_of_one_project_is_refused_to_a_workload_labelled_another(
-    excl_cmp: Pool,
+    k8s_cluster: str, sqlite_url: str, doc: Any, deploy: str, rid: str
 ) -> None:
     """Issue 18 item 2: in the reservation's own namespace, a workload whose project label names
     another project is refused (``reservation_project_mismatch``) at the preview and at start, and
     nothing is written; labelled with the reservation's project it starts.
 
+    Every namespace of the pool starts ``cmp-``, so the reservation's namespace is a CMP project's
+    (``cmp-<project>``, ``reservation_project``) as on a CMP cluster; under the default prefix it
+    is an admin namespace and no project is checked at all.
+
     Mutations caught: dropping the project comparison of ``check_scope`` (or inverting it, or
     reading the owner from the label instead of the reservation) fails the first half; refusing
     every labelled workload fails the second."""
-    p = excl_cmp
-    _, ns, name = p.workload("own")
-    rsv = p.cluster.reservations["rsv-x"]
-    owner = reservation_project(rsv)
-    assert owner is not None and rsv.namespace == ns  # same namespace: only the project differs
-    before = read_deployment(p, ns, name)
-    p.patch("own", {"metadata": {"labels": {names.PROJECT: "someone-else"}}})
-    preview = p.core.admission_preview("own", delta_replicas=1)
-    assert (preview.admitted, preview.reason) == (False, "reservation_project_mismatch")
-    view = p.core.get_deploy("own")
-    with pytest.raises(AdmissionRefused) as refused:
-        p.core.start("own", etag=view.etag, idempotency_key="k-other")
-    assert refused.value.reason == "reservation_project_mismatch"
-    assert owner in str(refused.value) and "someone-else" in str(refused.value)
-    after = read_deployment(p, ns, name)
-    assert after["spec"] == before["spec"]  # nothing rendered, nothing scaled
-    assert names.OPERATIONS not in (after["metadata"].get("annotations") or {})
+    p = Pool(doc(), sqlite_url, prefix=unique("cmp-"))
+    try:
+        _, ns, name = p.workload(deploy)
+        rsv = p.cluster.reservations[rid]
+        owner = reservation_project(rsv)
+        assert owner is not None and rsv.namespace == ns  # same namespace: only the project differs
+        before = read_deployment(p, ns, name)
+        p.patch(deploy, {"metadata": {"labels": {names.PROJECT: "someone-else"}}})
+        preview = p.core.admission_preview(deploy, delta_replicas=1)
+        assert (preview.admitted, preview.reason) == (False, "reservation_project_mismatch")
+        view = p.core.get_deploy(deploy)
+        with pytest.raises(AdmissionRefused) as refused:
+            p.core.start(deploy, etag=view.etag, idempotency_key="k-other")
+        assert refused.value.reason == "reservation_project_mismatch"
+        assert owner in str(refused.value) and "someone-else" in str(refused.value)
+        after = read_deployment(p, ns, name)
+        assert after["spec"] == before["spec"]  # nothing rendered, nothing scaled
+        assert names.OPERATIONS not in (after["metadata"].get("annotations") or {})
 
-    p.patch("own", {"metadata": {"labels": {names.PROJECT: owner}}})
-    assert p.core.admission_preview("own", delta_replicas=1).admitted
-    view = p.core.get_deploy("own")
-    p.core.start("own", etag=view.etag, idempotency_key="k-own")
-    started = read_deployment(p, ns, name)
-    assert started["spec"]["replicas"] == 1
-    assert started["spec"]["template"]["spec"]["nodeSelector"][names.HOSTNAME] == rsv.node
+        p.patch(deploy, {"metadata": {"labels": {names.PROJECT: owner}}})
+        assert p.core.admission_preview(deploy, delta_replicas=1).admitted
+        view = p.core.get_deploy(deploy)
+        p.core.start(deploy, etag=view.etag, idempotency_key="k-own")
+        started = read_deployment(p, ns, name)
+        assert started["spec"]["replicas"] == 1
+        assert started["spec"]["template"]["spec"]["nodeSelector"][names.HOSTNAME] == rsv.node
+    finally:
+        p.close()
 
 
 # -- item 7: a LeaderWorkerSet is READY on every supported LWS release ------------------------------
