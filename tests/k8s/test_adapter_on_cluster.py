@@ -30,8 +30,8 @@ from tests.k8s.world import rename_nodes
 
 
 class Pool:
-    def __init__(self, doc: dict[str, Any], db_url: str) -> None:
-        prefix = unique("a")
+    def __init__(self, doc: dict[str, Any], db_url: str, *, prefix: str | None = None) -> None:
+        prefix = prefix or unique("a")  # every namespace of the pool starts with it
         self.clock = VirtualClock(T0_K8S)
         self.spec = load_pool(rename_nodes(doc, prefix))
         self.engine = create_db_engine(db_url)

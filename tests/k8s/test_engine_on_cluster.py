@@ -18,7 +18,7 @@ import pytest
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.domain.pool import gpu_uuid
 from gps_dagster.engine import EngineConfig
-from gps_dagster.ports import DeployState
+from gps_dagster.ports import DeployState, QuotaRefused
 from tests.engine.harness import (
     SEED_MONDAY,
     A,
@@ -347,6 +347,51 @@ def test_admin_deploys_sharing_a_namespace_quota_equal_to_the_pool_can_swap(
     w.run_until(local("2026-10-19T18:10"))
     assert w.status(B).phase == "converged", (w.status(B).phase, w.status(B).fix)
     assert [(d, k) for d, k, _ in w.operations()] == [(A, "stop"), (B, "start")]
+
+
+def test_one_project_across_two_namespaces_is_not_credited_across_their_quotas(
+    new_world: Any,
+) -> None:
+    """Issue 18 item 6: one project (``chat``) spread over two namespaces. A (8 GPUs) runs in the
+    first, under its own ResourceQuota; B (6) is in the second, whose quota is 5. A
+    ResourceQuota is per namespace ("ResourceQuota sets aggregate quota restrictions enforced
+    per namespace": the ResourceQuota API type's description, kubernetes.io
+    /docs/concepts/policy/resource-quotas "aggregate resource consumption per namespace"), so
+    stopping A frees nothing under B's quota: the preflight refuses B before anything moves and A
+    keeps serving (R-PASS-6). Crediting A's release per project label made the plan pass, stop A,
+    and then B was refused by its own namespace's quota.
+
+    Mutation caught: ``QuotaLedger.charge`` crediting ``freed`` by project (``self.freed``) instead
+    of only under the same quota scope (``_freed_in``) — A gets stopped for nothing."""
+    pool = cmp_pool(quota=8)  # A's namespace: quota 8, exactly what A holds
+    pool["deploys"][1]["project"] = "chat-west"  # lays B out in a second namespace ...
+    pool["projects"]["chat-west"] = {"gpu_quota": 5, "billing": "ok"}
+    w = new_world(schedule=cmp_schedule(), pool=pool, start=EVENING)  # the loop starts below
+    (_, ns_a, _), (_, ns_b, name_b) = w.cluster.workloads[A], w.cluster.workloads[B]
+    assert ns_a != ns_b
+    kube = w.cluster.kube
+    kube.merge_patch(  # ... whose project label is chat, as A's: one project, two namespaces
+        kube.apps.patch_namespaced_deployment,
+        name_b,
+        ns_b,
+        body={"metadata": {"labels": {names.PROJECT: "chat"}}},
+        what="relabel B",
+    )
+    assert w.deploy(B).project == w.deploy(A).project == "chat"
+    assert w.core.check_quota(A, delta_replicas=0).scope == f"{ns_a}/gpu-quota"  # two quotas,
+    with pytest.raises(QuotaRefused) as over:  # one project
+        w.core.check_quota(B, delta_replicas=1)
+    assert over.value.scope == f"{ns_b}/gpu-quota"
+    w.run_until(local("2026-10-19T18:05"))
+    st = w.status(B)
+    assert (st.phase, st.reason) == ("quota_refused", "quota_refused"), (st.phase, st.fix)
+    assert f"{ns_b}/gpu-quota" in (st.fix or "")  # the quota of B's namespace, by name
+    assert (st.detail or {}).get("quota") == 5
+    assert w.status(A).phase == "quota_refused" and f"{B} failed preflight" in (
+        w.status(A).fix or ""
+    )
+    assert w.deploy(A).state is DeployState.READY
+    assert w.operations() == []  # A was not stopped for nothing
 
 
 def _fake_cluster_autoscaler(w: K8sWorld, deploy: str, reason: str) -> None:

@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import names
+from gps_dagster.domain.gps.billing import reservation_project
 from gps_dagster.domain.kinds import DeployKind
 from gps_dagster.domain.pool import gpu_uuid
 from gps_dagster.domain.render import kai
 from gps_dagster.engine.outcomes import from_core_error
 from gps_dagster.ports import AdmissionRefused, DeployState, EtagMismatch, Permanent, Unsupported
-from tests.k8s.test_adapter_on_cluster import Pool, two_deploys
+from tests.k8s.cluster import unique
+from tests.k8s.test_adapter_on_cluster import Pool, bound_pair, two_deploys
 
 
 def deployment(
@@ -142,6 +144,55 @@ def test_a_reservation_bound_render_takes_its_queue_from_the_reservation_not_a_l
     assert labels[kai.QUEUE_LABEL] != policy.queue_for("someone-else")
 
 
+@pytest.mark.parametrize(
+    ("doc", "deploy", "rid"),
+    [(exclusive, "own", "rsv-x"), (bound_pair, "m", "rsv-ts")],  # exclusive, time-sliced
+    ids=["exclusive", "time_sliced"],
+)
+def test_a_reservation_of_one_project_is_refused_to_a_workload_labelled_another(
+    k8s_cluster: str, sqlite_url: str, doc: Any, deploy: str, rid: str
+) -> None:
+    """Issue 18 item 2: in the reservation's own namespace, a workload whose project label names
+    another project is refused (``reservation_project_mismatch``) at the preview and at start, and
+    nothing is written; labelled with the reservation's project it starts.
+
+    Every namespace of the pool starts ``cmp-``, so the reservation's namespace is a CMP project's
+    (``cmp-<project>``, ``reservation_project``) as on a CMP cluster; under the default prefix it
+    is an admin namespace and no project is checked at all.
+
+    Mutations caught: dropping the project comparison of ``check_scope`` (or inverting it, or
+    reading the owner from the label instead of the reservation) fails the first half; refusing
+    every labelled workload fails the second."""
+    p = Pool(doc(), sqlite_url, prefix=unique("cmp-"))
+    try:
+        _, ns, name = p.workload(deploy)
+        rsv = p.cluster.reservations[rid]
+        owner = reservation_project(rsv)
+        assert owner is not None and rsv.namespace == ns  # same namespace: only the project differs
+        before = read_deployment(p, ns, name)
+        p.patch(deploy, {"metadata": {"labels": {names.PROJECT: "someone-else"}}})
+        preview = p.core.admission_preview(deploy, delta_replicas=1)
+        assert (preview.admitted, preview.reason) == (False, "reservation_project_mismatch")
+        view = p.core.get_deploy(deploy)
+        with pytest.raises(AdmissionRefused) as refused:
+            p.core.start(deploy, etag=view.etag, idempotency_key="k-other")
+        assert refused.value.reason == "reservation_project_mismatch"
+        assert owner in str(refused.value) and "someone-else" in str(refused.value)
+        after = read_deployment(p, ns, name)
+        assert after["spec"] == before["spec"]  # nothing rendered, nothing scaled
+        assert names.OPERATIONS not in (after["metadata"].get("annotations") or {})
+
+        p.patch(deploy, {"metadata": {"labels": {names.PROJECT: owner}}})
+        assert p.core.admission_preview(deploy, delta_replicas=1).admitted
+        view = p.core.get_deploy(deploy)
+        p.core.start(deploy, etag=view.etag, idempotency_key="k-own")
+        started = read_deployment(p, ns, name)
+        assert started["spec"]["replicas"] == 1
+        assert started["spec"]["template"]["spec"]["nodeSelector"][names.HOSTNAME] == rsv.node
+    finally:
+        p.close()
+
+
 # -- item 7: a LeaderWorkerSet is READY on every supported LWS release ------------------------------
 
 
@@ -194,6 +245,105 @@ def test_a_foreign_annotation_only_change_is_not_an_etag_mismatch(pair: Pool) ->
     pair.patch("c", {"spec": {"replicas": 2}})  # a spec change still is one
     with pytest.raises(EtagMismatch):
         pair.core.start("c", etag=c.etag, idempotency_key="kc")
+
+
+def owned_replica_sets(p: Pool, deploy: str) -> list[dict[str, Any]]:
+    """The ReplicaSets the Deployment controller made for ``deploy`` (ownerReference = its uid)."""
+    _, ns, name = p.workload(deploy)
+    uid = read_deployment(p, ns, name)["metadata"]["uid"]
+    found = p.admin.items(p.admin.apps.list_namespaced_replica_set, ns, what="list replicasets")
+    return [
+        r for r in found if any(o.get("uid") == uid for o in r["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def wait_replica_set_copy(p: Pool, deploy: str, want: dict[str, str]) -> dict[str, Any]:
+    """Poll (bounded) until the controller has copied ``want`` onto a ReplicaSet of ``deploy``
+    and observed the Deployment's generation; that ReplicaSet."""
+    _, ns, name = p.workload(deploy)
+    deadline = time.monotonic() + 60
+    while True:
+        d = read_deployment(p, ns, name)
+        observed = (d.get("status") or {}).get("observedGeneration") == d["metadata"]["generation"]
+        for rs in owned_replica_sets(p, deploy):
+            notes = rs["metadata"].get("annotations") or {}
+            if observed and all(notes.get(k) == v for k, v in want.items()):
+                return rs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{deploy}: {sorted(want)} never copied onto its ReplicaSet")
+        time.sleep(0.1)
+
+
+def test_the_ledger_the_controller_copies_onto_replicasets_is_never_read_as_the_workload(
+    pair: Pool,
+) -> None:
+    """Issue 18 item 12: the Deployment controller copies every annotation of a Deployment (all
+    but its revision/apply/replica bookkeeping: ``copyDeploymentAnnotationsToReplicaSet`` and
+    ``annotationsToSkip`` in kubernetes/kubernetes pkg/controller/deployment/util/
+    deployment_util.go) onto its ReplicaSet, and the ReplicaSet also carries the pod template's
+    labels, ``gps.dagster.io/deploy-id`` among them. So after a stop the ReplicaSet looks like a
+    second copy of the workload, ledger and all: the product must still read the one Deployment —
+    no duplicate, the ETag it predicted holds once the controller has copied and written the
+    status, and a resubmit is replayed from the ledger without a write.
+
+    Mutations caught: an ETag from ``resourceVersion`` (the controller's status write after the
+    copy moves it) fails the ETag equality; a finder that also lists ReplicaSets (or any kind the
+    template's labels reach) sees ``duplicate_deploy_id``; a ledger lookup that misses its own
+    entry writes a second time (the resourceVersion moves)."""
+    p = pair
+    _, ns, name = p.workload("b")
+    before = p.core.get_deploy("b")
+    op = p.core.stop("b", etag=before.etag, allow_aliased_downtime=False, idempotency_key="k")
+    written = read_deployment(p, ns, name)["metadata"]["annotations"]
+    product = {k: v for k, v in written.items() if k.startswith(names.PREFIX)}
+    assert names.OPERATIONS in product and '"key":"k"' in product[names.OPERATIONS]
+    rs = wait_replica_set_copy(p, "b", product)  # the ledger (and the replicas memo) copied
+    assert rs["metadata"]["labels"][names.DEPLOY_ID] == "b"  # and the deploy-id label too
+    assert rs["spec"]["replicas"] == 0
+
+    view = p.core.get_deploy("b")  # one workload, read from the Deployment only
+    assert (view.kind, view.state) == (DeployKind.DEPLOYMENT, DeployState.STOPPED)
+    assert view.etag == op.etag_after
+    assert set(p.core.get_deploys(["b", "c"])) == {"b", "c"}  # the batched read: no duplicate
+    rv = read_deployment(p, ns, name)["metadata"]["resourceVersion"]
+    again = p.core.stop("b", etag=before.etag, allow_aliased_downtime=False, idempotency_key="k")
+    assert again.id == op.id and p.core.get_operation(op.id).idempotency_key == "k"
+    assert read_deployment(p, ns, name)["metadata"]["resourceVersion"] == rv  # no second write
+
+    start = p.core.start("b", etag=view.etag, idempotency_key="k2")  # the same ReplicaSet again
+    after = read_deployment(p, ns, name)["metadata"]["annotations"][names.OPERATIONS]
+    wait_replica_set_copy(p, "b", {names.OPERATIONS: after})
+    assert p.core.get_deploy("b").etag == start.etag_after
+    assert len(owned_replica_sets(p, "b")) == 1
+
+
+@pytest.mark.parametrize("deploy", ["x", "m"])  # exclusive, time-sliced member
+def test_a_start_that_renders_the_template_predicts_its_etag_and_the_next_write_takes_it(
+    k8s_cluster: str, sqlite_url: str, deploy: str
+) -> None:
+    """A reservation-bound start patches the pod template (a new ReplicaSet, the ledger copied
+    onto it); its ``etag_after`` is the ETag of the object the API server returns, so the next
+    mutation can use it (the port's contract), and the stop that follows replays.
+
+    The API server always serialises a template's ``metadata.creationTimestamp`` (as ``null``:
+    "Kubernetes outputs creationTimestamp: null in a blank object", weaveworks/kubediff#89); the
+    render kept only labels and annotations, so the patch asked to delete it, the prediction did,
+    the server did not: every bound start's ``etag_after`` was stale at once (the stop below was
+    an ``EtagMismatch``). Mutation caught: the render dropping template metadata other than labels
+    and annotations (``rendered_template`` returning the bare render)."""
+    p = Pool(bound_pair(), sqlite_url)
+    try:
+        _, ns, name = p.workload(deploy)
+        op = p.core.start(deploy, etag=p.core.get_deploy(deploy).etag, idempotency_key="k1")
+        assert p.core.get_deploy(deploy).etag == op.etag_after
+        after = read_deployment(p, ns, name)["metadata"]["annotations"][names.OPERATIONS]
+        rs = wait_replica_set_copy(p, deploy, {names.OPERATIONS: after})
+        assert rs["spec"]["template"]["metadata"]["labels"].get(kai.RESERVATION_LABEL)  # rendered
+        stop = p.core.stop(deploy, etag=op.etag_after, allow_aliased_downtime=True,
+                           idempotency_key="k2")
+        assert p.core.get_deploy(deploy).etag == stop.etag_after
+    finally:
+        p.close()
 
 
 def server_side_apply(p: Pool, deploy: str, manager: str, replicas: int) -> None:

@@ -289,11 +289,12 @@ class Reservations:
             "spec": dict(base.get("spec") or {}),
         }
         if isinstance(b, TimeSlicedBinding):
-            return self._member_template(w, b, template, policy)
+            return keep_template_metadata(template, self._member_template(w, b, template, policy))
         rsvs = [self.get(r) for r in b.reservations]
         for rsv in rsvs:
             check_scope(w, rsv)
-        return exclusive_template(template, rsvs, project=_queue_project(rsvs[0]), policy=policy)
+        out = exclusive_template(template, rsvs, project=_queue_project(rsvs[0]), policy=policy)
+        return keep_template_metadata(template, out)
 
     def _member_template(
         self, w: Workload, b: TimeSlicedBinding, template: Obj, policy: kai.SchedulingPolicy
@@ -615,6 +616,17 @@ def exclusive_template(
     if policy.priority_class_name:
         spec["priorityClassName"] = policy.priority_class_name
     return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+
+
+def keep_template_metadata(source: Obj, rendered: Obj) -> Obj:
+    """``rendered`` with every key of ``source``'s metadata the render does not set (it sets
+    labels and annotations). The API server always returns a template's ``creationTimestamp``
+    (``null``); a render without it would make the start's merge patch delete a key the server
+    keeps, and the ETag predicted after the write would not be the object's."""
+    meta = {
+        k: v for k, v in (source.get("metadata") or {}).items() if k not in ("labels", "annotations")
+    }
+    return {**rendered, "metadata": {**meta, **(rendered.get("metadata") or {})}}
 
 
 def _queue_project(rsv: Reservation) -> str:

@@ -269,6 +269,8 @@ def _strip_gpu_resources(spec: dict[str, Any], dropped: list[Dropped]) -> None:
                 values = resources.get(section) or {}
                 if GPU_RESOURCE in values:
                     dropped.append(Dropped(f"spec.{kind}[{i}].resources.{section}[{GPU_RESOURCE}]", values.pop(GPU_RESOURCE), "gpu_share_is_memory_mib"))
+                    if not values:  # as the API server returns it: an empty map is omitted
+                        resources.pop(section, None)
 
 
 def _override(target: dict[str, Any], key: str, value: Any, path: str, reason: str, dropped: list[Dropped]) -> None:
