@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Query
 
 from gps_dagster import __version__
-from gps_dagster.api import auth, errors, ui
+from gps_dagster.api import auth, errors, openapi, ui
 from gps_dagster.api.body_keys import DocumentRoute
 from gps_dagster.api.headers import SecurityHeaders
 from gps_dagster.api.limits import BodyLimit
@@ -66,10 +66,23 @@ def create_app(services: ApiServices) -> FastAPI:
         return {"status": "ok"}
 
     ui.install(app, services)
+    _tighten_document(app)
     app.add_middleware(BodyLimit, max_bytes=services.limits.max_body_bytes)
     app.add_middleware(Protocol)  # 415 for a non-JSON body, HEAD on GET routes
     app.add_middleware(SecurityHeaders)  # outside BodyLimit: a 413 carries the headers too
     return app
+
+
+def _tighten_document(app: FastAPI) -> None:
+    """Serve the derived document tightened to the server's real input rules (``api/openapi.py``)."""
+    derive = app.openapi
+
+    def document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = openapi.tighten(derive())
+        return app.openapi_schema
+
+    app.openapi = document  # type: ignore[method-assign]
 
 
 def _audit_route(app: FastAPI, admin: Any, services: ApiServices) -> None:
