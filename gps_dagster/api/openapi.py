@@ -161,7 +161,7 @@ DOCUMENT = (
     "missing", "unknown_field", "invalid_value", "too_small", "too_large", "too_short", "too_long",
     "not_a_string", "not_a_number", "not_a_boolean", "not_a_list", "not_an_object", "invalid_name",
     "invalid_scope", "invalid_duration", "invalid_datetime", "naive_datetime", "instant_out_of_range",
-    "invalid_date", "replicas_zero", "replicas_negative", "not_an_integer",
+    "invalid_date", "replicas_zero", "replicas_negative", "not_an_integer", "not_finite", "document_too_large",
     # rules beyond a JSON schema
     "unknown_timezone", "invalid_cron", "cron_six_fields", "duration_too_long", "duration_not_positive",
     "unknown_country", "unknown_subdivision", "unknown_category", "empty_skip", "too_many_windows",

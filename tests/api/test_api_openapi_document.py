@@ -137,3 +137,23 @@ def test_the_reason_check_itself_refuses_a_made_up_reason() -> None:
 def test_the_checked_in_copy_is_the_tightened_one() -> None:
     text = (ROOT / "docs" / "openapi.json").read_text()
     assert '"x-reasons"' in text and '"$ref": "#/components/schemas/ScheduleDocument"' in text
+
+
+SCHEDULE_MODULES = ("domain/spec.py", "domain/checks.py", "domain/crons.py", "domain/calendars.py",
+                    "domain/documents.py", "engine/operations.py", "api/documents.py")
+_RAISED = re.compile(r"FieldErrorCarrier\(\s*\"([a-z_]+)\"|FieldError\(\s*[^,()]+(?:\([^()]*\))?,\s*\"([a-z_]+)\""
+                     r"|^\s*\"[a-z_]+\": \(\"([a-z_]+)\",", re.M)
+
+
+def raised_in(module: str) -> set[str]:
+    return {next(g for g in m.groups() if g) for m in _RAISED.finditer((PACKAGE / module).read_text())}
+
+
+def test_every_document_reason_the_domain_raises_is_listed_where_documents_are_written(doc: dict[str, Any]) -> None:
+    raised = set().union(*(raised_in(m) for m in SCHEDULE_MODULES)) - {"dropped_placement_field"}  # a warning
+    assert {"unknown_target", "invalid_cron", "not_an_integer", "unknown_deploy", "invalid_yaml"} <= raised
+    raised -= {"invalid_yaml"}  # API bodies are JSON (415 otherwise)
+    for op_id in ("admin_create", "tenant_create", "admin_replace", "tenant_replace", "tenant_dry_run_new"):
+        op = next(o for _p, _m, o in operations(doc) if o["operationId"] == op_id)
+        missing = raised - set(op["x-reasons"])
+        assert not missing, f"{op_id}: reasons the domain raises but x-reasons omits: {sorted(missing)}"
