@@ -15,6 +15,7 @@ timeline page, outside the OpenAPI document.
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query
+from starlette.types import ASGIApp
 
 from gps_dagster import __version__
 from gps_dagster.api import auth, errors, openapi, ui
@@ -39,9 +40,21 @@ body: `status`, `reason`, `message`, `fix`, `path`, `errors[]`.
 """
 
 
+class _Api(FastAPI):
+    """FastAPI whose security headers wrap the whole stack, Starlette's error middleware included.
+
+    ``add_middleware`` places a middleware inside ``ServerErrorMiddleware``, which answers an
+    unhandled exception (the generic 500) itself: that answer went out without CSP, nosniff,
+    frame-ancestors, Referrer-Policy or ``Cache-Control: no-store``.
+    """
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
+
+
 def create_app(services: ApiServices) -> FastAPI:
     """The app over ``services`` (store, core, engine, clock, pool, limits)."""
-    app = FastAPI(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
+    app = _Api(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
                   docs_url="/docs", redoc_url=None, redirect_slashes=False)
     app.router.route_class = DocumentRoute  # a key given twice is refused at its path (R-MODEL-7)
     app.state.services = services
@@ -69,7 +82,7 @@ def create_app(services: ApiServices) -> FastAPI:
     _tighten_document(app)
     app.add_middleware(BodyLimit, max_bytes=services.limits.max_body_bytes)
     app.add_middleware(Protocol)  # 415 for a non-JSON body, HEAD on GET routes
-    app.add_middleware(SecurityHeaders)  # outside BodyLimit: a 413 carries the headers too
+    # SecurityHeaders wraps everything (``_Api``): a 413, a 415 and an unhandled 500 carry them too
     return app
 
 
