@@ -36,7 +36,10 @@ DESCRIPTION = """Deploy schedules, their status, timeline, apply-now and dry-run
 
 Authenticate with `Authorization: Bearer <token>` (`gps-dagster tokens create`). An `admin`
 token may use every surface; a `cmp:<project>` token only its own project's. Errors share one
-body: `status`, `reason`, `message`, `fix`, `path`, `errors[]`.
+body: `status`, `reason`, `message`, `fix`, `path`, `errors[]`. Each operation's `x-reasons` lists
+every `reason` (of the answer or of an `errors[]` entry) it can refuse with, including the rules a
+schema cannot state (an unknown target, overlapping windows); integers are spelled without a
+fraction (`10`, not `10.0`).
 """
 
 

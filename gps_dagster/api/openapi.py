@@ -10,7 +10,8 @@ rewrites the derived document in place:
 * path parameters get the patterns the routes match (``schedule_name``, ``project``), the
   ``If-Match`` header its pattern, and it is **required** on the tenant surface (428 without it);
 * every operation lists the error statuses it can answer with the ``ErrorBody`` schema;
-* ``x-reasons`` lists, per operation, every refusal ``reason`` the operation can answer —
+* ``x-reasons`` lists, per operation, every refusal ``reason`` the operation can answer (the
+  answer's own ``reason`` or that of an entry of its ``errors``) —
   including the cross-field and state rules JSON Schema cannot express (an unknown target,
   overlapping windows, a deploy another schedule owns), so a client can tell them apart.
 """
@@ -179,8 +180,7 @@ REASONS: dict[str, tuple[str, ...]] = {
     "list": ("invalid_request",),
     "get": SCHEDULE_STATE,
     "replace": (*WRITE, *DOCUMENT, *SCHEDULE_STATE, "target_owned", "version_mismatch", "invalid_if_match",
-                "schedule_in_flight",
-                "precondition_required", "store_unavailable"),
+                "schedule_in_flight", "precondition_required", "store_unavailable"),
     "delete": (*WRITE, *SCHEDULE_STATE, "version_mismatch", "invalid_if_match", "precondition_required",
                "schedule_in_flight"),
     "apply_now": (*WRITE, *SCHEDULE_STATE, "busy", "rate_limited", "store_unavailable"),
@@ -192,11 +192,12 @@ REASONS: dict[str, tuple[str, ...]] = {
     "list_reservations": (),
     "get_reservation": ("reservation_not_found",),
     "admission_check": ("reservation_not_found", "schedule_not_found", "invalid_document", "invalid_json",
-                        "unsupported_media_type", "instant_out_of_range", "body_too_large"),
+                        "unsupported_media_type", "instant_out_of_range", "body_too_large", "duplicate_key"),
     "create_reservation": (*DOCUMENT, *RESERVATION, "reservation_exists", "gpu_already_reserved"),
     "release_reservation": ("reservation_not_found", "invalid_transition"),
     "repin_reservation": ("reservation_not_found", "invalid_transition", "stale_generation",
-                          "gpu_already_reserved", *RESERVATION, "invalid_json", "unsupported_media_type"),
+                          "gpu_already_reserved", *RESERVATION, "invalid_json", "unsupported_media_type",
+                          "invalid_document", "duplicate_key", "body_too_large"),
     "healthz": (),
 }
 """The refusal reasons each operation can answer (by operation id without its surface prefix)."""
