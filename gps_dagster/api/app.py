@@ -15,9 +15,10 @@ timeline page, outside the OpenAPI document.
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query
+from starlette.types import ASGIApp
 
 from gps_dagster import __version__
-from gps_dagster.api import auth, errors, ui
+from gps_dagster.api import auth, errors, openapi, ui
 from gps_dagster.api.body_keys import DocumentRoute
 from gps_dagster.api.headers import SecurityHeaders
 from gps_dagster.api.limits import BodyLimit
@@ -35,13 +36,28 @@ DESCRIPTION = """Deploy schedules, their status, timeline, apply-now and dry-run
 
 Authenticate with `Authorization: Bearer <token>` (`gps-dagster tokens create`). An `admin`
 token may use every surface; a `cmp:<project>` token only its own project's. Errors share one
-body: `status`, `reason`, `message`, `fix`, `path`, `errors[]`.
+body: `status`, `reason`, `message`, `fix`, `path`, `errors[]`. Each operation's `x-reasons` lists
+every `reason` (of the answer or of an `errors[]` entry) it can refuse with, including the rules a
+schema cannot state (an unknown target, overlapping windows); integers are spelled without a
+fraction (`10`, not `10.0`).
 """
+
+
+class _Api(FastAPI):
+    """FastAPI whose security headers wrap the whole stack, Starlette's error middleware included.
+
+    ``add_middleware`` places a middleware inside ``ServerErrorMiddleware``, which answers an
+    unhandled exception (the generic 500) itself: that answer went out without CSP, nosniff,
+    frame-ancestors, Referrer-Policy or ``Cache-Control: no-store``.
+    """
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
 
 
 def create_app(services: ApiServices) -> FastAPI:
     """The app over ``services`` (store, core, engine, clock, pool, limits)."""
-    app = FastAPI(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
+    app = _Api(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
                   docs_url="/docs", redoc_url=None, redirect_slashes=False)
     app.router.route_class = DocumentRoute  # a key given twice is refused at its path (R-MODEL-7)
     app.state.services = services
@@ -66,10 +82,23 @@ def create_app(services: ApiServices) -> FastAPI:
         return {"status": "ok"}
 
     ui.install(app, services)
+    _tighten_document(app)
     app.add_middleware(BodyLimit, max_bytes=services.limits.max_body_bytes)
     app.add_middleware(Protocol)  # 415 for a non-JSON body, HEAD on GET routes
-    app.add_middleware(SecurityHeaders)  # outside BodyLimit: a 413 carries the headers too
+    # SecurityHeaders wraps everything (``_Api``): a 413, a 415 and an unhandled 500 carry them too
     return app
+
+
+def _tighten_document(app: FastAPI) -> None:
+    """Serve the derived document tightened to the server's real input rules (``api/openapi.py``)."""
+    derive = app.openapi
+
+    def document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = openapi.tighten(derive())
+        return app.openapi_schema
+
+    app.openapi = document  # type: ignore[method-assign]
 
 
 def _audit_route(app: FastAPI, admin: Any, services: ApiServices) -> None:

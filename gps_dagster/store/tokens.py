@@ -253,9 +253,9 @@ class TokenRepository:
             return None
         return _record(row)
 
-    def verify(self, token: str, *, now: datetime | None = None) -> TokenRecord | None:
+    def verify(self, token: str, *, now: datetime) -> TokenRecord | None:
         """The live token ``token`` names, or None (unknown, malformed, wrong secret, revoked, or
-        expired at ``now``; the API always passes its clock's now, an import check may not)."""
+        expired at ``now``). Time is a parameter: the caller passes its clock's instant."""
         match = _TOKEN.match(token)
         token_id, secret = (match.group(1), match.group(2)) if match else ("", token)
         row = None
@@ -266,7 +266,7 @@ class TokenRepository:
         good = hmac.compare_digest(_digest(secret), stored)
         if row is None or not good or row.revoked_at is not None:
             return None
-        if now is not None and row.expires_at is not None and now >= row.expires_at:
+        if row.expires_at is not None and now >= row.expires_at:
             return None
         return _record(row)
 

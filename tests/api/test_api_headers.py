@@ -6,6 +6,7 @@ could be sniffed as HTML, and a shared cache could keep a schedule or an error b
 
 from __future__ import annotations
 
+import pytest
 from api_support import ADMIN, Api, seed
 
 from gps_dagster.api import Limits
@@ -54,3 +55,17 @@ def test_a_refused_oversized_body_carries_them_too(sqlite_url: str) -> None:
     finally:
         api.client.close()
         api.services.store.engine.dispose()
+
+
+def test_an_unhandled_failure_answers_the_500_with_them_too(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generic 500 comes from Starlette's outermost error middleware, outside every middleware
+    ``add_middleware`` adds: it went out bare until the headers wrapped the whole stack."""
+    api.call("admin", "POST", ADMIN, json=seed())
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise RuntimeError("forced internal error")
+
+    monkeypatch.setattr(api.services.store, "list_status", broken)
+    answer = api.call("admin", "GET", f"{ADMIN}/gpu-pool-h100-shared/status")
+    assert answer.status_code == 500 and answer.json()["reason"] == "internal_error"
+    _secured(answer)

@@ -57,6 +57,19 @@ def test_an_expired_token_no_longer_authenticates(api: Api) -> None:
     assert late.status_code == 401 and "expired" in late.json()["message"]
 
 
+def test_verify_judges_expiry_at_the_instant_it_is_given_and_needs_one(api: Api) -> None:
+    """Time is a parameter: ``verify`` had ``now=None``, which skipped the expiry check."""
+    import inspect
+    from datetime import timedelta
+
+    repo = TokenRepository(api.services.store.engine)
+    start = api.clock.now()
+    _record, token = repo.create("brief", "cmp:alpha", now=start, actor="test", expires_at=start + timedelta(hours=1))
+    assert repo.verify(token, now=start + timedelta(minutes=59)) is not None
+    assert repo.verify(token, now=start + timedelta(hours=1)) is None  # the clock was never read
+    assert inspect.signature(repo.verify).parameters["now"].default is inspect.Parameter.empty
+
+
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"sqlite:///{tmp_path / 'gps.sqlite'}"

@@ -8,6 +8,7 @@ its reason and fix, storing nothing.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tests.cli.cli_support import run
 TOKEN = "gpsd_0123456789ab_" + "s3cr3t-Token_value" * 3
 """A fixed token (test ids must be equal on every xdist worker)."""
 OTHER_SECRET = "gpsd_0123456789ab_" + "another-secret-value" * 2  # same id, other secret
+NOW = datetime(2026, 10, 21, 10, tzinfo=UTC)  # the imported token has no expiry: any instant verifies it
 IMPORT = ("tokens", "import", "--name", "helm-admin", "--scope", "admin", "--from-env", "TOK")
 
 
@@ -51,7 +53,7 @@ def test_import_stores_the_hash_once_and_the_token_then_authenticates(
     [row] = _rows(db)
     assert TOKEN.split("_", 2)[2] not in str(tuple(row))  # the secret itself is not stored
     store = Store.open(db)
-    record = TokenRepository(store.engine).verify(TOKEN)
+    record = TokenRepository(store.engine).verify(TOKEN, now=NOW)
     assert record is not None and (record.name, record.scope) == ("helm-admin", "admin")
     store.engine.dispose()
 
@@ -65,7 +67,7 @@ def test_a_revoked_imported_token_stays_revoked_on_the_next_upgrade(
     again = run(*IMPORT)
     assert again.exit_code == 0 and "(revoked)" in again.output
     store = Store.open(db)
-    assert TokenRepository(store.engine).verify(TOKEN) is None
+    assert TokenRepository(store.engine).verify(TOKEN, now=NOW) is None
     store.engine.dispose()
 
 

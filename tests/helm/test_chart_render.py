@@ -371,7 +371,7 @@ def test_the_api_has_a_service_and_a_valid_generated_admin_token(
     now = VirtualClock(datetime(2026, 10, 19, 8, tzinfo=UTC)).now()
     repo = TokenRepository(store.engine)
     record, stored = repo.adopt(token, "helm-admin", "admin", now=now, actor="test")
-    assert stored and repo.verify(token) == record
+    assert stored and repo.verify(token, now=now) == record
     hook = one(generated, "Job", "api-token")
     assert hook["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     docs = template([ci("api")])
