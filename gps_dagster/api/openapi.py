@@ -24,6 +24,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from gps_dagster.api.auth import PROJECT as PROJECT_RE
+from gps_dagster.api.schedules import ScheduleName
 from gps_dagster.domain.spec import (
     MAX_DEPLOY_ID,
     MAX_GRACE_S,
@@ -34,11 +36,12 @@ from gps_dagster.domain.spec import (
 )
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
-SCHEDULE_NAME = r"^[a-z0-9][a-z0-9._-]{0,127}$"
-"""A schedule name in a path (the ``schedule_name`` convertor of the routes)."""
+SCHEDULE_NAME = f"^{ScheduleName.regex}$"
+"""A schedule name in a path (the ``schedule_name`` convertor of the routes, read from it)."""
 LOCAL_NAME = r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$"
 """A schedule name in a body: it also ends with a letter or digit."""
-PROJECT = r"^[a-z0-9][a-z0-9-]{0,62}$"
+PROJECT = PROJECT_RE.pattern.removesuffix(r"\Z") + "$"
+"""A project in a path: the pattern ``auth`` judges scopes with (JSON Schema has no ``\\Z``)."""
 IF_MATCH = r'^(\*|(W/)?"?[1-9][0-9]{0,17}"?)$'
 INSTANT = (r"^(19[7-9][0-9]|[2-8][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
            r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])$")

@@ -289,12 +289,13 @@ class Reservations:
             "spec": dict(base.get("spec") or {}),
         }
         if isinstance(b, TimeSlicedBinding):
-            return keep_template_metadata(template, self._member_template(w, b, template, policy))
-        rsvs = [self.get(r) for r in b.reservations]
-        for rsv in rsvs:
-            check_scope(w, rsv)
-        out = exclusive_template(template, rsvs, project=_queue_project(rsvs[0]), policy=policy)
-        return keep_template_metadata(template, out)
+            out = self._member_template(w, b, template, policy)
+        else:
+            rsvs = [self.get(r) for r in b.reservations]
+            for rsv in rsvs:
+                check_scope(w, rsv)
+            out = exclusive_template(template, rsvs, project=_queue_project(rsvs[0]), policy=policy)
+        return keep_template_metadata(template, out)  # both renders: the server's own keys stay
 
     def _member_template(
         self, w: Workload, b: TimeSlicedBinding, template: Obj, policy: kai.SchedulingPolicy
