@@ -71,6 +71,12 @@ def granted(rules: list[dict[str, Any]]) -> set[Grant]:
             for v in rule["verbs"]}
 
 
+def container_running(admin: Any, namespace: str) -> bool:
+    pods = admin.core.list_namespaced_pod(namespace, label_selector="job-name=dagster-run-x").items
+    return any(status.state and status.state.running
+               for pod in pods for status in (pod.status.container_statuses or []))
+
+
 @pytest.fixture
 def namespace(k8s_cluster: str) -> Iterator[str]:
     admin = kube(k8s_cluster)
@@ -118,10 +124,14 @@ def test_the_run_launcher_role_is_exactly_what_k8s_run_launcher_uses(
         client.create_namespaced_job_with_retries(job, namespace)  # launch_run
         status = client.get_job_status("dagster-run-x", namespace)  # check_run_worker_health
         assert status is not None
-        deadline = time.monotonic() + 60  # until the pod runs: its log becomes fetchable
-        while time.monotonic() < deadline and not node.runner.runs:
+        # Until the API server shows the container running: dagster-k8s fetches a container's
+        # log only when its reported status is running or terminated (``_has_container_logs``),
+        # and the kubelet reports the status after it starts the container (a run of 84627f5
+        # asked between the two and never called pods/log).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not container_running(admin, namespace):
             time.sleep(0.2)
-        assert node.runner.runs
+        assert node.runner.runs and container_running(admin, namespace)
         pods = client.get_pod_names_in_job("dagster-run-x", namespace)  # get_run_worker_debug_info
         assert len(pods) == 1
         info = client.get_pod_debug_info(pods[0], namespace)
