@@ -35,6 +35,7 @@ before anything is opened.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -86,8 +87,15 @@ _ENV = {
     "namespaces": "GPS_NAMESPACES",
     "policy_namespace": "GPS_POLICY_NAMESPACE",
     "witness_source": "GPS_WITNESS_SOURCE",
+    "k8s_qps": "GPS_K8S_QPS",
+    "k8s_burst": "GPS_K8S_BURST",
     "clock": "GPS_CLOCK",
 }
+K8S_QPS, K8S_BURST = 50.0, 100
+"""The Kubernetes client's pace: requests a second and the burst saved. client-go's own default
+(5/10) suits a command-line tool; kube-controller-manager runs at 20/30. The engine's pass is a
+few reads and one write per moving target, so 50/100 leaves a 1,000-swap boundary unthrottled
+for its first 100 writes and holds a runaway loop to 50 requests a second (0 = no limit)."""
 
 
 class SettingsInvalid(SpecInvalid):
@@ -120,6 +128,10 @@ class Settings:
     """Placement witness of reservation-bound deploys (kubernetes): ``node_agent`` (the chart's
     node-agent DaemonSet publishes the kubelet's device record) or ``none`` (bound deploys are
     refused with ``witness_unavailable``)."""
+    k8s_qps: float = K8S_QPS
+    """Client-side requests per second to the Kubernetes API (kubernetes); 0 = unlimited."""
+    k8s_burst: int = K8S_BURST
+    """Requests the client may send at once above its pace (kubernetes)."""
     clock: datetime | None = None
     """None = the wall clock; an instant = a virtual clock frozen at it (``GPS_CLOCK``)."""
 
@@ -146,6 +158,8 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: Any) ->
         namespaces=reader.namespaces(),
         policy_namespace=reader.policy_namespace(),
         witness_source=reader.witness_source(),
+        k8s_qps=reader.number("k8s_qps", K8S_QPS, integer=False),
+        k8s_burst=int(reader.number("k8s_burst", K8S_BURST, integer=True, least=1)),
         clock=reader.clock(),
     )
     if reader.problems:
@@ -275,6 +289,21 @@ class _Reader:
             )
             return "node_agent"
         return str(value)
+
+    def number(self, name: str, default: float, *, integer: bool, least: float = 0) -> float:
+        """A finite number ≥ ``least`` (an integer when ``integer``); ``default`` when unset."""
+        where, value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            number = int(str(value)) if integer else float(str(value))
+        except ValueError:
+            number = None
+        if number is None or not math.isfinite(number) or number < least:
+            kind = "a whole number" if integer else "a number"
+            self.fail(where, f"invalid_{name}", f"{_show(value)} is not {kind} ≥ {least:g}: e.g. {default:g}")
+            return default
+        return number
 
     def policy_namespace(self) -> str | None:
         where, value = self.raw("policy_namespace")
@@ -437,6 +466,8 @@ def _kubernetes_core(settings: Settings, store: Store, clock: Clock) -> Core:
             namespaces=settings.namespaces,
             policy_namespace=settings.policy_namespace,
             witness_source=settings.witness_source,
+            qps=settings.k8s_qps,
+            burst=settings.k8s_burst,
         )
     except GpsError:
         raise  # already carries its reason and fix

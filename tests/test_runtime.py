@@ -188,6 +188,8 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
         "GPS_NAMESPACES": "team-a,team-b",
         "GPS_POLICY_NAMESPACE": "gpu-ops",
         "GPS_WITNESS_SOURCE": "none",
+        "GPS_K8S_QPS": "12.5",
+        "GPS_K8S_BURST": "25",
         "GPS_CLOCK": "2026-10-20T03:00:00Z",
     }
     rt = build_runtime(settings_from_env(env, db_url=sqlite_url))
@@ -201,6 +203,8 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
             "namespaces": ("team-a", "team-b"),
             "policy_namespace": "gpu-ops",
             "witness_source": "none",
+            "qps": 12.5,
+            "burst": 25,
         }
         assert rt.core is fake_k8s.cores[0] and rt.engine.core is rt.core
         assert rt.pool is None  # no pool file on kubernetes

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gps_dagster.backends.k8s import names
-from gps_dagster.backends.k8s.api import Kube, connect
+from gps_dagster.backends.k8s.api import Kube, Throttle, connect
 from gps_dagster.backends.k8s.core import K8sCore
 from gps_dagster.ports import Clock, Core
 
@@ -31,15 +31,18 @@ def build_core(
     namespaces: Sequence[str],
     policy_namespace: str | None = None,
     witness_source: str = "node_agent",
+    qps: float = 0.0,
+    burst: int = 1,
 ) -> Core:
     """The Kubernetes ``Core``: kubeconfig (+ context) or the in-cluster service account.
 
     ``namespaces`` limits the workloads it may act on (empty = every namespace); the store's
     reservation ledger backs GPS (``store=None``: reservation-bound deploys are refused);
     ``policy_namespace`` holds the GPS scheduling-policy ConfigMap (None = the default);
-    ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused, ``witness_unavailable``).
+    ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused, ``witness_unavailable``);
+    ``qps``/``burst`` pace the client (``api.Throttle``; 0 = unlimited).
     """
-    kube = Kube(connect(kubeconfig, context))
+    kube = Kube(connect(kubeconfig, context), throttle=Throttle(qps=qps, burst=burst))
     return K8sCore(
         kube,
         clock=clock,
