@@ -16,7 +16,6 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import kubernetes
 import pytest
@@ -26,9 +25,9 @@ from gps_dagster.backends.k8s.api import Kube, Throttle
 from gps_dagster.ports import Transient
 from gps_dagster.testing.k8s.hosts import Cluster, service_account_kubeconfig
 from gps_dagster.testing.k8s.pools import wait_default_tokens
+from tests.k8s.apf import Refusals, limit_to_three_seats, remove
 from tests.k8s.cluster import kube
 
-FLOWCONTROL = ("flowcontrol.apiserver.k8s.io", "v1beta1")
 THREADS, CALLS, CONFIGMAPS, ROUNDS = 24, 3, 10, 8
 
 
@@ -42,7 +41,6 @@ def throttled_identity(k8s_cluster: str, tmp_path: Path) -> Iterator[tuple[str, 
     """A namespace, a ServiceAccount that may list ConfigMaps there, and APF giving it 3 seats."""
     admin = kube(k8s_cluster)
     ns = f"apf-{uuid.uuid4().hex[:6]}"
-    level, schema = f"gps-test-{ns}", f"gps-test-{ns}"
     admin.call(admin.core.create_namespace, {"metadata": {"name": ns}}, what="ns", mutating=True)
     wait_default_tokens(admin, [ns])
     admin.call(admin.core.create_namespaced_service_account, ns, {"metadata": {"name": "engine"}},
@@ -61,64 +59,18 @@ def throttled_identity(k8s_cluster: str, tmp_path: Path) -> Iterator[tuple[str, 
     for i in range(CONFIGMAPS):
         admin.call(admin.core.create_namespaced_config_map, ns,
                    {"metadata": {"name": f"cm-{i}"}, "data": {"blob": blob}}, what="cm", mutating=True)
-    group, version = FLOWCONTROL
-    admin.call(admin.custom.create_cluster_custom_object, group, version, "prioritylevelconfigurations", {
-        "apiVersion": f"{group}/{version}", "kind": "PriorityLevelConfiguration",
-        "metadata": {"name": level},
-        "spec": {"type": "Limited", "limited": {"assuredConcurrencyShares": 1,
-                                                "limitResponse": {"type": "Reject"}}}},
-        what="priority level", mutating=True)
-    admin.call(admin.custom.create_cluster_custom_object, group, version, "flowschemas", {
-        "apiVersion": f"{group}/{version}", "kind": "FlowSchema",
-        "metadata": {"name": schema},
-        "spec": {"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 500,
-                 "distinguisherMethod": {"type": "ByUser"},
-                 "rules": [{"subjects": [{"kind": "ServiceAccount",
-                                          "serviceAccount": {"name": "engine", "namespace": ns}}],
-                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                               "namespaces": ["*"], "clusterScope": True}]}]}},
-        what="flow schema", mutating=True)
+    limited = limit_to_three_seats(admin, ns, "engine")
     config = service_account_kubeconfig(admin, ns, "engine", tmp_path / "engine.kubeconfig",
                                         cluster=cluster_of(k8s_cluster))
-    wait_schema_in_force(admin, schema)
     yield ns, config
-    for plural, name in (("flowschemas", schema), ("prioritylevelconfigurations", level)):
-        admin.call(admin.custom.delete_cluster_custom_object, group, version, plural, name,
-                   what="apf cleanup", mutating=True)
+    remove(admin, limited)
     admin.call(admin.core.delete_namespace, ns, what="ns", mutating=True)
-
-
-def wait_schema_in_force(admin: Kube, schema: str) -> None:
-    """The APF config controller marks a FlowSchema ``Dangling=False`` once its level is known."""
-    group, version = FLOWCONTROL
-    deadline = threading.Event()
-    for _ in range(100):
-        obj = admin.call(admin.custom.get_cluster_custom_object, group, version, "flowschemas", schema,
-                         what="flow schema")
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == "Dangling" and c.get("status") == "False" for c in conditions):
-            return
-        deadline.wait(0.2)
-    raise AssertionError(f"FlowSchema {schema} never in force: {conditions}")
 
 
 def storm(client: Kube, ns: str) -> tuple[list[int], list[BaseException], int]:
     """THREADS x CALLS lists at once; (items per answer, errors, 429s the server sent)."""
-    refused = [0]
+    refused = Refusals(client)
     lock = threading.Lock()
-    rest = client.api_client.rest_client
-    inner = rest.request
-
-    def request(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return inner(*args, **kwargs)
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 429:
-                with lock:
-                    refused[0] += 1
-            raise
-
-    rest.request = request
     sizes: list[int] = []
     errors: list[BaseException] = []
     start = threading.Barrier(THREADS)
@@ -140,7 +92,7 @@ def storm(client: Kube, ns: str) -> tuple[list[int], list[BaseException], int]:
     for t in threads:
         t.join(timeout=120)
     assert not any(t.is_alive() for t in threads), "a throttled call hung"
-    return sizes, errors, refused[0]
+    return sizes, errors, refused.count
 
 
 def connected(config: Path, throttle: Throttle) -> Kube:
