@@ -25,6 +25,8 @@ from starlette.routing import Match
 from gps_dagster.domain.documents import format_path
 from gps_dagster.domain.errors import FieldError, GpsError, SpecInvalid, TemporaryError
 from gps_dagster.domain.gps.errors import ReservationError
+from gps_dagster.ports import CoreError
+from gps_dagster.store.errors import StoreUnavailable
 
 log = logging.getLogger("gps_dagster.api")
 
@@ -65,10 +67,36 @@ _RESERVATION_STATUS = {
 }
 
 
+CORE_UNAVAILABLE = "core_unavailable"
+"""A core (Kubernetes, the simulated pool) call that did not answer: timed out, unreachable (503)."""
+CORE_REFUSED = "core_refused"
+"""A core call the backend refused while the API only needed to read (502)."""
+CORE_REASONS = (CORE_UNAVAILABLE, CORE_REFUSED)
+"""Every reason an error of the core's port is answered with: a backend's own reasons
+(``api_timeout``, ``api_unreachable``, …) are an open set, so they go in the message, never
+in ``reason`` — the document can list every reason an operation answers."""
+CORE_STATUSES = (502, 503)
+STORE_REASONS = (StoreUnavailable.reason,)
+"""The store's outage: every authenticated request reads the store (its token, its session)."""
+STORE_STATUSES = (StoreUnavailable.http_status,)
+
+
+def _core_problem(exc: CoreError) -> ApiError:
+    if exc.http_status == 503:
+        return ApiError(503, CORE_UNAVAILABLE, f"the deploy backend did not answer ({exc.reason}): {exc}",
+                        "retry shortly; if it persists, ask the operator to check the backend the server "
+                        "runs against (the Kubernetes API server, or the simulated pool's database)",
+                        headers={"Retry-After": "5"})
+    return ApiError(502, CORE_REFUSED, f"the deploy backend refused a read ({exc.reason}): {exc}",
+                    "retry; if it persists, give the operator this message (the backend's reason is in it)")
+
+
 def problem(exc: BaseException) -> ApiError:
     """The API error for a product exception (raises nothing; unknown types are 500s)."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, CoreError):
+        return _core_problem(exc)
     if isinstance(exc, SpecInvalid):
         first = exc.errors[0] if exc.errors else None
         return ApiError(

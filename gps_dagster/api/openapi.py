@@ -25,6 +25,7 @@ import copy
 from typing import Any
 
 from gps_dagster.api.auth import PROJECT as PROJECT_RE
+from gps_dagster.api.errors import CORE_REASONS, CORE_STATUSES, STORE_REASONS, STORE_STATUSES
 from gps_dagster.api.schedules import ScheduleName
 from gps_dagster.domain.spec import (
     MAX_DEPLOY_ID,
@@ -157,7 +158,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     ], "description": "A time-sliced reservation holds exactly one GPU; the GPUs are free (gpu_already_reserved)."},
 }
 
-AUTH = ("unauthenticated", "forbidden", "csrf_refused", "project_not_found", "invalid_request")
+AUTH = ("unauthenticated", "forbidden", "csrf_refused", "project_not_found", "invalid_request", *STORE_REASONS)
+"""Every secured operation: the caller is judged by a read of the store (its token, its session),
+so the store's outage is an answer of every one (from the error mapping, ``errors.STORE_REASONS``)."""
 WRITE = ("read_only_token",)
 DOCUMENT = (
     "invalid_document", "invalid_json", "body_too_large", "unsupported_media_type", "duplicate_key",
@@ -179,16 +182,16 @@ RESERVATION = ("invalid_node", "invalid_headroom", "invalid_gpu_uuid", "duplicat
 SCHEDULE_STATE = ("schedule_not_found",)
 
 REASONS: dict[str, tuple[str, ...]] = {
-    "create": (*WRITE, *DOCUMENT, "schedule_exists", "schedule_conflict", "target_owned", "store_unavailable"),
+    "create": (*WRITE, *DOCUMENT, "schedule_exists", "schedule_conflict", "target_owned"),
     "list": ("invalid_request",),
     "get": SCHEDULE_STATE,
     "replace": (*WRITE, *DOCUMENT, *SCHEDULE_STATE, "target_owned", "version_mismatch", "invalid_if_match",
-                "schedule_in_flight", "precondition_required", "store_unavailable"),
+                "schedule_in_flight", "precondition_required"),
     "delete": (*WRITE, *SCHEDULE_STATE, "version_mismatch", "invalid_if_match", "precondition_required",
                "schedule_in_flight"),
-    "apply_now": (*WRITE, *SCHEDULE_STATE, "busy", "rate_limited", "store_unavailable"),
-    "dry_run": (*DOCUMENT, *SCHEDULE_STATE, *DRY_RUN, "store_unavailable"),
-    "dry_run_new": (*DOCUMENT, *DRY_RUN, "missing_schedule", "store_unavailable"),
+    "apply_now": (*WRITE, *SCHEDULE_STATE, "busy", "rate_limited"),
+    "dry_run": (*DOCUMENT, *SCHEDULE_STATE, *DRY_RUN),
+    "dry_run_new": (*DOCUMENT, *DRY_RUN, "missing_schedule"),
     "status": SCHEDULE_STATE,
     "timeline": (*SCHEDULE_STATE, *RANGE),
     "audit": ("invalid_request",),
@@ -204,6 +207,12 @@ REASONS: dict[str, tuple[str, ...]] = {
     "healthz": (),
 }
 """The refusal reasons each operation can answer (by operation id without its surface prefix)."""
+
+CORE_READS = frozenset(("create", "replace", "apply_now", "dry_run", "dry_run_new", "list_reservations",
+                        "get_reservation", "admission_check", "create_reservation", "release_reservation",
+                        "repin_reservation"))
+"""The operations that call the core (Kubernetes, the simulated pool): each also answers the
+reasons the error mapping gives the core's errors (``errors.CORE_REASONS``, 502/503)."""
 
 STATUSES: dict[str, tuple[int, ...]] = {
     "create": (409, 413, 415, 422, 503), "replace": (409, 412, 413, 415, 422, 428, 503),
@@ -305,7 +314,9 @@ def tighten(document: dict[str, Any]) -> dict[str, Any]:
             _body(op, kind)
             responses = op.setdefault("responses", {})
             secured = kind != "healthz"
-            codes = set(STATUSES.get(kind, ())) | ({400, 401, 403} if secured else set())
+            codes = set(STATUSES.get(kind, ())) | ({400, 401, 403, *STORE_STATUSES} if secured else set())
+            if kind in CORE_READS:
+                codes |= set(CORE_STATUSES)
             if secured and (tenant or "{" in path):
                 codes.add(404)
             for code in sorted(codes):
@@ -313,5 +324,7 @@ def tighten(document: dict[str, Any]) -> dict[str, Any]:
             if 422 not in codes:
                 responses.pop("422", None)  # FastAPI's default; parameters answer 400 here
             reasons = set(REASONS.get(kind, ())) | (set(AUTH) if secured else set())
+            if kind in CORE_READS:
+                reasons |= set(CORE_REASONS)
             op["x-reasons"] = sorted(reasons)
     return doc

@@ -39,7 +39,7 @@ from gps_dagster.domain.evaluator import max_range_days
 from gps_dagster.domain.spec import Schedule
 from gps_dagster.domain.timeline_doc import build_timeline, window_occurrences
 from gps_dagster.engine import operations
-from gps_dagster.engine.dry_run import DryRunReport, dry_run
+from gps_dagster.engine.dry_run import DryRunReport, engine_dry_run
 from gps_dagster.engine.dry_run_range import dry_run_range
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound, TargetOwned
@@ -155,11 +155,12 @@ def _dry_run(caller: Caller, spec: Schedule, body: DryRunIn, version: int | None
         raise ApiError(422, "incomplete_range", "a range needs both 'from' and 'to'", "add the missing end", path="to")
     if body.from_ is not None and body.to is not None:
         documents.checked_range(body.from_, body.to, max_days=_max_days(svc, spec))
-        rng = dry_run_range(spec, svc.core, body.from_, body.to, pool=_pool_for(svc, spec))
+        rng = dry_run_range(spec, svc.core, body.from_, body.to, pool=_pool_for(svc, spec),
+                            pins=svc.store.pins_for(list(spec.target_ids)))
         return DryRunOut(schedule=spec.name, version=version, instant=_at(rng.instant),
                          boundaries=[_at(r) for r in rng.at_boundaries], warnings=rng.warnings)
-    report = dry_run(spec, svc.core, body.at or caller.now, pool=_pool_for(svc, spec),
-                     timings=_timings(svc, spec))
+    report = engine_dry_run(svc.store, svc.engine.planner.ready_by, spec, svc.core, body.at or caller.now,
+                            pool=_pool_for(svc, spec))
     return DryRunOut(schedule=spec.name, version=version, instant=_at(report))
 
 

@@ -32,7 +32,7 @@ from gps_dagster.cli.wiring import core_options, store_options
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.engine import operations
 from gps_dagster.engine.config import EngineConfig
-from gps_dagster.engine.dry_run import dry_run
+from gps_dagster.engine.dry_run import engine_dry_run
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.loop import EngineLoop, production_loop
 from gps_dagster.engine.reports import PassReport, StepOutcome
@@ -396,9 +396,7 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
     except SpecInvalid as exc:
         fail(exc)
     rt = wiring.runtime(settings, clock=clock)
-    timings = rt.engine.planner.ready_by.for_timeline(rt.store, spec)
-    pins = rt.store.pins_for(list(spec.target_ids))
-    rep = dry_run(spec, rt.core, at or rt.clock.now(), pool=rt.pool, timings=timings, pins=pins)
+    rep = engine_dry_run(rt.store, rt.engine.planner.ready_by, spec, rt.core, at or rt.clock.now(), pool=rt.pool)
     if fmt == "json":
         click.echo(json.dumps(rep.as_dict(), indent=2))
         return
@@ -500,7 +498,7 @@ def _what_if(settings: Settings) -> None:
     at = rt.clock.now()
     click.echo(f"what-if at {at.isoformat()} — nothing written, nothing submitted")
     for record in rt.store.list_schedules():
-        rep = dry_run(record.spec, rt.core, at, pool=rt.pool)
+        rep = engine_dry_run(rt.store, rt.engine.planner.ready_by, record.spec, rt.core, at, pool=rt.pool)
         steps = ", ".join(f"{s['step']} {s['target']}" for s in rep.steps) or "nothing to do"
         click.echo(f"  {record.name} v{record.version}: {steps}")
 

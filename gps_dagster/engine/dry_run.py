@@ -23,9 +23,10 @@ from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.domain.timeline_doc import ReadyByTimings, ready_by_rows, skipped_at
 from gps_dagster.engine.eligibility import ineligible_reason
-from gps_dagster.engine.planning import intent_doc, observed, wanted
+from gps_dagster.engine.planning import ReadyBy, intent_doc, observed, wanted
 from gps_dagster.engine.preflight import QuotaLedger, check_step
 from gps_dagster.ports import Core, CoreError, DeployView, Insufficient, NotFound
+from gps_dagster.store.repository import Store
 
 
 @dataclass
@@ -44,6 +45,20 @@ class DryRunReport:
         if self.ready_by is not None:
             out["ready_by"] = self.ready_by
         return out
+
+
+def engine_dry_run(
+    store: Store, ready_by: ReadyBy, schedule: Schedule, core: Core, at: datetime, *,
+    pool: PoolSpec | None = None,
+) -> DryRunReport:
+    """The dry-run a pass over ``store`` would agree with: the same learned ready-by figures
+    (R-NEXT-1) and the same claim pins (R-K8S-8) the engine plans with.
+
+    The one way every surface (CLI ``dry-run``, the API's ``:dry-run``) builds its plan at an
+    instant, so no surface can report a plan the engine would not make.
+    """
+    return dry_run(schedule, core, at, pool=pool, timings=ready_by.for_timeline(store, schedule),
+                   pins=store.pins_for(list(schedule.target_ids)))
 
 
 def dry_run(

@@ -15,6 +15,7 @@ reported over the whole range. Nothing is submitted.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,10 +42,14 @@ class RangeReport:
 
 
 def dry_run_range(
-    schedule: Schedule, core: Core, start: datetime, end: datetime, *, pool: PoolSpec | None = None
+    schedule: Schedule, core: Core, start: datetime, end: datetime, *, pool: PoolSpec | None = None,
+    pins: Mapping[str, str | None] | None = None,
 ) -> RangeReport:
-    """Plans at ``start`` and at each boundary in ``(start, end)`` (at most ``MAX_BOUNDARIES``)."""
-    report = RangeReport(dry_run(schedule, core, start))
+    """Plans at ``start`` and at each boundary in ``(start, end)`` (at most ``MAX_BOUNDARIES``).
+
+    ``pins``: the claims' pinned objects (``Store.pins_for``), as ``dry_run`` takes them.
+    """
+    report = RangeReport(dry_run(schedule, core, start, pins=pins))
     live = _reads(core, schedule)
     instants = sorted({b.at for b in boundaries(schedule, start, end) if b.at > start})
     with counting() as work:  # each plan costs a few current_interval calls: bound their sum
@@ -52,7 +57,7 @@ def dry_run_range(
             if work.units > RANGE_BUDGET - WORK_BUDGET:
                 break
             supposed = {t: _converged(v, effective_intent(schedule, t, _just_before(at))) for t, v in live.items()}
-            report.at_boundaries.append(dry_run(schedule, core, at, deploys=supposed))
+            report.at_boundaries.append(dry_run(schedule, core, at, deploys=supposed, pins=pins))
     if len(instants) > len(report.at_boundaries):
         report.warnings.append(
             {"kind": "truncated", "boundaries": len(instants), "planned": len(report.at_boundaries)})

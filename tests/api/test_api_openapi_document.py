@@ -157,3 +157,132 @@ def test_every_document_reason_the_domain_raises_is_listed_where_documents_are_w
         op = next(o for _p, _m, o in operations(doc) if o["operationId"] == op_id)
         missing = raised - set(op["x-reasons"])
         assert not missing, f"{op_id}: reasons the domain raises but x-reasons omits: {sorted(missing)}"
+
+
+# -- every reason the error mapping answers, per operation, under each layer's failure -----------
+
+RESERVATION = {"id": "rsv-alpha", "node": "cmp-01", "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
+               "namespace": "cmp-alpha", "mode": "time_sliced", "gpu_memory_mib": 143771, "headroom": 0.95}
+
+
+def requests_of_every_operation() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(operation id, caller, method and path, keywords): one well-formed request per operation."""
+    from api_support import ADMIN, alpha_schedule, seed, tenant_base
+
+    out: list[tuple[str, str, str, dict[str, Any]]] = []
+    for tag, who, base, doc_of in (("admin", "admin", ADMIN, seed), ("tenant", "alpha", tenant_base("alpha"),
+                                                                         alpha_schedule)):
+        document = doc_of()
+        one = f"{base}/{document['name']}"
+        fresh = {**document, "name": "another"}
+        out += [
+            (f"{tag}_create", who, f"POST {base}", {"json": fresh}),
+            (f"{tag}_list", who, f"GET {base}", {}),
+            (f"{tag}_get", who, f"GET {one}", {}),
+            (f"{tag}_replace", who, f"PUT {one}", {"json": document, "headers": {"If-Match": "*"}}),
+            (f"{tag}_apply_now", who, f"POST {one}:apply-now", {}),
+            (f"{tag}_dry_run", who, f"POST {one}:dry-run", {"json": {}}),
+            (f"{tag}_dry_run", who, f"POST {one}:dry-run",
+             {"json": {"from": "2026-10-21T00:00:00+07:00", "to": "2026-10-22T00:00:00+07:00"}}),
+            (f"{tag}_dry_run_new", who, f"POST {base}:dry-run", {"json": {"schedule": document}}),
+            (f"{tag}_status", who, f"GET {one}/status", {}),
+            (f"{tag}_timeline", who, f"GET {one}/timeline", {}),
+        ]
+    rsv = "/admin/reservations"
+    tenant_rsv = "/api/v1/cmp/projects/alpha/reservations"
+    ask = {"json": {"deploy_id": "alpha-chat", "memory_mib": 100}}
+    out += [
+        ("admin_list_reservations", "admin", f"GET {rsv}", {}),
+        ("admin_create_reservation", "admin", f"POST {rsv}", {"json": {
+            **RESERVATION, "id": "rsv-other", "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b5"]}}),
+        ("admin_get_reservation", "admin", f"GET {rsv}/rsv-alpha", {}),
+        ("admin_admission_check", "admin", f"POST {rsv}/rsv-alpha:admission-check", ask),
+        ("admin_repin_reservation", "admin", f"POST {rsv}/rsv-alpha:repin",
+         {"json": {"gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b4"], "generation": 1}}),
+        ("tenant_list_reservations", "alpha", f"GET {tenant_rsv}", {}),
+        ("tenant_get_reservation", "alpha", f"GET {tenant_rsv}/rsv-alpha", {}),
+        ("tenant_admission_check", "alpha", f"POST {tenant_rsv}/rsv-alpha:admission-check", ask),
+        ("admin_audit", "admin", "GET /admin/audit", {}),
+        ("admin_release_reservation", "admin", f"POST {rsv}/rsv-alpha:release", {}),
+        ("admin_delete", "admin", f"DELETE {ADMIN}/{seed()['name']}", {"headers": {"If-Match": "*"}}),
+        ("tenant_delete", "alpha", f"DELETE {tenant_base('alpha')}/{alpha_schedule()['name']}",
+         {"headers": {"If-Match": "*"}}),
+        ("healthz", "anonymous", "GET /healthz", {}),
+    ]
+    return out
+
+
+class CoreDown:
+    """A core whose every call times out, as a Kubernetes API server that stopped answering."""
+
+    def __getattr__(self, name: str) -> Any:
+        from gps_dagster.ports import Transient
+
+        def timed_out(*_a: Any, **_kw: Any) -> Any:
+            raise Transient(f"{name}: read timed out (30 s)", reason="api_timeout")
+
+        return timed_out
+
+
+def answered_reasons(api: Api, doc: dict[str, Any]) -> dict[str, set[str]]:
+    """Per operation id, the reasons its error answers carried (none a 500, each status documented)."""
+    listed = {o["operationId"]: o for _p, _m, o in operations(doc)}
+    seen: dict[str, set[str]] = {}
+    for op_id, who, call, kw in requests_of_every_operation():
+        assert op_id in listed, op_id
+        method, path = call.split(" ", 1)
+        answer = api.call(who, method, path, **kw)
+        assert answer.status_code != 500, (op_id, answer.text)
+        if answer.status_code >= 400:
+            assert str(answer.status_code) in listed[op_id]["responses"], (op_id, answer.status_code)
+            body = answer.json()
+            seen.setdefault(op_id, set()).update({body["reason"], *(e["reason"] for e in body["errors"])})
+    return seen
+
+
+def _x_reasons(doc: dict[str, Any]) -> dict[str, set[str]]:
+    return {o["operationId"]: set(o["x-reasons"]) for _p, _m, o in operations(doc)}
+
+
+def _unlisted(seen: dict[str, set[str]], doc: dict[str, Any]) -> dict[str, list[str]]:
+    listed = _x_reasons(doc)
+    return {op: sorted(r - listed[op]) for op, r in seen.items() if r - listed[op]}
+
+
+def _world(api: Api) -> None:
+    from api_support import alpha_schedule, seed, tenant_base
+
+    assert api.call("admin", "POST", "/admin/deploy-schedules", json=seed()).status_code == 201
+    assert api.call("alpha", "POST", tenant_base("alpha"), json=alpha_schedule()).status_code == 201
+    assert api.call("admin", "POST", "/admin/reservations", json=RESERVATION).status_code == 201
+
+
+def test_every_reason_an_operation_answers_when_the_core_times_out_is_in_its_x_reasons(
+    api: Api, doc: dict[str, Any]
+) -> None:
+    """The core (Kubernetes, the simulated pool) down: its errors answer a reason x-reasons lists.
+
+    A backend's own reason (``api_timeout``, ``api_unreachable``, …) is an open set; the API
+    answers the port's closed one (``core_unavailable``, 503) and keeps the backend's in the message.
+    """
+    _world(api)
+    api.services.core = CoreDown()
+    api.services.engine.core = api.services.core
+    seen = answered_reasons(api, doc)
+    assert "core_unavailable" in set().union(*seen.values()), seen
+    assert not _unlisted(seen, doc), _unlisted(seen, doc)
+
+
+def test_every_reason_an_operation_answers_when_the_store_is_down_is_in_its_x_reasons(
+    api: Api, doc: dict[str, Any], tmp_path: Any
+) -> None:
+    """The database gone (its file unreachable): every operation reads the store, so every
+    operation answers ``store_unavailable`` (503) — and lists it."""
+    _world(api)
+    api.services.store.engine.dispose()
+    (tmp_path / "gps.sqlite").rename(tmp_path / "moved.sqlite")
+    (tmp_path / "gps.sqlite").mkdir()  # SQLite cannot open a directory: "unable to open database file"
+    seen = answered_reasons(api, doc)
+    assert all("store_unavailable" in r for op, r in seen.items() if op != "healthz"), seen
+    assert len(seen) >= 30, sorted(seen)
+    assert not _unlisted(seen, doc), _unlisted(seen, doc)
