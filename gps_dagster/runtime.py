@@ -59,6 +59,8 @@ from gps_dagster.store.repository import Store
 __all__ = [
     "BACKENDS",
     "DEFAULT_POOL",
+    "K8S_BURST",
+    "K8S_QPS",
     "Runtime",
     "Settings",
     "SettingsInvalid",
