@@ -8,6 +8,9 @@ in ``errors``. The mapping is by type, so a new error class only needs its
 generic body and a request id; the traceback goes to the server log only.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “A backend's failure is answered as `core_unavailable` (503) or `core_refused` (502)”
+
 from __future__ import annotations
 
 import logging
