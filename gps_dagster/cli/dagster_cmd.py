@@ -18,6 +18,12 @@ from datetime import UTC, datetime
 
 import click
 
+from gps_dagster.cli import wiring
+from gps_dagster.cli.engine_cmds import refuse
+from gps_dagster.cli.wiring import store_options
+from gps_dagster.runtime import Settings
+from gps_dagster.store.errors import StoreError
+
 URL_OPTION = click.option(
     "--url", default="http://127.0.0.1:3000", show_default=True, envvar="GPS_DAGSTER_URL",
     help="Dagster webserver URL ($GPS_DAGSTER_URL).",
@@ -47,25 +53,31 @@ def reload_cmd(url: str, location: str) -> None:
 @dagster_group.command("runs")
 @click.argument("name")
 @URL_OPTION
-def runs_cmd(name: str, url: str) -> None:
-    """Transition runs of deploy schedule NAME."""
+@store_options
+def runs_cmd(name: str, url: str, settings: Settings) -> None:
+    """Transition runs of deploy schedule NAME (a tenant's bare name if one project has it)."""
     from gps_dagster.cli.dagster_client import runs_by_tag
     from gps_dagster.dagster_defs import names
 
     try:
-        runs = runs_by_tag(url, names.TAG_SCHEDULE, name)
+        identity = wiring.store(settings).resolve_name(name)  # runs are tagged with the identity
+    except StoreError as exc:
+        refuse(exc)
+    try:
+        runs = runs_by_tag(url, names.TAG_SCHEDULE, identity)
     except (OSError, RuntimeError) as exc:
         click.echo(f"cannot read runs: {exc}", err=True)
         sys.exit(1)
     if not runs:
-        click.echo(f"no transition run of '{name}' on {url} yet (the first one appears at its next "
+        click.echo(f"no transition run of '{identity}' on {url} yet (the first one appears at its next "
                    "boundary, or run `gps-dagster apply-now NAME --queue`)")
         return
-    click.echo(f"{'RUN':8} {'STATUS':9} {'STARTED':25} {'PHASE':8} {'TRIGGER':14} TARGETS")
+    click.echo(f"{'RUN':8} {'STATUS':9} {'STARTED':25} {'PHASE':8} {'TRIGGER':14} {'SCHEDULE':24} TARGETS")
     for run in runs:
         tags = {t["key"]: t["value"] for t in run["tags"]}
         started = datetime.fromtimestamp(run["startTime"], UTC).isoformat(timespec="seconds") if run["startTime"] else "-"
         click.echo(
             f"{run['runId'][:8]} {run['status']:9} {started:25} {tags.get(names.TAG_PHASE, ''):8} "
-            f"{tags.get(names.TAG_TRIGGER, ''):14} {tags.get(names.TAG_TARGETS, '')}"
+            f"{tags.get(names.TAG_TRIGGER, ''):14} {tags.get(names.TAG_SCHEDULE, identity):24} "
+            f"{tags.get(names.TAG_TARGETS, '')}"
         )

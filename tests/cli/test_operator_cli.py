@@ -5,10 +5,12 @@ its hint, leftover runs canceled when the demo stops (issue 12 §1, §7, §8).""
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from gps_dagster.cli.inputs import load_schedule_file
 from gps_dagster.demo import env as demo_env
 from gps_dagster.store import Store
 from tests.cli.cli_support import run
@@ -16,6 +18,7 @@ from tests.cli.cli_support import run
 ROOT = Path(__file__).parents[2]
 EXAMPLES = ROOT / "examples"
 SEED = str(EXAMPLES / "seed-schedule.json")
+MONDAY = datetime.fromisoformat("2026-10-19T09:00:00+07:00")
 
 
 @pytest.fixture
@@ -133,5 +136,30 @@ def test_dagster_runs_prints_a_header_and_says_when_there_is_none(
     monkeypatch.setattr(devserver, "runs_by_tag", lambda url, key, value: [one])
     listed = run("dagster", "runs", "demo-swap", "--url", "http://127.0.0.1:1")
     lines = listed.output.splitlines()
-    assert lines[0].split() == ["RUN", "STATUS", "STARTED", "PHASE", "TRIGGER", "TARGETS"]
-    assert lines[1].split()[0] == "01234567" and lines[1].split()[-1] == "a,b"
+    assert lines[0].split() == ["RUN", "STATUS", "STARTED", "PHASE", "TRIGGER", "SCHEDULE", "TARGETS"]
+    assert lines[1].split()[0] == "01234567" and lines[1].split()[-2:] == ["demo-swap", "a,b"]
+
+
+def test_dagster_runs_of_a_tenants_bare_name_asks_dagster_for_its_identity(
+    gpu42: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs are tagged with the identity ``vision/gpu42-shared``: before the name was resolved
+    through the store, ``dagster runs gpu42-shared`` asked Dagster for a tag no run carries and
+    said "no transition run" while runs existed."""
+    from gps_dagster.cli import dagster_client as devserver
+
+    asked: list[str] = []
+    monkeypatch.setattr(devserver, "runs_by_tag", lambda url, key, value: asked.append(value) or [])
+    assert run("schedules", "apply", "-f", str(EXAMPLES / "gpu42-schedule.json")).exit_code == 0
+    bare = run("dagster", "runs", "gpu42-shared", "--url", "http://127.0.0.1:1")
+    assert bare.exit_code == 0 and "no transition run of 'vision/gpu42-shared'" in bare.output
+    assert asked == ["vision/gpu42-shared"]
+    # A second project's schedule of the same name: the bare name is ambiguous, said with both.
+    other = tmp_path / "other.json"
+    doc = (EXAMPLES / "gpu42-schedule.json").read_text().replace("cmp:vision", "cmp:speech")
+    other.write_text(doc.replace('"md-vision-', '"md-speech-'))
+    Store.open(gpu42).apply_schedule(load_schedule_file(str(other)), now=MONDAY)
+    ambiguous = run("dagster", "runs", "gpu42-shared", "--url", "http://127.0.0.1:1")
+    assert ambiguous.exit_code == 1 and "ambiguous_schedule_name" in ambiguous.output
+    assert "speech/gpu42-shared" in ambiguous.output and "vision/gpu42-shared" in ambiguous.output
+    assert asked == ["vision/gpu42-shared"]  # nothing asked of Dagster for an ambiguous name
