@@ -177,3 +177,53 @@ def test_build_core_paces_its_client_as_the_settings_say(tmp_path: Any) -> None:
                       namespaces=(), qps=7.0, burst=3)
     assert isinstance(core, K8sCore)
     assert (core.kube.throttle.qps, core.kube.throttle.burst) == (7.0, 3)
+
+
+def test_the_transport_hands_every_retry_after_to_the_client_instead_of_sleeping_it_out(
+    tmp_path: Any,
+) -> None:
+    """Through ``connect``'s real HTTP stack (kubernetes → urllib3 → a socket): a server that
+    answers every GET with 429 + ``Retry-After: 1`` sees exactly 1 + ``max_retries`` requests,
+    and every wait is the client's own (virtual) sleep. With urllib3's default ``Retry(3)`` it
+    saw four requests per attempt and each attempt took 3 s of wall time that ``_send`` neither
+    counted nor bounded."""
+    import http.server
+    import threading
+
+    from gps_dagster.backends.k8s.api import connect
+
+    seen: list[str] = []
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            body = b'{"kind": "Status", "code": 429, "reason": "TooManyRequests"}'
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = tmp_path / "kubeconfig"
+        config.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+            f"clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{server.server_address[1]}\n"
+            "users:\n- name: u\n  user:\n    token: t\n"
+            "contexts:\n- name: c\n  context: {cluster: c, user: u}\n")
+        clock = Clock()
+        client = Kube(connect(str(config), None),
+                      throttle=Throttle(sleep=clock.sleep, monotonic=clock.monotonic, max_retries=3))
+        with pytest.raises(Transient) as caught:
+            client.call(client.core.list_namespace, what="namespaces")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert caught.value.reason == "api_throttled"
+    assert len(seen) == 4 and clock.slept == [1.0, 1.0, 1.0]

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from gps_dagster.backends.k8s import K8sCore, ledger, names, pods
+from gps_dagster.backends.k8s import K8sCore, Kube, ledger, names, pods
 from gps_dagster.backends.k8s.capacity import allocatable_gpus, node_name
 from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.clocks import VirtualClock
@@ -372,9 +372,12 @@ def make_world(
     gate: str = "enforce",
     max_step_s: float | None = 30.0,
     follow_up_s: float = 10.0,
+    core_kube: Kube | None = None,
 ) -> K8sWorld:
     """The pool laid out and let settle once (the cluster as the engine finds it when it is
-    installed), then the world's threads; the engine loop starts when the test first moves time."""
+    installed), then the world's threads; the engine loop starts when the test first moves time.
+    ``core_kube`` is the engine's own client (another identity or API server); the fakes and
+    the world's reads keep the admin client of the first API server."""
     clock = VirtualClock(start)
     store = Store.open(db_url)
     prefix = unique("e")
@@ -390,7 +393,7 @@ def make_world(
         admin, clock, pool_spec, prefix=prefix, reservations=reservations
     ).create()
     core = K8sCore(
-        kube(),
+        core_kube or kube(),
         clock=clock,
         namespaces=cluster.namespaces,
         store_engine=store.engine,

@@ -52,14 +52,22 @@ MAX_RETRIES = 10
 """client-go's default ``maxRetries`` for Retry-After answers."""
 
 
+TRANSPORT_RETRIES = urllib3.util.Retry(3, respect_retry_after_header=False)
+"""urllib3's default (``Retry(3)``: refused connections and idempotent requests whose connection
+dropped are retried at once) minus its ``Retry-After`` handling: by default urllib3 itself
+sleeps out a 429/503's ``Retry-After`` up to three times for GET/PUT/DELETE, in wall time and
+outside ``Kube._send``'s count and budget (measured: a 429 with ``Retry-After: 1`` took 3 s per
+attempt). Status answers always come back to ``_send``, which owns the waiting."""
+
+
 def connect(kubeconfig: str | None, context: str | None) -> client.ApiClient:
     """An ``ApiClient`` for the kubeconfig (and context), else the in-cluster service account."""
+    cfg = client.Configuration()
     try:
         if kubeconfig is None:
-            cfg = client.Configuration()
             config.load_incluster_config(client_configuration=cfg)
-            return client.ApiClient(cfg)
-        return config.new_client_from_config(config_file=kubeconfig, context=context)
+        else:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
     except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
         where = kubeconfig or "the in-cluster service account"
         raise Permanent(
@@ -67,6 +75,8 @@ def connect(kubeconfig: str | None, context: str | None) -> client.ApiClient:
             "--kubeconfig) to a readable kubeconfig, or run in a pod with a service account",
             reason="kubeconfig_invalid",
         ) from exc
+    cfg.retries = TRANSPORT_RETRIES
+    return client.ApiClient(cfg)
 
 
 def api_message(exc: ApiException) -> str:

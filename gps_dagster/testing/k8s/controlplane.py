@@ -283,39 +283,100 @@ def _start_etcd(plane: ControlPlane, etcd: Path) -> int:
     return client
 
 
+APISERVER_ARGV = "kube-apiserver.argv.json"
+"""The API server's command line, kept beside its log: ``SecondApiServer`` starts a twin."""
+
+
 def _start_apiserver(
     plane: ControlPlane, binary: Path, pki: dict[str, Path], etcd_port: int
 ) -> None:
-    _spawn(
-        plane,
-        "kube-apiserver",
-        [
-            str(binary),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={plane.port}",
-            "--insecure-port=0",
-            f"--tls-cert-file={pki['server.crt']}",
-            f"--tls-private-key-file={pki['server.key']}",
-            f"--client-ca-file={pki['ca.crt']}",
-            f"--token-auth-file={plane.root / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            f"--service-account-key-file={pki['sa.pub']}",
-            f"--service-account-signing-key-file={pki['sa.key']}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--service-cluster-ip-range=10.96.0.0/24",
-            "--endpoint-reconciler-type=none",
-            # As strict as production (R-K8S-6): API Priority and Fairness on (the 1.20 default:
-            # feature gate APIPriorityAndFairness beta, --enable-priority-and-fairness=true; its
-            # FlowSchema/PriorityLevelConfiguration are flowcontrol.apiserver.k8s.io/v1beta1),
-            # and ExtendedResourceToleration on top of the default plugins, as on GKE: a pod
-            # requesting nvidia.com/gpu gets the toleration for the GPU nodes' taint.
-            f"--enable-admission-plugins={ADMISSION_PLUGINS}",
-            FEATURE_GATES,
-            "--v=0",
-        ],
-    )
+    argv = [
+        str(binary),
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={plane.port}",
+        "--insecure-port=0",
+        f"--tls-cert-file={pki['server.crt']}",
+        f"--tls-private-key-file={pki['server.key']}",
+        f"--client-ca-file={pki['ca.crt']}",
+        f"--token-auth-file={plane.root / 'tokens.csv'}",
+        "--authorization-mode=RBAC",
+        f"--service-account-key-file={pki['sa.pub']}",
+        f"--service-account-signing-key-file={pki['sa.key']}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/24",
+        "--endpoint-reconciler-type=none",
+        # As strict as production (R-K8S-6): API Priority and Fairness on (the 1.20 default:
+        # feature gate APIPriorityAndFairness beta, --enable-priority-and-fairness=true; its
+        # FlowSchema/PriorityLevelConfiguration are flowcontrol.apiserver.k8s.io/v1beta1),
+        # and ExtendedResourceToleration on top of the default plugins, as on GKE: a pod
+        # requesting nvidia.com/gpu gets the toleration for the GPU nodes' taint.
+        f"--enable-admission-plugins={ADMISSION_PLUGINS}",
+        FEATURE_GATES,
+        "--v=0",
+    ]
+    (plane.root / APISERVER_ARGV).write_text(json.dumps(argv))
+    _spawn(plane, "kube-apiserver", argv)
+
+
+class SecondApiServer:
+    """A second kube-apiserver on the control plane's etcd, as an HA control plane runs several.
+
+    Same flags, certificates and storage; its own port. A test points a client at it and
+    restarts it (SIGKILL, then the same command) without disturbing anything served by the
+    first one: controllers, scheduler and other tests keep their server. Every API server of a
+    cluster serves the same objects (they share etcd) but keeps its own API Priority and
+    Fairness seats, as in production.
+    """
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.root = kubeconfig.parent
+        self.argv = json.loads((self.root / APISERVER_ARGV).read_text())
+        self.port = free_port()
+        self.ca_file = self.root / "pki" / "ca.crt"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self, *, timeout_s: float = 60.0) -> None:
+        """Start it (again) and wait for ``/readyz``; raises ``ControlPlaneError`` if it never is."""
+        argv = [a for a in self.argv if not a.startswith("--secure-port=")]
+        self.starts += 1
+        log = open(self.root / f"kube-apiserver-{self.port}-{self.starts}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [*argv, f"--secure-port={self.port}"], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        log.close()
+        token = self._admin_token()
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ControlPlaneError(f"the second kube-apiserver exited with {self.proc.returncode}")
+            req = urllib.request.Request(self.server + "/readyz", headers={"Authorization": f"Bearer {token}"})
+            with (contextlib.suppress(OSError, ssl.SSLError),
+                  urllib.request.urlopen(req, context=context, timeout=5) as resp):
+                if resp.status == 200:
+                    return
+            time.sleep(0.2)
+        raise ControlPlaneError(f"the second kube-apiserver was not ready on {self.server} in time")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed or OOM-killed API server dies: no graceful drain."""
+        if self.proc is not None:
+            _signal(self.proc, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    stop = kill
+
+    def _admin_token(self) -> str:
+        return (self.root / "tokens.csv").read_text().split(",", 1)[0]
 
 
 def _start_controllers(plane: ControlPlane, bins: dict[str, Path], pki: dict[str, Path]) -> None:
