@@ -66,6 +66,8 @@ PINNED: dict[str, list[str]] = {
     "gps_dagster.runtime": [
         "BACKENDS",
         "DEFAULT_POOL",
+        "K8S_BURST",
+        "K8S_QPS",
         "Runtime",
         "Settings",
         "SettingsInvalid",
