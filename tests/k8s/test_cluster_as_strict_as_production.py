@@ -6,6 +6,8 @@ Each test reads the *running* control plane of this session (the processes behin
 ``GPS_TEST_KUBECONFIG``, their command lines and the scheduler's config file), so a speed-up
 flag added to ``gps_dagster/testing/k8s/controlplane.py`` fails here, not silently elsewhere.
 """
+# Decisions embodied here (docs/decisions.md):
+# * “The test control plane runs only wiring flags, asserted from its running processes”
 
 from __future__ import annotations
 
