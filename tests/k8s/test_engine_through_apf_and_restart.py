@@ -21,6 +21,9 @@ applied (a second ledger entry); the client giving up on a 429 without retrying 
 refusals per throttled call); a restart that leaves the plan stuck (B never converges).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The transport never waits on its own; an API-server restart is a second API server's”
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

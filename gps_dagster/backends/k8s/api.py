@@ -27,6 +27,7 @@ account; a missing or broken config is a ``Permanent`` error that says what to f
 
 # Decisions embodied here (docs/decisions.md):
 # * “The Kubernetes client paces itself and waits out Retry-After as client-go does”
+# * “The transport never waits on its own; an API-server restart is a second API server's”
 
 from __future__ import annotations
 

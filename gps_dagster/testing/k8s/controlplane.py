@@ -13,6 +13,8 @@ This module does not import the ``kubernetes`` client; it only runs processes an
 
 # Decisions embodied here (docs/decisions.md):
 # * “The fake kubelet executes Job pods of the local image”
+# * “The test control plane runs only wiring flags, asserted from its running processes”
+# * “The transport never waits on its own; an API-server restart is a second API server's”
 
 from __future__ import annotations
 
