@@ -35,7 +35,7 @@ def limit_to_three_seats(admin: Kube, namespace: str, account: str) -> str:
                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
                                                "namespaces": ["*"], "clusterScope": True}]}]}},
         what="flow schema", mutating=True)
-    _wait_in_force(admin, name)
+    wait_in_force(admin, name)
     return name
 
 
@@ -46,7 +46,7 @@ def remove(admin: Kube, name: str) -> None:
                    what="apf cleanup", mutating=True)
 
 
-def _wait_in_force(admin: Kube, name: str) -> None:
+def wait_in_force(admin: Kube, name: str) -> None:
     """The APF config controller marks a FlowSchema ``Dangling=False`` once its level is known."""
     group, version = FLOWCONTROL
     pause = threading.Event()
