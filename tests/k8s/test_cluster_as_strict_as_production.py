@@ -182,3 +182,35 @@ def test_the_test_deployments_use_the_default_rolling_update_and_app_selectors(
             assert names.DEPLOY_ID not in spec["selector"]["matchLabels"]
     finally:
         p.close()
+
+
+def test_gpu_nodes_are_tainted_sized_like_servers_and_loaded_by_another_tenant(
+    k8s_cluster: str, sqlite_url: str
+) -> None:
+    """The GPU nodes a pool creates look like a rented GPU server, not an empty test box: the
+    ``nvidia.com/gpu:NoSchedule`` taint (as GKE and the GPU operator's node setup put it), CPU,
+    memory and a 110-pod limit in capacity, and another tenant's agent on each one, bound and
+    holding CPU and memory the product must not count as free. Mutations caught: an untainted
+    node, a node without CPU/memory (which makes every CPU request fit), no tenant load."""
+    from gps_dagster.backends.k8s import pods
+    from gps_dagster.testing.k8s.pools import TENANT_LOAD
+
+    p = Pool(two_deploys(), sqlite_url)
+    try:
+        mine = set(p.cluster.sim.nodes)
+        nodes = [n for n in p.admin.items(p.admin.core.list_node, what="nodes") if n["metadata"]["name"] in mine]
+        assert {n["metadata"]["name"] for n in nodes} == mine and mine
+        bound = p.admin.items(p.admin.core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=",
+                              what="bound pods")
+        for node in nodes:
+            name, status = node["metadata"]["name"], node["status"]
+            assert {"key": "nvidia.com/gpu", "effect": "NoSchedule"}.items() <= next(
+                t for t in node["spec"].get("taints", []) if t["key"] == "nvidia.com/gpu").items(), name
+            assert (status["capacity"]["cpu"], status["capacity"]["memory"], status["capacity"]["pods"]) == (
+                "64", "512Gi", "110"), name
+            agents = [x for x in bound if pods.node(x) == name and pods.labels(x).get("app") == "tenant-agent"]
+            assert len(agents) == 1, (name, [pods.name(x) for x in agents])
+            requests = agents[0]["spec"]["containers"][0]["resources"]["requests"]
+            assert requests == TENANT_LOAD, requests
+    finally:
+        p.close()
