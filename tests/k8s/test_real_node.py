@@ -28,7 +28,7 @@ from gps_dagster.domain.gps.witness import Mismatch, annotation_uuids, judge
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
 from gps_dagster.engine.gps_hooks import hooks
-from gps_dagster.ports import DeployState
+from gps_dagster.ports import DeployState, Transient
 from gps_dagster.store import Store
 from gps_dagster.testing.k8s import realnode
 
@@ -382,3 +382,29 @@ def test_a_crash_looping_server_ends_in_a_terminal_phase(node: Node, ns: str, sq
     (pod,) = run.pods("rn-a")
     status = pod.status.container_statuses[0]
     assert status.restart_count >= 1 and (status.last_state.terminated.exit_code == 3)
+
+
+
+def test_a_dead_agents_stale_witness_is_witness_unavailable(node: Node, ns: str) -> None:
+    """The agent publishes the real kubelet's PodResources record with its heartbeat stamp (its
+    clock, injected); once the stamp is older than ``STALE_AFTER_S`` and nobody re-stamped (the
+    agent is dead), the adapter's witness read answers ``witness_unavailable`` with the fix
+    instead of the old UUIDs; the agent's next sync re-confirms it. Mutation caught: a witness
+    that trusts a record no agent has confirmed within the bound."""
+    node.kube.apps.create_namespaced_deployment(ns, deployment("rn-hb", gpus=1, running=True, LOAD_S=0))
+    wait_for("ready", lambda: any(ready(node, ns, p.metadata.name) for p in
+             node.kube.core.list_namespaced_pod(ns, label_selector="app=rn-hb").items), timeout_s=90)
+    clock = VirtualClock(T0)
+    source = nodeagent.PodResourcesSource(socket=node.pod_resources)
+    assert nodeagent.publish(node.kube, node.name, source, namespaces=[ns], clock=clock) == 1
+    core = K8sCore(node.kube, clock=clock, namespaces=[ns])
+    wait_for("the deployment's readyReplicas", lambda: core.get_deploy("rn-hb").state is DeployState.READY, timeout_s=30)
+    seen = core.witness("rn-hb")
+    assert len(seen.uuids) == 1 and seen.uuids[0] in node.uuids and seen.source == "node_agent_podresources"
+    clock.advance(nodeagent.STALE_AFTER_S + 1)  # no sync in between: the agent is dead
+    with pytest.raises(Transient) as err:
+        core.witness("rn-hb")
+    assert err.value.reason == "witness_unavailable" and node.name in str(err.value)
+    assert "node-agent DaemonSet" in str(err.value)
+    assert nodeagent.publish(node.kube, node.name, source, namespaces=[ns], clock=clock) == 1  # re-stamped
+    assert core.witness("rn-hb").uuids == seen.uuids
