@@ -408,3 +408,37 @@ def test_a_dead_agents_stale_witness_is_witness_unavailable(node: Node, ns: str)
     assert "node-agent DaemonSet" in str(err.value)
     assert nodeagent.publish(node.kube, node.name, source, namespaces=[ns], clock=clock) == 1  # re-stamped
     assert core.witness("rn-hb").uuids == seen.uuids
+
+
+
+def test_a_server_that_crash_loops_after_ready_ends_crash_loop(node: Node, ns: str, sqlite_url: str) -> None:
+    """A is Ready after 1 s and exits 3 after 8 s, at every start: its start converges, then the
+    kubelet restarts it (at once, then after 10 s, 20 s of CrashLoopBackOff). The target must
+    leave ``converged`` for terminal ``crash_loop`` with the kubelet's words and the fix once a
+    container waits in CrashLoopBackOff after 2 restarts (the bound), and not before. Mutations
+    caught: no crash-loop check (it stays ``converged`` and the test times out), the bound ignored
+    (``crash_loop`` at the first back-off)."""
+    run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-a", "rn-b"),
+                    EngineConfig(pass_interval_s=1, crash_loop_restarts=2))
+    run.create(deployment("rn-a", gpus=1, running=False, LOAD_S=1, CRASH_AFTER_S=8),
+               deployment("rn-b", gpus=0, running=False))
+    seen: list[tuple[str, int, str | None]] = []
+
+    def ended() -> bool:
+        view = run.core.get_deploy("rn-a")
+        seen.append((run.phase("rn-a"), view.restarts, view.crash_loop))
+        return seen[-1][0] == "crash_loop"
+
+    try:
+        run.until("A crash_loop", ended, timeout_s=150)
+    finally:
+        print(sorted({(p, r, c is not None) for p, r, c in seen}))
+    phases = [p for p, _, _ in seen]
+    assert "converged" in phases and phases.index("converged") < phases.index("crash_loop")
+    backed_off_once = [p for p, r, c in seen if c is not None and r < 2]
+    assert backed_off_once and set(backed_off_once) == {"converged"}, seen  # below the bound: no verdict
+    row = run.store.get_status(run.spec.name, "rn-a")
+    assert row is not None and row.reason == "crash_loop" and "kubectl logs --previous" in (row.fix or "")
+    assert "CrashLoopBackOff" in (row.fix or "") and "last exit code 3" in (row.fix or "")
+    assert (row.detail or {})["restarts"] >= 2
+    assert run.core.get_deploy("rn-a").desired_replicas == 1 and run.pods("rn-a")  # nothing stopped
