@@ -442,3 +442,44 @@ def test_a_server_that_crash_loops_after_ready_ends_crash_loop(node: Node, ns: s
     assert "CrashLoopBackOff" in (row.fix or "") and "last exit code 3" in (row.fix or "")
     assert (row.detail or {})["restarts"] >= 2
     assert run.core.get_deploy("rn-a").desired_replicas == 1 and run.pods("rn-a")  # nothing stopped
+
+
+
+def test_a_hand_over_waits_for_the_drain_to_free_the_gpus(node: Node, ns: str, sqlite_url: str) -> None:
+    """A holds all 4 GPUs and drains 8 s on SIGTERM; at 08:00 the schedule releases A and starts B
+    (4 GPUs). The engine may start B only once the kubelet has deleted A's pod (its GPUs free in
+    the device manager): no pass may see B's Deployment scaled up while a pod of A still exists,
+    and the kubelet's PodResources never lists a UUID for B that A still holds. Mutation caught:
+    stop convergence that ignores terminating pods (``converged_stopped`` = STOPPED alone) starts
+    B during A's drain."""
+    run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-b", "rn-a"), EngineConfig(pass_interval_s=1))
+    run.create(deployment("rn-a", gpus=4, running=True, DRAIN_S=8, LOAD_S=1),
+               deployment("rn-b", gpus=4, running=False, LOAD_S=1))
+    wait_for("A ready", lambda: any(ready(node, ns, p.metadata.name) for p in run.pods("rn-a")), timeout_s=90)
+    source = nodeagent.PodResourcesSource(socket=node.pod_resources)
+    samples: list[tuple[int, int, bool]] = []  # (A pods, B replicas, A draining)
+    overlaps: list[str] = []
+
+    def step() -> bool:
+        a_pods = run.pods("rn-a")
+        b_replicas = node.kube.apps.read_namespaced_deployment("rn-b", ns).spec.replicas or 0
+        samples.append((len(a_pods), b_replicas, any(p.metadata.deletion_timestamp for p in a_pods)))
+        held: dict[str, set[str]] = {"rn-a": set(), "rn-b": set()}
+        for (pns, pod), containers in source.devices().items():
+            app = "rn-a" if pod.startswith("rn-a-") else "rn-b" if pod.startswith("rn-b-") else None
+            if pns == ns and app:
+                held[app].update(u for ids in containers.values() for u in ids)
+        if held["rn-a"] & held["rn-b"]:
+            overlaps.append(f"{sorted(held['rn-a'] & held['rn-b'])} held by A and B at once")
+        return run.phase("rn-b") == "converged" and run.core.get_deploy("rn-b").state is DeployState.READY
+
+    t0 = time.monotonic()
+    run.until("B in after A's drain", step, timeout_s=150)
+    assert not overlaps, overlaps
+    assert any(draining for _, _, draining in samples), "A's drain was never seen: the race was not exercised"
+    early = [s for s in samples if s[1] > 0 and s[0] > 0]
+    assert not early, f"B scaled up while A's pod still existed (A pods, B replicas, draining): {early}"
+    assert time.monotonic() - t0 >= 8  # B could not be ready before A's 8 s drain ended
+    (b_pod,) = run.pods("rn-b")
+    got = source.devices()[(ns, b_pod.metadata.name)]["server"]
+    assert sorted(got) == sorted(node.uuids)  # every GPU A had, now B's
