@@ -369,8 +369,8 @@ def test_a_drain_longer_than_the_stop_timeout_ends_stop_timeout(node: Node, ns: 
 def test_a_crash_looping_server_ends_in_a_terminal_phase(node: Node, ns: str, sqlite_url: str) -> None:
     """A exits 3 two seconds after it starts, before its model loaded, again and again (the
     kubelet's CrashLoopBackOff): its start never converges and ends ``readiness_timeout`` with the
-    reason, not in a silent wait. (A server that passes its probe once before crashing converges:
-    see the closing note of issue 19.)"""
+    reason, not in a silent wait. (A server that passes its probe once before crashing converges,
+    then ends ``crash_loop``: ``test_a_server_that_crash_loops_after_ready_ends_crash_loop``.)"""
     run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-a", "rn-b"),
                     EngineConfig(pass_interval_s=1, readiness_timeout_s=25))
     run.create(deployment("rn-a", gpus=1, running=False, LOAD_S=30, CRASH_AFTER_S=2),
