@@ -186,6 +186,12 @@ class DeployView:
     them: unschedulable at once); None when no autoscaler spoke."""
     """The API server's refusal to create the deploy's pods, in its words (a ReplicaSet's
     ``ReplicaFailure/FailedCreate``: quota, LimitRange, Pod Security, a webhook); None if none."""
+    crash_loop: str | None = None
+    """A container of the deploy's live pods waiting in ``CrashLoopBackOff`` (the kubelet
+    restarts it after a back-off), in the runtime's words: pod, container, restarts, last exit
+    code; None when none is. The simulated pool has no containers: always None."""
+    restarts: int = 0
+    """The most restarts of a container waiting in ``CrashLoopBackOff`` (0 when none)."""
     instance: str | None = None
     """The control plane's identity of the object behind the id (Kubernetes: kind,
     namespace/name and ``metadata.uid``): equal between two reads iff they read the same object.

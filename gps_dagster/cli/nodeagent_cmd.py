@@ -48,7 +48,10 @@ def node_agent(node: str, pod_resources_socket: str | None, dcgm_url: str | None
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    from gps_dagster.runtime import clock_from_env
+
+    clock = clock_from_env()  # the heartbeat stamp's clock: the wall clock, or GPS_CLOCK
     kube = Kube(connect(kubeconfig, None))
     scope = tuple(n.strip() for n in namespaces.split(",") if n.strip())
     nodeagent.run(kube, node, source, interval_s=interval_s, stop=stop, log=logging.getLogger("gps.nodeagent"),
-                  namespaces=scope)
+                  clock=clock, namespaces=scope)

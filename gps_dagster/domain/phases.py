@@ -32,6 +32,7 @@ class Phase(StrEnum):
     DRIFT_DETECTED = "drift_detected"
     RESERVATION_OVERCOMMITTED = "reservation_overcommitted"
     PLACEMENT_MISMATCH = "placement_mismatch"
+    CRASH_LOOP = "crash_loop"
 
 
 NON_TERMINAL = frozenset(
@@ -74,6 +75,11 @@ FIXES: dict[Phase, str] = {
     Phase.INELIGIBLE: "see the reason: the schedule cannot act on this deploy until it changes",
     Phase.DRIFT_DETECTED: "none needed: a manual change is respected until the effective intent changes",
     Phase.RESERVATION_OVERCOMMITTED: "lower memory_mib or stop a member of the reservation, then apply-now",
+    Phase.CRASH_LOOP: (
+        "the server crashed after it had been ready and the kubelet keeps restarting it "
+        "(CrashLoopBackOff): read the previous container's logs (kubectl logs --previous) and fix "
+        "the cause; nothing was stopped (its GPUs stay allocated); then apply-now"
+    ),
     Phase.PLACEMENT_MISMATCH: (
         "the pod landed on a GPU outside its reservation: inspect placement (binder/DCGM), re-pin or "
         "restart the deploy by hand; no automatic repair"

@@ -30,6 +30,9 @@ class EngineConfig:
     """Acquire step readiness limit before ``readiness_timeout``."""
     unschedulable_grace_s: float = 120.0
     """How long pods may stay unschedulable before ``start_unschedulable``."""
+    crash_loop_restarts: int = 3
+    """A converged running target whose container waits in ``CrashLoopBackOff`` after this many
+    restarts ends ``crash_loop`` (about 40 s of the kubelet's back-off: 0, 10, 20 s)."""
     max_clock_skew_s: float = 5.0
     """Clock skew between replicas that is expected and silent (R-PASS-14); a replica further
     behind a stored interval still plans nothing, and emits a ``clock_skew`` event."""

@@ -78,6 +78,7 @@ class Engine:
             core,
             reservation_check,
             max_clock_skew_s=self.config.max_clock_skew_s,
+            crash_loop_restarts=self.config.crash_loop_restarts,
             holder=self.config.holder,
             reference=database_clock.now if database_clock is not None else None,
             ready_by=ReadyBy(

@@ -9,7 +9,8 @@ retry that could only happen past the step's deadline ends the step now.
   store is what failed. The step's clocks keep running, so it is judged on its
   deadline once the database is back.
 * ``Transient`` and every other ``TemporaryError``: retry until the deadline,
-  then the step's timeout phase, reason ``core_unreadable``.
+  then the step's timeout phase, reason ``core_unreadable`` (``witness_unavailable`` when the
+  core's witness read refused a stale record: the fix is the node agent's, not the API's).
 * every other ``CoreError`` / ``PermanentError`` (``NotFound`` included):
   terminal now, mapped by ``outcomes.from_core_error``.
 * anything else (a bug, an untranslated library error): retried like a
@@ -27,6 +28,7 @@ timeout (kept in ``detail.retry_since``).
 # * “Clocks run while the core is silent”
 # * “Unknown exceptions in a step are retried, not terminal”
 # * “A database outage stops the pass, not the engine”
+# * “The node agent's heartbeat is a stamp on the pods it publishes”
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gps_dagster.domain.errors import GpsError, PermanentError, TemporaryError
+from gps_dagster.domain.gps.witness import WITNESS_UNAVAILABLE
 from gps_dagster.domain.phases import Phase
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.outcomes import Verdict, from_core_error
@@ -50,6 +53,10 @@ FIXES = {
         "check that the control plane answers (its API, network, credentials), then apply-now"
     ),
     "temporary_error": "check the control plane and the database, then apply-now",
+    WITNESS_UNAVAILABLE: (
+        "the placement witness is stale: get the node agent of the pod's node running again "
+        "(the chart's node-agent DaemonSet), then apply-now"
+    ),
     "engine_error": (
         "an unexpected engine error: see the engine log and the step_retry events, report it, "
         "then apply-now"
@@ -140,7 +147,7 @@ def late(step: ActionRow, clock: StepClock, *, reason: str, error: str) -> Verdi
 
 def _temporary_reason(exc: Exception) -> str:
     if isinstance(exc, Transient):
-        return "core_unreadable"
+        return WITNESS_UNAVAILABLE if exc.reason == WITNESS_UNAVAILABLE else "core_unreadable"
     if isinstance(exc, TemporaryError):
         return "temporary_error"
     return "engine_error"

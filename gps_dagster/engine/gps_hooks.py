@@ -19,6 +19,7 @@
 
 # Decisions embodied here (docs/decisions.md):
 # * “The holder goes in the converge, not in a read”
+# * “The node agent's heartbeat is a stamp on the pods it publishes”
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Protocol, TypedDict
 
 from gps_dagster.domain.gps.errors import ReservationNotFound
 from gps_dagster.domain.gps.reservations import Reservation
-from gps_dagster.domain.gps.witness import Confirmed, Mismatch, judge
+from gps_dagster.domain.gps.witness import WITNESS_UNAVAILABLE, Confirmed, Mismatch, judge
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import PlannedStep
 from gps_dagster.engine.convergence import AfterConverged, Witness
@@ -82,8 +83,12 @@ def witness(core: Core, ledger: Ledger) -> Witness:
         try:
             got = core.witness(deploy.id)
             reserved = _reserved_uuids(ledger, binding.reservation_ids)
-        except (CoreError, ReservationNotFound):
+        except CoreError as exc:
+            if exc.reason == WITNESS_UNAVAILABLE:
+                raise  # the step's owner keeps the readiness clock and names the cause (failures)
             return None  # no evidence this pass; the readiness clock still runs
+        except ReservationNotFound:
+            return None
         if len(got.replicas) < deploy.ready_replicas:
             return None
         name = "+".join(binding.reservation_ids)

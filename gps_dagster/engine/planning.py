@@ -4,7 +4,8 @@ For each target the pass reads the deploy, re-checks eligibility, and finds
 the intent interval in force. A target whose interval identity (schedule
 version + interval start) is the one already processed opens nothing; if it
 had converged and the deploy no longer matches, that is ``drift_detected`` and
-is *not* reverted (SPEC R-PASS-5, U1). Targets with a new interval — missed
+is *not* reverted (SPEC R-PASS-5, U1); if it had converged running and its server now
+crash-loops past ``EngineConfig.crash_loop_restarts``, that is terminal ``crash_loop``. Targets with a new interval — missed
 ones included — join one transition plan, which is preflighted as a whole
 before anything is executed (R-PASS-6).
 
@@ -26,6 +27,7 @@ The status CAS enforces the same rule in the store.
 # * “Clock skew: behind plans nothing, silently up to 5 s”
 # * “The unschedulable grace is the schedule's”
 # * “`clock_skew` names the clock that is off against the database's”
+# * “A server that crash-loops after it was ready ends `crash_loop`”
 
 from __future__ import annotations
 
@@ -175,12 +177,14 @@ class Planner:
         reservation_check: ReservationCheck | None = None,
         *,
         max_clock_skew_s: float = 5.0,
+        crash_loop_restarts: int = 3,
         holder: str = "",
         ready_by: ReadyBy | None = None,
         reference: Callable[[], datetime] | None = None,
     ) -> None:
         self.store, self.core, self.reservation_check = store, core, reservation_check
         self.max_clock_skew_s, self.holder = max_clock_skew_s, holder
+        self.crash_loop_restarts = crash_loop_restarts
         self.reference = reference or store.database_now
         """The clock every replica is measured against (the database's; a test's true time)."""
         self.offset_s: float | None = None
@@ -319,6 +323,14 @@ class Planner:
         )
         if new or stale_phase or (force and is_terminal(status.phase)):
             return Candidate(status, deploy, interval)
+        if (
+            status.phase == Phase.CONVERGED
+            and interval.intent.desired_state is DesiredState.RUNNING
+            and deploy.crash_loop is not None
+            and deploy.restarts >= self.crash_loop_restarts
+        ):
+            self._crash_loop(status, deploy, now)
+            return None
         if status.phase == Phase.CONVERGED and not matches(wanted(interval), observed(deploy)):
             out.drift.append(target)
             self.store.cas_status(
@@ -334,6 +346,25 @@ class Planner:
                 events=[{"kind": "drift_detected", "detail": {"state": deploy.state.value}}],
             )
         return None
+
+    def _crash_loop(self, status: TargetStatusRow, deploy: DeployView, now: datetime) -> None:
+        """A converged running target whose server crash-loops: terminal ``crash_loop``, with
+        the kubelet's words and the fix; nothing is stopped or restarted (L3)."""
+        said = verdict(
+            Phase.CRASH_LOOP,
+            extra=f"{deploy.id}: {deploy.crash_loop} (bound {self.crash_loop_restarts})",
+            detail={"restarts": deploy.restarts, "state": deploy.state.value,
+                    "ready_replicas": deploy.ready_replicas, "allocation_kept": True},
+        )  # fmt: skip
+        self.store.cas_status(
+            status,
+            now=now,
+            phase=said.phase.value,
+            reason=said.reason,
+            fix=said.fix,
+            detail=said.detail,
+            events=[{"kind": "crash_loop", "detail": {"restarts": deploy.restarts, "message": deploy.crash_loop}}],
+        )
 
     def _pinned(
         self, schedule: str, deploy: DeployView | None, *, now: datetime, prefetch: Prefetch | None

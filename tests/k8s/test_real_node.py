@@ -24,13 +24,17 @@ import pytest
 
 from gps_dagster.backends.k8s import K8sCore, Kube, connect, names, nodeagent
 from gps_dagster.clocks import VirtualClock
+from gps_dagster.domain.gps.reservations import ReservationSpec, SharingMode
 from gps_dagster.domain.gps.witness import Mismatch, annotation_uuids, judge
+from gps_dagster.domain.render import kai
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig
 from gps_dagster.engine.gps_hooks import hooks
-from gps_dagster.ports import DeployState
+from gps_dagster.ports import DeployState, Transient
 from gps_dagster.store import Store
+from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s import realnode
+from gps_dagster.testing.k8s.kai import RESERVATION_NAMESPACE, KaiBinder, LedgerNodes
 
 
 class Node:
@@ -275,11 +279,14 @@ class EngineRun:
     wall time, so the virtual clock starts at a fixed instant and moves by the wall time that
     passes between engine passes (a stop timeout of 5 s is 5 s of the container's drain)."""
 
-    def __init__(self, node: Node, ns: str, db_url: str, schedule: dict[str, Any], config: EngineConfig) -> None:
-        self.node, self.ns = node, ns
+    def __init__(self, node: Node, ns: str, db_url: str, schedule: dict[str, Any], config: EngineConfig,
+                 *, before: Callable[[], None] | None = None, **core: Any) -> None:
+        """``before``: run before every pass (the cluster's other actors: a binder, the agent)."""
+        self.node, self.ns, self.before = node, ns, before
         self.clock = VirtualClock(T0)
         self.store = Store.open(db_url)
-        self.core = K8sCore(node.kube, clock=self.clock, namespaces=[ns], store_engine=self.store.engine)
+        ensure_tables(self.store.engine)
+        self.core = K8sCore(node.kube, clock=self.clock, namespaces=[ns], store_engine=self.store.engine, **core)
         self.spec = load_schedule(schedule)
         self.store.apply_schedule(self.spec, now=T0)
         self.store.set_gate("enforce", now=T0)
@@ -291,6 +298,8 @@ class EngineRun:
             self.node.kube.apps.create_namespaced_deployment(self.ns, d)
 
     def pass_(self) -> None:
+        if self.before is not None:
+            self.before()
         now = time.monotonic()
         self.clock.advance(now - self._wall)
         self._wall = now
@@ -360,8 +369,8 @@ def test_a_drain_longer_than_the_stop_timeout_ends_stop_timeout(node: Node, ns: 
 def test_a_crash_looping_server_ends_in_a_terminal_phase(node: Node, ns: str, sqlite_url: str) -> None:
     """A exits 3 two seconds after it starts, before its model loaded, again and again (the
     kubelet's CrashLoopBackOff): its start never converges and ends ``readiness_timeout`` with the
-    reason, not in a silent wait. (A server that passes its probe once before crashing converges:
-    see the closing note of issue 19.)"""
+    reason, not in a silent wait. (A server that passes its probe once before crashing converges,
+    then ends ``crash_loop``: ``test_a_server_that_crash_loops_after_ready_ends_crash_loop``.)"""
     run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-a", "rn-b"),
                     EngineConfig(pass_interval_s=1, readiness_timeout_s=25))
     run.create(deployment("rn-a", gpus=1, running=False, LOAD_S=30, CRASH_AFTER_S=2),
@@ -382,3 +391,179 @@ def test_a_crash_looping_server_ends_in_a_terminal_phase(node: Node, ns: str, sq
     (pod,) = run.pods("rn-a")
     status = pod.status.container_statuses[0]
     assert status.restart_count >= 1 and (status.last_state.terminated.exit_code == 3)
+
+
+def test_a_dead_agents_stale_witness_is_witness_unavailable(node: Node, ns: str) -> None:
+    """The agent publishes the real kubelet's PodResources record with its heartbeat stamp (its
+    clock, injected); once the stamp is older than ``STALE_AFTER_S`` and nobody re-stamped (the
+    agent is dead), the adapter's witness read answers ``witness_unavailable`` with the fix
+    instead of the old UUIDs; the agent's next sync re-confirms it. Mutation caught: a witness
+    that trusts a record no agent has confirmed within the bound."""
+    node.kube.apps.create_namespaced_deployment(ns, deployment("rn-hb", gpus=1, running=True, LOAD_S=0))
+    wait_for("ready", lambda: any(ready(node, ns, p.metadata.name) for p in
+             node.kube.core.list_namespaced_pod(ns, label_selector="app=rn-hb").items), timeout_s=90)
+    clock = VirtualClock(T0)
+    source = nodeagent.PodResourcesSource(socket=node.pod_resources)
+    assert nodeagent.publish(node.kube, node.name, source, namespaces=[ns], clock=clock) == 1
+    core = K8sCore(node.kube, clock=clock, namespaces=[ns])
+    wait_for("the deployment's readyReplicas", lambda: core.get_deploy("rn-hb").state is DeployState.READY, timeout_s=30)
+    seen = core.witness("rn-hb")
+    assert len(seen.uuids) == 1 and seen.uuids[0] in node.uuids and seen.source == "node_agent_podresources"
+    clock.advance(nodeagent.STALE_AFTER_S + 1)  # no sync in between: the agent is dead
+    with pytest.raises(Transient) as err:
+        core.witness("rn-hb")
+    assert err.value.reason == "witness_unavailable" and node.name in str(err.value)
+    assert "node-agent DaemonSet" in str(err.value)
+    assert nodeagent.publish(node.kube, node.name, source, namespaces=[ns], clock=clock) == 1  # re-stamped
+    assert core.witness("rn-hb").uuids == seen.uuids
+
+
+
+def test_a_server_that_crash_loops_after_ready_ends_crash_loop(node: Node, ns: str, sqlite_url: str) -> None:
+    """A is Ready after 1 s and exits 3 after 8 s, at every start: its start converges, then the
+    kubelet restarts it (at once, then after 10 s, 20 s of CrashLoopBackOff). The target must
+    leave ``converged`` for terminal ``crash_loop`` with the kubelet's words and the fix once a
+    container waits in CrashLoopBackOff after 2 restarts (the bound), and not before. Mutations
+    caught: no crash-loop check (it stays ``converged`` and the test times out), the bound ignored
+    (``crash_loop`` at the first back-off)."""
+    run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-a", "rn-b"),
+                    EngineConfig(pass_interval_s=1, crash_loop_restarts=2))
+    run.create(deployment("rn-a", gpus=1, running=False, LOAD_S=1, CRASH_AFTER_S=8),
+               deployment("rn-b", gpus=0, running=False))
+    seen: list[tuple[str, int, str | None]] = []
+
+    def ended() -> bool:
+        view = run.core.get_deploy("rn-a")
+        seen.append((run.phase("rn-a"), view.restarts, view.crash_loop))
+        return seen[-1][0] == "crash_loop"
+
+    try:
+        run.until("A crash_loop", ended, timeout_s=150)
+    finally:
+        print(sorted({(p, r, c is not None) for p, r, c in seen}))
+    phases = [p for p, _, _ in seen]
+    assert "converged" in phases and phases.index("converged") < phases.index("crash_loop")
+    backed_off_once = [p for p, r, c in seen if c is not None and r < 2]
+    assert backed_off_once and set(backed_off_once) == {"converged"}, seen  # below the bound: no verdict
+    row = run.store.get_status(run.spec.name, "rn-a")
+    assert row is not None and row.reason == "crash_loop" and "kubectl logs --previous" in (row.fix or "")
+    assert "CrashLoopBackOff" in (row.fix or "") and "last exit code 3" in (row.fix or "")
+    assert (row.detail or {})["restarts"] >= 2
+    assert run.core.get_deploy("rn-a").desired_replicas == 1 and run.pods("rn-a")  # nothing stopped
+
+
+
+def test_a_hand_over_waits_for_the_drain_to_free_the_gpus(node: Node, ns: str, sqlite_url: str) -> None:
+    """A holds all 4 GPUs and drains 8 s on SIGTERM; at 08:00 the schedule releases A and starts B
+    (4 GPUs). The engine may start B only once the kubelet has deleted A's pod (its GPUs free in
+    the device manager): no pass may see B's Deployment scaled up while a pod of A still exists,
+    and the kubelet's PodResources never lists a UUID for B that A still holds. Mutation caught:
+    stop convergence that ignores terminating pods (``converged_stopped`` = STOPPED alone) starts
+    B during A's drain."""
+    run = EngineRun(node, ns, sqlite_url, swap_schedule("rn-b", "rn-a"), EngineConfig(pass_interval_s=1))
+    run.create(deployment("rn-a", gpus=4, running=True, DRAIN_S=8, LOAD_S=1),
+               deployment("rn-b", gpus=4, running=False, LOAD_S=1))
+    wait_for("A ready", lambda: any(ready(node, ns, p.metadata.name) for p in run.pods("rn-a")), timeout_s=90)
+    source = nodeagent.PodResourcesSource(socket=node.pod_resources)
+    samples: list[tuple[int, int, bool]] = []  # (A pods, B replicas, A draining)
+    overlaps: list[str] = []
+
+    def step() -> bool:
+        a_pods = run.pods("rn-a")
+        b_replicas = node.kube.apps.read_namespaced_deployment("rn-b", ns).spec.replicas or 0
+        samples.append((len(a_pods), b_replicas, any(p.metadata.deletion_timestamp for p in a_pods)))
+        held: dict[str, set[str]] = {"rn-a": set(), "rn-b": set()}
+        for (pns, pod), containers in source.devices().items():
+            app = "rn-a" if pod.startswith("rn-a-") else "rn-b" if pod.startswith("rn-b-") else None
+            if pns == ns and app:
+                held[app].update(u for ids in containers.values() for u in ids)
+        if held["rn-a"] & held["rn-b"]:
+            overlaps.append(f"{sorted(held['rn-a'] & held['rn-b'])} held by A and B at once")
+        return run.phase("rn-b") == "converged" and run.core.get_deploy("rn-b").state is DeployState.READY
+
+    t0 = time.monotonic()
+    run.until("B in after A's drain", step, timeout_s=150)
+    assert not overlaps, overlaps
+    assert any(draining for _, _, draining in samples), "A's drain was never seen: the race was not exercised"
+    early = [s for s in samples if s[1] > 0 and s[0] > 0]
+    assert not early, f"B scaled up while A's pod still existed (A pods, B replicas, draining): {early}"
+    assert time.monotonic() - t0 >= 8  # B could not be ready before A's 8 s drain ended
+    (b_pod,) = run.pods("rn-b")
+    got = source.devices()[(ns, b_pod.metadata.name)]["server"]
+    assert sorted(got) == sorted(node.uuids)  # every GPU A had, now B's
+
+
+def test_a_time_sliced_reservation_swaps_members_through_its_holder(node: Node, ns: str, sqlite_url: str) -> None:
+    """Time-sliced rsv-ts holds GPU 1 of the real node; m1 runs 08:00-09:00, m2 from 09:00, both
+    members (30 000 of 80 000 MiB). Rendered for KAI, the members request no ``nvidia.com/gpu``:
+    KAI's reservation pod of their GPU group takes the GPU whole (the real device plugin gives
+    it, the kubelet records it in PodResources) and the node agent maps it to the group's pods.
+    At 09:00 m1 is the last running member: the holder pod is created before it stops, keeps the
+    group (the same reservation pod, same uid, same device) while m1 drains and m2 starts, and is
+    deleted once m2 is ready; the witness of each member is the reservation's UUID. Mutations
+    caught: no holder (KAI's reservation pod goes with m1's last pod: m2 gets a new one), a holder
+    left behind, a witness that is not the kubelet's record of the reservation pod."""
+    gpu = node.uuids[1]
+    node.control(prefer=[gpu])  # the kubelet asks GetPreferredAllocation: the reservation's GPU
+    policy = {"scheduler_name": "kai-scheduler", "holder_image": realnode.PAUSE_IMAGE}
+    node.kube.core.create_namespaced_config_map(ns, {"metadata": {"name": names.POLICY_CONFIGMAP}, "data": policy})
+    schedule = {
+        "name": "real-node-ts", "timezone": "UTC", "mode": "enforce", "transition_order": "release_first",
+        "targets": [{"model_deploy_id": m, "default_state": "stopped", "default_allow_downtime": True}
+                    for m in ("m1", "m2")],
+        "windows": [{"name": f"w{i}", "kind": "recurring", "priority": 10, "cron": f"0 {h} * * *", "duration": "1h",
+                     "states": [{"model_deploy_id": m, "desired_state": "running"}]}
+                    for i, (h, m) in enumerate(((8, "m1"), (9, "m2")))],
+    }  # fmt: skip
+    spec = ReservationSpec(id="rsv-ts", node=node.name, gpu_uuids=(gpu,), namespace=ns,
+                           mode=SharingMode.TIME_SLICED, gpu_memory_mib=80000, headroom="1")  # fmt: skip
+    agent = nodeagent.PodResourcesSource(socket=node.pod_resources)
+    binder: list[KaiBinder] = []
+    holder_seen: list[str] = []
+
+    def actors() -> None:  # KAI's binder stand-in and the node agent, as on a cluster
+        binder[0].sync()
+        nodeagent.publish(node.kube, node.name, agent)
+        holder_seen.extend(p.metadata.uid for p in node.kube.core.list_namespaced_pod(
+            ns, label_selector=f"{kai.ROLE_LABEL}=holder").items)
+
+    run = EngineRun(node, ns, sqlite_url, schedule, EngineConfig(pass_interval_s=1), before=actors,
+                    policy_namespace=ns)
+    rsv = ReservationRepository(run.store.engine).create(spec, at=T0, actor="test")
+    binder.append(KaiBinder(node.kube, LedgerNodes([node.name], {rsv.id: rsv}, run.clock),
+                            scheduler_name="kai-scheduler", namespaces=[ns],
+                            reservation_image=realnode.PAUSE_IMAGE, tolerations=(realnode.REAL_NODE_TOLERATION,)))
+    binding = json.dumps({"mode": "time_sliced", "reservation": rsv.id, "memory_mib": 30000})
+    for m in ("m1", "m2"):
+        doc = deployment(m, gpus=1, running=False, DRAIN_S=2, LOAD_S=1)
+        doc["metadata"]["annotations"][names.RESERVATION] = binding
+        run.create(doc)
+
+    def reservation_pods() -> list[Any]:
+        try:
+            found = node.kube.core.list_namespaced_pod(RESERVATION_NAMESPACE).items
+        except Exception:
+            return []
+        return [p for p in found if p.spec.node_name == node.name and not p.metadata.deletion_timestamp]
+
+    def member_in(m: str) -> bool:
+        return run.phase(m) == "converged" and run.core.get_deploy(m).state is DeployState.READY
+
+    run.until("m1 in", lambda: member_in("m1"), timeout_s=150)
+    (kept,) = reservation_pods()
+    assert agent.devices()[(RESERVATION_NAMESPACE, kept.metadata.name)] == {"reservation": (gpu,)}  # the kubelet's record
+    assert run.core.witness("m1").uuids == (gpu,) and run.core.witness("m1").source == "node_agent_podresources"
+    (m1_pod,) = run.pods("m1")
+    assert not (m1_pod.spec.containers[0].resources.limits or {}).get(names.GPU)  # a share, not a whole GPU
+    assert m1_pod.status.container_statuses[0].ready  # the real probe passed
+    assert not holder_seen
+    run.jump(datetime(2026, 10, 19, 8, 59, 58, tzinfo=UTC))
+    run.until("m2 in, m1 out", lambda: member_in("m2") and run.phase("m1") == "converged", timeout_s=150)
+    run.until("the holder gone", lambda: not node.kube.core.list_namespaced_pod(
+        ns, label_selector=f"{kai.ROLE_LABEL}=holder").items, timeout_s=60)
+    assert holder_seen, "no holder pod kept the GPU group between the members"
+    assert [p.metadata.uid for p in reservation_pods()] == [kept.metadata.uid]  # the same group, all along
+    assert run.core.get_deploy("m1").state is DeployState.STOPPED and not run.pods("m1")
+    assert run.core.witness("m2").uuids == (gpu,)
+    (m2_pod,) = run.pods("m2")
+    assert m2_pod.metadata.labels.get("runai-gpu-group") == kept.metadata.labels["runai-gpu-group"]

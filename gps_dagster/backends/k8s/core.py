@@ -360,5 +360,7 @@ class K8sCore(MutationsMixin):
         w = self.finder.find(deploy_id)
         snap = self._snapshot({w.namespace}, selector=dict(w.selector))
         return gps_mod.witness(
-            w, [p for p in snap.pods if selector_matches(w.selector, pods.labels(p))]
+            w,
+            [p for p in snap.pods if selector_matches(w.selector, pods.labels(p))],
+            now=self.clock.now(),
         )

@@ -23,17 +23,19 @@
 # Decisions embodied here (docs/decisions.md):
 # * “A reservation's scope is its namespace, for every mode; the queue is the reservation's”
 # * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
+# * “The node agent's heartbeat is a stamp on the pods it publishes”
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.engine import Engine
 
-from gps_dagster.backends.k8s import names, pods
+from gps_dagster.backends.k8s import names, nodeagent, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.pods import Pod
 from gps_dagster.backends.k8s.workloads import LWS, Workload
@@ -60,6 +62,7 @@ from gps_dagster.ports import (
     Insufficient,
     NotFound,
     ReservationBinding,
+    Transient,
     WitnessResult,
 )
 from gps_dagster.store.reservations import ReservationRepository, lock_reservation
@@ -555,9 +558,22 @@ def pod_reservations(p: Pod) -> list[str]:
     return ids or [r for r in [pods.labels(p).get(kai.RESERVATION_LABEL, "")] if r]
 
 
-def witness(w: Workload, own: Sequence[Pod]) -> WitnessResult:
-    """UUIDs per ready replica group, from the node agent's annotation on its pods."""
+def witness(
+    w: Workload,
+    own: Sequence[Pod],
+    *,
+    now: datetime | None = None,
+    max_age_s: float = nodeagent.STALE_AFTER_S,
+) -> WitnessResult:
+    """UUIDs per ready replica group, from the node agent's annotation on its pods.
+
+    With ``now``, a record whose heartbeat stamp (``names.AGENT_SEEN_AT``) is older than
+    ``max_age_s`` is not evidence: the agent of that node stopped confirming it, so the read
+    answers ``witness_unavailable`` (``Transient``: a restarted agent re-stamps it) with the fix.
+    A record without a stamp (an agent that predates the heartbeat) is read as before."""
     ready = [p for p in own if pods.ready(p)]
+    if now is not None:
+        _refuse_stale(w, ready, now, max_age_s)
     groups: dict[str, list[str]] = {}
     for p in sorted(ready, key=lambda p: (_group_key(w, p), pods.name(p))):
         uuids = pods.devices(p)
@@ -569,6 +585,24 @@ def witness(w: Workload, own: Sequence[Pod]) -> WitnessResult:
     sources = {s for p in ready if (s := pods.annotations_of(p).get(names.AGENT_SOURCE))}
     source = f"node_agent_{sorted(sources)[0]}" if len(sources) == 1 else WITNESS_SOURCE
     return WitnessResult(w.deploy_id, out, source)
+
+
+def _refuse_stale(w: Workload, ready: Sequence[Pod], now: datetime, max_age_s: float) -> None:
+    for p in ready:
+        last = nodeagent.seen_at(p)
+        if last is None or not pods.devices(p):
+            continue
+        age = (now - last).total_seconds()
+        if age > max_age_s:
+            raise Transient(
+                f"{WITNESS_UNAVAILABLE}: the node agent last confirmed the GPUs of pod "
+                f"{pods.namespace(p)}/{pods.name(p)} on node {pods.node(p)} at {last.isoformat()} "
+                f"({age:.0f} s ago, more than {max_age_s:.0f} s): the agent of that node is not "
+                "running or cannot reach the API server; check the chart's node-agent DaemonSet "
+                "pod on the node (kubectl -n <nodeAgent.namespace> get pods -o wide, its logs) — "
+                "its placement is not trusted until the agent re-confirms it",
+                reason=WITNESS_UNAVAILABLE,
+            )
 
 
 def _group_key(w: Workload, p: Pod) -> str:

@@ -48,6 +48,10 @@ AGENT_DEVICE_ANNOTATION = PREFIX + "container.{container}.gpus.devices"
 from the kubelet's PodResources API or dcgm-exporter: a source that exists on a real cluster."""
 AGENT_SOURCE = PREFIX + "gpu-devices-source"
 """Which source the node agent read (``podresources`` or ``dcgm``)."""
+AGENT_SEEN_AT = PREFIX + "gpu-devices-seen-at"
+"""The node agent's heartbeat on the pods it publishes: when it last confirmed their device ids
+(ISO 8601, UTC, from the agent's clock). The witness trusts a record only this fresh
+(``nodeagent.STALE_AFTER_S``): a dead agent is ``witness_unavailable``, never old data."""
 
 # -- the scheduling policy object (GPS, R-GPS-5) ---------------------------------------------------
 POLICY_CONFIGMAP = "gps-dagster-scheduling-policy"

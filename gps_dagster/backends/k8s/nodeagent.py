@@ -18,11 +18,20 @@ device ids of its group's reservation pod (``shared_devices``, label ``runai-gpu
 ``annotate`` is the one write path; the fake nodes of the test cluster feed it from a fake
 PodResources source (``fake/podresources.py``), so the witness reaches the adapter the same way.
 An agent with no source refuses to start (``WitnessUnavailable``): it never guesses.
+
+**Heartbeat.** With a clock (the agent's loop always has one), every annotation carries
+``names.AGENT_SEEN_AT``, the instant the agent last confirmed it, re-stamped once it is older than
+``HEARTBEAT_S``. The adapter's witness trusts a record only up to ``STALE_AFTER_S`` old
+(``gps.witness``): an agent that died (DaemonSet pod evicted, crash-looping, its node's kubelet
+socket gone) then reads ``witness_unavailable`` with the fix, not yesterday's device ids, and is
+told apart from a pod that simply has no GPU (no device annotation at all). The stamp rides on the
+pods the agent already patches, so its RBAC stays ``pods: list, patch``.
 """
 
 # Decisions embodied here (docs/decisions.md):
 # * “The witness node agent annotates pods under our own prefix”
 # * “A time-sliced member's GPU is its KAI reservation pod's”
+# * “The node agent's heartbeat is a stamp on the pods it publishes”
 
 from __future__ import annotations
 
@@ -34,19 +43,26 @@ import threading
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
 import grpc
 
 from gps_dagster.backends.k8s import kubelet_wire as wire
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.ports import NotFound
+from gps_dagster.ports import Clock, NotFound
 
 POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 WITNESS_UNAVAILABLE = "witness_unavailable"
 STRATEGIC = "application/strategic-merge-patch+json"
 PODRESOURCES = "podresources"
+HEARTBEAT_S = 30.0
+"""The agent re-stamps ``names.AGENT_SEEN_AT`` on a pod once its stamp is this old (one patch
+per pod per 30 s: the write load of a node's heartbeat, not of every sync)."""
+STALE_AFTER_S = 120.0
+"""The witness refuses a record older than this (four heartbeats: one missed sync, API latency
+and clock skew between the agent's node and the engine stay inside it)."""
 KAI_GPU_GROUP = "runai-gpu-group"
 """KAI's label on a GPU-sharing pod and on the reservation pod holding its GPU whole
 (KAI-Scheduler ``pkg/common/constants``: ``GPUGroup = "runai-gpu-group"``; reservation pods run in
@@ -154,13 +170,41 @@ def source_from(*, pod_resources_socket: str | None, dcgm_url: str | None) -> So
     )
 
 
-def annotations_for(containers: Mapping[str, Iterable[str]], source: str) -> dict[str, str]:
+def annotations_for(
+    containers: Mapping[str, Iterable[str]], source: str, *, seen_at: datetime | None = None
+) -> dict[str, str]:
     ann = {names.agent_device_annotation(c): ",".join(ids) for c, ids in sorted(containers.items())}
     ann[names.AGENT_SOURCE] = source
+    if seen_at is not None:
+        ann[names.AGENT_SEEN_AT] = stamp(seen_at)
     return ann
 
 
-def publish(kube: Kube, node: str, source: Source, *, namespaces: Sequence[str] = ()) -> int:
+def stamp(instant: datetime) -> str:
+    return instant.isoformat(timespec="seconds")
+
+
+def seen_at(pod: Mapping[str, Any]) -> datetime | None:
+    """The agent's last confirmation of ``pod``'s record; None when unstamped or unreadable."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.AGENT_SEEN_AT)
+    if not raw:
+        return None
+    try:
+        got = datetime.fromisoformat(str(raw))
+    except ValueError:
+        return None
+    return got if got.tzinfo is not None else None
+
+
+def publish(
+    kube: Kube,
+    node: str,
+    source: Source,
+    *,
+    namespaces: Sequence[str] = (),
+    clock: Clock | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
+) -> int:
     """One sync: annotate every pod of ``node`` that holds devices; returns how many changed.
 
     ``namespaces`` limits the pods it reads and annotates (the chart's namespace-scoped install
@@ -179,11 +223,21 @@ def publish(kube: Kube, node: str, source: Source, *, namespaces: Sequence[str] 
         on_node = kube.items(
             kube.core.list_pod_for_all_namespaces, field_selector=selector, what=f"list pods on node {node}"
         )
-    return annotate(kube, on_node, found, source.name)
+    now = clock.now() if clock is not None else None
+    return annotate(kube, on_node, found, source.name, now=now, heartbeat_s=heartbeat_s)
 
 
-def annotate(kube: Kube, on_node: Iterable[Obj], found: Devices, source: str) -> int:
-    """Patch the device annotations of the pods in ``found`` that lack them (idempotent).
+def annotate(
+    kube: Kube,
+    on_node: Iterable[Obj],
+    found: Devices,
+    source: str,
+    *,
+    now: datetime | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
+) -> int:
+    """Patch the device annotations of the pods in ``found`` that lack them (idempotent); with
+    ``now``, also the heartbeat stamp of each whose stamp is ``heartbeat_s`` old or missing.
 
     The one write path of the agent, shared by the fake nodes of the test cluster (their fake
     PodResources source feeds it), so the witness is published the same way everywhere.
@@ -198,8 +252,12 @@ def annotate(kube: Kube, on_node: Iterable[Obj], found: Devices, source: str) ->
             continue
         want = annotations_for(found[key], source)
         have = meta.get("annotations") or {}
-        if all(have.get(k) == v for k, v in want.items()):
+        last = seen_at(pod)
+        fresh = now is None or (last is not None and 0 <= (now - last).total_seconds() < heartbeat_s)
+        if fresh and all(have.get(k) == v for k, v in want.items()):
             continue
+        if now is not None:
+            want[names.AGENT_SEEN_AT] = stamp(now)
         with contextlib.suppress(NotFound):  # the pod went meanwhile: nothing to witness
             kube.call(
                 kube.core.patch_namespaced_pod,
@@ -247,13 +305,17 @@ def run(
     interval_s: float,
     stop: threading.Event,
     log: logging.Logger,
+    clock: Clock,
     namespaces: Sequence[str] = (),
+    heartbeat_s: float = HEARTBEAT_S,
 ) -> None:
     """Sync every ``interval_s`` until ``stop``; a failed sync is logged and retried next tick
     (the agent owns its errors: it never exits on an unreachable kubelet or API server)."""
     while not stop.is_set():
         try:
-            changed = publish(kube, node, source, namespaces=namespaces)
+            changed = publish(
+                kube, node, source, namespaces=namespaces, clock=clock, heartbeat_s=heartbeat_s
+            )
             if changed:
                 log.info("node %s: annotated %d pod(s) from %s", node, changed, source.name)
         except WitnessUnavailable as exc:

@@ -11,10 +11,17 @@
 * ``unschedulable`` is the scheduler's own verdict, ``PodScheduled=False reason=Unschedulable``.
 * FAILED is the Deployment controller's ``Progressing=False reason=ProgressDeadlineExceeded``;
   DELETING a workload with a deletionTimestamp.
+* ``crash_loop``/``restarts``: a container of a live pod waiting with reason
+  ``CrashLoopBackOff`` — the kubelet's own word for a container it restarts after an
+  exponential back-off (0 s, then 10 s doubling to a 5 min cap, reset after 10 min of running:
+  Kubernetes in Action 2e §6.2.1; KEP-4603 "Tune CrashLoopBackoff") — and its
+  ``restartCount``. The state stays what the counts say (READY while it happens to be up);
+  the engine judges the loop (``crash_loop``).
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Terminating pods include the ones no controller deleted yet”
 # * “API-side refusals are `start_refused` (new terminal phase)”
+# * “A server that crash-loops after it was ready ends `crash_loop`”
 
 from __future__ import annotations
 
@@ -112,6 +119,34 @@ def terminating(w: Workload, own: Sequence[Pod]) -> int:
     return going + max(0, staying - w.replicas * w.group_size)
 
 
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+
+
+def crash_loop(own: Sequence[Pod]) -> tuple[int, str | None]:
+    """(restarts, words) of the live pods' container waiting in ``CrashLoopBackOff`` with the
+    most restarts; (0, None) when none is."""
+    worst: tuple[int, str | None] = (0, None)
+    for p in own:
+        if pods.terminal(p) or pods.deleting(p):
+            continue
+        status = p.get("status") or {}
+        for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") != CRASH_LOOP_BACK_OFF:
+                continue
+            n = _int(cs.get("restartCount"))
+            last = ((cs.get("lastState") or {}).get("terminated") or {})
+            code = last.get("exitCode")
+            words = (
+                f"pod {pods.name(p)} container {cs.get('name')}: {CRASH_LOOP_BACK_OFF} after {n} "
+                f"restart(s), last exit code {code if code is not None else '?'}"
+                + (f" ({last['reason']})" if last.get("reason") else "")
+            )
+            if worst[1] is None or n > worst[0]:
+                worst = (n, words)
+    return worst
+
+
 def derive_state(w: Workload, own: Sequence[Pod], ready: int) -> DeployState:
     if w.deleting:
         return DeployState.DELETING
@@ -140,6 +175,7 @@ def deploy_view(
     observed = observed_generation(w)
     waiting = any(pods.node(p) is None for p in active)
     project = w.labels.get(names.PROJECT) or None
+    restarts, looping = crash_loop(own) if w.replicas > 0 else (0, None)
     return DeployView(
         id=w.deploy_id,
         kind=w.deploy_kind,
@@ -162,6 +198,8 @@ def deploy_view(
         role_max=_role(w, names.ROLE_MAX),
         reservation=binding,
         refused=refused(w) if w.replicas > 0 else None,
+        crash_loop=looping,
+        restarts=restarts,
         instance=instance(w),
     )
 

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 PLACEMENT_MISMATCH = "placement_mismatch"
+WITNESS_UNAVAILABLE = "witness_unavailable"
+"""A core's witness read that cannot vouch for its record (the node agent's heartbeat is stale):
+not "no evidence yet", so the step says it while it waits and ends with it at its deadline."""
 _ANNOTATION = re.compile(r"^gps\.dagster\.io/container\.(?P<container>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.gpus\.devices$")
 
 

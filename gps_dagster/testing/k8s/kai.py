@@ -42,10 +42,22 @@ RESERVATION_NAMESPACE = "kai-resource-reservation"
 
 class KaiBinder:
     def __init__(
-        self, kube: Kube, sim: NodeSimulator, *, scheduler_name: str, namespaces: Collection[str]
+        self,
+        kube: Kube,
+        sim: NodeSimulator | LedgerNodes,
+        *,
+        scheduler_name: str,
+        namespaces: Collection[str],
+        reservation_image: str = kai.PAUSE_IMAGE,
+        tolerations: tuple[Mapping[str, Any], ...] = (),
     ) -> None:
+        """``sim``: the fake nodes, or (for the real node, whose kubelet and device plugin choose
+        the devices) ``LedgerNodes``. ``reservation_image`` / ``tolerations``: what the
+        reservation pods run and tolerate (the real node has only its local pause image and a
+        taint of its own)."""
         self.kube, self.sim, self.scheduler_name = kube, sim, scheduler_name
         self.namespaces = set(namespaces)
+        self.reservation_image, self.tolerations = reservation_image, tuple(tolerations)
         self._promised: dict[str, int] = {}
 
     def sync(self) -> bool:
@@ -165,11 +177,11 @@ class KaiBinder:
                 "nodeName": node,
                 "schedulerName": self.scheduler_name,
                 "automountServiceAccountToken": False,
-                "tolerations": [dict(kai.GPU_TOLERATION)],
+                "tolerations": [dict(kai.GPU_TOLERATION), *(dict(t) for t in self.tolerations)],
                 "containers": [
                     {
                         "name": "reservation",
-                        "image": kai.PAUSE_IMAGE,
+                        "image": self.reservation_image,
                         "resources": {"limits": {names.GPU: "1"}, "requests": {names.GPU: "1"}},
                     }
                 ],
@@ -280,9 +292,33 @@ class KaiBinder:
         return True
 
 
+class LedgerNodes:
+    """What ``KaiBinder`` reads of the fake nodes, for a real node: its name and the ledger's
+    reservations on it. The real kubelet's device plugin picks the devices, so only fractional
+    (time-sliced) pods and the reservation pods of their groups are served (an exclusive pod
+    would need the node's free UUIDs: it is refused as not fitting)."""
+
+    def __init__(self, nodes: Collection[str], reservations: Mapping[str, Any], clock: Any) -> None:
+        self.nodes = {n: None for n in nodes}
+        self.reservations = dict(reservations)
+        self.misplace: set[str] = set()
+        self.clock = clock
+
+    def _rsv_ids(self, pod: Obj) -> list[str]:
+        meta = pod["metadata"]
+        ids = [(meta.get("labels") or {}).get(kai.RESERVATION_LABEL, "")]
+        return [r for r in ids if r in self.reservations]
+
+    def free_uuids(self, node: str, reserved_for: Any = None) -> list[str]:
+        return []
+
+    def _iso(self) -> str:
+        return str(self.clock.now().isoformat())
+
+
 def gpu_group(node: str, reservation_id: str) -> str:
     """The GPU group of a time-sliced reservation (KAI names groups by a UUID; ours is stable)."""
     return hashlib.sha1(f"{node}/{reservation_id}".encode()).hexdigest()[:20]
 
 
-__all__ = ["KaiBinder", "gpu_group", "kai"]
+__all__ = ["KaiBinder", "LedgerNodes", "gpu_group", "kai"]
