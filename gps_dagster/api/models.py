@@ -10,6 +10,7 @@ reasons and fixes as the CLI.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -29,7 +30,7 @@ from gps_dagster.domain.spec import EARLIEST, LATEST
 
 
 def in_range(value: datetime) -> datetime:
-    """Issue 21 item 5: instants are bounded as documents bound them (year 1 or 9999 overflowed)."""
+    """Instants are bounded as documents bound them (year 1 or 9999 overflowed the evaluator)."""
     if not EARLIEST <= value < LATEST:
         raise PydanticCustomError(
             "instant_out_of_range",
@@ -275,6 +276,18 @@ class AdmissionOut(BaseModel):
     members: list[Member]
 
 
+GPU_UUID_PATTERN = "^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+"""What ``nvidia-smi -L`` prints (the reservation file's rule, ``invalid_gpu_uuid``), as a schema says it."""
+
+
+def _gpu_uuid(value: str) -> str:
+    if not re.fullmatch(GPU_UUID_PATTERN.strip("^$"), value):
+        raise PydanticCustomError(
+            "invalid_gpu_uuid", "use the UUID nvidia-smi -L prints, e.g. GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3")
+    return value
+
+
 class RepinIn(Strict):
-    gpu_uuids: list[str] = Field(min_length=1, max_length=64)
+    gpu_uuids: list[Annotated[str, AfterValidator(_gpu_uuid), Field(json_schema_extra={"pattern": GPU_UUID_PATTERN})]] = (
+        Field(min_length=1, max_length=64, json_schema_extra={"uniqueItems": True}))
     generation: int = Field(ge=1, description="The generation you read (the fence of R-GPS-9).")

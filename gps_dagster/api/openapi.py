@@ -26,6 +26,7 @@ from typing import Any
 
 from gps_dagster.api.auth import PROJECT as PROJECT_RE
 from gps_dagster.api.errors import CORE_REASONS, CORE_STATUSES, STORE_REASONS, STORE_STATUSES
+from gps_dagster.api.models import GPU_UUID_PATTERN
 from gps_dagster.api.schedules import ScheduleName
 from gps_dagster.domain.spec import (
     MAX_DEPLOY_ID,
@@ -146,8 +147,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "id": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"},
         "node": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"},
         "gpu_uuids": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {
-            "type": "string",
-            "pattern": "^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"}},
+            "type": "string", "pattern": GPU_UUID_PATTERN}},
         "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"},
         "mode": {"type": "string", "enum": ["exclusive", "time_sliced"]},
         "gpu_memory_mib": {"type": "integer", "minimum": 1, "maximum": 10_000_000, "description": WHOLE},

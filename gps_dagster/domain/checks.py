@@ -210,7 +210,7 @@ DENSITY_DAYS = 7
 
 
 def density_checks(c: CompiledSchedule) -> list[FieldError]:
-    """Issue 21: refuse what one evaluation call cannot afford, at write time (``schedule_too_dense``).
+    """Refuse what one evaluation call cannot afford, at write time (``schedule_too_dense``).
 
     The cost of a day is counted in runs of occurrences (back-to-back ones count
     once) over every window of every target, plus one step per window and day:

@@ -113,6 +113,21 @@ def test_admins_manage_reservations_and_tenants_read_their_own_only(api: Api) ->
     assert {e.actor for e in audit} == {admin.actor}
 
 
+def test_a_repin_to_something_that_is_not_a_gpu_uuid_is_refused_by_the_document_and_the_server(api: Api) -> None:
+    """The schema states the GPU UUID rule on a repin's items (schemathesis found ``[""]``
+    schema-valid but refused), and the answer names the item with the rule's own fix."""
+    document = api.call("admin", "GET", "/openapi.json").json()
+    items = document["components"]["schemas"]["RepinIn"]["properties"]["gpu_uuids"]
+    assert items["items"]["pattern"].startswith("^GPU-") and items["uniqueItems"] is True
+    assert api.call("admin", "POST", "/admin/reservations", json=RESERVATION).status_code == 201
+    refused = api.call("admin", "POST", "/admin/reservations/rsv-alpha:repin",
+                       json={"gpu_uuids": ["GPU-aaaaaaaa-2222-3333-4444-555555555555", ""], "generation": 1})
+    assert refused.status_code == 422
+    (problem,) = refused.json()["errors"]
+    assert (problem["path"], problem["reason"]) == ("gpu_uuids[1]", "invalid_gpu_uuid")
+    assert "nvidia-smi -L" in problem["fix"]
+
+
 def test_the_admission_check_flips_at_the_budget(sqlite_url: str) -> None:
     from datetime import datetime
 

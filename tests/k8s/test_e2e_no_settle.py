@@ -24,6 +24,8 @@ END_TO_END = (
     "test_pool_grace.py",
     "test_reads_never_write.py",
     "test_e2e_intermediate.py",
+    "test_quota_failed_create.py",
+    "test_engine_through_apf_and_restart.py",
 )
 """Files whose tests drive the engine over time: they use ``new_world`` and never settle."""
 CONTRACT = (

@@ -1,6 +1,6 @@
 """target_status: who wrote the stored interval, and that writer's clock offset
 
-Issue 25 #5: with one replica's clock fast, the healthy replicas reported ``clock_skew`` naming
+With one replica's clock fast, the healthy replicas reported ``clock_skew`` naming
 themselves. ``interval_writer`` (the engine holder that wrote ``interval_start``) and
 ``interval_writer_offset_s`` (its clock minus the database's clock at the write) let the
 replica that finds itself behind name the fast one. Both are NULL for rows written before.

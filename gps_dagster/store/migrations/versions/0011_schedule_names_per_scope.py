@@ -1,6 +1,6 @@
 """schedule names per scope
 
-Issue 21 item 1: schedule names were one global namespace, so a tenant's create answered
+Schedule names were one global namespace, so a tenant's create answered
 ``schedule_exists`` for a name another project (or the platform team) used, and could squat a
 name another scope would want. A tenant schedule's identity is now ``<project>/<name>``
 (``domain/spec.py::Schedule._qualify``); this revision renames every existing ``cmp:<project>``
