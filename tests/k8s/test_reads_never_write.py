@@ -18,6 +18,7 @@ End to end (``tests/k8s/world.py``): the engine's own loop while the cluster mov
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +113,11 @@ def test_a_read_only_identity_reads_everything_and_writes_nothing(
 ) -> None:
     w = swapping
     w.store.set_gate("observe", now=w.clock.now())  # the engine stays out of it meanwhile
-    w.tick(120)  # B's pods start (90 s) while the loop only observes
-    w.until_quiet_wall(lambda: w.deploy(B).state is DeployState.READY, "B READY")
+    # B's pods start (90 s) while the loop only observes. Time runs until they are Ready: under
+    # load the ReplicaSet controller creates them late (wall time), so a fixed tick could end
+    # before their start delay began, and a wall-clock wait with the clock stopped never ended.
+    w.wait_for(lambda: w.deploy(B).state is DeployState.READY, "B READY",
+               by=w.clock.now() + timedelta(minutes=10))
     core = reader(w, k8s_cluster)
     writes = Writes(core.kube)
     assert core.get_deploy(B).state is DeployState.READY  # used to DELETE the holder: 403
