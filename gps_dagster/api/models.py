@@ -280,8 +280,11 @@ GPU_UUID_PATTERN = "^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 """What ``nvidia-smi -L`` prints (the reservation file's rule, ``invalid_gpu_uuid``), as a schema says it."""
 
 
+_GPU_UUID = re.compile(GPU_UUID_PATTERN)
+
+
 def _gpu_uuid(value: str) -> str:
-    if not re.fullmatch(GPU_UUID_PATTERN.strip("^$"), value):
+    if not _GPU_UUID.fullmatch(value):  # fullmatch: `$` alone would take a trailing newline
         raise PydanticCustomError(
             "invalid_gpu_uuid", "use the UUID nvidia-smi -L prints, e.g. GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3")
     return value

@@ -14,17 +14,16 @@ captures the product ahead of the built-in ``service-accounts`` one.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import ssl
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gps_dagster.backends.k8s import rbac
 from gps_dagster.ports import CoreError
 from tests.helm.helm_support import (
     CHART,
@@ -108,7 +107,7 @@ def test_on_the_cluster_the_engines_requests_land_in_the_charts_level(k8s_cluste
         admin.call(admin.core.create_namespaced_service_account, ns, {"metadata": {"name": engine_sa}},
                    what="sa", mutating=True)
         wait_in_force(admin, flow["metadata"]["name"])
-        token = _token(admin, ns, engine_sa)
+        token = rbac.service_account_token(admin, ns, account=engine_sa)
         uids = {kind: admin.call(admin.custom.get_cluster_custom_object, group, version, plural,
                                  level["metadata"]["name"], what=kind)["metadata"]["uid"]
                 for kind, plural in (("level", "prioritylevelconfigurations"), ("flow", "flowschemas"))}
@@ -124,14 +123,3 @@ def test_on_the_cluster_the_engines_requests_land_in_the_charts_level(k8s_cluste
         with contextlib.suppress(CoreError):
             admin.call(admin.core.delete_namespace, ns, what="ns", mutating=True)
 
-
-def _token(admin: Any, ns: str, account: str, timeout_s: float = 30) -> str:
-    """The ServiceAccount's token Secret (the 1.20 token controller creates it)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for secret in admin.items(admin.core.list_namespaced_secret, ns, what="secrets"):
-            notes = secret["metadata"].get("annotations") or {}
-            if notes.get("kubernetes.io/service-account.name") == account and (secret.get("data") or {}).get("token"):
-                return base64.b64decode(secret["data"]["token"]).decode()
-        time.sleep(0.2)
-    raise AssertionError(f"no token Secret for {ns}/{account}")

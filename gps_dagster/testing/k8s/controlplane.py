@@ -375,8 +375,6 @@ class SecondApiServer:
             self.proc.wait(timeout=10)
             self.proc = None
 
-    stop = kill
-
     def _admin_token(self) -> str:
         return (self.root / "tokens.csv").read_text().split(",", 1)[0]
 
