@@ -45,6 +45,7 @@ from gps_dagster.engine.endings import first_order
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
 from gps_dagster.engine.steps import StepRunner
+from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import (
     BatchingCore,
     Clock,
@@ -56,7 +57,6 @@ from gps_dagster.ports import (
 )
 from gps_dagster.store.plans import StepWrite
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
-from gps_dagster.store.repository import Store
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class BatchRunner:
 
     def __init__(
         self,
-        store: Store,
+        store: StepStore,
         core: Core,
         clock: Clock,
         config: EngineConfig,

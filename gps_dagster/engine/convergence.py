@@ -31,9 +31,9 @@ from gps_dagster.engine.endpoints import read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.steps import StepRunner
+from gps_dagster.engine.store_ports import PlanStore
 from gps_dagster.ports import Clock, Core, DeployState, DeployView
 from gps_dagster.store.records import ActionRow
-from gps_dagster.store.repository import Store
 
 Witness = Callable[[DeployView], Verdict | bool | None]
 """Placement witness: True = confirmed, None = not yet known, a Verdict = mismatch."""
@@ -73,7 +73,7 @@ def unschedulable_grace_s(a: ActionRow, config: EngineConfig) -> float:
 class Observer:
     def __init__(
         self,
-        store: Store,
+        store: PlanStore,
         core: Core,
         clock: Clock,
         config: EngineConfig,

@@ -20,10 +20,10 @@ from typing import Any
 from gps_dagster.domain.phases import Phase, is_terminal
 from gps_dagster.engine.outcomes import Verdict
 from gps_dagster.engine.reports import StepOutcome
+from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import Clock, DeployView
 from gps_dagster.store.plans import UNSUBMITTED, StepWrite
 from gps_dagster.store.records import ActionRow
-from gps_dagster.store.repository import Store
 
 PHASE = "phase"
 """``detail`` key of a failed or cancelled step: the terminal phase it gave its target."""
@@ -35,7 +35,7 @@ def first_order(transition_order: str | None) -> str:
 
 
 class Endings:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: StepStore, clock: Clock) -> None:
         self.store, self.clock = store, clock
 
     def fail(self, a: ActionRow, v: Verdict) -> StepOutcome:

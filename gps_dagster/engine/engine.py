@@ -36,13 +36,13 @@ from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.standing import Standing, plan_standing, step_standing
 from gps_dagster.engine.step_batch import StepBatch
 from gps_dagster.engine.steps import StepRunner
+from gps_dagster.engine.store_ports import EngineStore
 from gps_dagster.ports import Clock, Core
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
-from gps_dagster.store.repository import Store
-from gps_dagster.store.retention import Pruned, prune
+from gps_dagster.store.retention import Pruned
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Engine:
 
     def __init__(
         self,
-        store: Store,
+        store: EngineStore,
         core: Core,
         clock: Clock,
         config: EngineConfig | None = None,
@@ -538,7 +538,7 @@ class Engine:
     def prune(self, now: datetime, *, days: float | None = None) -> Pruned:
         """Delete finished history older than the retention (never a row in flight)."""
         keep = self.config.retention_days if days is None else days
-        return prune(self.store.engine, before=now - timedelta(days=keep))
+        return self.store.prune(before=now - timedelta(days=keep))
 
     def due_schedules(self, now: datetime, limit: int = 1000) -> list[str]:
         """Names of the schedules due at ``now`` that no replica is serving (by index)."""

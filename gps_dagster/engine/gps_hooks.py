@@ -34,10 +34,9 @@ from gps_dagster.domain.planner import PlannedStep
 from gps_dagster.engine.convergence import AfterConverged, Witness
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
+from gps_dagster.engine.store_ports import EngineStore
 from gps_dagster.ports import Core, CoreError, DeployView, HolderRelease
 from gps_dagster.store.records import ActionRow
-from gps_dagster.store.repository import Store
-from gps_dagster.store.reservations import ReservationRepository
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +108,7 @@ def _reserved_uuids(ledger: Ledger, ids: tuple[str, ...]) -> set[str]:
     return {u for rid in ids for u in ledger.get(rid).gpu_uuids}
 
 
-def holder_release(store: Store, core: Core) -> AfterConverged:
+def holder_release(store: EngineStore, core: Core) -> AfterConverged:
     """After the converge of a time-sliced member's start: its reservation's holder goes."""
 
     def after(a: ActionRow, deploy: DeployView) -> None:
@@ -127,11 +126,11 @@ def holder_release(store: Store, core: Core) -> AfterConverged:
     return after
 
 
-def hooks(store: Store, core: Core) -> Hooks:
+def hooks(store: EngineStore, core: Core) -> Hooks:
     """The three hooks over the store's reservation ledger."""
     return {
         "reservation_check": reservation_check(core),
-        "witness": witness(core, ReservationRepository(store.engine)),
+        "witness": witness(core, store.ledger()),
         "after_converged": holder_release(store, core),
     }
 

@@ -24,8 +24,8 @@ import logging
 import threading
 from types import TracebackType
 
+from gps_dagster.engine.store_ports import DueIndex
 from gps_dagster.ports import Clock
-from gps_dagster.store.due import DueMixin
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 class ClaimHeartbeat:
     """``with ClaimHeartbeat(...):`` renews ``holder``'s claims every ``lease_s / 3`` seconds."""
 
-    def __init__(self, store: DueMixin, clock: Clock, *, holder: str, lease_s: float) -> None:
+    def __init__(self, store: DueIndex, clock: Clock, *, holder: str, lease_s: float) -> None:
         self.store, self.clock, self.holder, self.lease_s = store, clock, holder, lease_s
         self.every_s = max(0.05, lease_s / 3)
         self.beats = 0

@@ -22,17 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy.engine import Connection
 
+from gps_dagster.engine.store_ports import MetricsSource
 from gps_dagster.store import metric_totals
-from gps_dagster.store import tables as t
 from gps_dagster.store.metric_totals import LAG_BUCKETS
-from gps_dagster.store.repository import Store
-from gps_dagster.store.scale_tables import IN_FLIGHT_STATES
+from gps_dagster.store.readings import MetricReadings, Totals
 
 Family = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily
 
@@ -42,27 +39,26 @@ SERVING_HELP = "1 when the target was last observed READY"
 
 
 class StoreCollector(Collector):
-    def __init__(self, store: Store, *, serving: bool = True) -> None:
+    def __init__(self, store: MetricsSource, *, serving: bool = True) -> None:
         self.store, self.serving = store, serving
 
     def collect(self) -> Iterator[Family]:
-        with self.store.engine.connect() as conn:
-            totals = metric_totals.read(conn)
-            if self.serving:
-                yield self._serving(conn)
-            yield self._finished(totals)
-            yield self._moving(conn)
-        yield self._lag(totals)
+        readings = self.store.metric_readings(serving=self.serving)
+        if self.serving:
+            yield self._serving(readings)
+        yield self._finished(readings.totals)
+        yield self._moving(readings)
+        yield self._lag(readings.totals)
 
     @staticmethod
-    def _serving(conn: Connection) -> GaugeMetricFamily:
+    def _serving(readings: MetricReadings) -> GaugeMetricFamily:
         serving = GaugeMetricFamily(SERVING, SERVING_HELP, labels=["schedule", "target", "phase"])
-        for schedule, target, phase, ready in serving_rows(conn):
+        for schedule, target, phase, ready in readings.serving:
             serving.add_metric([schedule, target, phase], 1.0 if ready else 0.0)
         return serving
 
     @staticmethod
-    def _finished(totals: dict[str, dict[tuple[str, ...], float]]) -> CounterMetricFamily:
+    def _finished(totals: Totals) -> CounterMetricFamily:
         finished = CounterMetricFamily(
             "deployschedule_actions",
             "Transition steps finished, by step, terminal state and reason",
@@ -73,25 +69,18 @@ class StoreCollector(Collector):
         return finished
 
     @staticmethod
-    def _moving(conn: Connection) -> GaugeMetricFamily:
+    def _moving(readings: MetricReadings) -> GaugeMetricFamily:
         moving = GaugeMetricFamily(
             "deployschedule_actions_in_flight",
             "Transition steps not finished yet, by step and current state",
             labels=["step", "state"],
         )
-        a = t.actions
-        rows = conn.execute(
-            sa.select(a.c.step, a.c.state, sa.func.count())
-            .where(a.c.state.in_(IN_FLIGHT_STATES))
-            .group_by(a.c.step, a.c.state)
-            .order_by(a.c.step, a.c.state)
-        )
-        for step, state, n in rows:
+        for step, state, n in readings.in_flight:
             moving.add_metric([step, state], float(n))
         return moving
 
     @staticmethod
-    def _lag(totals: dict[str, dict[tuple[str, ...], float]]) -> HistogramMetricFamily:
+    def _lag(totals: Totals) -> HistogramMetricFamily:
         counts = totals.get(metric_totals.LAG_BUCKET, {})
         buckets = [(str(b), counts.get((str(b),), 0.0)) for b in LAG_BUCKETS]
         buckets.append(("+Inf", totals.get(metric_totals.LAG_COUNT, {}).get((), 0.0)))
@@ -103,36 +92,34 @@ class StoreCollector(Collector):
         )
 
 
-def serving_rows(conn: Connection) -> Iterator[tuple[str, str, str, bool]]:
-    """(schedule, target, phase, last observed READY) of every target, in order."""
-    ts = t.target_status
-    observed = ts.c.detail["observed_state"].as_string()
-    rows = conn.execute(
-        sa.select(ts.c.schedule_name, ts.c.deploy_id, ts.c.phase, observed).order_by(
-            ts.c.schedule_name, ts.c.deploy_id
-        )
-    )
-    for schedule, target, phase, state in rows:
-        yield schedule, target, phase, state == "READY"
-
-
-def render(store: Store) -> str:
+def render(store: MetricsSource) -> str:
     """The Prometheus text exposition of the engine metrics.
 
     The per-target gauge (two lines per schedule) is written here directly, in the exposition
     format ``prometheus_client`` writes (labels sorted, values ``1.0``/``0.0``): building one
-    sample object per target was most of a scrape's time at 10,000 schedules.
+    sample object per target was most of a scrape's time at 10,000 schedules. One reading of
+    the store serves the whole scrape.
     """
-    with store.engine.connect() as conn:
-        lines = [f"# HELP {SERVING} {SERVING_HELP}", f"# TYPE {SERVING} gauge"]
-        lines += [
-            f'{SERVING}{{phase="{_esc(phase)}",schedule="{_esc(schedule)}",'
-            f'target="{_esc(target)}"}} {"1.0" if ready else "0.0"}'
-            for schedule, target, phase, ready in serving_rows(conn)
-        ]
+    readings = store.metric_readings(serving=True)
+    lines = [f"# HELP {SERVING} {SERVING_HELP}", f"# TYPE {SERVING} gauge"]
+    lines += [
+        f'{SERVING}{{phase="{_esc(phase)}",schedule="{_esc(schedule)}",'
+        f'target="{_esc(target)}"}} {"1.0" if ready else "0.0"}'
+        for schedule, target, phase, ready in readings.serving
+    ]
     registry = CollectorRegistry()
-    registry.register(StoreCollector(store, serving=False))
+    registry.register(StoreCollector(_Taken(readings), serving=False))
     return "\n".join(lines) + "\n" + generate_latest(registry).decode()
+
+
+class _Taken:
+    """Readings already taken, as a source (the gauge above is written by hand)."""
+
+    def __init__(self, readings: MetricReadings) -> None:
+        self.readings = readings
+
+    def metric_readings(self, *, serving: bool = True) -> MetricReadings:
+        return self.readings
 
 
 def _esc(value: str) -> str:

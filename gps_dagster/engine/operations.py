@@ -33,9 +33,9 @@ from gps_dagster.engine.eligibility import declares_replicas, ineligible_reason
 from gps_dagster.engine.endpoints import read_target
 from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.reports import PassReport
+from gps_dagster.engine.store_ports import EngineStore
 from gps_dagster.ports import Core, NotFound
-from gps_dagster.store.records import ScheduleRecord
-from gps_dagster.store.repository import Deleted, Store
+from gps_dagster.store.records import Deleted, ScheduleRecord
 
 __all__ = ["apply", "apply_now", "delete", "pass_summary", "status_rows", "target_problems"]
 
@@ -75,7 +75,7 @@ def _unknown(path: str, deploy_id: str, project: str) -> FieldError:
 
 
 def apply(
-    store: Store, core: Core, spec: Schedule, *, now: datetime, actor: str,
+    store: EngineStore, core: Core, spec: Schedule, *, now: datetime, actor: str,
     expected_version: int | None = None, source: str = "<schedule>",
 ) -> ScheduleRecord:
     """Check the targets, then create or update ``spec`` (nothing is written on any problem)."""
@@ -86,7 +86,7 @@ def apply(
 
 
 def delete(
-    store: Store, name: str, *, now: datetime, actor: str, expected_version: int | None = None,
+    store: EngineStore, name: str, *, now: datetime, actor: str, expected_version: int | None = None,
     force: bool = False,
 ) -> Deleted:
     """Delete schedule ``name`` (claims released, deploys left as they are).
@@ -98,7 +98,7 @@ def delete(
     )
 
 
-def apply_now(engine: Engine, store: Store, name: str, *, actor: str) -> PassReport:
+def apply_now(engine: Engine, store: EngineStore, name: str, *, actor: str) -> PassReport:
     """A pass for schedule ``name`` now (raises ``Busy`` when another pass holds the lock)."""
     record = store.get_schedule(name)
     report = engine.run_pass(schedule=name, trigger="apply_now")
@@ -129,7 +129,7 @@ def pass_summary(report: PassReport) -> dict[str, Any]:
     }
 
 
-def status_rows(store: Store, name: str | None) -> list[dict[str, Any]]:
+def status_rows(store: EngineStore, name: str | None) -> list[dict[str, Any]]:
     """Per target: phase, reason, fix, interval, intent and last action (``status --format json``)."""
     rows: list[dict[str, Any]] = []
     for s in store.list_status(name):

@@ -47,11 +47,10 @@ from gps_dagster.engine.eligibility import ELIGIBILITY, ineligible_reason, repla
 from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
+from gps_dagster.engine.store_ports import HistoryStore, PlannerStore
 from gps_dagster.ports import Clock, Core, DeployState, DeployView, NotFound, Transient
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
-from gps_dagster.store.repository import Store
-from gps_dagster.store.timings import start_durations, stop_durations
 
 RUNNING_STATES = frozenset({DeployState.READY, DeployState.STARTING, DeployState.UPDATING})
 
@@ -137,29 +136,29 @@ class ReadyBy:
     cap_s: float = 1800.0
     history: int = 20
 
-    def timings(self, store: Store, spec: Schedule) -> tuple[dict[str, Timing], dict[str, Timing]]:
+    def timings(self, store: HistoryStore, spec: Schedule) -> tuple[dict[str, Timing], dict[str, Timing]]:
         """Learned start and stop times of the schedule's targets (p90 of the last N, or the default)."""
         ids = list(spec.target_ids)
-        starts = start_durations(store.engine, ids, self.history)
-        stops = stop_durations(store.engine, ids, self.history)
+        starts = store.start_durations(ids, self.history)
+        stops = store.stop_durations(ids, self.history)
         return (
             {t: learned(starts[t], self.default_start_s) for t in ids},
             {t: learned(stops[t], self.default_stop_s) for t in ids},
         )
 
-    def for_timeline(self, store: Store, spec: Schedule) -> ReadyByTimings:
+    def for_timeline(self, store: HistoryStore, spec: Schedule) -> ReadyByTimings:
         """The learned figures as the timeline and dry-run show them."""
         starts, stops = self.timings(store, spec)
         return ReadyByTimings(starts, stops, self.cap_s)
 
-    def early(self, store: Store, spec: Schedule, now: datetime) -> tuple[dict[str, datetime], Lead | None]:
+    def early(self, store: HistoryStore, spec: Schedule, now: datetime) -> tuple[dict[str, datetime], Lead | None]:
         """Targets to plan as of their boundary now, and the lead (nothing without ready_by)."""
         if not any(spec.is_ready_by(t) for t in spec.target_ids):
             return {}, None
         starts, stops = self.timings(store, spec)
         return early_targets(spec, now, start_times=starts, stop_times=stops, cap_s=self.cap_s)
 
-    def next_early(self, store: Store, spec: Schedule, after: datetime) -> datetime | None:
+    def next_early(self, store: HistoryStore, spec: Schedule, after: datetime) -> datetime | None:
         """The next early start after ``after`` (the due index wakes the schedule then)."""
         if not any(spec.is_ready_by(t) for t in spec.target_ids):
             return None
@@ -172,7 +171,7 @@ class Planner:
 
     def __init__(
         self,
-        store: Store,
+        store: PlannerStore,
         core: Core,
         reservation_check: ReservationCheck | None = None,
         *,

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.domain.spec import TransitionOrder
-from gps_dagster.store.repository import Store
+from gps_dagster.engine.store_ports import ScheduleStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ class NearBoundary:
     at the boundary from the version of then)."""
 
 
-def boundaries_within(store: Store, now: datetime, lead_s: float) -> list[NearBoundary]:
+def boundaries_within(store: ScheduleStore, now: datetime, lead_s: float) -> list[NearBoundary]:
     """Enabled release-first schedules whose next intent boundary is in ``(now, now + lead]``,
     soonest first."""
     if lead_s <= 0:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.store.records import ActionRow, TransitionRow
-from gps_dagster.store.repository import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Standing:
     """The plan the targets follow now, when one replaced this one."""
 
 
-def plan_standing(store: Store, transition_id: str) -> Standing:
+def plan_standing(store: StepStore, transition_id: str) -> Standing:
     """Whether plan ``transition_id`` is still the plan its targets follow.
 
     Checked in this order: a newer plan named by a target's status (the most useful answer:
@@ -71,7 +71,7 @@ def plan_standing(store: Store, transition_id: str) -> Standing:
     return Standing(transition_id, True)
 
 
-def step_standing(store: Store, step: ActionRow) -> Standing:
+def step_standing(store: StepStore, step: ActionRow) -> Standing:
     """Why a ``superseded`` step was superseded, naming the plan that replaced it."""
     tr = store.get_transition(step.transition_id)
     newer = _newer_plan(store, tr) if tr is not None else None
@@ -93,7 +93,7 @@ def step_standing(store: Store, step: ActionRow) -> Standing:
 _NEW_PLAN_FIX = "nothing to run again: the engine opens a new plan for the current intent"
 
 
-def _newer_plan(store: Store, tr: TransitionRow) -> TransitionRow | None:
+def _newer_plan(store: StepStore, tr: TransitionRow) -> TransitionRow | None:
     """The plan a target of ``tr`` follows now, if it is another (the newest such)."""
     found: list[TransitionRow] = []
     for deploy_id in tr.targets:
@@ -115,7 +115,7 @@ def _superseded(transition_id: str, newer: TransitionRow) -> Standing:
     return Standing(transition_id, False, "superseded", message, fix, newer.id)
 
 
-def _stale(store: Store, schedule: str, version: int) -> tuple[str, str] | None:
+def _stale(store: StepStore, schedule: str, version: int) -> tuple[str, str] | None:
     current = store.schedule_state(schedule)
     if current is None:
         return "schedule_deleted", f"schedule {schedule} was deleted since the plan opened"

@@ -32,6 +32,7 @@ from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
+from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import (
     AliasGuardUnavailable,
     Clock,
@@ -46,7 +47,6 @@ from gps_dagster.ports import (
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.plans import FINISHED, StepWrite
 from gps_dagster.store.records import ActionRow, TargetStatusRow
-from gps_dagster.store.repository import Store
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def planned_step(a: ActionRow, deploy: DeployView) -> tuple[PlannedStep, Wanted,
 class StepRunner:
     def __init__(
         self,
-        store: Store,
+        store: StepStore,
         core: Core,
         clock: Clock,
         config: EngineConfig,

@@ -107,3 +107,11 @@ class ApplyNowRequest:
     state: str
     result: str | None
     handled_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """What ``delete_schedule`` removed: the version, and the in-flight steps it abandoned."""
+
+    version: int
+    abandoned: list[str]

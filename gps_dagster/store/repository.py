@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -50,7 +49,14 @@ from gps_dagster.store.errors import (
 from gps_dagster.store.locks import PassLock
 from gps_dagster.store.pins import PinsMixin
 from gps_dagster.store.plans import UNSUBMITTED, PlansMixin
-from gps_dagster.store.records import ApplyNowRequest, EventRow, ScheduleRecord, TargetStatusRow
+from gps_dagster.store.readings import ReadingsMixin
+from gps_dagster.store.records import (
+    ApplyNowRequest,
+    Deleted,
+    EventRow,
+    ScheduleRecord,
+    TargetStatusRow,
+)
 from gps_dagster.store.scale_tables import schedule_due
 from gps_dagster.store.status import StatusMixin
 
@@ -65,15 +71,7 @@ IN_FLIGHT = ("submitting", "accepted")
 """Step states that reached (or may have reached) the core."""
 
 
-@dataclass(frozen=True, slots=True)
-class Deleted:
-    """What ``delete_schedule`` removed: the version, and the in-flight steps it abandoned."""
-
-    version: int
-    abandoned: list[str]
-
-
-class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin):
+class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, ReadingsMixin):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:
