@@ -9,6 +9,9 @@ one connection (a frozen ``MetricReadings``), deletes old history
 these methods of the store (``engine/store_ports.py``).
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The engine is typed by store Protocols, never by the concrete store”
+
 from __future__ import annotations
 
 from collections.abc import Sequence
