@@ -20,6 +20,7 @@
 # Decisions embodied here (docs/decisions.md):
 # * “The holder goes in the converge, not in a read”
 # * “The node agent's heartbeat is a stamp on the pods it publishes”
+# * “The Core port is split by role”
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from gps_dagster.domain.planner import PlannedStep
 from gps_dagster.engine.convergence import AfterConverged, Witness
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
-from gps_dagster.ports import Core, CoreError, DeployView, HolderRelease
+from gps_dagster.ports import CoreError, DeployView, HolderRelease, Placement, Preflight
 from gps_dagster.store.records import ActionRow
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
@@ -52,7 +53,11 @@ class Hooks(TypedDict):
     after_converged: AfterConverged
 
 
-def reservation_check(core: Core) -> ReservationCheck:
+class ReservationRoles(Preflight, Placement, Protocol):
+    """The Core roles the reservation hooks use: admission previews and placement reads."""
+
+
+def reservation_check(core: Preflight) -> ReservationCheck:
     """Preflight refusal when the core's admission would refuse the acquiring step."""
 
     def check(deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = frozenset()) -> Verdict | None:
@@ -73,7 +78,7 @@ def reservation_check(core: Core) -> ReservationCheck:
     return check
 
 
-def witness(core: Core, ledger: Ledger) -> Witness:
+def witness(core: Placement, ledger: Ledger) -> Witness:
     """True when every ready replica's UUIDs lie in the deploy's reservations; a Verdict on mismatch."""
 
     def seen(deploy: DeployView) -> Verdict | bool | None:
@@ -109,7 +114,7 @@ def _reserved_uuids(ledger: Ledger, ids: tuple[str, ...]) -> set[str]:
     return {u for rid in ids for u in ledger.get(rid).gpu_uuids}
 
 
-def holder_release(store: Store, core: Core) -> AfterConverged:
+def holder_release(store: Store, core: object) -> AfterConverged:
     """After the converge of a time-sliced member's start: its reservation's holder goes."""
 
     def after(a: ActionRow, deploy: DeployView) -> None:
@@ -127,7 +132,7 @@ def holder_release(store: Store, core: Core) -> AfterConverged:
     return after
 
 
-def hooks(store: Store, core: Core) -> Hooks:
+def hooks(store: Store, core: ReservationRoles) -> Hooks:
     """The three hooks over the store's reservation ledger."""
     return {
         "reservation_check": reservation_check(core),

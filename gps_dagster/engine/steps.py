@@ -35,12 +35,12 @@ from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_
 from gps_dagster.ports import (
     AliasGuardUnavailable,
     Clock,
-    Core,
     CoreError,
     DeployView,
     EtagMismatch,
     Insufficient,
     NotFound,
+    StepCore,
     Transient,
 )
 from gps_dagster.store.errors import StoreUnavailable
@@ -68,7 +68,7 @@ class StepRunner:
     def __init__(
         self,
         store: Store,
-        core: Core,
+        core: StepCore,
         clock: Clock,
         config: EngineConfig,
         reservation_check: ReservationCheck | None = None,
