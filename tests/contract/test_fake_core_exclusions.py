@@ -1,4 +1,4 @@
-"""The reviewed list of contract cases FakeCore does not run (``conftest.FAKE_CORE_EXCLUDED``).
+"""The reviewed list of contract cases FakeCore does not run (``fake_exclusions.FAKE_CORE_EXCLUDED``).
 
 Each entry must name a real case of the suite, its reason must hold (FakeCore refuses the pool
 the case loads, so it could never answer it kindly), and only the fake's parametrisation of a
@@ -13,8 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import FAKE_CORE_EXCLUDED, excluded_on_fake
 from contract_pools import reserved
+from fake_exclusions import FAKE_CORE_EXCLUDED, excluded_on_fake
 
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.testing import FakeCore, NotModelled
