@@ -16,6 +16,7 @@ This module imports neither SQLAlchemy nor Dagster.
 # * “`BatchingCore` is optional”
 # * “Acquires previewed together only where previews count each other”
 # * “The batch lane submits with one `Core.submit_many` call”
+# * “The Core port is split by role”
 
 from __future__ import annotations
 
@@ -40,8 +41,11 @@ __all__ = [
     "Clock",
     "Core",
     "CoreError",
+    "DeployControl",
+    "DeployReads",
     "DeployState",
     "DeployView",
+    "DeployWrites",
     "EtagMismatch",
     "Fits",
     "HolderRelease",
@@ -51,9 +55,13 @@ __all__ = [
     "OperationKind",
     "OperationState",
     "Permanent",
+    "Placement",
+    "Preflight",
+    "PreviewingReads",
     "QuotaRefused",
     "QuotaStatus",
     "ReservationBinding",
+    "StepCore",
     "Submission",
     "Transient",
     "Unsupported",
@@ -367,12 +375,29 @@ class AliasGuardUnavailable(Permanent):
         super().__init__(message or reason, reason=reason)
 
 
-class Core(Protocol):
-    """The deployment control plane (R-PASS, R-SCALE, R-GPS)."""
+class DeployReads(Protocol):
+    """Core role: what the control plane reports about deploys and operations (read-only)."""
 
     def get_deploy(self, deploy_id: str) -> DeployView:
         """Raises ``NotFound``."""
         ...
+
+    def get_deploys(self, deploy_ids: Sequence[str]) -> Mapping[str, DeployView]:
+        """Many deploys in one read (the engine's per-pass eligibility sweep); unknown ids omitted."""
+        ...
+
+    def get_operation(self, op_id: str) -> Operation:
+        """Raises ``NotFound``."""
+        ...
+
+    def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
+        """Member deploys of a CMP endpoint; raises ``NotFound``."""
+        ...
+
+
+class DeployWrites(Protocol):
+    """Core role: the mutations. Each carries an ETag and an idempotency key (a replayed key
+    returns the earlier ``Operation`` and mutates nothing)."""
 
     def stop(self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str) -> Operation:
         """Stop; an aliased deploy needs ``allow_aliased_downtime=True`` (else ``AdmissionRefused``)."""
@@ -389,9 +414,22 @@ class Core(Protocol):
         """
         ...
 
-    def get_deploys(self, deploy_ids: Sequence[str]) -> Mapping[str, DeployView]:
-        """Many deploys in one read (the engine's per-pass eligibility sweep); unknown ids omitted."""
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+        """Many mutations in one call (the engine's batch lane): one result per submission, in
+        order — the ``Operation``, or the error its single call would have raised.
+
+        Each submission behaves exactly as its own ``stop`` / ``start`` /
+        ``set_replica_intent``: the same ETag precondition, the same idempotency (a replayed key
+        returns the earlier operation), the same admission; one refused changes nothing of the
+        others. An ``Operation`` returned is durable. The adapter chooses how to share the work
+        (one transaction, bounded concurrency); ``submit_each`` is the one-at-a-time form.
+        """
         ...
+
+
+class Preflight(Protocol):
+    """Core role: read-only previews of what a mutation would meet — capacity, the alias guard,
+    quota, billing and reservation admission. None of them mutates."""
 
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
         """Read-only: do ``delta_replicas`` more whole replica groups fit per node now?"""
@@ -409,14 +447,6 @@ class Core(Protocol):
         """Read-only preflight; raises ``BillingRefused``."""
         ...
 
-    def get_operation(self, op_id: str) -> Operation:
-        """Raises ``NotFound``."""
-        ...
-
-    def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
-        """Member deploys of a CMP endpoint; raises ``NotFound``."""
-        ...
-
     def admission_preview(
         self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()
     ) -> AdmissionPreview:
@@ -427,6 +457,10 @@ class Core(Protocol):
         """
         ...
 
+
+class Placement(Protocol):
+    """Core role: where deploys landed on GPU reservations (R-GPS-7) and what is bound to one."""
+
     def witness(self, deploy_id: str) -> WitnessResult:
         """The GPU UUIDs each ready replica group of the deploy got; raises ``NotFound``."""
         ...
@@ -435,17 +469,24 @@ class Core(Protocol):
         """Deploys bound to the reservation (exclusive or time-sliced), in a stable order."""
         ...
 
-    def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
-        """Many mutations in one call (the engine's batch lane): one result per submission, in
-        order — the ``Operation``, or the error its single call would have raised.
 
-        Each submission behaves exactly as its own ``stop`` / ``start`` /
-        ``set_replica_intent``: the same ETag precondition, the same idempotency (a replayed key
-        returns the earlier operation), the same admission; one refused changes nothing of the
-        others. An ``Operation`` returned is durable. The adapter chooses how to share the work
-        (one transaction, bounded concurrency); ``submit_each`` is the one-at-a-time form.
-        """
-        ...
+class PreviewingReads(DeployReads, Preflight, Protocol):
+    """Reads and previews, no mutation: planning, the dry run, the preflight checks."""
+
+
+class DeployControl(DeployReads, DeployWrites, Protocol):
+    """Reads and mutations: a CMP endpoint's member-by-member start / stop."""
+
+
+class StepCore(DeployReads, DeployWrites, Preflight, Protocol):
+    """What executing a step uses: read, re-check (capacity, alias guard), mutate."""
+
+
+class Core(DeployReads, DeployWrites, Preflight, Placement, Protocol):
+    """The deployment control plane (R-PASS, R-SCALE, R-GPS): the union of its roles.
+
+    Adapters implement it whole; each engine module is typed by the narrowest role it uses
+    (decision "The Core port is split by role")."""
 
 
 @runtime_checkable
@@ -481,7 +522,7 @@ class HolderRelease(Protocol):
     def release_holder(self, deploy_id: str) -> None: ...
 
 
-def submit_one(core: Core, s: Submission) -> Operation:
+def submit_one(core: DeployWrites, s: Submission) -> Operation:
     """The single port call ``s`` stands for (raises what that call raises)."""
     if s.kind is OperationKind.STOP:
         return core.stop(
@@ -497,7 +538,7 @@ def submit_one(core: Core, s: Submission) -> Operation:
     )
 
 
-def submit_each(core: Core, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+def submit_each(core: DeployWrites, submissions: Sequence[Submission]) -> list[Operation | Exception]:
     """``submit_many`` one call at a time, through ``core``'s own single calls (a core with no
     shared form, or a wrapper that must see every call). ``BaseException`` (a crash) propagates."""
     out: list[Operation | Exception] = []

@@ -77,6 +77,8 @@ def test_the_package_keeps_every_contract(contracts: tuple[object, grimp.ImportG
         ("gps_dagster.backends.k8s.core", "gps_dagster.testing.k8s", "The product never imports"),
         ("gps_dagster.cli.main", "gps_dagster.demo.main", "The product never imports"),
         ("gps_dagster.runtime", "gps_dagster.testing", "The product never imports"),
+        ("gps_dagster.engine.steps", "gps_dagster.testing.fake_core", "The product never imports"),
+        ("gps_dagster.store.repository", "gps_dagster.testing.fake_pool", "The product never imports"),
         ("gps_dagster.testing.k8s.pools", "gps_dagster.backends.k8s.names", None),
         ("gps_dagster.demo.main", "gps_dagster.cli.dagster_client", None),
         ("gps_dagster.domain.planner", "gps_dagster.domain.gps.witness", None),

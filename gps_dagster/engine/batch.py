@@ -49,10 +49,10 @@ from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import (
     BatchingCore,
     Clock,
-    Core,
     DeployView,
     Insufficient,
     OperationKind,
+    StepCore,
     Submission,
 )
 from gps_dagster.store.plans import StepWrite
@@ -63,14 +63,14 @@ log = logging.getLogger(__name__)
 MOVABLE = ("pending", "capacity_wait")
 
 
-def counts_fits(core: Core) -> bool:
+def counts_fits(core: object) -> bool:
     """Whether previews inside one core session count earlier fits as taken (then a batch
     of acquires may be previewed together and submitted together)."""
     return isinstance(core, BatchingCore) and core.previews_count_fits()
 
 
 @contextlib.contextmanager
-def core_session(core: Core) -> Iterator[None]:
+def core_session(core: object) -> Iterator[None]:
     """The core's batch session when it has one (``BatchingCore``), else nothing."""
     if isinstance(core, BatchingCore):
         with core.batch():
@@ -85,7 +85,7 @@ class BatchRunner:
     def __init__(
         self,
         store: StepStore,
-        core: Core,
+        core: StepCore,
         clock: Clock,
         config: EngineConfig,
         runner: StepRunner,

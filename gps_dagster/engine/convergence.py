@@ -32,7 +32,7 @@ from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.engine.store_ports import PlanStore
-from gps_dagster.ports import Clock, Core, DeployState, DeployView
+from gps_dagster.ports import Clock, DeployReads, DeployState, DeployView
 from gps_dagster.store.records import ActionRow
 
 Witness = Callable[[DeployView], Verdict | bool | None]
@@ -74,7 +74,7 @@ class Observer:
     def __init__(
         self,
         store: PlanStore,
-        core: Core,
+        core: DeployReads,
         clock: Clock,
         config: EngineConfig,
         runner: StepRunner,

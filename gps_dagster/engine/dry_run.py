@@ -26,7 +26,7 @@ from gps_dagster.engine.eligibility import ineligible_reason
 from gps_dagster.engine.planning import ReadyBy, intent_doc, observed, wanted
 from gps_dagster.engine.preflight import QuotaLedger, check_step
 from gps_dagster.engine.store_ports import DryRunStore
-from gps_dagster.ports import Core, CoreError, DeployView, Insufficient, NotFound
+from gps_dagster.ports import CoreError, DeployView, Insufficient, NotFound, PreviewingReads
 
 
 @dataclass
@@ -48,7 +48,7 @@ class DryRunReport:
 
 
 def engine_dry_run(
-    store: DryRunStore, ready_by: ReadyBy, schedule: Schedule, core: Core, at: datetime, *,
+    store: DryRunStore, ready_by: ReadyBy, schedule: Schedule, core: PreviewingReads, at: datetime, *,
     pool: PoolSpec | None = None,
 ) -> DryRunReport:
     """The dry-run a pass over ``store`` would agree with: the same learned ready-by figures
@@ -62,7 +62,7 @@ def engine_dry_run(
 
 
 def dry_run(
-    schedule: Schedule, core: Core, at: datetime, *, pool: PoolSpec | None = None,
+    schedule: Schedule, core: PreviewingReads, at: datetime, *, pool: PoolSpec | None = None,
     deploys: Mapping[str, DeployView] | None = None, timings: ReadyByTimings | None = None,
     pins: Mapping[str, str | None] | None = None,
 ) -> DryRunReport:

@@ -26,7 +26,7 @@ from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import DesiredState, Schedule
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.engine.dry_run import DryRunReport, dry_run
-from gps_dagster.ports import Core, CoreError, DeployState, DeployView
+from gps_dagster.ports import CoreError, DeployReads, DeployState, DeployView, PreviewingReads
 
 MAX_BOUNDARIES = 200
 """Boundaries planned per request (a busy week of the seed has ten)."""
@@ -42,7 +42,7 @@ class RangeReport:
 
 
 def dry_run_range(
-    schedule: Schedule, core: Core, start: datetime, end: datetime, *, pool: PoolSpec | None = None,
+    schedule: Schedule, core: PreviewingReads, start: datetime, end: datetime, *, pool: PoolSpec | None = None,
     pins: Mapping[str, str | None] | None = None,
 ) -> RangeReport:
     """Plans at ``start`` and at each boundary in ``(start, end)`` (at most ``MAX_BOUNDARIES``).
@@ -69,7 +69,7 @@ def dry_run_range(
     return report
 
 
-def _reads(core: Core, schedule: Schedule) -> dict[str, DeployView]:
+def _reads(core: DeployReads, schedule: Schedule) -> dict[str, DeployView]:
     try:
         return dict(core.get_deploys(list(schedule.target_ids)))
     except CoreError:

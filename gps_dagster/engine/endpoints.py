@@ -10,6 +10,7 @@ receipt. Members are read through the same ``Core`` port as any deploy.
 
 # Decisions embodied here (docs/decisions.md):
 # * “CMP endpoints are targeted by endpoint id”
+# * “The Core port is split by role”
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ from typing import Any
 
 from gps_dagster.ports import (
     CapacityPreview,
-    Core,
     CoreError,
+    DeployControl,
+    DeployReads,
     DeployState,
     DeployView,
     Insufficient,
     NotFound,
     Operation,
+    PreviewingReads,
     Transient,
 )
 
@@ -44,7 +47,7 @@ class PartialExecution(Exception):
         return sorted(m for m, r in self.receipt.items() if r["result"] != "ok")
 
 
-def read_target(core: Core, target: str) -> tuple[DeployView, tuple[DeployView, ...] | None]:
+def read_target(core: DeployReads, target: str) -> tuple[DeployView, tuple[DeployView, ...] | None]:
     """The deploy, or the aggregate of an endpoint's members (raises NotFound if neither)."""
     try:
         return core.get_deploy(target), None
@@ -82,7 +85,7 @@ def aggregate(endpoint: str, members: tuple[DeployView, ...]) -> DeployView:
     )
 
 
-def start_members(core: Core, endpoint: str, key: str) -> list[Operation]:
+def start_members(core: DeployControl, endpoint: str, key: str) -> list[Operation]:
     """Start every member in order; on a failure stop the ones started (compensation)."""
     members = core.list_members(endpoint)
     receipt: dict[str, dict[str, Any]] = {m.id: {"result": "not_attempted"} for m in members}
@@ -100,7 +103,7 @@ def start_members(core: Core, endpoint: str, key: str) -> list[Operation]:
     return ops
 
 
-def _compensate(core: Core, started: list[DeployView], key: str, receipt: dict[str, dict[str, Any]]) -> None:
+def _compensate(core: DeployControl, started: list[DeployView], key: str, receipt: dict[str, dict[str, Any]]) -> None:
     for m in started:
         try:
             fresh = core.get_deploy(m.id)
@@ -110,7 +113,7 @@ def _compensate(core: Core, started: list[DeployView], key: str, receipt: dict[s
             receipt[m.id] = {**receipt[m.id], "result": "compensation_failed", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def stop_members(core: Core, endpoint: str, key: str, *, allow_aliased_downtime: bool) -> list[Operation]:
+def stop_members(core: DeployControl, endpoint: str, key: str, *, allow_aliased_downtime: bool) -> list[Operation]:
     """Stop every member; a failure mid-group is reported, the others keep going."""
     members = core.list_members(endpoint)
     receipt: dict[str, dict[str, Any]] = {}
@@ -128,14 +131,14 @@ def stop_members(core: Core, endpoint: str, key: str, *, allow_aliased_downtime:
     return ops
 
 
-def member_ids(core: Core, deploy: DeployView) -> list[str]:
+def member_ids(core: DeployReads, deploy: DeployView) -> list[str]:
     """The deploys a target stands for: itself, or an endpoint's members."""
     if deploy.endpoint is not None and deploy.id == deploy.endpoint:
         return [m.id for m in core.list_members(deploy.id)]
     return [deploy.id]
 
 
-def preview(core: Core, target: str, delta_replicas: int) -> CapacityPreview:
+def preview(core: PreviewingReads, target: str, delta_replicas: int) -> CapacityPreview:
     """Capacity preview of a target; an endpoint fits when every member's first group fits."""
     try:
         return core.preview_capacity(target, delta_replicas=delta_replicas)

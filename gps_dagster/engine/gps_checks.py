@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from gps_dagster.domain.gps.reservations import Reservation, SharingMode, format_mib
 from gps_dagster.domain.gps.witness import Mismatch, judge
-from gps_dagster.ports import Core, DeployState
+from gps_dagster.ports import DeployState, Placement
 
 
 class LedgerReader(Protocol):
@@ -40,7 +40,7 @@ def reservation_ids(repo: LedgerReader) -> list[str]:
     return sorted(r.id for r in repo.list(include_released=False))
 
 
-def placement_check(repo: LedgerReader, core: Core, reservation_id: str) -> CheckOutcome:
+def placement_check(repo: LedgerReader, core: Placement, reservation_id: str) -> CheckOutcome:
     """Passed when no ready replica of a bound deploy sits outside its reservations."""
     rsv = repo.get(reservation_id)
     witnessed: dict[str, list[str]] = {}
@@ -70,7 +70,7 @@ def placement_check(repo: LedgerReader, core: Core, reservation_id: str) -> Chec
     return CheckOutcome(True, f"{len(witnessed)} deploy(s) on '{rsv.id}': every UUID inside the reservation", meta)
 
 
-def overcommit_check(repo: LedgerReader, core: Core, reservation_id: str) -> CheckOutcome:
+def overcommit_check(repo: LedgerReader, core: Placement, reservation_id: str) -> CheckOutcome:
     """Passed when started time-sliced members fit the VRAM budget (exclusive: no budget)."""
     rsv = repo.get(reservation_id)
     if rsv.mode is not SharingMode.TIME_SLICED:

@@ -20,6 +20,7 @@
 # Decisions embodied here (docs/decisions.md):
 # * “The holder goes in the converge, not in a read”
 # * “The node agent's heartbeat is a stamp on the pods it publishes”
+# * “The Core port is split by role”
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from gps_dagster.engine.convergence import AfterConverged, Witness
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.store_ports import EngineStore
-from gps_dagster.ports import Core, CoreError, DeployView, HolderRelease
+from gps_dagster.ports import CoreError, DeployView, HolderRelease, Placement, Preflight
 from gps_dagster.store.records import ActionRow
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,11 @@ class Hooks(TypedDict):
     after_converged: AfterConverged
 
 
-def reservation_check(core: Core) -> ReservationCheck:
+class ReservationRoles(Preflight, Placement, Protocol):
+    """The Core roles the reservation hooks use: admission previews and placement reads."""
+
+
+def reservation_check(core: Preflight) -> ReservationCheck:
     """Preflight refusal when the core's admission would refuse the acquiring step."""
 
     def check(deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = frozenset()) -> Verdict | None:
@@ -72,7 +77,7 @@ def reservation_check(core: Core) -> ReservationCheck:
     return check
 
 
-def witness(core: Core, ledger: Ledger) -> Witness:
+def witness(core: Placement, ledger: Ledger) -> Witness:
     """True when every ready replica's UUIDs lie in the deploy's reservations; a Verdict on mismatch."""
 
     def seen(deploy: DeployView) -> Verdict | bool | None:
@@ -108,7 +113,7 @@ def _reserved_uuids(ledger: Ledger, ids: tuple[str, ...]) -> set[str]:
     return {u for rid in ids for u in ledger.get(rid).gpu_uuids}
 
 
-def holder_release(store: EngineStore, core: Core) -> AfterConverged:
+def holder_release(store: EngineStore, core: object) -> AfterConverged:
     """After the converge of a time-sliced member's start: its reservation's holder goes."""
 
     def after(a: ActionRow, deploy: DeployView) -> None:
@@ -126,7 +131,7 @@ def holder_release(store: EngineStore, core: Core) -> AfterConverged:
     return after
 
 
-def hooks(store: EngineStore, core: Core) -> Hooks:
+def hooks(store: EngineStore, core: ReservationRoles) -> Hooks:
     """The three hooks over the store's reservation ledger."""
     return {
         "reservation_check": reservation_check(core),

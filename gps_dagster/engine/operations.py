@@ -34,13 +34,13 @@ from gps_dagster.engine.endpoints import read_target
 from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.reports import PassReport
 from gps_dagster.engine.store_ports import EngineStore
-from gps_dagster.ports import Core, NotFound
+from gps_dagster.ports import DeployReads, NotFound
 from gps_dagster.store.records import Deleted, ScheduleRecord
 
 __all__ = ["apply", "apply_now", "delete", "pass_summary", "status_rows", "target_problems"]
 
 
-def target_problems(core: Core, spec: Schedule) -> list[FieldError]:
+def target_problems(core: DeployReads, spec: Schedule) -> list[FieldError]:
     """Scope (R-MODEL-9) and scale (R-MODEL-7) problems of ``spec``'s targets, with field paths."""
     out: list[FieldError] = []
     project = spec.project
@@ -75,7 +75,7 @@ def _unknown(path: str, deploy_id: str, project: str) -> FieldError:
 
 
 def apply(
-    store: EngineStore, core: Core, spec: Schedule, *, now: datetime, actor: str,
+    store: EngineStore, core: DeployReads, spec: Schedule, *, now: datetime, actor: str,
     expected_version: int | None = None, source: str = "<schedule>",
 ) -> ScheduleRecord:
     """Check the targets, then create or update ``spec`` (nothing is written on any problem)."""

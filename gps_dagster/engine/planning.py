@@ -48,7 +48,7 @@ from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.engine.store_ports import HistoryStore, PlannerStore
-from gps_dagster.ports import Clock, Core, DeployState, DeployView, NotFound, Transient
+from gps_dagster.ports import Clock, DeployState, DeployView, NotFound, PreviewingReads, Transient
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
 
@@ -172,7 +172,7 @@ class Planner:
     def __init__(
         self,
         store: PlannerStore,
-        core: Core,
+        core: PreviewingReads,
         reservation_check: ReservationCheck | None = None,
         *,
         max_clock_skew_s: float = 5.0,

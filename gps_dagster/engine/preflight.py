@@ -22,10 +22,10 @@ from gps_dagster.engine.endpoints import member_ids
 from gps_dagster.engine.outcomes import Verdict, from_core_error, verdict
 from gps_dagster.ports import (
     AliasGuardUnavailable,
-    Core,
     CoreError,
     DeployState,
     DeployView,
+    PreviewingReads,
     QuotaRefused,
     Transient,
 )
@@ -79,7 +79,7 @@ class QuotaLedger:
                 ledger.released[deploy.id] = max(groups, 0) * deploy.gpus_per_replica
         return ledger
 
-    def _scope_of(self, core: Core, deploy_id: str) -> str | None:
+    def _scope_of(self, core: PreviewingReads, deploy_id: str) -> str | None:
         if deploy_id not in self.scopes:
             try:
                 self.scopes[deploy_id] = core.check_quota(deploy_id, delta_replicas=0).scope
@@ -87,10 +87,10 @@ class QuotaLedger:
                 self.scopes[deploy_id] = exc.scope
         return self.scopes[deploy_id]
 
-    def _freed_in(self, core: Core, scope: str) -> int:
+    def _freed_in(self, core: PreviewingReads, scope: str) -> int:
         return sum(n for d, n in self.released.items() if n and self._scope_of(core, d) == scope)
 
-    def charge(self, core: Core, deploy_id: str, delta_replicas: int) -> None:
+    def charge(self, core: PreviewingReads, deploy_id: str, delta_replicas: int) -> None:
         """Raise ``QuotaRefused`` unless the request fits the quota once the plan's releases are counted."""
         try:
             q = core.check_quota(deploy_id, delta_replicas=delta_replicas)
@@ -121,7 +121,7 @@ class QuotaLedger:
 
 
 def check_step(
-    core: Core,
+    core: PreviewingReads,
     step: PlannedStep,
     wanted: Wanted,
     deploy: DeployView,
@@ -156,7 +156,7 @@ def check_step(
     return None
 
 
-def _alias(core: Core, wanted: Wanted, deploy_id: str) -> Verdict | None:
+def _alias(core: PreviewingReads, wanted: Wanted, deploy_id: str) -> Verdict | None:
     """Fail closed: an unreadable or unwired guard blocks the stop (R-PASS-8)."""
     try:
         info = core.alias_guard(deploy_id)
@@ -171,7 +171,7 @@ def _alias(core: Core, wanted: Wanted, deploy_id: str) -> Verdict | None:
 
 
 def preflight(
-    core: Core,
+    core: PreviewingReads,
     steps: Mapping[str, tuple[PlannedStep, Wanted, DeployView]],
     reservation_check: ReservationCheck | None = None,
     *,

@@ -36,12 +36,12 @@ from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import (
     AliasGuardUnavailable,
     Clock,
-    Core,
     CoreError,
     DeployView,
     EtagMismatch,
     Insufficient,
     NotFound,
+    StepCore,
     Transient,
 )
 from gps_dagster.store.errors import StoreUnavailable
@@ -68,7 +68,7 @@ class StepRunner:
     def __init__(
         self,
         store: StepStore,
-        core: Core,
+        core: StepCore,
         clock: Clock,
         config: EngineConfig,
         reservation_check: ReservationCheck | None = None,

@@ -14,9 +14,21 @@ from a checkout.
 * ``testing.k8s.controlplane`` — starts etcd, kube-apiserver, the controller manager and the
   scheduler (``start``, ``ControlPlane``) from the cached build (``tools/k8s``).
 * ``testing.k8s.realnode`` — a real kubelet + containerd node joined to that control plane.
+* ``FakeCore`` (``testing.fake_core``, its world in ``testing.fake_pool``) — the Core port in
+  memory: dicts, instant or clock-driven mutations, faults by one handler (``CoreCall``,
+  ``Handler``, ``passthrough``); it refuses what it does not model (``NotModelled``).
 """
 
 # Decisions embodied here (docs/decisions.md):
 # * “Test machinery and the demo leave the product”
 
-__all__ = ["k8s"]
+from gps_dagster.testing.fake_core import (
+    INSTANT,
+    CoreCall,
+    FakeCore,
+    Handler,
+    NotModelled,
+    passthrough,
+)
+
+__all__ = ["INSTANT", "CoreCall", "FakeCore", "Handler", "NotModelled", "k8s", "passthrough"]

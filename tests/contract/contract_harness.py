@@ -76,4 +76,10 @@ def _k8s(db_url: str) -> Harness:
     return K8sHarness(db_url)
 
 
-ADAPTERS = {"sim": SimHarness, "k8s": _k8s}
+def _fake(db_url: str) -> Harness:
+    from fake_harness import FakeHarness  # imports this module (T0): built on first use
+
+    return FakeHarness(db_url)
+
+
+ADAPTERS = {"sim": SimHarness, "k8s": _k8s, "fake": _fake}

@@ -162,7 +162,7 @@ class MutationsMixin:
 
         def one(s: Submission) -> Operation | Exception:
             try:
-                return submit_one(self, s)  # type: ignore[arg-type]  # the mixin of a K8sCore
+                return submit_one(self, s)  # the mixin holds the whole DeployWrites role
             except Exception as exc:  # this submission's answer
                 return exc
 
