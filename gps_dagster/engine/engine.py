@@ -29,9 +29,10 @@ from gps_dagster.engine.convergence import AfterConverged, Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.heartbeat import ClaimHeartbeat
-from gps_dagster.engine.planning import Planner, Prefetch, ReadyBy, ScheduleOutcome
+from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
 from gps_dagster.engine.prearm import NearBoundary, boundaries_within
 from gps_dagster.engine.preflight import ReservationCheck
+from gps_dagster.engine.ready_by import ReadyBy
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.standing import Standing, plan_standing, step_standing
 from gps_dagster.engine.step_batch import StepBatch

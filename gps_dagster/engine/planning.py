@@ -39,15 +39,15 @@ from typing import Any
 from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current_interval
 from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import Observed, PlannedStep, Wanted, matches, ordered, steps_for
-from gps_dagster.domain.readyby import Lead, Timing, early_targets, learned, next_early
+from gps_dagster.domain.readyby import Lead
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
-from gps_dagster.domain.timeline_doc import ReadyByTimings
 from gps_dagster.engine import keys, skew
 from gps_dagster.engine.eligibility import ELIGIBILITY, ineligible_reason, replaced_verdict
 from gps_dagster.engine.endpoints import partially_running, read_target
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck, preflight
-from gps_dagster.engine.store_ports import HistoryStore, PlannerStore
+from gps_dagster.engine.ready_by import ReadyBy
+from gps_dagster.engine.store_ports import PlannerStore
 from gps_dagster.ports import Clock, DeployState, DeployView, NotFound, PreviewingReads, Transient
 from gps_dagster.store.bulk import Draft
 from gps_dagster.store.records import ActionRow, ScheduleRecord, TargetStatusRow
@@ -125,45 +125,6 @@ class ScheduleOutcome:
     errors: list[str] = field(default_factory=list)
     lead: Lead | None = None
     """The ready-by lead this visit planned early for (R-NEXT-1), if any."""
-
-
-@dataclass(frozen=True)
-class ReadyBy:
-    """Ready-by's settings (``EngineConfig.ready_by_*``) and the reads of learned durations."""
-
-    default_start_s: float = 300.0
-    default_stop_s: float = 60.0
-    cap_s: float = 1800.0
-    history: int = 20
-
-    def timings(self, store: HistoryStore, spec: Schedule) -> tuple[dict[str, Timing], dict[str, Timing]]:
-        """Learned start and stop times of the schedule's targets (p90 of the last N, or the default)."""
-        ids = list(spec.target_ids)
-        starts = store.start_durations(ids, self.history)
-        stops = store.stop_durations(ids, self.history)
-        return (
-            {t: learned(starts[t], self.default_start_s) for t in ids},
-            {t: learned(stops[t], self.default_stop_s) for t in ids},
-        )
-
-    def for_timeline(self, store: HistoryStore, spec: Schedule) -> ReadyByTimings:
-        """The learned figures as the timeline and dry-run show them."""
-        starts, stops = self.timings(store, spec)
-        return ReadyByTimings(starts, stops, self.cap_s)
-
-    def early(self, store: HistoryStore, spec: Schedule, now: datetime) -> tuple[dict[str, datetime], Lead | None]:
-        """Targets to plan as of their boundary now, and the lead (nothing without ready_by)."""
-        if not any(spec.is_ready_by(t) for t in spec.target_ids):
-            return {}, None
-        starts, stops = self.timings(store, spec)
-        return early_targets(spec, now, start_times=starts, stop_times=stops, cap_s=self.cap_s)
-
-    def next_early(self, store: HistoryStore, spec: Schedule, after: datetime) -> datetime | None:
-        """The next early start after ``after`` (the due index wakes the schedule then)."""
-        if not any(spec.is_ready_by(t) for t in spec.target_ids):
-            return None
-        starts, stops = self.timings(store, spec)
-        return next_early(spec, after, start_times=starts, stop_times=stops, cap_s=self.cap_s)
 
 
 class Planner:
