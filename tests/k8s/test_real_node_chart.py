@@ -375,10 +375,11 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
     world.store.set_gate("enforce", now=T0)
     log = world.home / "daemon.log"
     env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_PG_URL": release.db_url}
-    daemon = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(workspace)],
-        cwd=world.home, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        daemon = subprocess.Popen(
+            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(workspace)],
+            cwd=world.home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
     try:
         pod = _wait("a run Job's pod that succeeded", lambda: _finished_run_pod(world), timeout_s=420,
                     explain=lambda: _explain(world, log))  # fmt: skip
