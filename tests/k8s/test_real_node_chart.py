@@ -349,6 +349,10 @@ def test_chart_pods_run_on_the_real_node_as_10001_read_only_and_ready_by_their_p
         container = pod["spec"]["containers"][0]
         probes = [p for p in ("startupProbe", "readinessProbe") if p in container]
         assert probes, component  # Ready was gated by a probe of the chart's, not by start alone
+    api = world.release.pods("api")[0]["metadata"]
+    access_log = Path("/var/log/pods") / f"{world.release.namespace}_{api['name']}_{api['uid']}" / "api" / "0.log"
+    # before this test touched it, the API's own log (written by the kubelet) shows the probes
+    assert '"GET /healthz HTTP/1.1" 200' in access_log.read_text(errors="replace")
     web_ports = {c: world.release.ports[k] for c, k in (("engine", "metrics"), ("api", "api"))}
     import urllib.request
 
