@@ -65,6 +65,7 @@ class ChartRelease:
         *,
         clock: Clock | None = None,
         scope: Sequence[str] = (),
+        placement: Mapping[str, Any] | None = None,
     ) -> None:
         self.kubeconfig, self.db_url, self.root = kubeconfig, db_url, root
         self.kube = Kube(connect(kubeconfig, None))
@@ -73,6 +74,9 @@ class ChartRelease:
         self.namespace, self.release = f"helm-{suffix}", f"h{suffix}"
         self.fullname = f"{self.release}-gps-dagster"
         self.scope = tuple(scope) or (self.namespace,)
+        self.placement = dict(placement) if placement is not None else None
+        """nodeSelector/tolerations of a node that runs pods itself (the real node): then the
+        fake ``ProductNode`` below is never started."""
         virtual = clock is None
         self.clock: Clock = clock or VirtualClock(datetime(2026, 10, 19, 8, tzinfo=UTC))
         self.node = ProductNode(
@@ -98,7 +102,8 @@ class ChartRelease:
         self.kube.call(self.kube.core.create_namespace, body, what="namespace", mutating=True)
         wait_default_tokens(self.kube, [self.namespace])
         self.put_db_secret(self.db_url)
-        self.node.start()
+        if self.placement is None:
+            self.node.start()
         return self
 
     def put_db_secret(self, url: str) -> None:
@@ -134,13 +139,15 @@ class ChartRelease:
                         self.namespace, grace_period_seconds=0, what="pod", mutating=True,
                     )
         finally:
-            self.node.close()
+            if self.placement is None:
+                self.node.close()
 
     # -- helm ----------------------------------------------------------------------------------
 
     def values(self, **extra: Any) -> dict[str, Any]:
         """Values for this cluster: the local image, the fake node, free ports, the scope."""
-        placement = {"nodeSelector": self.node.selector, "tolerations": [self.node.toleration]}
+        placement = self.placement or {
+            "nodeSelector": self.node.selector, "tolerations": [self.node.toleration]}
         base: dict[str, Any] = {
             "image": {"repository": IMAGE.split(":")[0], "tag": "test", "pullPolicy": "Never"},
             "postgresql": {"existingSecret": DB_SECRET},

@@ -513,3 +513,34 @@ def test_image_by_digest_pdb_only_with_two_webservers_engine_startup_and_spread(
     named = template([ci("default")], {"engine.priorityClassName": "gpu-platform"})
     assert one(named, "Deployment", "engine")["spec"]["template"]["spec"][
         "priorityClassName"] == "gpu-platform"
+
+
+def test_host_network_reaches_every_chart_pod_and_every_run_pod_only_when_set(
+    default_docs: list[dict],
+) -> None:
+    """``hostNetwork`` (off by default: it breaks Pod Security baseline) puts every pod of the
+    chart and the run pods on the node's network, with DNS still resolving Service names."""
+    def pod_specs(docs: list[dict]) -> dict[str, dict]:
+        return {f"{d['kind']}/{d['metadata']['name']}": d["spec"]["template"]["spec"]
+                for d in docs if d["kind"] in ("Deployment", "Job")}
+
+    assert all("hostNetwork" not in s for s in pod_specs(default_docs).values())
+    assert "host_network" not in dagster_yaml(default_docs)["run_launcher"]["config"][
+        "run_k8s_config"]["pod_spec_config"]
+    on = template([ci("default")], {"hostNetwork": "true"})
+    specs = pod_specs(on)
+    assert {k.split("/")[0] for k in specs} == {"Deployment", "Job"}  # the hooks too
+    assert len(specs) == len(pod_specs(default_docs))
+    for name, spec in specs.items():
+        assert (spec.get("hostNetwork"), spec.get("dnsPolicy")) == (True, "ClusterFirstWithHostNet"), name
+    pod_spec = dagster_yaml(on)["run_launcher"]["config"]["run_k8s_config"]["pod_spec_config"]
+    assert (pod_spec["host_network"], pod_spec["dns_policy"]) == (True, "ClusterFirstWithHostNet")
+    parsed = K8sContainerContext.create_from_config({"k8s": {"run_k8s_config": {"pod_spec_config": pod_spec}}})
+    assert parsed.run_k8s_config.pod_spec_config["host_network"] is True  # dagster-k8s accepts it
+    assert validate(on) == []
+    apart = template([ci("default")], {"hostNetwork": "true", "metrics.codeLocationPort": "9191"})
+    location = container(one(apart, "Deployment", "code-location"))
+    assert env_of(location)["GPS_METRICS_PORT"] == "9191"
+    assert [p["containerPort"] for p in location["ports"] if p["name"] == "metrics"] == [9191]
+    assert "9090" in container(one(apart, "Deployment", "engine"))["command"]  # the engine keeps its own
+    assert env_of(container(one(default_docs, "Deployment", "code-location")))["GPS_METRICS_PORT"] == "9090"

@@ -3,6 +3,7 @@ Decisions embodied here (docs/decisions.md):
 * “The chart's adapter RBAC is rendered from rbac.yaml”
 * “The database URL comes from one existing Secret”
 * “Existing-Dagster mode carries the run pods' settings as the code location's container context”
+* “The chart on the real node runs on the host network”
 * “One ServiceAccount per component; the code location only reads, plus holder clean-up”
 * “Run Jobs only in the release namespace”
 * “Object names: the base is cut at 49 characters”
@@ -191,6 +192,10 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "gps-dagster.podPlacement" -}}
 {{- $ := index . 0 -}}
 {{- $c := index . 1 -}}
+{{- if $.Values.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
 {{- with ($c.nodeSelector | default $.Values.nodeSelector) }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
@@ -275,6 +280,10 @@ pod_spec_config:
   volumes:
     - {name: tmp, empty_dir: {}}
     - {name: dagster-home, empty_dir: {}}
+  {{- if .Values.hostNetwork }}
+  host_network: true
+  dns_policy: ClusterFirstWithHostNet
+  {{- end }}
   {{- with (.Values.runs.nodeSelector | default .Values.nodeSelector) }}
   node_selector:
     {{- toYaml . | nindent 4 }}
