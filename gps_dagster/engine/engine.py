@@ -25,6 +25,7 @@ from typing import Any
 
 from gps_dagster.engine.batch import BatchRunner, core_session
 from gps_dagster.engine.config import EngineConfig
+from gps_dagster.engine.controls import gate_moved, read_cursor, read_gate, write_cursor
 from gps_dagster.engine.convergence import AfterConverged, Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
@@ -119,7 +120,7 @@ class Engine:
         """Serve only the schedules due now (claimed, in batches), opening plans without running
         their steps: the boundary sensor's one call per tick (no sweep page, no pass lock)."""
         now = self.clock.now()
-        report = PassReport(at=now, trigger=trigger, gate=self._gate())
+        report = PassReport(at=now, trigger=trigger, gate=read_gate(self.store, self.clock, self.config.holder))
         with self.heartbeat():
             self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
         return report
@@ -139,7 +140,7 @@ class Engine:
         stop: Callable[[], bool] | None = None,
     ) -> PassReport:
         now = self.clock.now()
-        report = PassReport(at=now, trigger=trigger, gate=self._gate())
+        report = PassReport(at=now, trigger=trigger, gate=read_gate(self.store, self.clock, self.config.holder))
         if schedule is not None:
             return self._one(schedule, report, trigger=trigger, execute=execute)
         with self.heartbeat():
@@ -171,7 +172,7 @@ class Engine:
             # claimed now and what this pass already served; a claim taken while it visits
             # means at worst a second visit, which the fence, CAS and keys make harmless.
             rows = self.store.due_rows([r.name for r in page])
-            if self._gate_moved(report.gate):  # since the pass read it: every schedule
+            if gate_moved(self.store, report.gate):  # since the pass read it: every schedule
                 return report  # is due now under the new gate; a stale visit would lose that
             now_ = self.clock.now()
             # A version applied between the page read and the due rows' read is skipped: its
@@ -395,7 +396,7 @@ class Engine:
         """Ended early in the sweep: the next pass starts with the first schedule not visited."""
         if index > 0 and len(records) > 1:
             report.cursor = records[index - 1].name
-            self._set_cursor(report.cursor)
+            write_cursor(self.store, report.cursor, self.clock)
 
     def _schedule_failed(self, name: str, exc: Exception, report: PassReport) -> None:
         log.error("pass: schedule %s failed; the pass goes on with the others", name, exc_info=exc)
@@ -429,39 +430,10 @@ class Engine:
         pins = self.store.pins_for(pinnable) if pinnable else None  # R-K8S-8, one read per batch
         return Prefetch(statuses, reads, in_flight, pins=pins)
 
-    def _gate_moved(self, seen: str) -> bool:
-        """The gate reads otherwise than ``seen`` now (unreadable: no; the fence re-checks)."""
-        try:
-            return self.store.get_gate() != seen
-        except StoreUnavailable:
-            raise
-        except Exception:
-            return False
-
-    def _gate(self) -> str:
-        try:
-            return self.store.get_gate()
-        except StoreUnavailable:  # no database, no pass: one line from the loop (R-PASS-15)
-            raise
-        except Exception as exc:  # unreadable gate: fail closed (R-PASS-1), loudly
-            log.error("execution gate unreadable: failing closed (off): %s", exc, exc_info=exc)
-            try:
-                self.store.add_event(
-                    self.clock.now(),
-                    None,
-                    None,
-                    "gate_unreadable",
-                    reason=str(getattr(exc, "reason", "") or type(exc).__name__),
-                    detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder},
-                )
-            except Exception:
-                log.warning("could not record the gate_unreadable event", exc_info=True)
-            return "off"
-
     def _records(self, schedule: str | None, report: PassReport) -> list[ScheduleRecord]:
         if schedule is not None:
             return [self.store.get_schedule(schedule)]
-        cursor = self._cursor()
+        cursor = read_cursor(self.store)
         page = self.store.page_schedules(cursor, self.config.page_size)
         if len(page) < self.config.page_size:
             page += self.store.page_schedules(None, self.config.page_size - len(page))
@@ -470,28 +442,8 @@ class Engine:
         else:
             report.cursor = page[-1].name
         if report.cursor != cursor:
-            self._set_cursor(report.cursor)
+            write_cursor(self.store, report.cursor, self.clock)
         return page
-
-    def _cursor(self) -> str | None:
-        """The durable cursor (R-PASS-3); unreadable, the page starts from the first schedule."""
-        try:
-            return self.store.get_cursor()
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            log.warning(
-                "pass: paging cursor unreadable (%s); starting from the first schedule", exc
-            )
-            return None
-
-    def _set_cursor(self, value: str | None) -> None:
-        try:
-            self.store.set_cursor(value, now=self.clock.now())
-        except StoreUnavailable:
-            raise
-        except Exception as exc:  # only fairness suffers: the same page comes again
-            log.warning("pass: could not move the paging cursor (%s)", exc)
 
     def _visit(
         self,

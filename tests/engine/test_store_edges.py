@@ -301,7 +301,7 @@ def test_2_12_an_unreadable_gate_fails_closed_with_a_log_and_an_event(
     table = "gps.control" if db_url.startswith("postgresql") else "control"
     with w.store.engine.begin() as conn:
         conn.execute(sa.text(f"ALTER TABLE {table} RENAME TO control_gone"))
-    with caplog.at_level(logging.ERROR, logger="gps_dagster.engine.engine"):
+    with caplog.at_level(logging.ERROR, logger="gps_dagster.engine.controls"):
         report = w.engine.run_pass()
     assert report.gate == "off" and op_triples(w) == []  # fail closed
     assert any("execution gate unreadable" in r.getMessage() for r in caplog.records)
