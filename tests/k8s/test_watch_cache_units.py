@@ -159,6 +159,19 @@ def test_a_watch_broken_beyond_the_limit_makes_reads_direct_and_a_reopen_heals_i
     assert inf.usable() and inf.age_s() == 0.0
 
 
+def test_a_collection_older_than_its_max_age_is_not_trusted_even_without_an_error() -> None:
+    """A connection that died silently raises nothing until its read times out: the age alone
+    sends reads direct past ``max_age_s`` (mutation caught: ``usable`` ignoring the age)."""
+    now = [0.0]
+    inf = informer(FakeKube([page([pod("p", "5")], "5")], []), max_age_s=120.0,
+                   monotonic=lambda: now[0])
+    inf.relist()
+    now[0] = 120.0
+    assert inf.usable()
+    now[0] = 120.5
+    assert not inf.usable() and inf.state.broken_since is None
+
+
 def test_the_cache_answers_none_for_a_kind_not_usable_and_counts_the_fallback() -> None:
     """``None`` is "read directly" (mutation caught: an unsynced informer answering [] — an
     empty cluster — would let preview_capacity see free GPUs that are not)."""

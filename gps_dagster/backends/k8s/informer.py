@@ -139,10 +139,14 @@ class InformerLimits:
     API server directly until it is healthy again. ``monotonic`` / ``sleep`` are injected."""
 
     page_size: int = 500
-    watch_timeout_s: int = 300
+    watch_timeout_s: int = 60
     """The server ends each watch after this (``timeoutSeconds``); it is reopened from the last
-    version at once (not a LIST)."""
+    version at once (not a LIST), which also proves the collection fresh at least that often."""
     broken_limit_s: float = 60.0
+    max_age_s: float = 120.0
+    """A collection with no LIST, event, bookmark or watch reopened for this long is not trusted
+    (a connection that died without an error: its read times out only after
+    ``watch_timeout_s`` + 15 s)."""
     backoff_s: float = 0.5
     backoff_max_s: float = 30.0
     monotonic: Callable[[], float] = time.monotonic
@@ -198,12 +202,15 @@ class Informer:
         return None if seen is None else max(0.0, self.limits.monotonic() - seen)
 
     def usable(self) -> bool:
-        """Synced, and its watch not broken beyond ``broken_limit_s``."""
+        """Synced, its watch not broken beyond ``broken_limit_s``, its age within ``max_age_s``."""
         with self._lock:
-            if not self.state.synced:
+            if not self.state.synced or self.state.last_seen_at is None:
                 return False
-            since = self.state.broken_since
-        return since is None or self.limits.monotonic() - since <= self.limits.broken_limit_s
+            since, seen = self.state.broken_since, self.state.last_seen_at
+        now = self.limits.monotonic()
+        if now - seen > self.limits.max_age_s:
+            return False
+        return since is None or now - since <= self.limits.broken_limit_s
 
     def read(self, fn: Callable[[ObjectStore], list[Obj]]) -> list[Obj]:
         with self._lock:
@@ -310,7 +317,7 @@ class Informer:
                 resource_version=self.store.resource_version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=timeout,
-                _request_timeout=(5.0, timeout + 30.0),
+                _request_timeout=(5.0, timeout + 15.0),
                 **self.query,
             )
         except CoreError as exc:
