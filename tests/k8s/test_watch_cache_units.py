@@ -16,6 +16,7 @@ from gps_dagster.backends.k8s.cache import POD_INDEXERS, ClusterCache
 from gps_dagster.backends.k8s.informer import Gone, Informer, InformerLimits, ObjectStore
 from gps_dagster.backends.k8s.workloads import query_matches
 from gps_dagster.clocks import VirtualClock
+from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.loop import EngineLoop
 from gps_dagster.engine.wakeup import Wakeup
 from gps_dagster.ports import Transient
@@ -255,3 +256,25 @@ def test_stop_ends_a_production_wait_on_the_wakeup() -> None:
                       wakeup=wakeup)
     loop.stop()
     assert wakeup.wait(30.0) is True  # returns at once, closed
+
+
+def test_hasten_makes_due_now_only_the_schedules_whose_steps_wait_on_the_deploys(
+    sqlite_url: str,
+) -> None:
+    """On the simulator at 18:00: A's stop is accepted (in flight), its follow-up due later.
+    ``Engine.hasten`` for A makes the schedule due now; for a deploy with nothing in flight it
+    does nothing (mutation caught: hastening without the in-flight join wakes every schedule)."""
+    from tests.engine.harness import A, a_running_pool, local, make_world
+
+    w = make_world(sqlite_url, pool=a_running_pool(), start=local("2026-10-19T18:00"),
+                   config=EngineConfig(follow_up_s=120.0))
+    w.engine.run_pass()
+    assert any(a.state == "accepted" for a in w.store.list_actions(deploy_id=A))
+    name = w.spec.name
+    later = w.store.due_at(name)
+    assert later is not None and later > w.clock.now()
+    assert w.engine.hasten(["nobody"]) == []
+    assert w.store.due_at(name) == later
+    assert w.engine.hasten([A]) == [name]
+    assert w.store.due_at(name) == w.clock.now()
+    assert w.engine.hasten([A]) == []  # due already: nothing moves
