@@ -35,7 +35,7 @@ def build_core(
     qps: float = 0.0,
     burst: int = 1,
     cache: bool = True,
-    sync_timeout_s: float = 10.0,
+    sync_timeout_s: float = 0.0,
 ) -> Core:
     """The Kubernetes ``Core``: kubeconfig (+ context) or the in-cluster service account.
 
@@ -45,13 +45,15 @@ def build_core(
     ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused, ``witness_unavailable``);
     ``qps``/``burst`` pace the client (``api.Throttle``; 0 = unlimited); ``cache``: the process's
     one watch cache serves the reads (``cache.ClusterCache``), waited for up to
-    ``sync_timeout_s`` (reads go to the API server directly until it has listed).
+    ``sync_timeout_s`` (0: not at all — nothing is sent before this returns, and reads go to
+    the API server directly until each kind has listed).
     """
     kube = Kube(connect(kubeconfig, context), throttle=Throttle(qps=qps, burst=burst))
     watch: ClusterCache | None = None
     if cache:
-        watch = ClusterCache(kube, tuple(namespaces), lws=kube.has_lws()).start()
-        watch.wait_synced(sync_timeout_s)
+        watch = ClusterCache(kube, tuple(namespaces)).start()
+        if sync_timeout_s > 0:
+            watch.wait_synced(sync_timeout_s)
     return K8sCore(
         kube,
         clock=clock,

@@ -71,14 +71,17 @@ NAMESPACED_INDEXERS = {"namespace": _namespace}
 
 
 class ClusterCache:
-    """Informers of the kinds a pass reads; ``None`` from a read means "read directly"."""
+    """Informers of the kinds a pass reads; ``None`` from a read means "read directly".
+
+    ``lws``: also watch LeaderWorkerSets; while their API is not served, that informer retries
+    quietly and the finder (which checks discovery itself) lists them directly if it ever must."""
 
     def __init__(
         self,
         kube: Kube,
         namespaces: Sequence[str] = (),
         *,
-        lws: bool = False,
+        lws: bool = True,
         limits: InformerLimits | None = None,
     ) -> None:
         self.kube, self.namespaces, self.limits = kube, tuple(namespaces), limits or InformerLimits()

@@ -42,7 +42,7 @@ from typing import Any
 from kubernetes.watch.watch import iter_resp_lines
 
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.ports import CoreError
+from gps_dagster.ports import CoreError, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +248,9 @@ class Informer:
                 delay = self.limits.backoff_s
             except Gone:
                 self._need_list = True  # relist at once: the server said our version is gone
+            except NotFound as exc:  # the kind is not served (a CRD not installed): look again
+                self._broken(exc, quiet=True)
+                self._wait(self.limits.backoff_max_s)
             except Exception as exc:  # a broken watch: backoff, then the same version again
                 self._broken(exc)
                 self._wait(delay)
@@ -259,12 +262,13 @@ class Informer:
         else:
             self._stop.wait(seconds)
 
-    def _broken(self, exc: BaseException) -> None:
+    def _broken(self, exc: BaseException, *, quiet: bool = False) -> None:
         with self._lock:
             if self.state.broken_since is None:
                 self.state.broken_since = self.limits.monotonic()
             self.state.errors = [*self.state.errors[-4:], f"{type(exc).__name__}: {exc}"]
-        log.warning("%s watch broken (%s); retrying", self.kind, exc)
+        log.log(logging.DEBUG if quiet else logging.WARNING, "%s watch broken (%s); retrying",
+                self.kind, exc)
 
     def _seen(self) -> None:
         self.state.last_seen_at = self.limits.monotonic()
