@@ -138,10 +138,16 @@ def test_after_warm_up_a_steady_pass_sends_no_list_and_reads_what_a_list_reads(
     assert lists(seen) == [], lists(seen)
     direct = K8sCore(c.pool.api, clock=c.pool.clock, namespaces=c.pool.cluster.namespaces,
                      store_engine=c.pool.engine, policy_namespace=c.pool.cluster.layout.system)
-    assert c.core.get_deploys(["b", "c"]) == direct.get_deploys(["b", "c"])
-    assert c.core.preview_capacity("c", delta_replicas=1) == direct.preview_capacity(
-        "c", delta_replicas=1)
-    assert c.core.inventory() == direct.inventory()
+
+    def same() -> bool:  # controllers may still write statuses: equal once the watch caught up
+        return (
+            c.core.get_deploys(["b", "c"]) == direct.get_deploys(["b", "c"])
+            and c.core.preview_capacity("c", delta_replicas=1)
+            == direct.preview_capacity("c", delta_replicas=1)
+            and c.core.inventory() == direct.inventory()
+        )
+
+    until(same, "the cached reads equal to the direct ones")
     state = c.core.cache_state()
     assert state["mode"] == "watch" and state["kinds"]["pods"]["synced"]
 
