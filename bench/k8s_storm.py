@@ -59,7 +59,9 @@ class Requests:
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         path = url.split("?", 1)[0].rstrip("/")
-        listing = method.upper() == "GET" and "watch=true" not in url.lower() and _collection(path)
+        query = kwargs.get("query_params", args[0] if args else None) or []
+        watching = any(k == "watch" and str(v).lower() == "true" for k, v in query)
+        listing = method.upper() == "GET" and not watching and _collection(path)
         with self._lock:
             self.all += 1
             self.lists += int(listing)

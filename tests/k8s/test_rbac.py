@@ -71,7 +71,7 @@ def pool_doc(prefix: str) -> dict[str, Any]:
     }
 
 
-def grant_of(method: str, url: str) -> Grant | None:
+def grant_of(method: str, url: str, *, watching: bool = False) -> Grant | None:
     """(API group, resource, verb) of one request; None for discovery."""
     parts = urlparse(url).path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
@@ -80,7 +80,6 @@ def grant_of(method: str, url: str) -> Grant | None:
     if rest[0] == "namespaces" and len(rest) > 2:
         rest = rest[2:]
     resource, named = rest[0], len(rest) > 1
-    watching = "watch=true" in urlparse(url).query.lower()
     verb = {
         "GET": "get" if named else ("watch" if watching else "list"),
         "PATCH": "patch",
@@ -111,7 +110,9 @@ class Recorder:
         rest.request = self.request
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        grant = grant_of(method, url)
+        query = kwargs.get("query_params", args[0] if args else None) or []
+        watching = any(k == "watch" and str(v).lower() == "true" for k, v in query)
+        grant = grant_of(method, url, watching=watching)
         if grant is not None:
             self.seen.add(grant)
         return self._inner(method, url, *args, **kwargs)
