@@ -149,6 +149,14 @@ def test_after_warm_up_a_steady_pass_sends_no_list_and_reads_what_a_list_reads(
     assert lists(seen) == [], lists(seen)
     direct = K8sCore(c.pool.api, clock=c.pool.clock, namespaces=c.pool.cluster.namespaces,
                      store_engine=c.pool.engine, policy_namespace=c.pool.cluster.layout.system)
+    mark = c.requests.mark()
+    direct.get_deploys(["b", "c"])
+    direct.preview_capacity("c", delta_replicas=1)
+    direct.inventory()
+    baseline = lists(c.requests.since(mark))
+    assert len(baseline) >= 8, baseline  # the counter counts: the same reads without the cache
+    print(f"requests of the pass's reads: cache {len(seen)} ({len(lists(seen))} LIST), direct "
+          f"{len(c.requests.since(mark))} ({len(baseline)} LIST)")
 
     def same() -> bool:  # controllers may still write statuses: equal once the watch caught up
         return (
