@@ -252,6 +252,8 @@ class Informer:
                 self._broken(exc, quiet=True)
                 self._wait(self.limits.backoff_max_s)
             except Exception as exc:  # a broken watch: backoff, then the same version again
+                if self._stop.is_set():
+                    return  # stop() ended the watch under it
                 self._broken(exc)
                 self._wait(delay)
                 delay = min(delay * 2, self.limits.backoff_max_s)
