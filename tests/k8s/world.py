@@ -386,13 +386,14 @@ def make_world(
     max_step_s: float | None = 30.0,
     follow_up_s: float = 10.0,
     core_kube: Kube | None = None,
-    cache: bool = False,
+    cache: bool = True,
 ) -> K8sWorld:
     """The pool laid out and let settle once (the cluster as the engine finds it when it is
     installed), then the world's threads; the engine loop starts when the test first moves time.
     ``core_kube`` is the engine's own client (another identity or API server); the fakes and
-    the world's reads keep the admin client of the first API server. ``cache``: the core reads
-    from a watch cache that also wakes the engine loop (as ``build_core`` and ``engine run``)."""
+    the world's reads keep the admin client of the first API server. ``cache`` (on, as in
+    production): the core reads from a watch cache that also wakes the engine loop (as
+    ``build_core`` and ``engine run`` wire it); off, every read is a LIST."""
     clock = VirtualClock(start)
     store = Store.open(db_url)
     prefix = unique("e")
