@@ -278,3 +278,22 @@ def test_hasten_makes_due_now_only_the_schedules_whose_steps_wait_on_the_deploys
     assert w.engine.hasten([A]) == [name]
     assert w.store.due_at(name) == w.clock.now()
     assert w.engine.hasten([A]) == []  # due already: nothing moves
+
+
+def test_engine_run_wires_the_wakeup_and_the_cache_gauges_only_for_a_core_that_offers_them() -> None:
+    """Mutation caught: ``engine run`` never subscribing (no wake-up) or dropping the gauges."""
+    import types
+
+    from gps_dagster.cli.engine_cmds import _core_metrics, _wakeup
+
+    got: list[Any] = []
+    watching = types.SimpleNamespace(
+        subscribe=lambda cb: got.append(cb) or True, metrics_text=lambda: "gps_k8s_cache_x 1\n")
+    rt: Any = types.SimpleNamespace(core=watching)
+    wakeup = _wakeup(rt)
+    assert isinstance(wakeup, Wakeup) and got == [wakeup.notify]
+    assert _core_metrics(rt) == "gps_k8s_cache_x 1\n"
+    plain: Any = types.SimpleNamespace(core=object())
+    assert _wakeup(plain) is None and _core_metrics(plain) == ""
+    unwatched: Any = types.SimpleNamespace(core=types.SimpleNamespace(subscribe=lambda cb: False))
+    assert _wakeup(unwatched) is None
