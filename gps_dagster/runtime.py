@@ -91,6 +91,7 @@ _ENV = {
     "witness_source": "GPS_WITNESS_SOURCE",
     "k8s_qps": "GPS_K8S_QPS",
     "k8s_burst": "GPS_K8S_BURST",
+    "k8s_cache": "GPS_K8S_CACHE",
     "clock": "GPS_CLOCK",
 }
 K8S_QPS, K8S_BURST = 50.0, 100
@@ -134,6 +135,10 @@ class Settings:
     """Client-side requests per second to the Kubernetes API (kubernetes); 0 = unlimited."""
     k8s_burst: int = K8S_BURST
     """Requests the client may send at once above its pace (kubernetes)."""
+    k8s_cache: bool = True
+    """One watch cache per process serves the adapter's reads (kubernetes; ``GPS_K8S_CACHE``
+    ``on``/``off``): decision "The Kubernetes adapter reads a pass from one watch cache per
+    process"; off, every read is a LIST."""
     clock: datetime | None = None
     """None = the wall clock; an instant = a virtual clock frozen at it (``GPS_CLOCK``)."""
 
@@ -162,6 +167,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: Any) ->
         witness_source=reader.witness_source(),
         k8s_qps=reader.number("k8s_qps", K8S_QPS, integer=False),
         k8s_burst=int(reader.number("k8s_burst", K8S_BURST, integer=True, least=1)),
+        k8s_cache=reader.switch("k8s_cache", True),
         clock=reader.clock(),
     )
     if reader.problems:
@@ -292,6 +298,21 @@ class _Reader:
             return "node_agent"
         return str(value)
 
+    def switch(self, name: str, default: bool) -> bool:
+        """``on``/``off`` (also true/false, 1/0, yes/no); ``default`` when unset."""
+        where, value = self.raw(name)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("on", "true", "1", "yes"):
+            return True
+        if text in ("off", "false", "0", "no"):
+            return False
+        self.fail(where, f"invalid_{name}", f"{_show(value)} is not on or off: e.g. on")
+        return default
+
     def number(self, name: str, default: float, *, integer: bool, least: float = 0) -> float:
         """A finite number ≥ ``least`` (an integer when ``integer``); ``default`` when unset."""
         where, value = self.raw(name)
@@ -387,7 +408,10 @@ class Runtime:
     """The simulated pool's spec (capacity, GPUs per deploy); None on kubernetes."""
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Release the database connections (and the core's watches, when it has any)."""
+        close = getattr(self.core, "close", None)
+        if callable(close):
+            close()
         self.store.engine.dispose()
 
 
@@ -470,6 +494,7 @@ def _kubernetes_core(settings: Settings, store: Store, clock: Clock) -> Core:
             witness_source=settings.witness_source,
             qps=settings.k8s_qps,
             burst=settings.k8s_burst,
+            cache=settings.k8s_cache,
         )
     except GpsError:
         raise  # already carries its reason and fix

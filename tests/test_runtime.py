@@ -190,6 +190,7 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
         "GPS_WITNESS_SOURCE": "none",
         "GPS_K8S_QPS": "12.5",
         "GPS_K8S_BURST": "25",
+        "GPS_K8S_CACHE": "off",
         "GPS_CLOCK": "2026-10-20T03:00:00Z",
     }
     rt = build_runtime(settings_from_env(env, db_url=sqlite_url))
@@ -205,12 +206,22 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
             "witness_source": "none",
             "qps": 12.5,
             "burst": 25,
+            "cache": False,
         }
         assert rt.core is fake_k8s.cores[0] and rt.engine.core is rt.core
         assert rt.pool is None  # no pool file on kubernetes
         assert rt.clock.now() == AT
     finally:
         rt.close()
+
+
+def test_the_watch_cache_is_on_by_default_and_a_bad_switch_is_a_settings_problem() -> None:
+    """Decision "The Kubernetes adapter reads a pass from one watch cache per process"."""
+    assert settings_from_env({}).k8s_cache is True
+    assert settings_from_env({"GPS_K8S_CACHE": "Off"}).k8s_cache is False
+    with pytest.raises(SettingsInvalid) as exc:
+        settings_from_env({"GPS_K8S_CACHE": "maybe"})
+    assert problems(exc) == [("GPS_K8S_CACHE", "invalid_k8s_cache")]
 
 
 def test_a_missing_kubernetes_backend_is_a_clear_error(

@@ -36,6 +36,7 @@ from gps_dagster.engine.dry_run import engine_dry_run
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.loop import EngineLoop, production_loop
 from gps_dagster.engine.reports import PassReport, StepOutcome
+from gps_dagster.engine.wakeup import Wakeup
 from gps_dagster.runtime import Runtime, Settings, build_clock
 from gps_dagster.store.errors import StoreError
 
@@ -469,7 +470,7 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_po
 
     loop = production_loop(
         rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
-        on_pass=on_pass, on_error=on_error,
+        on_pass=on_pass, on_error=on_error, wakeup=_wakeup(rt),
     )
     server = _metrics_server(rt, metrics_host, metrics_port, beat)
 
@@ -492,6 +493,21 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_po
         sys.exit(1)
 
 
+def _wakeup(rt: Runtime) -> Wakeup | None:
+    """The loop's wake-up when the core can watch the cluster (the Kubernetes watch cache)."""
+    subscribe = getattr(rt.core, "subscribe", None)  # beyond the port, if offered
+    if not callable(subscribe):
+        return None
+    wakeup = Wakeup()
+    return wakeup if subscribe(wakeup.notify) else None
+
+
+def _core_metrics(rt: Runtime) -> str:
+    """The core's own gauges of this process (the watch cache's age), if it offers any."""
+    text = getattr(rt.core, "metrics_text", None)
+    return str(text()) if callable(text) else ""
+
+
 def _what_if(settings: Settings) -> None:
     """Every stored schedule's dry-run at the runtime's clock: reads only (R-K8S-7, R-NEXT-4)."""
     rt = wiring.runtime(settings)
@@ -509,7 +525,8 @@ def _metrics_server(rt: Runtime, host: str, port: int | None, beat: Heartbeat) -
     from gps_dagster.engine.metrics import render as render_metrics
 
     try:
-        server = MetricsServer(lambda: render_metrics(rt.store), host=host, port=port, alive=beat.alive)
+        server = MetricsServer(lambda: render_metrics(rt.store) + _core_metrics(rt), host=host,
+                               port=port, alive=beat.alive)
     except OSError as exc:
         raise click.UsageError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc})") from exc
     click.echo(f"metrics on http://{host}:{server.port}/metrics", err=True)

@@ -109,6 +109,13 @@ def describe(deploy: str, backend: str | None, kubeconfig: str | None, kube_cont
         click.echo(json.dumps(story, indent=2))
         return
     click.echo(f"{story['deploy']}: {story['workload']}, {story['replicas']} replica(s)")
+    cache = story.get("cache")
+    if cache:
+        age = cache.get("age_s")
+        said = f", age {age:g} s" if isinstance(age, (int, float)) else ""
+        direct = [k for k, v in (cache.get("kinds") or {}).items() if v.get("mode") == "direct"]
+        why = f" (direct reads of {', '.join(direct)})" if direct else ""
+        click.echo(f"  cache {cache['mode']}{said}{why}")
     for c in story["conditions"]:
         click.echo(f"  condition {c['type']}={c['status']} {c.get('reason') or ''} {c.get('message') or ''}")
     for w in story["warnings"]:

@@ -484,6 +484,11 @@ class Engine:
 
     # -- the Dagster-facing surface -------------------------------------------------
 
+    def hasten(self, deploy_ids: Sequence[str]) -> list[str]:
+        """Watch events concern these deploys: the schedules whose steps wait on them are due now
+        (``store.hasten``); returns them (none: nothing here waits on those deploys)."""
+        return self.store.hasten(deploy_ids, now=self.clock.now())
+
     def next_due(self, now: datetime) -> datetime | None:
         """The earliest instant any schedule needs a pass (by index; for sensors and sleeps)."""
         return self.store.next_due(now)

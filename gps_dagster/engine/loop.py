@@ -16,6 +16,7 @@ once, and a pass in progress ends between two schedules.
 # Decisions embodied here (docs/decisions.md):
 # * “SIGTERM and SIGINT stop `engine run` gracefully”
 # * “A database outage is one line per failed pass”
+# * “Watch events wake the engine loop for the deploys its steps wait on”
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 
 from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.reports import PassReport
+from gps_dagster.engine.wakeup import Wakeup
 from gps_dagster.ports import Clock
 from gps_dagster.store.errors import StoreUnavailable
 
@@ -48,12 +50,19 @@ class EngineLoop:
         wake_at_boundaries: bool = True,
         on_pass: Callable[[PassReport], None] | None = None,
         on_error: Callable[[Exception], None] | None = None,
+        wakeup: Wakeup | None = None,
     ) -> None:
+        """``wakeup``: watch events end a sleep early (``engine/wakeup.py``); without a
+        ``sleeper`` the loop then sleeps in ``wakeup.wait``."""
         self.engine, self.clock, self.interval_s = engine, clock, interval_s
+        self.wakeup = wakeup
+        self.hastened = 0
+        """Passes run early because a watch event concerned a deploy a step waits on."""
         self.wake_at_boundaries = wake_at_boundaries
         self.on_pass, self.on_error = on_pass, on_error
         self._stopping = threading.Event()
-        self.sleeper: Sleeper = sleeper if sleeper is not None else self._stopping.wait
+        default: Sleeper = wakeup.wait if wakeup is not None else self._stopping.wait
+        self.sleeper: Sleeper = sleeper if sleeper is not None else default
         self.passes = 0
         self.failures = 0
         self.streak = 0
@@ -67,6 +76,8 @@ class EngineLoop:
     def stop(self) -> None:
         """Ask the loop to end: it wakes now and returns after the schedule in progress."""
         self._stopping.set()
+        if self.wakeup is not None:
+            self.wakeup.close()
 
     def run(self, *, max_passes: int | None = None) -> int:
         """Pass, sleep, pass ... until ``stop()`` (or ``max_passes``); returns the passes run."""
@@ -76,8 +87,31 @@ class EngineLoop:
             ran += 1
             if self.stopping or (max_passes is not None and ran >= max_passes):
                 break
-            self.sleeper(self.next_wait())
+            self.sleep_until_due()
         return ran
+
+    def sleep_until_due(self) -> None:
+        """Sleep until the next pass is due, or until a watch event concerns a deploy a step
+        waits on (its schedule is then made due now). Events about other deploys only shorten
+        the nap: the loop goes back to sleep for the rest of it."""
+        while not self.stopping:
+            self.sleeper(self.next_wait())
+            if self.wakeup is None or self.stopping:
+                return
+            woken = self.wakeup.take()
+            if not woken:
+                return  # slept the whole wait: the pass is due
+            try:
+                hastened = self.engine.hasten(sorted(woken))
+            except Exception as exc:  # the store is down: the pass that follows says so
+                log.warning("could not make the schedules of %d deploys due: %s", len(woken), exc)
+                return
+            if hastened:
+                self.hastened += 1
+                log.debug("watch events of %s: %s due now", sorted(woken)[:5], hastened[:5])
+                return
+            if self.next_wait() <= 0:
+                return
 
     def tick(self) -> PassReport | None:
         """One pass; None when it raised (logged, counted, reported to ``on_error``)."""
@@ -150,8 +184,10 @@ def production_loop(
     wake_at_boundaries: bool = True,
     on_pass: Callable[[PassReport], None] | None = None,
     on_error: Callable[[Exception], None] | None = None,
+    wakeup: Wakeup | None = None,
 ) -> EngineLoop:
-    """The loop ``engine run`` uses: real waits on the stop event (``stop()`` wakes it)."""
+    """The loop ``engine run`` uses: real waits on the stop event (``stop()`` wakes it), or on
+    ``wakeup`` (watch events and ``stop()`` wake it)."""
     return EngineLoop(
         engine,
         clock=clock,
@@ -159,4 +195,5 @@ def production_loop(
         wake_at_boundaries=wake_at_boundaries,
         on_pass=on_pass,
         on_error=on_error,
+        wakeup=wakeup,
     )

@@ -19,6 +19,7 @@ the status CAS and the idempotency keys.
 # Decisions embodied here (docs/decisions.md):
 # * “Due work is found by index”
 # * “Replicas share due work by claims, not by the pass lock”
+# * “Watch events wake the engine loop for the deploys its steps wait on”
 
 from __future__ import annotations
 
@@ -176,6 +177,30 @@ class DueMixin:
                     .limit(limit)
                 ).scalars()
             )
+
+    def hasten(self, deploy_ids: Sequence[str], *, now: datetime) -> list[str]:
+        """The schedules with a step in flight on one of ``deploy_ids`` are due ``now`` (a watch
+        saw those deploys change); one due later (or never) moves up, its revision bumped so a
+        visit in progress does not write its older next due over it. Returns them."""
+        if not deploy_ids:
+            return []
+        a = actions
+        waiting = (
+            sa.select(a.c.schedule_name)
+            .where(a.c.deploy_id.in_(sorted(set(deploy_ids))), a.c.state.in_(IN_FLIGHT_STATES))
+            .distinct()
+        )
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                d.update()
+                .where(
+                    d.c.name.in_(waiting),
+                    sa.or_(d.c.due_at.is_(None), d.c.due_at > now),
+                )
+                .values(due_at=now, revision=d.c.revision + 1)
+                .returning(d.c.name)
+            ).scalars()
+            return sorted(rows)
 
     def due_rows(self, names: Sequence[str]) -> dict[str, DueClaim]:
         """These schedules' due rows as they stand (a visit under the pass lock, no claim)."""

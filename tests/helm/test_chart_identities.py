@@ -46,12 +46,16 @@ POLICY = "gps-dagster-scheduling-policy"
 
 # What each role of the chart grants, written out here (not read from rbac.yaml): widening a
 # role in rbac.yaml or the chart fails this table.
-CAPACITY = {("*", "", "nodes", "list"), ("*", "", "pods", "list"), ("*", "", "namespaces", "get")}
+CAPACITY = {("*", "", "nodes", "list"), ("*", "", "pods", "list"), ("*", "", "namespaces", "get"),
+            ("*", "", "nodes", "watch"), ("*", "", "pods", "watch")}  # the watch cache
 READ = [("apps", "deployments", "get"), ("apps", "deployments", "list"),
+        ("apps", "deployments", "watch"),
         (LWS, "leaderworkersets", "get"), (LWS, "leaderworkersets", "list"),
+        (LWS, "leaderworkersets", "watch"),
         ("apps", "statefulsets", "list"), ("apps", "daemonsets", "list"), ("batch", "jobs", "list"),
-        ("", "services", "list"), ("", "resourcequotas", "list"), ("", "events", "list"),
-        ("autoscaling", "horizontalpodautoscalers", "list")]
+        ("", "services", "list"), ("", "services", "watch"), ("", "resourcequotas", "list"),
+        ("", "events", "list"), ("autoscaling", "horizontalpodautoscalers", "list"),
+        ("autoscaling", "horizontalpodautoscalers", "watch")]
 WRITE = [("apps", "deployments", "patch"), (LWS, "leaderworkersets", "patch")]
 HOLDERS = [("", "pods", "create"), ("", "pods", "delete")]
 LAUNCHER = [("batch", "jobs", "create"), ("batch", "jobs", "delete"), ("batch", "jobs", "list"),

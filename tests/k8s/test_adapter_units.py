@@ -392,7 +392,10 @@ def test_build_core_reads_the_policy_from_the_given_namespace(tmp_path: Any) -> 
         namespaces=(), policy_namespace="gpu-ops",
     )
     assert isinstance(core, K8sCore) and core.gps.policy_namespace == "gpu-ops"
+    core.close()
     default = build_core(
-        store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None, namespaces=()
+        store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None, namespaces=(),
+        cache=False,
     )
     assert isinstance(default, K8sCore) and default.gps.policy_namespace == names.POLICY_NAMESPACE
+    assert default.cache is None

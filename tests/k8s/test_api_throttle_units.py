@@ -177,6 +177,8 @@ def test_build_core_paces_its_client_as_the_settings_say(tmp_path: Any) -> None:
                       namespaces=(), qps=7.0, burst=3)
     assert isinstance(core, K8sCore)
     assert (core.kube.throttle.qps, core.kube.throttle.burst) == (7.0, 3)
+    assert core.cache is not None and core.cache.kube is core.kube  # the cache paces with it
+    core.close()
 
 
 def test_the_transport_hands_every_retry_after_to_the_client_instead_of_sleeping_it_out(

@@ -26,6 +26,7 @@ END_TO_END = (
     "test_e2e_intermediate.py",
     "test_quota_failed_create.py",
     "test_engine_through_apf_and_restart.py",
+    "test_watch_cache_on_cluster.py",
 )
 """Files whose tests drive the engine over time: they use ``new_world`` and never settle."""
 CONTRACT = (

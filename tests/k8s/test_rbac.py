@@ -10,6 +10,7 @@ outside them — Secrets, deleting a Deployment, a namespace out of scope.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from gps_dagster.backends.k8s import K8sCore, Kube, names, rbac
+from gps_dagster.backends.k8s import ClusterCache, K8sCore, Kube, names, rbac
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import gpu_uuid, load_pool
 from gps_dagster.ports import NotFound, Permanent
@@ -70,7 +71,7 @@ def pool_doc(prefix: str) -> dict[str, Any]:
     }
 
 
-def grant_of(method: str, url: str) -> Grant | None:
+def grant_of(method: str, url: str, *, watching: bool = False) -> Grant | None:
     """(API group, resource, verb) of one request; None for discovery."""
     parts = urlparse(url).path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
@@ -80,7 +81,7 @@ def grant_of(method: str, url: str) -> Grant | None:
         rest = rest[2:]
     resource, named = rest[0], len(rest) > 1
     verb = {
-        "GET": "get" if named else "list",
+        "GET": "get" if named else ("watch" if watching else "list"),
         "PATCH": "patch",
         "POST": "create",
         "DELETE": "delete",
@@ -109,7 +110,9 @@ class Recorder:
         rest.request = self.request
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        grant = grant_of(method, url)
+        query = kwargs.get("query_params", args[0] if args else None) or []
+        watching = any(k == "watch" and str(v).lower() == "true" for k, v in query)
+        grant = grant_of(method, url, watching=watching)
         if grant is not None:
             self.seen.add(grant)
         return self._inner(method, url, *args, **kwargs)
@@ -154,7 +157,7 @@ def scoped(
 def test_the_adapter_works_as_its_service_account_with_exactly_the_granted_verbs(
     scoped: Any,
 ) -> None:
-    core, recorder, pool, _ = scoped
+    core, recorder, pool, identity = scoped
     views = core.get_deploys(["a", "t", "wide", "auto", "m1", "m2"])
     assert set(views) == {"a", "t", "wide", "auto", "m1", "m2"}
     with pytest.raises(NotFound):
@@ -189,7 +192,23 @@ def test_the_adapter_works_as_its_service_account_with_exactly_the_granted_verbs
         "m1",
         "m2",
     ]
+    watch_cache_as(identity, pool.namespaces)  # the process's watch cache: list + watch
     assert recorder.seen == granted(), f"unused grants: {granted() - recorder.seen}"
+
+
+def watch_cache_as(identity: Kube, namespaces: tuple[str, ...]) -> None:
+    """The watch cache of ``build_core``, as the identity: every informer lists and its watch
+    opens (a watch refused with 403 would leave ``watches`` at 0)."""
+    cache = ClusterCache(identity, namespaces, lws=identity.has_lws()).start()
+    try:
+        assert cache.wait_synced(60), cache.describe()
+        deadline = time.monotonic() + 60
+        while not all(i.state.watches for group in cache.informers.values() for i in group):
+            assert time.monotonic() < deadline, cache.describe()
+            time.sleep(0.05)
+        assert cache.describe()["mode"] == "watch", cache.describe()
+    finally:
+        cache.stop()
 
 
 def test_the_service_account_is_refused_outside_its_roles(scoped: Any) -> None:

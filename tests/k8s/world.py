@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from gps_dagster.backends.k8s import K8sCore, Kube, ledger, names, pods
+from gps_dagster.backends.k8s import ClusterCache, K8sCore, Kube, ledger, names, pods
 from gps_dagster.backends.k8s.capacity import allocatable_gpus, node_name
 from gps_dagster.backends.k8s.workloads import read
 from gps_dagster.clocks import VirtualClock
@@ -45,6 +45,7 @@ from gps_dagster.domain.spec import Schedule
 from gps_dagster.engine import Engine, EngineConfig, PassReport
 from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.engine.loop import EngineLoop
+from gps_dagster.engine.wakeup import Wakeup
 from gps_dagster.ports import CoreError, DeployView
 from gps_dagster.store import Store
 from gps_dagster.store.records import TargetStatusRow
@@ -91,6 +92,8 @@ class K8sWorld:
     failures: list[str] = field(default_factory=list)
     extra_steps: list[Step] = field(default_factory=list)
     """Other fakes run every round (e.g. a fake cluster-autoscaler), after the pool's own."""
+    wakeup: Wakeup | None = None
+    """The engine loop's wake-up (the core's watch cache notifies it), as ``engine run`` wires."""
 
     def __post_init__(self) -> None:
         self._cond = threading.Condition()
@@ -101,10 +104,13 @@ class K8sWorld:
         self._done_rounds = 0
         self._wake_at: datetime | None = None
         """The loop's wake-up instant while it sleeps; None while a pass runs."""
+        if self.wakeup is not None:
+            self.wakeup.on_notify = self._notify
         self.loop = EngineLoop(
             self.engine,
             clock=self.clock,
             sleeper=self._sleep,
+            wakeup=self.wakeup,
             interval_s=self.engine.config.pass_interval_s,
             on_pass=self.reports.append,
             on_error=lambda exc: self._fail(f"engine pass raised {type(exc).__name__}: {exc}"),
@@ -148,13 +154,19 @@ class K8sWorld:
             self._kick.wait(0.05)
             self._kick.clear()
 
+    def _notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def _sleep(self, seconds: float) -> None:
-        """The engine loop's sleeper: until the clock (moved by the test) reaches the wake-up."""
+        """The engine loop's sleeper: until the clock (moved by the test) reaches the wake-up,
+        or the wake-up (a watch event) says a deploy changed."""
+        woken = self.wakeup.pending if self.wakeup is not None else lambda: False
         with self._cond:
             wake = self.clock.now() + timedelta(seconds=seconds)
             self._wake_at = wake
             self._cond.notify_all()
-            while not self.loop.stopping and self.clock.now() < wake:
+            while not self.loop.stopping and self.clock.now() < wake and not woken():
                 self._cond.wait(0.5)
             self._wake_at = None
 
@@ -300,6 +312,7 @@ class K8sWorld:
         self._halt.set()
         self._kick.set()
         self._fakes.join(timeout=30)
+        self.core.close()
         try:
             self.cluster.close()
         finally:
@@ -373,11 +386,14 @@ def make_world(
     max_step_s: float | None = 30.0,
     follow_up_s: float = 10.0,
     core_kube: Kube | None = None,
+    cache: bool = True,
 ) -> K8sWorld:
     """The pool laid out and let settle once (the cluster as the engine finds it when it is
     installed), then the world's threads; the engine loop starts when the test first moves time.
     ``core_kube`` is the engine's own client (another identity or API server); the fakes and
-    the world's reads keep the admin client of the first API server."""
+    the world's reads keep the admin client of the first API server. ``cache`` (on, as in
+    production): the core reads from a watch cache that also wakes the engine loop (as
+    ``build_core`` and ``engine run`` wire it); off, every read is a LIST."""
     clock = VirtualClock(start)
     store = Store.open(db_url)
     prefix = unique("e")
@@ -392,12 +408,21 @@ def make_world(
     cluster = ClusterPool(
         admin, clock, pool_spec, prefix=prefix, reservations=reservations
     ).create()
+    core_client = core_kube or kube()
+    watch = None
+    wakeup = None
+    if cache:
+        watch = ClusterCache(core_client, cluster.namespaces, lws=core_client.has_lws()).start()
+        assert watch.wait_synced(60), watch.describe()
+        wakeup = Wakeup()
+        watch.subscribe(wakeup.notify)
     core = K8sCore(
-        core_kube or kube(),
+        core_client,
         clock=clock,
         namespaces=cluster.namespaces,
         store_engine=store.engine,
         policy_namespace=cluster.layout.system,
+        cache=watch,
     )
     spec = load_schedule(copy.deepcopy(schedule))
     store.apply_schedule(spec, now=start)
@@ -406,4 +431,6 @@ def make_world(
     # so that a file stays within its time budget; decision "End-to-end tests on the cluster"
     config = replace(config or EngineConfig(), follow_up_s=follow_up_s)
     engine = Engine(store, core, clock, config, **hooks(store, core))
-    return K8sWorld(clock, store, cluster, core, engine, spec, pool_spec, max_step_s=max_step_s)
+    return K8sWorld(
+        clock, store, cluster, core, engine, spec, pool_spec, max_step_s=max_step_s, wakeup=wakeup
+    )

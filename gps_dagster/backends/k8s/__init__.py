@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Throttle, connect
+from gps_dagster.backends.k8s.cache import ClusterCache
 from gps_dagster.backends.k8s.core import K8sCore
 from gps_dagster.ports import Clock, Core
 
 if TYPE_CHECKING:
     from gps_dagster.store.repository import Store
 
-__all__ = ["K8sCore", "Kube", "build_core", "connect"]
+__all__ = ["ClusterCache", "K8sCore", "Kube", "build_core", "connect"]
 
 
 def build_core(
@@ -33,6 +34,8 @@ def build_core(
     witness_source: str = "node_agent",
     qps: float = 0.0,
     burst: int = 1,
+    cache: bool = True,
+    sync_timeout_s: float = 0.0,
 ) -> Core:
     """The Kubernetes ``Core``: kubeconfig (+ context) or the in-cluster service account.
 
@@ -40,9 +43,17 @@ def build_core(
     reservation ledger backs GPS (``store=None``: reservation-bound deploys are refused);
     ``policy_namespace`` holds the GPS scheduling-policy ConfigMap (None = the default);
     ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused, ``witness_unavailable``);
-    ``qps``/``burst`` pace the client (``api.Throttle``; 0 = unlimited).
+    ``qps``/``burst`` pace the client (``api.Throttle``; 0 = unlimited); ``cache``: the process's
+    one watch cache serves the reads (``cache.ClusterCache``), waited for up to
+    ``sync_timeout_s`` (0: not at all — nothing is sent before this returns, and reads go to
+    the API server directly until each kind has listed).
     """
     kube = Kube(connect(kubeconfig, context), throttle=Throttle(qps=qps, burst=burst))
+    watch: ClusterCache | None = None
+    if cache:
+        watch = ClusterCache(kube, tuple(namespaces)).start()
+        if sync_timeout_s > 0:
+            watch.wait_synced(sync_timeout_s)
     return K8sCore(
         kube,
         clock=clock,
@@ -50,4 +61,5 @@ def build_core(
         store_engine=store.engine if store is not None else None,
         policy_namespace=policy_namespace or names.POLICY_NAMESPACE,
         witness_source=witness_source,
+        cache=watch,
     )

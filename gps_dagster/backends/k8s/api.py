@@ -225,6 +225,16 @@ class Kube:
                 self.throttle.sleep(wait)
                 waited, retries = waited + wait, retries + 1
 
+    def stream(self, fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
+        """Open a streaming GET (a WATCH): the raw response, paced and its errors typed as
+        ``call``'s; the caller reads its lines and closes it."""
+        timeout = kwargs.pop("_request_timeout", self.timeout)
+        return self._send(
+            lambda: fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs),
+            what,
+            mutating=False,
+        )
+
     def items(self, fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> list[Obj]:
         return list(self.call(fn, *args, what=what, **kwargs).get("items") or [])
 

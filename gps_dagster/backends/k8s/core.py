@@ -7,11 +7,12 @@ idempotent by the key recorded on the workload.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Cluster-autoscaler events steer the unschedulable grace”
+# * “The Kubernetes adapter reads a pass from one watch cache per process”
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,6 +30,7 @@ from gps_dagster.backends.k8s import (
 from gps_dagster.backends.k8s import gps as gps_mod
 from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.backends.k8s.cache import ClusterCache
 from gps_dagster.backends.k8s.gps import Binding, Reservations
 from gps_dagster.backends.k8s.workloads import (
     LWS,
@@ -132,21 +134,27 @@ class K8sCore(MutationsMixin):
         policy_namespace: str = names.POLICY_NAMESPACE,
         witness_source: str = gps_mod.WITNESS_NODE_AGENT,
         write_concurrency: int = WRITE_CONCURRENCY,
+        cache: ClusterCache | None = None,
     ) -> None:
+        """``cache``: the process's watch cache (``build_core`` starts one); None reads every
+        collection from the API server on each call."""
         self.kube, self.clock, self.namespaces = kube, clock, tuple(namespaces)
         self.write_concurrency = max(1, write_concurrency)
         self.billing: BillingCheck = billing or NamespaceBilling()
         self.gps = Reservations(
             kube, store_engine, policy_namespace=policy_namespace, witness_source=witness_source
         )
+        self.cache = cache
         self._lws_checked = -LWS_RECHECK_S
-        self._finder = Finder(kube, self.namespaces, lws=False)
+        self._finder = Finder(kube, self.namespaces, lws=False, source=cache)
 
     @property
     def finder(self) -> Finder:
         """Workload lookup; whether the LWS API is served is re-checked every few minutes."""
         if time.monotonic() - self._lws_checked >= LWS_RECHECK_S:
-            self._finder = Finder(self.kube, self.namespaces, lws=self.kube.has_lws())
+            self._finder = Finder(
+                self.kube, self.namespaces, lws=self.kube.has_lws(), source=self.cache
+            )
             self._lws_checked = time.monotonic()
         return self._finder
 
@@ -156,15 +164,26 @@ class K8sCore(MutationsMixin):
         self, namespaces: set[str], *, selector: dict[str, Any] | None = None
     ) -> Snapshot:
         snap = Snapshot(every_pod=selector is None)
+        cache = self.cache
         for ns in sorted(namespaces):
-            query = {"label_selector": selector_string(selector)} if selector else {}
-            snap.pods += self.kube.items(
-                self.kube.core.list_namespaced_pod, ns, what=f"list pods in {ns}", **query
-            )
-            snap.services.update(
-                accounts.alias_services(accounts.list_alias_services(self.kube, ns))
-            )
-            snap.hpa |= views.hpa_targets(accounts.hpa_list(self.kube, ns))
+            cached = cache.pods(ns) if cache is not None else None
+            if cached is not None:
+                snap.pods += (
+                    [p for p in cached if selector_matches(selector, pods.labels(p))]
+                    if selector
+                    else cached
+                )
+            else:
+                query = {"label_selector": selector_string(selector)} if selector else {}
+                snap.pods += self.kube.items(
+                    self.kube.core.list_namespaced_pod, ns, what=f"list pods in {ns}", **query
+                )
+            services = cache.services(ns) if cache is not None else None
+            if services is None:
+                services = accounts.list_alias_services(self.kube, ns)
+            snap.services.update(accounts.alias_services(services))
+            hpas = cache.hpas(ns) if cache is not None else None
+            snap.hpa |= views.hpa_targets(hpas if hpas is not None else accounts.hpa_list(self.kube, ns))
         return snap
 
     def _binding(self, w: Workload) -> Binding | None:
@@ -224,6 +243,9 @@ class K8sCore(MutationsMixin):
 
     def holding_pods(self) -> list[pods.Pod]:
         """Every pod bound to a node and not terminal, cluster-wide (they hold node GPUs)."""
+        cached = self.cache.pods() if self.cache is not None else None
+        if cached is not None:
+            return pods.holding([p for p in cached if pods.node(p) and not pods.terminal(p)])
         found = self.kube.items(
             self.kube.core.list_pod_for_all_namespaces,
             what="list bound pods",
@@ -232,6 +254,9 @@ class K8sCore(MutationsMixin):
         return pods.holding(found)
 
     def nodes(self) -> list[Obj]:
+        cached = self.cache.nodes() if self.cache is not None else None
+        if cached is not None:
+            return cached
         return self.kube.items(self.kube.core.list_node, what="list nodes")
 
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
@@ -255,6 +280,13 @@ class K8sCore(MutationsMixin):
     def pending_pods(self) -> list[Obj]:
         """Pods not bound to a node yet: a nominated one (a preemptor) has its node promised;
         the others are in the scheduler's queue and take freed capacity in its order."""
+        cached = self.cache.pods() if self.cache is not None else None
+        if cached is not None:
+            return [
+                p
+                for p in cached
+                if not pods.node(p) and (p.get("status") or {}).get("phase") == "Pending"
+            ]
         return self.kube.items(
             self.kube.core.list_pod_for_all_namespaces,
             what="list pending pods",
@@ -321,12 +353,44 @@ class K8sCore(MutationsMixin):
     # -- read-back for operators ------------------------------------------------------------------
 
     def describe(self, deploy_id: str) -> dict[str, Any]:
-        """Conditions, Warning events (the API's own words) and pods of one deploy."""
-        return inventory.describe(self.kube, self.finder.find(deploy_id))
+        """Conditions, Warning events (the API's own words) and pods of one deploy; with the
+        watch cache, its mode and age (``cache``)."""
+        story = inventory.describe(self.kube, self.finder.find(deploy_id))
+        story["cache"] = self.cache_state()
+        return story
+
+    def cache_state(self) -> dict[str, Any]:
+        """The watch cache's mode and age per kind (``mode: direct`` without one)."""
+        if self.cache is None:
+            return {"mode": "direct", "age_s": None, "kinds": {}}
+        return self.cache.describe()
+
+    def close(self) -> None:
+        """Stop the watch cache's informers (the process is done with this core)."""
+        if self.cache is not None:
+            self.cache.stop()
+
+    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> bool:
+        """``callback`` gets the deploy ids watch events concern (the engine loop's wake-up);
+        False when there is no watch cache to wake it."""
+        if self.cache is None:
+            return False
+        self.cache.subscribe(callback)
+        return True
+
+    def metrics_text(self) -> str:
+        """This process's adapter gauges (the watch cache's age and mode), Prometheus text."""
+        return self.cache.metrics_text() if self.cache is not None else ""
 
     def inventory(self) -> inventory.Inventory:
         """GPU nodes, what each holds, and the GPU pods still waiting (``pool show``)."""
-        return inventory.cluster_inventory(self.kube, self.namespaces)
+        cache = self.cache
+        return inventory.cluster_inventory(
+            self.kube,
+            self.namespaces,
+            nodes=cache.nodes() if cache is not None else None,
+            every_pod=cache.pods() if cache is not None else None,
+        )
 
     # -- reservations (R-GPS) --------------------------------------------------------------------
 

@@ -69,15 +69,26 @@ def _line(p: pods.Pod) -> PodLine:
     )
 
 
-def cluster_inventory(kube: Kube, namespaces: Sequence[str] = ()) -> Inventory:
-    """GPU nodes with what each holds, and the GPU pods still waiting for a node."""
-    found = kube.items(kube.core.list_node, what="list nodes")
+def cluster_inventory(
+    kube: Kube,
+    namespaces: Sequence[str] = (),
+    *,
+    nodes: list[Obj] | None = None,
+    every_pod: list[Obj] | None = None,
+) -> Inventory:
+    """GPU nodes with what each holds, and the GPU pods still waiting for a node; ``nodes`` /
+    ``every_pod`` given (the watch cache) are not listed again."""
+    found = nodes if nodes is not None else kube.items(kube.core.list_node, what="list nodes")
     gpu_nodes = [
         n
         for n in found
         if pods.quantity(((n.get("status") or {}).get("capacity") or {}).get(names.GPU))
     ]
-    everything = kube.items(kube.core.list_pod_for_all_namespaces, what="list pods")
+    everything = (
+        every_pod
+        if every_pod is not None
+        else kube.items(kube.core.list_pod_for_all_namespaces, what="list pods")
+    )
     held = pods.holding(everything)
     lines = []
     for n in sorted(gpu_nodes, key=capacity.node_name):

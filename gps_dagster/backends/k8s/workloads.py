@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Obj
@@ -23,6 +23,8 @@ from gps_dagster.ports import NotFound, Permanent, Unsupported
 
 DEPLOYMENT = "Deployment"
 LWS = "LeaderWorkerSet"
+CACHE_KINDS = {DEPLOYMENT: "deployments", LWS: "leaderworkersets"}
+"""The watch cache's name of each managed kind (``cache.DEPLOYMENTS`` / ``cache.LWSS``)."""
 OTHER_KINDS = {
     "StatefulSet": DeployKind.OTHER,
     "DaemonSet": DeployKind.OTHER,
@@ -154,11 +156,62 @@ def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> 
     return True
 
 
-class Finder:
-    """Lists labelled workloads of the adapter's namespaces (empty = every namespace)."""
+def query_matches(query: str, labels: Mapping[str, str]) -> bool:
+    """Client-side match of the label queries the finder sends (``k``, ``k=v``, ``k in (a,b)``,
+    comma-joined), so that a cached collection answers what the LIST would have."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(query):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(query[start:i])
+            start = i + 1
+    parts.append(query[start:])
+    for part in (p.strip() for p in parts if p.strip()):
+        if " in (" in part:
+            key, values = part.split(" in (", 1)
+            allowed = {v.strip() for v in values.rstrip(")").split(",")}
+            if labels.get(key.strip()) not in allowed:
+                return False
+        elif "=" in part:
+            key, value = part.split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif part not in labels:
+            return False
+    return True
 
-    def __init__(self, kube: Kube, namespaces: Sequence[str], lws: bool) -> None:
+
+class WorkloadSource(Protocol):
+    """The watch cache's workloads (``cache.ClusterCache``): None means "list them directly"."""
+
+    def workloads(self, kind: str) -> list[Obj] | None: ...
+
+
+class Finder:
+    """Lists labelled workloads of the adapter's namespaces (empty = every namespace); the
+    Deployments and LeaderWorkerSets come from ``source`` (the watch cache) when it answers."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespaces: Sequence[str],
+        lws: bool,
+        source: WorkloadSource | None = None,
+    ) -> None:
         self.kube, self.namespaces, self.lws = kube, tuple(namespaces), lws
+        self.source = source
+
+    def _cached(self, kind: str, selector: str) -> list[Workload] | None:
+        if self.source is None:
+            return None
+        found = self.source.workloads(CACHE_KINDS[kind])
+        if found is None:
+            return None
+        return [
+            from_object(kind, o)
+            for o in found
+            if query_matches(selector, (o.get("metadata") or {}).get("labels") or {})
+        ]
 
     def _scoped(self, ns_fn: Any, all_fn: Any, what: str, *args: Any, **kw: Any) -> list[Obj]:
         if not self.namespaces:
@@ -169,6 +222,9 @@ class Finder:
         return out
 
     def deployments(self, selector: str) -> list[Workload]:
+        cached = self._cached(DEPLOYMENT, selector)
+        if cached is not None:
+            return cached
         a = self.kube.apps
         found = self._scoped(
             a.list_namespaced_deployment,
@@ -181,6 +237,9 @@ class Finder:
     def leader_worker_sets(self, selector: str) -> list[Workload]:
         if not self.lws:
             return []
+        cached = self._cached(LWS, selector)
+        if cached is not None:
+            return cached
         c = self.kube.custom
         group = (names.LWS_GROUP, names.LWS_VERSION)
         found = self._scoped(

@@ -32,7 +32,7 @@ from gps_dagster.backends.k8s import accounts, ledger, mutations, names, views
 from gps_dagster.backends.k8s import gps as gps_mod
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.mutations import Plan
-from gps_dagster.backends.k8s.workloads import Finder, Workload, patch
+from gps_dagster.backends.k8s.workloads import Finder, Workload, patch, read
 from gps_dagster.domain.gps.admission import Admitted
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import (
@@ -188,7 +188,7 @@ class MutationsMixin:
         *,
         replicas: int | None = None,
     ) -> Operation:
-        w = self.finder.find(deploy_id)
+        w = self._fresh(deploy_id)
         for _ in range(CONFLICT_RETRIES):
             led = ledger.read(w)
             seen = led.by_key(key)
@@ -206,10 +206,19 @@ class MutationsMixin:
             try:
                 return self._apply(kind, w, led, key, plan_fn, replicas)
             except EtagMismatch:
-                w = self.finder.find(deploy_id)  # a write landed between our read and our patch
+                w = self._fresh(deploy_id)  # a write landed between our read and our patch
         raise EtagMismatch(
             f"{deploy_id} kept changing under {kind.value} ({CONFLICT_RETRIES} conflicts)"
         )
+
+    def _fresh(self, deploy_id: str) -> Workload:
+        """The workload as the API server has it now: found by label (from the watch cache when
+        there is one), then read by name — one GET, not a LIST — so the ledger lookup and the
+        precondition never rest on a cache that has not seen the last write yet."""
+        w = self.finder.find(deploy_id)
+        if getattr(self, "cache", None) is None:
+            return w  # the finder's LIST was that fresh read
+        return read(self.kube, w.kind, w.namespace, w.name)
 
     def _replay(self, w: Workload, seen: ledger.Entry, kind: OperationKind, key: str) -> Operation:
         if seen.kind != kind.value:

@@ -1,0 +1,289 @@
+"""The adapter's watch cache: one informer per kind the passes read, shared by the process.
+
+``build_core`` (the adapter factory, called once by the composition root) builds one
+``ClusterCache`` and hands it to the ``K8sCore`` every edge of the process shares: the engine
+loop, the sensors, the API. Reads of a pass come from it — nodes, pods (indexed by node,
+namespace and deploy), the managed workloads (by deploy id), alias Services and HPAs — and cost no
+request; mutations still send their preconditioned patch with the resourceVersion they read, so a
+cache behind the server shows up as the 409 (``EtagMismatch``) the engine already handles.
+
+A kind whose informer is not synced, or whose watch has been broken longer than
+``InformerLimits.broken_limit_s``, answers ``None``: the caller reads the API server directly for
+that call (counted in ``fallbacks`` and said in ``describe()``), so a broken watch never serves a
+collection older than the limit. ``describe()`` gives each kind's age (since its last LIST, event,
+bookmark or watch reopened) for ``pool describe``; ``metrics_text()`` the same as Prometheus
+gauges.
+
+A watch event of a pod or workload is mapped to the deploy id it belongs to (the pod's deploy-id
+label; else its ReplicaSet's Deployment, or its LeaderWorkerSet, among the cached workloads) and
+given to the subscribers (the engine loop's wake-up): a pod deleted wakes the follow-up now.
+"""
+
+# Decisions embodied here (docs/decisions.md):
+# * “The Kubernetes adapter reads a pass from one watch cache per process”
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from gps_dagster.backends.k8s import names
+from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.backends.k8s.informer import Informer, InformerLimits, ObjectStore
+
+log = logging.getLogger(__name__)
+
+PODS, NODES, DEPLOYMENTS, LWSS, SERVICES, HPAS = (
+    "pods", "nodes", "deployments", "leaderworkersets", "services", "hpas"
+)
+TEMPLATE_HASH = "pod-template-hash"
+"""The label the Deployment controller puts on a ReplicaSet's pods: the suffix of its name."""
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _namespace(obj: Obj) -> Iterable[str]:
+    return [str((obj.get("metadata") or {}).get("namespace") or "")]
+
+
+def _node(obj: Obj) -> Iterable[str]:
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [str(node)] if node else []
+
+
+def _deploy_label(obj: Obj) -> Iterable[str]:
+    found = _labels(obj).get(names.DEPLOY_ID)
+    return [found] if found else []
+
+
+def _ns_name(obj: Obj) -> Iterable[str]:
+    meta = obj.get("metadata") or {}
+    return [f"{meta.get('namespace', '')}/{meta.get('name', '')}"]
+
+
+POD_INDEXERS = {"node": _node, "namespace": _namespace, "deploy": _deploy_label}
+WORKLOAD_INDEXERS = {"deploy": _deploy_label, "name": _ns_name}
+NAMESPACED_INDEXERS = {"namespace": _namespace}
+
+
+class ClusterCache:
+    """Informers of the kinds a pass reads; ``None`` from a read means "read directly".
+
+    ``lws``: also watch LeaderWorkerSets; while their API is not served, that informer retries
+    quietly and the finder (which checks discovery itself) lists them directly if it ever must."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespaces: Sequence[str] = (),
+        *,
+        lws: bool = True,
+        limits: InformerLimits | None = None,
+    ) -> None:
+        self.kube, self.namespaces, self.limits = kube, tuple(namespaces), limits or InformerLimits()
+        self.fallbacks: dict[str, int] = {}
+        self._subscribers: list[Callable[[frozenset[str]], None]] = []
+        self._lock = threading.Lock()
+        core, apps, auto = kube.core, kube.apps, kube.autoscaling
+        self.informers: dict[str, list[Informer]] = {
+            NODES: [self._informer(NODES, core.list_node)],
+            PODS: [
+                self._informer(PODS, core.list_pod_for_all_namespaces, indexers=POD_INDEXERS)
+            ],
+            DEPLOYMENTS: self._scoped(
+                DEPLOYMENTS,
+                apps.list_namespaced_deployment,
+                apps.list_deployment_for_all_namespaces,
+                indexers=WORKLOAD_INDEXERS,
+                label_selector=names.DEPLOY_ID,
+            ),
+            SERVICES: self._scoped(
+                SERVICES,
+                core.list_namespaced_service,
+                core.list_service_for_all_namespaces,
+                indexers=NAMESPACED_INDEXERS,
+                label_selector=names.ALIAS_OF,
+            ),
+            HPAS: self._scoped(
+                HPAS,
+                auto.list_namespaced_horizontal_pod_autoscaler,
+                auto.list_horizontal_pod_autoscaler_for_all_namespaces,
+                indexers=NAMESPACED_INDEXERS,
+            ),
+        }
+        if lws:
+            group = (names.LWS_GROUP, names.LWS_VERSION)
+            c = kube.custom
+            self.informers[LWSS] = (
+                [
+                    self._informer(
+                        LWSS, c.list_namespaced_custom_object, *group, ns, names.LWS_PLURAL,
+                        indexers=WORKLOAD_INDEXERS, label_selector=names.DEPLOY_ID,
+                    )
+                    for ns in self.namespaces
+                ]
+                if self.namespaces
+                else [
+                    self._informer(
+                        LWSS, c.list_cluster_custom_object, *group, names.LWS_PLURAL,
+                        indexers=WORKLOAD_INDEXERS, label_selector=names.DEPLOY_ID,
+                    )
+                ]
+            )
+
+    def _informer(self, kind: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Informer:
+        return Informer(
+            self.kube, kind, fn, *args, limits=self.limits, on_event=self._event, **kw
+        )
+
+    def _scoped(
+        self, kind: str, ns_fn: Callable[..., Any], all_fn: Callable[..., Any], **kw: Any
+    ) -> list[Informer]:
+        if not self.namespaces:
+            return [self._informer(kind, all_fn, **kw)]
+        return [self._informer(kind, ns_fn, ns, **kw) for ns in self.namespaces]
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def _all(self) -> list[Informer]:
+        return [i for group in self.informers.values() for i in group]
+
+    def start(self) -> ClusterCache:
+        for informer in self._all():
+            informer.start()
+        return self
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        """Whether every informer listed once within ``timeout_s`` (reads fall back until then)."""
+        return all(i.wait_synced(timeout_s) for i in self._all())
+
+    def stop(self) -> None:
+        for informer in self._all():
+            informer.stop()
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def _read(self, kind: str, fn: Callable[[ObjectStore], list[Obj]]) -> list[Obj] | None:
+        group = self.informers.get(kind)
+        if not group or not all(i.usable() for i in group):
+            with self._lock:
+                self.fallbacks[kind] = self.fallbacks.get(kind, 0) + 1
+            return None
+        out: list[Obj] = []
+        for informer in group:
+            out += informer.read(fn)
+        return out
+
+    def nodes(self) -> list[Obj] | None:
+        return self._read(NODES, ObjectStore.all)
+
+    def pods(self, namespace: str | None = None) -> list[Obj] | None:
+        if namespace is None:
+            return self._read(PODS, ObjectStore.all)
+        return self._read(PODS, lambda s: s.by_index("namespace", namespace))
+
+    def workloads(self, kind: str) -> list[Obj] | None:
+        """Every cached Deployment (``DEPLOYMENTS``) or LeaderWorkerSet (``LWSS``) carrying the
+        deploy-id label."""
+        return self._read(kind, ObjectStore.all)
+
+    def services(self, namespace: str) -> list[Obj] | None:
+        return self._read(SERVICES, lambda s: s.by_index("namespace", namespace))
+
+    def hpas(self, namespace: str) -> list[Obj] | None:
+        return self._read(HPAS, lambda s: s.by_index("namespace", namespace))
+
+    # -- what it reports ---------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """Per kind: the mode reads are in, the collection's age, relists, watches, fallbacks."""
+        kinds: dict[str, Any] = {}
+        for kind, group in self.informers.items():
+            ages = [i.age_s() for i in group]
+            usable = all(i.usable() for i in group)
+            kinds[kind] = {
+                "mode": "watch" if usable else "direct",
+                "age_s": None if None in ages else round(max(a for a in ages if a is not None), 3),
+                "synced": all(i.state.synced for i in group),
+                "relists": sum(i.state.relists for i in group),
+                "watches": sum(i.state.watches for i in group),
+                "fallbacks": self.fallbacks.get(kind, 0),
+                "errors": [e for i in group for e in i.state.errors][-3:],
+            }
+        worst = [k["age_s"] for k in kinds.values() if k["age_s"] is not None]
+        return {
+            "mode": "watch" if all(k["mode"] == "watch" for k in kinds.values()) else "direct",
+            "age_s": max(worst) if worst else None,
+            "broken_limit_s": self.limits.broken_limit_s,
+            "kinds": kinds,
+        }
+
+    def metrics_text(self) -> str:
+        """The cache's age and mode per kind, as Prometheus gauges (text exposition)."""
+        state = self.describe()["kinds"]
+        lines = [
+            "# HELP gps_k8s_cache_age_seconds Seconds since the kind's last LIST, watch event, "
+            "bookmark or watch reopened",
+            "# TYPE gps_k8s_cache_age_seconds gauge",
+        ]
+        lines += [
+            f'gps_k8s_cache_age_seconds{{kind="{k}"}} {float(v["age_s"])}'
+            for k, v in sorted(state.items())
+            if v["age_s"] is not None
+        ]
+        lines += [
+            "# HELP gps_k8s_cache_direct 1 while the kind's reads go to the API server directly "
+            "(not synced, or its watch broken beyond the limit)",
+            "# TYPE gps_k8s_cache_direct gauge",
+        ]
+        lines += [
+            f'gps_k8s_cache_direct{{kind="{k}"}} {1.0 if v["mode"] == "direct" else 0.0}'
+            for k, v in sorted(state.items())
+        ]
+        return "\n".join(lines) + "\n"
+
+    # -- wake-ups ----------------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> None:
+        """``callback`` gets the deploy ids each watch event concerns (on an informer thread)."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+    def _event(self, kind: str, obj: Obj) -> None:
+        if kind == "SYNC" or not self._subscribers:
+            return
+        ids = frozenset(self.deploy_ids(obj))
+        if not ids:
+            return
+        for callback in list(self._subscribers):
+            try:
+                callback(ids)
+            except Exception as exc:  # a subscriber's fault must not end the watch
+                log.warning("cache subscriber failed: %s", exc)
+
+    def deploy_ids(self, obj: Obj) -> set[str]:
+        """The deploy ids a pod or workload belongs to (its label, else its owning workload)."""
+        own = set(_deploy_label(obj))
+        if own:
+            return own
+        meta = obj.get("metadata") or {}
+        ns, labels = str(meta.get("namespace") or ""), _labels(obj)
+        wanted: list[tuple[str, str]] = []
+        lws = labels.get(names.LWS_NAME)
+        if lws:
+            wanted.append((LWSS, f"{ns}/{lws}"))
+        suffix = labels.get(TEMPLATE_HASH)
+        for ref in meta.get("ownerReferences") or []:
+            rs = str(ref.get("name") or "")
+            if ref.get("kind") == "ReplicaSet" and suffix and rs.endswith(f"-{suffix}"):
+                wanted.append((DEPLOYMENTS, f"{ns}/{rs[: -len(suffix) - 1]}"))
+        out: set[str] = set()
+        for kind, name in wanted:
+            for informer in self.informers.get(kind, []):
+                for w in informer.read(lambda s, n=name: s.by_index("name", n)):  # type: ignore[misc]
+                    out.update(_deploy_label(w))
+        return out
