@@ -303,3 +303,20 @@ def test_the_engine_is_woken_by_the_pod_deletion_before_its_follow_up(new_world:
     w.until_quiet_wall(lambda: stop_state(w, A) == "converged", "A's stop converged, clock stopped")
     assert w.clock.now() == gone_at < accepted_at + timedelta(seconds=120)
     assert w.loop.hastened >= 1
+
+
+def test_the_clock_never_jumps_while_a_watch_event_has_the_loop_awake(new_world: Any) -> None:
+    """The test world moves the clock only while the loop sleeps: a loop a watch event woke
+    (its wake-up instant is None while it hastens and passes) must pass before the clock moves,
+    or a ``drive`` computes its step without the loop's wake-up and jumps straight to its end,
+    past every boundary in between (seen under load: the seed week lost Thu 18:00 and Fri 08:00).
+    Mutation caught: moving the clock without re-checking, under the sleeper's condition, that
+    the loop still sleeps towards an instant ahead."""
+    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=local("2026-10-19T17:59:30"),
+                  cache=True, config=EngineConfig(pass_interval_s=600.0))
+    w.tick(1)
+    before = w.clock.now()
+    with w._cond:  # as the loop's sleeper leaves it when a watch event wakes it
+        w._wake_at = None
+    w._step_towards(before + timedelta(days=7))
+    assert w.clock.now() == before

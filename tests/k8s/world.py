@@ -215,9 +215,20 @@ class K8sWorld:
             with self._cond:
                 self._cond.wait(0.05)
 
-    def _move(self, instant: datetime) -> None:
+    def _step_towards(self, until: datetime) -> None:
+        """Move the clock one step towards ``until`` (``_next``), then let the fakes run a
+        round. The move is made only while the loop sleeps with no watch event pending, decided
+        under the condition the loop's sleeper holds: a loop a watch event woke in the meantime
+        (its ``_wake_at`` is None while it hastens and passes) must not see the clock jump to
+        ``until`` past boundaries it never slept towards — it passes first, then this retries."""
+        with self._fakes_lock:
+            event = self.cluster.sim.next_event_at()
         with self._cond:
-            self.clock.set(instant)
+            now = self.clock.now()
+            woken = self.wakeup is not None and self.wakeup.pending()
+            if self._wake_at is None or self._wake_at <= now or woken:
+                return
+            self.clock.set(self._next(now, until, event))
             target = self._started_rounds + 1
             self._cond.notify_all()
         self._kick.set()
@@ -226,10 +237,8 @@ class K8sWorld:
 
     # -- time --------------------------------------------------------------------------------------
 
-    def next_instant(self, until: datetime) -> datetime:
-        now = self.clock.now()
-        with self._fakes_lock:
-            event = self.cluster.sim.next_event_at()
+    def _next(self, now: datetime, until: datetime, event: datetime | None) -> datetime:
+        """The earliest of ``until``, the loop's wake-up, the next fake event and ``max_step_s``."""
         cands = [until, self._wake_at]
         if event is not None and event > now:
             cands.append(event)
@@ -242,7 +251,7 @@ class K8sWorld:
         while self.clock.now() < instant:
             self._engine_asleep()
             self._scheduler_caught_up()
-            self._move(self.next_instant(instant))
+            self._step_towards(instant)
         self._engine_asleep()
 
     def tick(self, seconds: float = 30) -> None:
@@ -261,7 +270,7 @@ class K8sWorld:
             if by is not None and self.clock.now() >= by:
                 raise AssertionError(f"{what}: not by {by} (now {self.clock.now()})")
             self._scheduler_caught_up()
-            self._move(self.next_instant(by or self.clock.now() + timedelta(days=7)))
+            self._step_towards(by or self.clock.now() + timedelta(days=7))
             self._engine_asleep()
         return self.clock.now()
 
