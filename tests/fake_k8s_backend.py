@@ -35,6 +35,7 @@ class FakeK8sBackend(types.ModuleType):
         if self.fail_with is not None:
             raise self.fail_with
         spec = parse_pool(POOL.read_text(), source=str(POOL))
-        core = SimPool.create(kwargs["store"].engine, spec, kwargs["clock"])
+        ledger = kwargs["ledger"]  # the store's reservation repository, from the composition root
+        core = SimPool.create(ledger.engine, spec, kwargs["clock"], ledger=ledger)
         self.cores.append(core)
         return core

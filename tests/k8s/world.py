@@ -396,7 +396,7 @@ def make_world(
         core_kube or kube(),
         clock=clock,
         namespaces=cluster.namespaces,
-        store_engine=store.engine,
+        ledger=ReservationRepository(store.engine),
         policy_namespace=cluster.layout.system,
     )
     spec = load_schedule(copy.deepcopy(schedule))
