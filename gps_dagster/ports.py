@@ -17,6 +17,7 @@ This module imports neither SQLAlchemy nor Dagster.
 # * “Acquires previewed together only where previews count each other”
 # * “The batch lane submits with one `Core.submit_many` call”
 # * “The Core port is split by role”
+# * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
 
 from __future__ import annotations
 

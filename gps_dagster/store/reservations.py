@@ -16,6 +16,7 @@ cannot both win.
 # Decisions embodied here (docs/decisions.md):
 # * “The GPS ledger is the store's `ReservationRepository`”
 # * “Audit”
+# * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
 
 from __future__ import annotations
 

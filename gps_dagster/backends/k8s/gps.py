@@ -24,6 +24,7 @@
 # * “A reservation's scope is its namespace, for every mode; the queue is the reservation's”
 # * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
 # * “The node agent's heartbeat is a stamp on the pods it publishes”
+# * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
 
 from __future__ import annotations
 
