@@ -102,3 +102,12 @@ def test_pool_show_reports_a_bad_pool_file(tmp_path: Path) -> None:
     bad.write_text("name: x\nnodes: [{name: n, gpus: 0}]\n")
     result = CliRunner().invoke(pool_group, ["show", "--pool", str(bad)])
     assert result.exit_code != 0 and "nodes[0].gpus" in result.output and "Traceback" not in result.output
+
+
+def test_a_pool_declaring_reservations_needs_the_ledger_handed_over(sqlite_url: str) -> None:
+    """The simulator never reaches into the store for the ledger: without the port it refuses
+    a pool file whose reservations it could not record, rather than load them nowhere."""
+    spec = parse_pool((EXAMPLES / "gpu42-pool.yaml").read_text())
+    assert spec.reservations
+    with pytest.raises(ValueError, match="give it a reservation ledger"):
+        SimPool.create(create_db_engine(sqlite_url), spec, VirtualClock(MONDAY))
