@@ -17,6 +17,7 @@ This module imports neither SQLAlchemy nor Dagster.
 # * “Acquires previewed together only where previews count each other”
 # * “The batch lane submits with one `Core.submit_many` call”
 # * “The Core port is split by role”
+# * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from gps_dagster.domain.errors import GpsError, PermanentError, TemporaryError
+from gps_dagster.domain.gps.reservations import Reservation, ReservationSpec
 from gps_dagster.domain.kinds import DeployKind
 
 __all__ = [
@@ -61,6 +63,8 @@ __all__ = [
     "QuotaRefused",
     "QuotaStatus",
     "ReservationBinding",
+    "ReservationBook",
+    "ReservationLedger",
     "StepCore",
     "Submission",
     "Transient",
@@ -548,3 +552,24 @@ def submit_each(core: DeployWrites, submissions: Sequence[Submission]) -> list[O
         except Exception as exc:  # the caller judges each result
             out.append(exc)
     return out
+
+
+class ReservationLedger(Protocol):
+    """The GPS reservation ledger as an adapter reads it (the store's ``ReservationRepository``
+    implements it structurally; the composition root hands it over, so no adapter imports the
+    store). ``get`` raises ``ReservationNotFound`` for an unknown id."""
+
+    def get(self, reservation_id: str) -> Reservation: ...
+
+    def list(self, *, include_released: bool = True) -> list[Reservation]: ...
+
+    def locked(self, reservation_id: str) -> AbstractContextManager[Reservation]:
+        """One transaction holding the reservation's row lock, its row read under it: the
+        starts admitted against it serialise on it while the block runs."""
+        ...
+
+
+class ReservationBook(ReservationLedger, Protocol):
+    """The ledger plus recording a reservation (a pool file's declared reservations)."""
+
+    def create(self, spec: ReservationSpec, *, at: datetime, actor: str) -> Reservation: ...

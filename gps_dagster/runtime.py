@@ -55,6 +55,7 @@ from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import Clock, Core
 from gps_dagster.store.repository import Store
+from gps_dagster.store.reservations import ReservationRepository
 
 __all__ = [
     "BACKENDS",
@@ -459,7 +460,8 @@ def _core(
     if settings.backend == "kubernetes":
         return _kubernetes_core(settings, store, clock), None
     spec = load_pool_spec(settings)
-    return SimPool.create(store.engine, spec, clock, replace=reload_pool), spec
+    ledger = ReservationRepository(store.engine)
+    return SimPool.create(store.engine, spec, clock, replace=reload_pool, ledger=ledger), spec
 
 
 def load_pool_spec(settings: Settings) -> PoolSpec:
@@ -485,7 +487,7 @@ def _kubernetes_core(settings: Settings, store: Store, clock: Clock) -> Core:
         raise _invalid("GPS_BACKEND", "backend_unavailable", fix) from exc
     try:
         core: Core = build_core(
-            store=store,
+            ledger=ReservationRepository(store.engine),
             clock=clock,
             kubeconfig=settings.kubeconfig,
             context=settings.kube_context,

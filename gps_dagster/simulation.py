@@ -38,6 +38,7 @@ from gps_dagster.engine.engine import IN_FLIGHT, Engine
 from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import DeployState, DeployView
 from gps_dagster.store.repository import Store
+from gps_dagster.store.reservations import ReservationRepository
 
 
 @dataclass
@@ -114,7 +115,8 @@ def simulate(
     clock = VirtualClock(start)
     with tempfile.TemporaryDirectory(prefix="gps-sim-") as tmp:
         store = Store.open(db_url or f"sqlite:///{Path(tmp) / 'sim.sqlite'}")
-        pool = SimPool.create(store.engine, pool_spec, clock, replace=True)
+        ledger = ReservationRepository(store.engine)
+        pool = SimPool.create(store.engine, pool_spec, clock, replace=True, ledger=ledger)
         store.apply_schedule(schedule, now=start)
         store.set_gate("enforce", now=start)
         if setup is not None:

@@ -2,7 +2,7 @@
 
 The real Kubernetes adapter is tested against a real API server (issue 10). Here only the
 composition root's side is under test: that ``GPS_BACKEND=kubernetes`` imports that module
-lazily, calls its ``build_core(store=, clock=, kubeconfig=, context=, namespaces=)`` with the
+lazily, calls its ``build_core(ledger=, clock=, kubeconfig=, context=, namespaces=)`` with the
 settings, and hands the returned ``Core`` to the engine, the CLI and Dagster. So the fake
 records each call and returns a real ``Core`` — the simulated pool — on the same store.
 """
@@ -35,6 +35,7 @@ class FakeK8sBackend(types.ModuleType):
         if self.fail_with is not None:
             raise self.fail_with
         spec = parse_pool(POOL.read_text(), source=str(POOL))
-        core = SimPool.create(kwargs["store"].engine, spec, kwargs["clock"])
+        ledger = kwargs["ledger"]  # the store's reservation repository, from the composition root
+        core = SimPool.create(ledger.engine, spec, kwargs["clock"], ledger=ledger)
         self.cores.append(core)
         return core

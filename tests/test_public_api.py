@@ -53,6 +53,8 @@ PINNED: dict[str, list[str]] = {
         "QuotaRefused",
         "QuotaStatus",
         "ReservationBinding",
+        "ReservationBook",
+        "ReservationLedger",
         "StepCore",
         "Submission",
         "Transient",

@@ -196,8 +196,9 @@ def test_kubernetes_builds_its_core_through_the_backend_module(
     rt = build_runtime(settings_from_env(env, db_url=sqlite_url))
     try:
         (call,) = fake_k8s.calls
+        ledger = call.pop("ledger")  # the store's reservation repository, on the runtime's store
+        assert ledger.engine is rt.store.engine
         assert call == {
-            "store": rt.store,
             "clock": rt.clock,
             "kubeconfig": kubeconfig,
             "context": "kind-gpu",

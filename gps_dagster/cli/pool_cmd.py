@@ -41,6 +41,7 @@ from gps_dagster.domain.pool import parse_pool
 from gps_dagster.ports import Clock, CoreError, NotFound
 from gps_dagster.runtime import Settings, SettingsInvalid, build_clock, db_url
 from gps_dagster.store.db import create_db_engine
+from gps_dagster.store.reservations import ReservationRepository
 
 
 @click.group("pool")
@@ -176,7 +177,8 @@ def _from_file(path: Path, clock: Clock) -> list[PoolSnapshot]:
     with tempfile.TemporaryDirectory() as tmp:
         engine = create_db_engine(f"sqlite:///{Path(tmp) / 'pool.sqlite'}")
         try:
-            return [snapshot(SimPool.create(engine, spec, clock))]
+            ledger = ReservationRepository.migrated(engine) if spec.reservations else None
+            return [snapshot(SimPool.create(engine, spec, clock, ledger=ledger))]
         finally:
             engine.dispose()
 
@@ -187,7 +189,8 @@ def _from_store(url: str, name: str | None, clock: Clock) -> list[PoolSnapshot]:
         names = [name] if name else SimPool.pool_names(engine)
         if not names:
             raise NotFound(f"no simulated pool in {url}; load one (pool file) first")
-        return [snapshot(SimPool.open(engine, n, clock)) for n in names]
+        ledger = ReservationRepository.if_present(engine)
+        return [snapshot(SimPool.open(engine, n, clock, ledger=ledger)) for n in names]
     finally:
         engine.dispose()
 

@@ -16,12 +16,14 @@ cannot both win.
 # Decisions embodied here (docs/decisions.md):
 # * “The GPS ledger is the store's `ReservationRepository`”
 # * “Audit”
+# * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
 
 from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -101,6 +103,27 @@ class ReservationRepository:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @classmethod
+    def migrated(cls, engine: Engine) -> ReservationRepository:
+        """The repository on ``engine`` once its ledger tables exist (a bare engine is migrated)."""
+        ensure_tables(engine)
+        return cls(engine)
+
+    @classmethod
+    def if_present(cls, engine: Engine) -> ReservationRepository | None:
+        """The repository when ``engine``'s database has the ledger tables (a bare engine may
+        predate migration 0002); None otherwise. Probed outside any write transaction."""
+        try:
+            with engine.connect() as conn:
+                conn.execute(sa.select(reservation.c.id).limit(0))
+        except sa.exc.DBAPIError:
+            return None
+        return cls(engine)
 
     # -- reads ---------------------------------------------------------------
 
@@ -208,6 +231,13 @@ class ReservationRepository:
 
     # -- locked admission (R-GPS-3) --------------------------------------------
 
+    @contextmanager
+    def locked(self, reservation_id: str) -> Iterator[Reservation]:
+        """A transaction holding the reservation's row lock while the block runs (``FOR UPDATE``
+        on PostgreSQL; ``BEGIN IMMEDIATE`` on SQLite), the row read under it."""
+        with self._engine.begin() as conn:
+            yield lock_reservation(conn, reservation_id)
+
     def admit(self, reservation_id: str, deploy_id: str, memory_mib: int, *, at: datetime) -> Decision:
         """Admit a member's start against the recorded members, serialised per reservation.
 
@@ -240,6 +270,16 @@ class ReservationRepository:
         m = reservation_member
         with self._engine.begin() as conn:
             conn.execute(m.delete().where(m.c.reservation_id == reservation_id, m.c.deploy_id == deploy_id))
+
+    # -- on a caller's connection (an adapter sharing the database: the simulated pool) ------
+
+    def held_on(self, conn: Connection) -> dict[str, Reservation]:
+        """``held_reservations`` on the caller's connection, inside its transaction."""
+        return held_reservations(conn)
+
+    def lock_on(self, conn: Connection, reservation_id: str) -> Reservation:
+        """``lock_reservation`` on the caller's connection, for its transaction."""
+        return lock_reservation(conn, reservation_id)
 
     def members(self, reservation_id: str) -> dict[str, tuple[int, str]]:
         """``deploy_id → (memory_mib, status)`` of recorded members."""

@@ -17,6 +17,7 @@ from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import FaultSpec, PoolSpec
 from gps_dagster.ports import Core
 from gps_dagster.store.db import create_db_engine
+from gps_dagster.store.reservations import ReservationRepository
 
 T0 = datetime(2026, 10, 19, 10, 0, tzinfo=UTC)  # Mon 17:00 +07
 
@@ -43,7 +44,8 @@ class SimHarness:
         self.sim: SimPool | None = None
 
     def load(self, spec: PoolSpec) -> Core:
-        self.sim = SimPool.create(self.engine, spec, self.clock)
+        ledger = ReservationRepository.migrated(self.engine) if spec.reservations else None
+        self.sim = SimPool.create(self.engine, spec, self.clock, ledger=ledger)
         return self.sim
 
     @property

@@ -85,10 +85,10 @@ def test_the_resource_serves_the_kubernetes_core(
         backend="kubernetes", kubeconfig=kubeconfig, kube_context="kind-gpu"
     ).get_runtime()
     (call,) = fake_k8s.calls
-    assert (call["kubeconfig"], call["context"], call["store"]) == (
+    assert (call["kubeconfig"], call["context"], call["ledger"].engine) == (
         kubeconfig,
         "kind-gpu",
-        rt.store,
+        rt.store.engine,
     )
     assert rt.core is fake_k8s.cores[0] and rt.engine.core is rt.core and rt.pool is None
 

@@ -25,6 +25,7 @@ from gps_dagster.engine import Engine, EngineConfig, PassReport
 from gps_dagster.ports import DeployView
 from gps_dagster.store import Store
 from gps_dagster.store.records import TargetStatusRow
+from gps_dagster.store.reservations import ReservationRepository
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SEED_MONDAY = datetime.fromisoformat("2026-10-19T00:00:00+07:00")
@@ -98,7 +99,7 @@ def make_world(
     clock = VirtualClock(start)
     store = Store.open(db_url)
     pool_spec = load_pool(copy.deepcopy(pool or seed_pool()))
-    sim = SimPool.create(store.engine, pool_spec, clock, replace=True)
+    sim = SimPool.create(store.engine, pool_spec, clock, replace=True, ledger=ReservationRepository(store.engine))
     spec = load_schedule(copy.deepcopy(schedule or seed_schedule()))
     store.apply_schedule(spec, now=start)
     store.set_gate(gate, now=start)

@@ -92,7 +92,7 @@ class Sim:
 def open_sim(db_url: str, spec: PoolSpec, start: datetime = T0) -> Sim:
     clock = VirtualClock(start)
     store = Store.open(db_url)
-    return Sim(clock, store, SimPool.create(store.engine, spec, clock, replace=True))
+    return Sim(clock, store, SimPool.create(store.engine, spec, clock, replace=True, ledger=ReservationRepository(store.engine)))
 
 
 # -- the engine over a reservation pool --------------------------------------------------------------

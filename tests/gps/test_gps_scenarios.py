@@ -36,13 +36,15 @@ from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.ports import DeployState
 from gps_dagster.simulation import simulate
 from gps_dagster.store import Store
+from gps_dagster.store.reservations import ReservationRepository
 
 HOLDER = f"holder:{RSV}"
 MONDAY = local("2026-10-19T00:00")
 
 
 def _reopen(url: str, pool: str, at: datetime) -> SimPool:
-    return SimPool.open(Store.open(url).engine, pool, VirtualClock(at))
+    engine = Store.open(url).engine
+    return SimPool.open(engine, pool, VirtualClock(at), ledger=ReservationRepository(engine))
 
 
 def test_gpu42_swaps_a_and_b_around_c_within_budget(sqlite_url: str) -> None:

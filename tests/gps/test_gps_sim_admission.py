@@ -57,7 +57,7 @@ def test_racing_starts_for_the_last_mib_exactly_one_wins(db_url: str) -> None:
     members = {f"md-{i}": 1_000 for i in range(6)}
     members["md-base"] = BUDGET - 1_000
     sim = open_sim(db_url, shared_pool(members, running=("md-base",)))
-    pools = [SimPool.open(sim.store.engine, "gpu42", sim.clock) for _ in range(6)]
+    pools = [SimPool.open(sim.store.engine, "gpu42", sim.clock, ledger=sim.ledger) for _ in range(6)]
     barrier = threading.Barrier(6)
     won: list[str] = []
     refused: list[str] = []

@@ -231,7 +231,7 @@ class K8sHarness:
             self.adapter_kube,
             clock=self.clock,
             namespaces=self.pool.namespaces,
-            store_engine=self.engine,
+            ledger=ReservationRepository(self.engine),
             policy_namespace=self.pool.layout.system,
         )
         return SettlingCore(self.core, self)  # type: ignore[return-value]

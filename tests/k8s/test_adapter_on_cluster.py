@@ -48,7 +48,7 @@ class Pool:
             self.api,
             clock=self.clock,
             namespaces=self.cluster.namespaces,
-            store_engine=self.engine,
+            ledger=ReservationRepository(self.engine),
             policy_namespace=self.cluster.layout.system,
         )
 
@@ -350,7 +350,7 @@ def test_no_witness_source_refuses_bound_deploys_with_witness_unavailable(
     admission preview and the start itself refuse it, with the fix; unbound work is unaffected."""
     p = Pool(bound_pair(), sqlite_url)
     try:
-        core = K8sCore(p.api, clock=p.clock, namespaces=p.cluster.namespaces, store_engine=p.engine,
+        core = K8sCore(p.api, clock=p.clock, namespaces=p.cluster.namespaces, ledger=ReservationRepository(p.engine),
                        policy_namespace=p.cluster.layout.system, witness_source="none")
         for d, rid in (("x", "rsv-x"), ("m", "rsv-ts")):
             seen = core.admission_preview(d, delta_replicas=1)

@@ -333,7 +333,7 @@ def test_a_broken_kubeconfig_is_a_clear_error(tmp_path: Any) -> None:
     bad.write_text("not: [a kubeconfig")
     with pytest.raises(Permanent) as err:
         build_core(
-            store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(bad), context=None, namespaces=()
+            ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(bad), context=None, namespaces=()
         )
     assert err.value.reason == "kubeconfig_invalid" and "GPS_KUBECONFIG" in str(err.value)
 
@@ -388,13 +388,13 @@ def test_build_core_reads_the_policy_from_the_given_namespace(tmp_path: Any) -> 
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps(config))
     core = build_core(
-        store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None,
+        ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None,
         namespaces=(), policy_namespace="gpu-ops",
     )
     assert isinstance(core, K8sCore) and core.gps.policy_namespace == "gpu-ops"
     core.close()
     default = build_core(
-        store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None, namespaces=(),
+        ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None, namespaces=(),
         cache=False,
     )
     assert isinstance(default, K8sCore) and default.gps.policy_namespace == names.POLICY_NAMESPACE

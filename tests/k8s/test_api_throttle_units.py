@@ -173,7 +173,7 @@ def test_build_core_paces_its_client_as_the_settings_say(tmp_path: Any) -> None:
     }
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps(config))
-    core = build_core(store=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None,
+    core = build_core(ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None,
                       namespaces=(), qps=7.0, burst=3)
     assert isinstance(core, K8sCore)
     assert (core.kube.throttle.qps, core.kube.throttle.burst) == (7.0, 3)

@@ -146,7 +146,7 @@ def scoped(
         identity,
         clock=clock,
         namespaces=pool.namespaces,
-        store_engine=engine,
+        ledger=ReservationRepository(engine),
         policy_namespace=system,
     )
     yield core, recorder, pool, identity

@@ -30,6 +30,7 @@ from gps_dagster.domain.pool import gpu_uuid
 from gps_dagster.domain.render import kai
 from gps_dagster.engine.dry_run import dry_run
 from gps_dagster.ports import DeployState
+from gps_dagster.store.reservations import ReservationRepository
 from tests.engine.harness import A, B, local, seed_schedule
 from tests.helm.psa import restricted
 from tests.k8s.world import K8sWorld
@@ -95,7 +96,7 @@ def reader(w: K8sWorld, k8s_cluster: str) -> K8sCore:
     token = rbac.service_account_token(w.cluster.kube, system, account="reader")
     identity = rbac.as_identity(cfg["server"], cfg["certificate-authority"], token)
     return K8sCore(identity, clock=w.clock, namespaces=w.cluster.namespaces,
-                   store_engine=w.store.engine, policy_namespace=system)
+                   ledger=ReservationRepository(w.store.engine), policy_namespace=system)
 
 
 @pytest.fixture

@@ -286,7 +286,7 @@ class EngineRun:
         self.clock = VirtualClock(T0)
         self.store = Store.open(db_url)
         ensure_tables(self.store.engine)
-        self.core = K8sCore(node.kube, clock=self.clock, namespaces=[ns], store_engine=self.store.engine, **core)
+        self.core = K8sCore(node.kube, clock=self.clock, namespaces=[ns], ledger=ReservationRepository(self.store.engine), **core)
         self.spec = load_schedule(schedule)
         self.store.apply_schedule(self.spec, now=T0)
         self.store.set_gate("enforce", now=T0)

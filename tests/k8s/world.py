@@ -429,7 +429,7 @@ def make_world(
         core_client,
         clock=clock,
         namespaces=cluster.namespaces,
-        store_engine=store.engine,
+        ledger=ReservationRepository(store.engine),
         policy_namespace=cluster.layout.system,
         cache=watch,
     )

@@ -17,6 +17,7 @@ from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.ports import DeployState
 from gps_dagster.store.db import create_db_engine
+from gps_dagster.store.reservations import ReservationRepository
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MONDAY = datetime(2026, 10, 18, 17, 0, tzinfo=UTC)  # Mon 2026-10-19 00:00 +07
@@ -30,7 +31,9 @@ def test_there_are_example_pools() -> None:
 @pytest.mark.parametrize("path", POOLS, ids=lambda p: p.name)
 def test_every_example_pool_loads(path: Path, db_url: str) -> None:
     spec = parse_pool(path.read_text(), source=str(path))
-    sim = SimPool.create(create_db_engine(db_url), spec, VirtualClock(MONDAY))
+    engine = create_db_engine(db_url)
+    ledger = ReservationRepository.migrated(engine)  # some examples declare reservations
+    sim = SimPool.create(engine, spec, VirtualClock(MONDAY), ledger=ledger)
     snap = snapshot(sim)
     assert snap.capacity == spec.capacity and len(snap.gpus) == spec.capacity
     assert all(g.uuid.startswith("GPU-") for g in snap.gpus)
@@ -99,3 +102,12 @@ def test_pool_show_reports_a_bad_pool_file(tmp_path: Path) -> None:
     bad.write_text("name: x\nnodes: [{name: n, gpus: 0}]\n")
     result = CliRunner().invoke(pool_group, ["show", "--pool", str(bad)])
     assert result.exit_code != 0 and "nodes[0].gpus" in result.output and "Traceback" not in result.output
+
+
+def test_a_pool_declaring_reservations_needs_the_ledger_handed_over(sqlite_url: str) -> None:
+    """The simulator never reaches into the store for the ledger: without the port it refuses
+    a pool file whose reservations it could not record, rather than load them nowhere."""
+    spec = parse_pool((EXAMPLES / "gpu42-pool.yaml").read_text())
+    assert spec.reservations
+    with pytest.raises(ValueError, match="give it a reservation ledger"):
+        SimPool.create(create_db_engine(sqlite_url), spec, VirtualClock(MONDAY))

@@ -9,23 +9,19 @@ the fake kubelet / device plugin / binders of the test cluster are test support,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Throttle, connect
 from gps_dagster.backends.k8s.cache import ClusterCache
 from gps_dagster.backends.k8s.core import K8sCore
-from gps_dagster.ports import Clock, Core
-
-if TYPE_CHECKING:
-    from gps_dagster.store.repository import Store
+from gps_dagster.ports import Clock, Core, ReservationLedger
 
 __all__ = ["ClusterCache", "K8sCore", "Kube", "build_core", "connect"]
 
 
 def build_core(
     *,
-    store: Store | None,
+    ledger: ReservationLedger | None,
     clock: Clock,
     kubeconfig: str | None,
     context: str | None,
@@ -39,8 +35,9 @@ def build_core(
 ) -> Core:
     """The Kubernetes ``Core``: kubeconfig (+ context) or the in-cluster service account.
 
-    ``namespaces`` limits the workloads it may act on (empty = every namespace); the store's
-    reservation ledger backs GPS (``store=None``: reservation-bound deploys are refused);
+    ``namespaces`` limits the workloads it may act on (empty = every namespace); ``ledger`` (the
+    store's reservation ledger, handed over by the composition root) backs GPS (None:
+    reservation-bound deploys are refused);
     ``policy_namespace`` holds the GPS scheduling-policy ConfigMap (None = the default);
     ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused, ``witness_unavailable``);
     ``qps``/``burst`` pace the client (``api.Throttle``; 0 = unlimited); ``cache``: the process's
@@ -58,7 +55,7 @@ def build_core(
         kube,
         clock=clock,
         namespaces=tuple(namespaces),
-        store_engine=store.engine if store is not None else None,
+        ledger=ledger,
         policy_namespace=policy_namespace or names.POLICY_NAMESPACE,
         witness_source=witness_source,
         cache=watch,

@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from gps_dagster.backends.k8s import (
     accounts,
     capacity,
@@ -55,6 +53,7 @@ from gps_dagster.ports import (
     OperationKind,
     OperationState,
     QuotaStatus,
+    ReservationLedger,
     WitnessResult,
 )
 
@@ -129,7 +128,7 @@ class K8sCore(MutationsMixin):
         *,
         clock: Clock,
         namespaces: Sequence[str] = (),
-        store_engine: Engine | None = None,
+        ledger: ReservationLedger | None = None,
         billing: BillingCheck | None = None,
         policy_namespace: str = names.POLICY_NAMESPACE,
         witness_source: str = gps_mod.WITNESS_NODE_AGENT,
@@ -142,7 +141,7 @@ class K8sCore(MutationsMixin):
         self.write_concurrency = max(1, write_concurrency)
         self.billing: BillingCheck = billing or NamespaceBilling()
         self.gps = Reservations(
-            kube, store_engine, policy_namespace=policy_namespace, witness_source=witness_source
+            kube, ledger, policy_namespace=policy_namespace, witness_source=witness_source
         )
         self.cache = cache
         self._lws_checked = -LWS_RECHECK_S

@@ -24,6 +24,7 @@
 # * “A reservation's scope is its namespace, for every mode; the queue is the reservation's”
 # * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
 # * “The node agent's heartbeat is a stamp on the pods it publishes”
+# * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy.engine import Engine
 
 from gps_dagster.backends.k8s import names, nodeagent, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
@@ -62,10 +62,10 @@ from gps_dagster.ports import (
     Insufficient,
     NotFound,
     ReservationBinding,
+    ReservationLedger,
     Transient,
     WitnessResult,
 )
-from gps_dagster.store.reservations import ReservationRepository, lock_reservation
 
 Binding = ExclusiveBinding | TimeSlicedBinding
 WITNESS_SOURCE = "node_agent"
@@ -117,12 +117,12 @@ class Reservations:
     def __init__(
         self,
         kube: Kube,
-        engine: Engine | None,
+        ledger: ReservationLedger | None,
         *,
         policy_namespace: str = names.POLICY_NAMESPACE,
         witness_source: str = WITNESS_NODE_AGENT,
     ) -> None:
-        self.kube, self.engine, self.policy_namespace = kube, engine, policy_namespace
+        self.kube, self.ledger, self.policy_namespace = kube, ledger, policy_namespace
         self.witness_source = witness_source
         self.pinned: dict[str, Reservation] = {}
         """Reservations read under their row lock by the running admission (no second read)."""
@@ -130,12 +130,12 @@ class Reservations:
     def get(self, reservation_id: str) -> Reservation:
         if reservation_id in self.pinned:
             return self.pinned[reservation_id]
-        if self.engine is None:
+        if self.ledger is None:
             raise NotFound(
                 f"reservation {reservation_id!r}: no reservation ledger (store) is wired"
             )
         try:
-            return ReservationRepository(self.engine).get(reservation_id)
+            return self.ledger.get(reservation_id)
         except ReservationNotFound as exc:
             raise NotFound(str(exc), reason="unknown_reservation") from exc
 
@@ -250,12 +250,12 @@ class Reservations:
         )
 
     def locked(self, reservation_id: str) -> Any:
-        """A store transaction holding the reservation's row lock (admission serialises on it)."""
-        if self.engine is None:
+        """The ledger's transaction holding the reservation's row lock (admission serialises on it)."""
+        if self.ledger is None:
             raise AdmissionRefused(
                 "reservation_ledger_unwired", "no reservation ledger (store) is wired"
             )
-        return _Locked(self, self.engine, reservation_id)
+        return _Locked(self, self.ledger, reservation_id)
 
     # -- render (R-GPS-5) --------------------------------------------------------------------------
 
@@ -382,13 +382,13 @@ class Reservations:
     def hold_idle(self, members: Sequence[tuple[Workload, Binding | None, int]]) -> None:
         """Before unbound work starts: every idle ACTIVE exclusive reservation of the ledger is
         held, and the holder of a reservation no longer ACTIVE goes. No ledger: nothing."""
-        if self.engine is None:
+        if self.ledger is None:
             return
         held = {
             (pods.namespace(p), pods.labels(p).get(kai.RESERVATION_LABEL, "")): p
             for p in self._holders()
         }
-        for rsv in ReservationRepository(self.engine).list(include_released=True):
+        for rsv in self.ledger.list(include_released=True):
             if rsv.mode is not SharingMode.EXCLUSIVE:
                 continue
             present = (rsv.namespace, rsv.id) in held
@@ -404,7 +404,7 @@ class Reservations:
         """For a read-only preview of unbound work: the GPUs of each idle ACTIVE exclusive
         reservation whose holder is not bound yet, as the pod the start will hold them with
         (``hold_idle`` runs before any unbound start), so the preview never promises them."""
-        if self.engine is None:
+        if self.ledger is None:
             return []
         bound = {
             (pods.namespace(p), pods.labels(p).get(kai.RESERVATION_LABEL, ""))
@@ -412,7 +412,7 @@ class Reservations:
             if is_holder(p)
         }
         out: list[Pod] = []
-        for rsv in ReservationRepository(self.engine).list(include_released=False):
+        for rsv in self.ledger.list(include_released=False):
             if (rsv.namespace, rsv.id) in bound or not exclusive_holder_wanted(
                 rsv, wanting=_wanting(rsv.id, members)
             ):
@@ -690,19 +690,16 @@ def check_scope(w: Workload, rsv: Reservation) -> None:
 
 
 class _Locked:
-    """The store transaction holding one reservation's row lock; its row is pinned meanwhile."""
+    """The ledger's transaction holding one reservation's row lock; its row is pinned meanwhile."""
 
-    def __init__(self, owner: Reservations, engine: Engine, reservation_id: str) -> None:
-        self.owner, self.engine, self.reservation_id = owner, engine, reservation_id
-        self._tx: Any = None
+    def __init__(self, owner: Reservations, ledger: ReservationLedger, reservation_id: str) -> None:
+        self.owner, self.reservation_id = owner, reservation_id
+        self._tx = ledger.locked(reservation_id)
 
     def __enter__(self) -> Reservation:
-        self._tx = self.engine.begin()
-        conn = self._tx.__enter__()
         try:
-            rsv = lock_reservation(conn, self.reservation_id)
+            rsv = self._tx.__enter__()
         except ReservationNotFound as exc:
-            self._tx.__exit__(type(exc), exc, exc.__traceback__)
             raise NotFound(str(exc), reason="unknown_reservation") from exc
         self.owner.pinned[rsv.id] = rsv
         return rsv

@@ -10,6 +10,7 @@ the stored operation without touching the pool again.
 
 # Decisions embodied here (docs/decisions.md):
 # * “The GPS ledger is the store's `ReservationRepository`”
+# * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
 # * “`BatchingCore` is optional”
 # * “The simulated pool is one serialisation point”
 # * “The sim's storm path costs statements, not an algorithm: cut them”
@@ -26,7 +27,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 
-from gps_dagster.backends.sim import faults, ledger, loader, mutations, reserved, views
+from gps_dagster.backends.sim import faults, loader, mutations, reserved, views
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.driver import DriverMixin
 from gps_dagster.backends.sim.dynamics import (
@@ -37,6 +38,7 @@ from gps_dagster.backends.sim.dynamics import (
     save_next_event,
 )
 from gps_dagster.backends.sim.faults import SimulatedCrash
+from gps_dagster.backends.sim.ledger import Ledger, SharedLedger, read_ledger
 from gps_dagster.domain.pool import FaultSpec, PoolSpec, SimSettings
 from gps_dagster.ports import (
     AdmissionPreview,
@@ -58,9 +60,6 @@ from gps_dagster.ports import (
     WitnessResult,
     submit_one,
 )
-from gps_dagster.store.db import is_postgres
-from gps_dagster.store.reservation_tables import reservation as reservation_table
-from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 
 R = TypeVar("R")
 SESSION_MUTATIONS = 50
@@ -81,7 +80,11 @@ def _ts(value: datetime) -> float:
 class SimPool(DriverMixin):
     """A simulated GPU pool stored in a SQLAlchemy database."""
 
-    def __init__(self, engine: Engine, name: str, clock: Clock) -> None:
+    def __init__(
+        self, engine: Engine, name: str, clock: Clock, ledger: SharedLedger | None = None
+    ) -> None:
+        """``ledger``: the reservation ledger (the store's, from the composition root); None:
+        no reservation is known (bound deploys are refused as ``unknown_reservation``)."""
         self.engine, self.name, self.clock = engine, name, clock
         with engine.connect() as conn:
             row = conn.execute(sa.select(t.pools.c.settings).where(t.pools.c.name == name)).first()
@@ -96,42 +99,55 @@ class SimPool(DriverMixin):
         self._flavors = {n: f for n, f, _ in nodes}
         self._ordinals = {n: o for n, _, o in nodes}
         self._uuids = {str(u).lower(): str(u) for u in uuids}
-        self._has_ledger = _has_ledger(engine)
+        self._source = ledger
         self._session: Session | None = None
 
-    def _ledger(self, conn: Connection) -> ledger.Ledger:
-        if not self._has_ledger:
-            return ledger.Ledger()
-        return ledger.read(conn, self._uuids, self._flavors)
+    def _ledger(self, conn: Connection) -> Ledger:
+        if self._source is None:
+            return Ledger()
+        return read_ledger(self._source, conn, self._uuids, self._flavors)
 
     # -- construction --------------------------------------------------------------------
 
     @classmethod
-    def create(cls, engine: Engine, spec: PoolSpec, clock: Clock, *, replace: bool = False) -> SimPool:
+    def create(
+        cls,
+        engine: Engine,
+        spec: PoolSpec,
+        clock: Clock,
+        *,
+        replace: bool = False,
+        ledger: SharedLedger | None = None,
+    ) -> SimPool:
         """Load ``spec`` into the database unless a pool of that name exists (then open it).
 
-        Reservations the pool file declares are recorded in the store's
-        reservation ledger first (kept as they are if already there: the
-        ledger, not the file, is the source of truth).
+        Reservations the pool file declares are recorded in ``ledger`` first (kept as they
+        are if already there: the ledger, not the file, is the source of truth); a file that
+        declares some needs a ledger.
         """
         t.ensure_schema(engine)
         if spec.reservations:
-            record_reservations(engine, spec, clock)
-        has_ledger = _has_ledger(engine)  # probed outside the write transaction (SQLite locks)
+            if ledger is None:
+                raise ValueError(f"pool {spec.name!r} declares reservations: give it a reservation ledger")
+            record_reservations(ledger, spec, clock)
+        source = ledger
         with engine.begin() as conn:
             present = loader.exists(conn, spec.name)
             if present and replace:
                 loader.delete(conn, spec.name)
             if replace or not present:
                 uuids = {u.lower(): u for n in spec.nodes for u in spec.uuids(n)}
-                known = ledger.read(conn, uuids, {n.name: n for n in spec.nodes}) if has_ledger else ledger.Ledger()
+                nodes = {n.name: n for n in spec.nodes}
+                known = read_ledger(source, conn, uuids, nodes) if source is not None else Ledger()
                 loader.load(conn, spec, _ts(clock.now()), known)
-        return cls(engine, spec.name, clock)
+        return cls(engine, spec.name, clock, source)
 
     @classmethod
-    def open(cls, engine: Engine, name: str, clock: Clock) -> SimPool:
+    def open(
+        cls, engine: Engine, name: str, clock: Clock, *, ledger: SharedLedger | None = None
+    ) -> SimPool:
         t.ensure_schema(engine)
-        return cls(engine, name, clock)
+        return cls(engine, name, clock, ledger)
 
     @staticmethod
     def pool_names(engine: Engine) -> list[str]:
@@ -152,7 +168,7 @@ class SimPool(DriverMixin):
         a one-shot fault is consumed in its own transaction, as without a block. So it is on
         SQLite, whose one write lock the block would hold while the caller writes elsewhere.
         """
-        if self._session is not None or not is_postgres(self.engine) or self._faulty():
+        if self._session is not None or not _is_postgres(self.engine) or self._faulty():
             yield
             return
         with self._tx() as (ctx, blocks):
@@ -171,7 +187,7 @@ class SimPool(DriverMixin):
 
     def previews_count_fits(self) -> bool:
         """A block counts earlier fits only when it is a real session (see ``batch``)."""
-        return is_postgres(self.engine) and not self._faulty()
+        return _is_postgres(self.engine) and not self._faulty()
 
     def _faulty(self) -> bool:
         with self.engine.connect() as conn:
@@ -199,7 +215,7 @@ class SimPool(DriverMixin):
             return
         with self.engine.begin() as conn:
             query = sa.select(t.pools.c.clock_at, t.pools.c.next_event_at).where(t.pools.c.name == self.name)
-            if is_postgres(self.engine):
+            if _is_postgres(self.engine):
                 query = query.with_for_update()
             head = conn.execute(query).first()
             if head is None:
@@ -476,21 +492,13 @@ class Session:
     """The last operation number handed out in the block (None: none yet); written at its end."""
 
 
-def _has_ledger(engine: Engine) -> bool:
-    """Whether the reservation ledger's tables exist (a bare engine may predate migration 0002)."""
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.select(reservation_table.c.id).limit(0))
-    except sa.exc.DBAPIError:
-        return False
-    return True
+def _is_postgres(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
 
 
-def record_reservations(engine: Engine, spec: PoolSpec, clock: Clock) -> None:
-    """Record the pool file's reservations in the ledger (migrating the store first if needed)."""
-    ensure_tables(engine)
-    repo = ReservationRepository(engine)
-    present = {r.id for r in repo.list()}
+def record_reservations(book: SharedLedger, spec: PoolSpec, clock: Clock) -> None:
+    """Record the pool file's reservations in the ledger (those already there are kept)."""
+    present = {r.id for r in book.list()}
     for rsv in spec.reservations:
         if rsv.id not in present:
-            repo.create(rsv, at=clock.now(), actor=f"pool-file:{spec.name}")
+            book.create(rsv, at=clock.now(), actor=f"pool-file:{spec.name}")

@@ -46,7 +46,6 @@ from gps_dagster.ports import (
     ReservationBinding,
     WitnessResult,
 )
-from gps_dagster.store.reservations import lock_reservation
 
 Binding = ExclusiveBinding | TimeSlicedBinding
 HOLDER_MIB = 1
@@ -237,7 +236,7 @@ def decide(ctx: Ctx, row: Row[Any], *, releasing: Collection[str] = (), lock: bo
     if rsv is None:
         return Ineligible(binding.reservation, "unknown_reservation", f"reservation '{binding.reservation}' is not in the ledger")
     if lock:
-        rsv = lock_reservation(ctx.conn, rsv.id)
+        rsv = ctx.ledger.lock(ctx.conn, rsv.id)
     running, flying = _members(ctx, rsv.id, skip=set(releasing))
     return admit(rsv, running=running, in_flight=flying, proposed=(row.id, binding.memory_mib))
 
