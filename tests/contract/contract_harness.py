@@ -9,6 +9,7 @@ virtual clock driving the fake kubelets, and runs the same suite.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
@@ -27,6 +28,11 @@ class Harness(Protocol):
 
     def load(self, spec: PoolSpec) -> Core: ...
     def advance(self, seconds: float) -> None: ...
+    def eventually(self, check: Callable[[], object], *, within_s: float) -> None:
+        """``check`` holds ``within_s`` seconds from now: on a virtual clock exactly then; on the
+        real node at some point of a bounded wait (the kubelet's timing is its own)."""
+        ...
+
     def inject(self, fault: FaultSpec) -> None: ...
     def add_foreign(self, workload_id: str, gpus: int, kind: Literal["static", "intruder"]) -> None: ...
     def remove_foreign(self, workload_id: str) -> None: ...
@@ -56,6 +62,9 @@ class SimHarness:
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
+    def eventually(self, check: Callable[[], object], *, within_s: float) -> None:
+        at_the_instant(self, check, within_s)
+
     def inject(self, fault: FaultSpec) -> None:
         self.pool.inject_fault(fault)
 
@@ -72,6 +81,12 @@ class SimHarness:
         self.engine.dispose()
 
 
+def at_the_instant(harness: Harness, check: Callable[[], object], within_s: float) -> None:
+    """A virtual clock's ``eventually``: exactly ``within_s`` later, ``check`` holds."""
+    harness.advance(within_s)
+    assert check(), f"not so {within_s} s later"
+
+
 def _k8s(db_url: str) -> Harness:
     from tests.k8s.cluster import K8sHarness  # imports kubernetes only when the cluster runs
 
@@ -84,4 +99,10 @@ def _fake(db_url: str) -> Harness:
     return FakeHarness(db_url)
 
 
-ADAPTERS = {"sim": SimHarness, "k8s": _k8s, "fake": _fake}
+def _real_node(db_url: str) -> Harness:
+    from tests.k8s.real_harness import RealNodeHarness  # needs the real node (GPS_TEST_REAL_NODE)
+
+    return RealNodeHarness(db_url)
+
+
+ADAPTERS = {"sim": SimHarness, "k8s": _k8s, "fake": _fake, "real-node": _real_node}

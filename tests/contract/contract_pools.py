@@ -86,3 +86,24 @@ def reserved() -> PoolSpec:
             "sim": {"timings": TIMINGS},
         }
     )
+
+
+ONE_NODE_TIMINGS = {"stop_grace_s": 1, "publish_lag_s": 0, "start_delay_s": 1}
+"""A model server that loads and drains in about a second, capacity published as it is freed
+(what one real kubelet does: no exporter lag to model)."""
+
+
+def solo4() -> PoolSpec:
+    """One 4-GPU node, half taken: A stopped (2, alias), B running (2), wide stopped (4)."""
+    return load_pool(
+        {
+            "name": "solo4",
+            "nodes": [{"name": "solo", "gpus": 4}],
+            "deploys": [
+                {"id": "A", "gpus_per_replica": 2, "aliases": ["chat-prod"]},
+                {"id": "B", "gpus_per_replica": 2, "state": "running"},
+                {"id": "wide", "gpus_per_replica": 4},
+            ],
+            "sim": {"timings": ONE_NODE_TIMINGS},
+        }
+    )

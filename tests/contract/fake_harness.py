@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contract_harness import T0
+from contract_harness import T0, at_the_instant
 
 from gps_dagster.backends.sim import SimulatedCrash
 from gps_dagster.clocks import VirtualClock
@@ -78,6 +78,9 @@ class FakeHarness:
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
+
+    def eventually(self, check: Callable[[], object], *, within_s: float) -> None:
+        at_the_instant(self, check, within_s)
 
     def inject(self, fault: FaultSpec) -> None:
         if fault.effect in ("fail_next", "lose_response", "crash"):

@@ -263,6 +263,11 @@ class K8sHarness:
         self.clock.advance(max(target - self.clock.now().timestamp(), 0.0))
         self.settle()
 
+    def eventually(self, check: Callable[[], object], *, within_s: float) -> None:
+        from contract_harness import at_the_instant
+
+        at_the_instant(self, check, within_s)
+
     # -- faults ------------------------------------------------------------------------------------
 
     def inject(self, fault: FaultSpec) -> None:
