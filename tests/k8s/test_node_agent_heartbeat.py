@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gps_dagster.backends.k8s import gps, names, nodeagent
+from gps_dagster.backends.k8s import names, nodeagent, witness
 from gps_dagster.backends.k8s.workloads import from_object
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.ports import Transient
@@ -96,18 +96,18 @@ def test_a_stale_record_is_witness_unavailable_with_the_fix() -> None:
     nodeagent.annotate(kube, kube.pods.values(), FOUND, "podresources", now=clock.now())  # type: ignore[arg-type]
     own = list(kube.pods.values())
     clock.advance(nodeagent.STALE_AFTER_S)  # at the bound: still trusted
-    assert gps.witness(workload(), own, now=clock.now()).uuids == (GPU,)
+    assert witness.witness(workload(), own, now=clock.now()).uuids == (GPU,)
     clock.advance(1)
     with pytest.raises(Transient) as err:
-        gps.witness(workload(), own, now=clock.now())
+        witness.witness(workload(), own, now=clock.now())
     assert err.value.reason == "witness_unavailable"
     assert "node-agent DaemonSet" in str(err.value) and "n1" in str(err.value)
     nodeagent.annotate(kube, kube.pods.values(), FOUND, "podresources", now=clock.now())  # type: ignore[arg-type]
-    assert gps.witness(workload(), list(kube.pods.values()), now=clock.now()).uuids == (GPU,)  # re-confirmed
+    assert witness.witness(workload(), list(kube.pods.values()), now=clock.now()).uuids == (GPU,)  # re-confirmed
 
 
 def test_a_pod_without_devices_is_not_a_stale_agent() -> None:
     """No GPU (no device annotation) is "no evidence", not ``witness_unavailable``."""
     bare = pod()
     bare["metadata"]["annotations"] = {names.AGENT_SEEN_AT: "2026-10-19T07:00:00+00:00"}
-    assert gps.witness(workload(), [bare], now=T0).uuids == ()
+    assert witness.witness(workload(), [bare], now=T0).uuids == ()

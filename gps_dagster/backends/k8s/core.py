@@ -30,6 +30,8 @@ from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.cache import ClusterCache
 from gps_dagster.backends.k8s.gps import Binding, Reservations
+from gps_dagster.backends.k8s.witness import WITNESS_NODE_AGENT
+from gps_dagster.backends.k8s.witness import witness as witness_of
 from gps_dagster.backends.k8s.workloads import (
     LWS,
     Finder,
@@ -131,7 +133,7 @@ class K8sCore(MutationsMixin):
         ledger: ReservationLedger | None = None,
         billing: BillingCheck | None = None,
         policy_namespace: str = names.POLICY_NAMESPACE,
-        witness_source: str = gps_mod.WITNESS_NODE_AGENT,
+        witness_source: str = WITNESS_NODE_AGENT,
         write_concurrency: int = WRITE_CONCURRENCY,
         cache: ClusterCache | None = None,
     ) -> None:
@@ -422,7 +424,7 @@ class K8sCore(MutationsMixin):
     def witness(self, deploy_id: str) -> WitnessResult:
         w = self.finder.find(deploy_id)
         snap = self._snapshot({w.namespace}, selector=dict(w.selector))
-        return gps_mod.witness(
+        return witness_of(
             w,
             [p for p in snap.pods if selector_matches(w.selector, pods.labels(p))],
             now=self.clock.now(),

@@ -30,15 +30,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from gps_dagster.backends.k8s import names, nodeagent, pods
+from gps_dagster.backends.k8s import names, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.pods import Pod
-from gps_dagster.backends.k8s.workloads import LWS, Workload
+from gps_dagster.backends.k8s.renders import (
+    exclusive_template,
+    is_holder,
+    keep_template_metadata,
+    pod_reservations,
+)
+from gps_dagster.backends.k8s.witness import WITNESS_NODE_AGENT, WITNESS_NONE, WITNESS_UNAVAILABLE
+from gps_dagster.backends.k8s.workloads import Workload
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.gps.admission import Admitted, Decision, Ineligible, Overcommitted, admit
 from gps_dagster.domain.gps.billing import reservation_project
@@ -63,20 +69,9 @@ from gps_dagster.ports import (
     NotFound,
     ReservationBinding,
     ReservationLedger,
-    Transient,
-    WitnessResult,
 )
 
 Binding = ExclusiveBinding | TimeSlicedBinding
-WITNESS_SOURCE = "node_agent"
-WITNESS_NODE_AGENT = "node_agent"
-WITNESS_NONE = "none"
-WITNESS_SOURCES = (WITNESS_NODE_AGENT, WITNESS_NONE)
-"""Where the placement witness comes from (``GPS_WITNESS_SOURCE``): the chart's node-agent
-DaemonSet (``nodeagent``; it reads the kubelet's PodResources API or dcgm-exporter), or none."""
-WITNESS_UNAVAILABLE = "witness_unavailable"
-RESERVATIONS = names.PREFIX + "reservations"
-"""On a rendered exclusive pod template: the reservation ids its replica may land on."""
 _REF: TypeAdapter[Any] = TypeAdapter(DeployReservation)
 
 
@@ -540,128 +535,9 @@ class Reservations:
         return Insufficient("insufficient_capacity", dict(sorted(free.items())), delta, groups)
 
 
-def is_holder(p: Pod) -> bool:
-    """A GPS holder pod (time-sliced or exclusive): never a workload's pod."""
-    return pods.labels(p).get(kai.ROLE_LABEL) == "holder"
-
-
 def _wanting(rid: str, members: Sequence[tuple[Workload, Binding | None, int]]) -> set[str]:
     """The deploys bound to reservation ``rid`` whose spec wants replicas."""
     return {m.deploy_id for m, mb, _ in members if m.replicas > 0 and bound_to(mb, rid)}
-
-
-def pod_reservations(p: Pod) -> list[str]:
-    """The reservation ids a rendered pod names (the exclusive render's annotation, else the
-    KAI reservation label)."""
-    listed = pods.annotations_of(p).get(RESERVATIONS, "")
-    ids = [r for r in listed.split(",") if r]
-    return ids or [r for r in [pods.labels(p).get(kai.RESERVATION_LABEL, "")] if r]
-
-
-def witness(
-    w: Workload,
-    own: Sequence[Pod],
-    *,
-    now: datetime | None = None,
-    max_age_s: float = nodeagent.STALE_AFTER_S,
-) -> WitnessResult:
-    """UUIDs per ready replica group, from the node agent's annotation on its pods.
-
-    With ``now``, a record whose heartbeat stamp (``names.AGENT_SEEN_AT``) is older than
-    ``max_age_s`` is not evidence: the agent of that node stopped confirming it, so the read
-    answers ``witness_unavailable`` (``Transient``: a restarted agent re-stamps it) with the fix.
-    A record without a stamp (an agent that predates the heartbeat) is read as before."""
-    ready = [p for p in own if pods.ready(p)]
-    if now is not None:
-        _refuse_stale(w, ready, now, max_age_s)
-    groups: dict[str, list[str]] = {}
-    for p in sorted(ready, key=lambda p: (_group_key(w, p), pods.name(p))):
-        uuids = pods.devices(p)
-        if uuids:
-            groups.setdefault(_group_key(w, p), []).extend(uuids)
-    out = tuple(
-        tuple(dict.fromkeys(g)) for _, g in sorted(groups.items(), key=lambda kv: _order(kv[0]))
-    )
-    sources = {s for p in ready if (s := pods.annotations_of(p).get(names.AGENT_SOURCE))}
-    source = f"node_agent_{sorted(sources)[0]}" if len(sources) == 1 else WITNESS_SOURCE
-    return WitnessResult(w.deploy_id, out, source)
-
-
-def _refuse_stale(w: Workload, ready: Sequence[Pod], now: datetime, max_age_s: float) -> None:
-    for p in ready:
-        last = nodeagent.seen_at(p)
-        if last is None or not pods.devices(p):
-            continue
-        age = (now - last).total_seconds()
-        if age > max_age_s:
-            raise Transient(
-                f"{WITNESS_UNAVAILABLE}: the node agent last confirmed the GPUs of pod "
-                f"{pods.namespace(p)}/{pods.name(p)} on node {pods.node(p)} at {last.isoformat()} "
-                f"({age:.0f} s ago, more than {max_age_s:.0f} s): the agent of that node is not "
-                "running or cannot reach the API server; check the chart's node-agent DaemonSet "
-                "pod on the node (kubectl -n <nodeAgent.namespace> get pods -o wide, its logs) — "
-                "its placement is not trusted until the agent re-confirms it",
-                reason=WITNESS_UNAVAILABLE,
-            )
-
-
-def _group_key(w: Workload, p: Pod) -> str:
-    if w.kind == LWS:
-        return pods.labels(p).get(names.LWS_GROUP_INDEX, pods.name(p))
-    return pods.name(p)
-
-
-def _order(key: str) -> tuple[int, str]:
-    return (int(key), "") if key.isdigit() else (1 << 30, key)
-
-
-def exclusive_template(
-    template: Obj, rsvs: Sequence[Reservation], *, project: str, policy: kai.SchedulingPolicy
-) -> Obj:
-    """Whole GPUs on the reservations' node(s): scheduler and queue from the policy, node pinned."""
-    meta, spec = dict(template["metadata"]), dict(template["spec"])
-    labels = dict(meta.get("labels") or {})
-    labels.pop(kai.LEGACY_QUEUE_LABEL, None)
-    labels[kai.QUEUE_LABEL] = policy.queue_for(project)
-    annotations = dict(meta.get("annotations") or {})
-    annotations[RESERVATIONS] = ",".join(r.id for r in rsvs)
-    if len(rsvs) == 1:
-        labels[kai.RESERVATION_LABEL] = rsvs[0].id
-    spec["schedulerName"] = policy.scheduler_name
-    spec.pop("nodeName", None)
-    nodes = sorted({r.node for r in rsvs})
-    selector = dict(spec.get("nodeSelector") or {})
-    affinity = dict(spec.get("affinity") or {})
-    affinity.pop("nodeAffinity", None)
-    if len(nodes) == 1:
-        selector[kai.HOSTNAME_LABEL] = nodes[0]
-    else:
-        selector.pop(kai.HOSTNAME_LABEL, None)
-        term = {
-            "matchExpressions": [{"key": kai.HOSTNAME_LABEL, "operator": "In", "values": nodes}]
-        }
-        affinity["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
-        }
-    spec["nodeSelector"] = selector
-    if affinity:
-        spec["affinity"] = affinity
-    else:
-        spec.pop("affinity", None)
-    if policy.priority_class_name:
-        spec["priorityClassName"] = policy.priority_class_name
-    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
-
-
-def keep_template_metadata(source: Obj, rendered: Obj) -> Obj:
-    """``rendered`` with every key of ``source``'s metadata the render does not set (it sets
-    labels and annotations). The API server always returns a template's ``creationTimestamp``
-    (``null``); a render without it would make the start's merge patch delete a key the server
-    keeps, and the ETag predicted after the write would not be the object's."""
-    meta = {
-        k: v for k, v in (source.get("metadata") or {}).items() if k not in ("labels", "annotations")
-    }
-    return {**rendered, "metadata": {**meta, **(rendered.get("metadata") or {})}}
 
 
 def _queue_project(rsv: Reservation) -> str:

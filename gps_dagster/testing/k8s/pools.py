@@ -22,7 +22,7 @@ from typing import Any
 
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.backends.k8s.gps import exclusive_template
+from gps_dagster.backends.k8s.renders import exclusive_template
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.pool import DeploySpec, PoolSpec
