@@ -25,7 +25,7 @@ from gps_dagster.backends.k8s import K8sCore, names
 from gps_dagster.backends.k8s.api import Obj
 from gps_dagster.domain.pool import DeploySpec, FaultSpec, PoolSpec
 from gps_dagster.ports import Core, CoreError, NotFound
-from gps_dagster.store.reservations import ensure_tables
+from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s import realnode
 from gps_dagster.testing.k8s.layout import k8s_name
 from gps_dagster.testing.k8s.pools import ClusterPool
@@ -176,7 +176,7 @@ class RealNodeHarness(K8sHarness):
             self.adapter_kube,
             clock=self.clock,
             namespaces=self.pool.namespaces,
-            store_engine=self.engine,
+            ledger=ReservationRepository(self.engine),
             policy_namespace=self.pool.layout.system,
         )
         return SettlingCore(self.core, self)  # type: ignore[return-value]

@@ -21,6 +21,7 @@ import yaml
 from gps_dagster.backends.k8s import ClusterCache, K8sCore, Kube, connect, names, pods
 from gps_dagster.backends.k8s.informer import Gone, InformerLimits
 from gps_dagster.engine.config import EngineConfig
+from gps_dagster.store.reservations import ReservationRepository
 from gps_dagster.testing.k8s.controlplane import SecondApiServer
 from tests.engine.harness import A, a_running_pool, local, seed_schedule
 from tests.k8s.test_adapter_on_cluster import Pool, two_deploys
@@ -99,7 +100,7 @@ class Cached:
                                   limits=limits).start()
         assert self.cache.wait_synced(WALL_S), self.cache.describe()
         self.core = K8sCore(pool.api, clock=pool.clock, namespaces=pool.cluster.namespaces,
-                            store_engine=pool.engine, policy_namespace=pool.cluster.layout.system,
+                            ledger=ReservationRepository(pool.engine), policy_namespace=pool.cluster.layout.system,
                             cache=self.cache)
 
     def a_pass(self) -> None:
@@ -148,7 +149,7 @@ def test_after_warm_up_a_steady_pass_sends_no_list_and_reads_what_a_list_reads(
     seen = c.requests.since(mark)
     assert lists(seen) == [], lists(seen)
     direct = K8sCore(c.pool.api, clock=c.pool.clock, namespaces=c.pool.cluster.namespaces,
-                     store_engine=c.pool.engine, policy_namespace=c.pool.cluster.layout.system)
+                     ledger=ReservationRepository(c.pool.engine), policy_namespace=c.pool.cluster.layout.system)
     mark = c.requests.mark()
     direct.get_deploys(["b", "c"])
     direct.preview_capacity("c", delta_replicas=1)
