@@ -195,19 +195,23 @@ def on_twin(k8s_cluster: str, sqlite_url: str, tmp_path: Path) -> Iterator[Cache
     server's cache began when the cluster was empty and still holds everything since)."""
     twin = SecondApiServer(Path(k8s_cluster))
     twin.start()
-    config = yaml.safe_load(Path(k8s_cluster).read_text())
-    config["clusters"][0]["cluster"]["server"] = twin.server
-    path = tmp_path / "twin.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    pool = Pool(two_deploys(), sqlite_url)
-    pool.api = Kube(connect(str(path), None))
-    c = Cached(pool, InformerLimits(broken_limit_s=30.0, backoff_s=0.05, backoff_max_s=0.2,
-                                    watch_timeout_s=30, monotonic=Clock.now))
-    try:
-        yield c
+    try:  # a setup that fails after the start must not leave the twin API server running
+        config = yaml.safe_load(Path(k8s_cluster).read_text())
+        config["clusters"][0]["cluster"]["server"] = twin.server
+        path = tmp_path / "twin.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        pool = Pool(two_deploys(), sqlite_url)
+        try:
+            pool.api = Kube(connect(str(path), None))
+            c = Cached(pool, InformerLimits(broken_limit_s=30.0, backoff_s=0.05, backoff_max_s=0.2,
+                                            watch_timeout_s=30, monotonic=Clock.now))
+            try:
+                yield c
+            finally:
+                c.core.close()
+        finally:
+            pool.close()
     finally:
-        c.core.close()
-        pool.close()
         twin.kill()
 
 
