@@ -19,6 +19,7 @@ dead one's lease) on the same store and pool, and reports every restart.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import tempfile
 from dataclasses import dataclass, field
@@ -28,7 +29,8 @@ from typing import Any
 
 from gps_dagster.backends.sim import SimPool, SimulatedCrash
 from gps_dagster.clocks import VirtualClock
-from gps_dagster.domain.evaluator import next_boundary
+from gps_dagster.domain.evaluator import intervals, next_boundary
+from gps_dagster.domain.occurrences import floor_ts
 from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import DesiredState, Schedule
 from gps_dagster.domain.timeline import gpu_timeline
@@ -272,17 +274,28 @@ def _ready_by(store: Store, pool_spec: PoolSpec, transitions: list[dict[str, Any
 
 def _downtime(schedule: Schedule, pool_spec: PoolSpec, samples: list[Sample], end: datetime) -> dict[str, float]:
     """Seconds an aliased target's intent was running while it had no ready replica."""
-    from gps_dagster.domain.evaluator import effective_intent
-
     aliased = [
         t for t in schedule.target_ids
         if any(d.aliases for d in (pool_spec.deploy(t), *pool_spec.members(t)) if d is not None)
     ]
     out = {t: 0.0 for t in aliased}
+    if not aliased or not samples:
+        return out
+    running = {  # each target's intervals of a running intent, walked once with the samples
+        t: [(floor_ts(iv.start), floor_ts(iv.end)) for iv in ivs
+            if iv.end is not None and iv.intent.desired_state is DesiredState.RUNNING]
+        for t, ivs in intervals(schedule, samples[0].at, max(end, samples[-1].at + timedelta(seconds=1)),
+                                targets=aliased).items()
+    }
+    at = {t: 0 for t in aliased}
     for here, nxt in zip(samples, [*samples[1:], None], strict=True):
         stop = nxt.at if nxt is not None else end
+        ts = floor_ts(here.at)  # the instant effective_intent evaluates
         for t in aliased:
-            wants = effective_intent(schedule, t, here.at).desired_state is DesiredState.RUNNING
+            spans = running[t]
+            while at[t] < len(spans) and spans[at[t]][1] <= ts:
+                at[t] += 1
+            wants = at[t] < len(spans) and spans[at[t]][0] <= ts
             if wants and here.ready.get(t, 0) == 0:
                 out[t] += (stop - here.at).total_seconds()
     return out
@@ -290,18 +303,25 @@ def _downtime(schedule: Schedule, pool_spec: PoolSpec, samples: list[Sample], en
 
 def _idle(rep: SimulationReport, usage: list[Any], timeline: list[Any], end: datetime) -> float:
     """GPU-seconds, inside swap windows, that the desired line wanted but nothing held."""
-    windows: list[tuple[datetime, datetime]] = [
+    windows: list[tuple[datetime, datetime]] = sorted(
         (tr["boundary"], max((s["finished_at"] or end) for s in tr["steps"]))
         for tr in rep.transitions if tr["steps"] and tr["boundary"].year > 1970
-    ]
+    )
+    starts = [a for a, _ in windows]
+    longest = max((b - a for a, b in windows), default=timedelta(0))
+    segment_starts = [g.start for g in timeline]  # the timeline's segments are in time order
     total = 0.0
     for here, nxt in zip(usage, [*usage[1:], None], strict=True):
         stop = nxt.at if nxt is not None else end
-        wanted = next((g.desired_gpus for g in timeline if g.start <= here.at < g.end), 0)
+        k = bisect.bisect_right(segment_starts, here.at) - 1
+        g = timeline[k] if k >= 0 else None
+        wanted = g.desired_gpus if g is not None and g.start <= here.at < g.end else 0
         gap = max(0, min(wanted, rep.capacity) - here.total_in_use)
         if not gap:
             continue
-        for a, b in windows:
+        # only the windows that can overlap [here.at, stop): started before stop, not before
+        # here.at minus the longest window
+        for a, b in windows[bisect.bisect_left(starts, here.at - longest):bisect.bisect_left(starts, stop)]:
             lo, hi = max(a, here.at), min(b, stop)
             if hi > lo:
                 total += gap * (hi - lo).total_seconds()

@@ -15,13 +15,15 @@ interval's intent came from at its start.
 # Decisions embodied here (docs/decisions.md):
 # * “Returned datetimes carry a fixed offset”
 # * “Reports split intervals where the window in force changes; the engine does not”
+# * “The evaluator answers from the span its last search swept”
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.occurrences import (
@@ -99,6 +101,8 @@ class Boundary:
     after: Intent
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 _Segment = tuple[int, IntentKey, str, int | None]  # start, key, source, occurrence start
 
 
@@ -288,13 +292,16 @@ def _change_before(c: CompiledSchedule, target: str, t: int) -> tuple[int | None
     return None, segs[0]
 
 
-def _change_after(c: CompiledSchedule, targets: list[str], t: int) -> int | None:
-    """The first intent change of any of ``targets`` strictly after ``t``."""
+def _change_after(c: CompiledSchedule, targets: list[str], t: int) -> tuple[int | None, dict[str, list[_Segment]]]:
+    """The first intent change of any of ``targets`` strictly after ``t``, with the segments of
+    the span swept to find it (every change of that span)."""
+    by_target: dict[str, list[_Segment]] = {}
     for days in _chunks(c):
-        found = [segs[1][0] for segs in segments(c, targets, t, t + days * DAY + 1).values() if len(segs) > 1]
+        by_target = segments(c, targets, t, t + days * DAY + 1)
+        found = [segs[1][0] for segs in by_target.values() if len(segs) > 1]
         if found:
-            return min(found)
-    return None
+            return min(found), by_target
+    return None, by_target
 
 
 def current_interval(schedule: Schedule, target: str, at: datetime) -> IntentInterval:
@@ -310,12 +317,70 @@ def current_interval(schedule: Schedule, target: str, at: datetime) -> IntentInt
     """
     c = compile_schedule(schedule)
     t = floor_ts(at)
+    known = _KNOWN_INTERVALS.get((id(c), target))
+    if known is not None and known.compiled is c:
+        served = known.serve(t)
+        if served is not None:
+            return served
     _targets(c, [target])
     clock = _Clock(c, {})
     change, seg = _change_before(c, target, t)
     start = SENTINEL_START if change is None else clock(change)
-    nxt = _change_after(c, [target], t)
-    return IntentInterval(target, start, None if nxt is None else clock(nxt), _intent(seg, clock))
+    nxt, ahead = _change_after(c, [target], t)
+    found = IntentInterval(target, start, None if nxt is None else clock(nxt), _intent(seg, clock))
+    if change is not None and nxt is not None:
+        later = ahead[target][1:]
+        _remember(_KNOWN_INTERVALS, (id(c), target), _KnownIntervals(
+            c, target, _chunks(c)[-1] * DAY, [change, *(x[0] for x in later)], [seg, *later], clock,
+        ))
+    return found
+
+
+class _KnownIntervals:
+    """What one ``current_interval`` search learnt of a target: the change points from the
+    interval's start through the span searched forward, with their segments.
+
+    A later instant ``t`` of that span whose next change is known gets the answer the search
+    would give, by the search's own rules, without searching (a pass asks every target on every
+    pass; the demo's windows change every two minutes):
+
+    * the last change at or before ``t`` is the greatest known point ≤ ``t`` (the span was swept
+      whole), and the search back finds it while it lies after ``t - horizon`` (beyond that the
+      search answers the sentinel or a one-shot edge: not served);
+    * the first change after ``t`` is the next known point, closer to ``t`` than the span's
+      search reached, so the search forward finds it too.
+    Only an interval with a found start is kept (the sentinel's intent depends on ``t``)."""
+
+    __slots__ = ("clock", "compiled", "horizon", "points", "segs", "target")
+
+    def __init__(self, compiled: CompiledSchedule, target: str, horizon: int, points: list[int],
+                 segs: list[_Segment], clock: _Clock) -> None:
+        self.compiled, self.target, self.horizon = compiled, target, horizon
+        self.points, self.segs, self.clock = points, segs, clock
+
+    def serve(self, t: int) -> IntentInterval | None:
+        """The interval of ``t`` when both its start and its end are known points (an instant
+        before the first or after the last known point is not: nothing is known there)."""
+        i = bisect.bisect_right(self.points, t) - 1
+        if i < 0 or i + 1 >= len(self.points) or self.points[i] <= t - self.horizon:
+            return None
+        clock = self.clock
+        return IntentInterval(self.target, clock(self.points[i]), clock(self.points[i + 1]),
+                              _intent(self.segs[i], clock))
+
+
+_KNOWN_INTERVALS: dict[tuple[int, str], _KnownIntervals] = {}
+_KNOWN_CHANGES: dict[int, tuple[CompiledSchedule, int, list[int]]] = {}
+"""Per compiled schedule, the last ``next_boundary`` search: ``(c, asked at, every change of any
+target in the span it swept after that instant)``. An instant of ``[asked at, last change)`` has
+its next change among them, closer than the search reached."""
+MAX_REMEMBERED = 20_000
+
+
+def _remember(memo: dict[_K, _V], key: _K, value: _V) -> None:
+    if len(memo) > MAX_REMEMBERED:
+        memo.clear()
+    memo[key] = value
 
 
 def boundaries(schedule: Schedule, start: datetime, end: datetime) -> list[Boundary]:
@@ -335,8 +400,17 @@ def next_boundary(schedule: Schedule, after: datetime) -> datetime | None:
     """The first instant strictly after ``after`` where any target's intent changes (≤ 400 days)."""
     c = compile_schedule(schedule)
     t = floor_ts(after)
-    found = _change_after(c, list(c.targets), t)
-    return None if found is None else local_time(found, c.tz)
+    known = _KNOWN_CHANGES.get(id(c))
+    if known is not None and known[0] is c and known[1] <= t:
+        i = bisect.bisect_right(known[2], t)
+        if i < len(known[2]):
+            return local_time(known[2][i], c.tz)
+    found, ahead = _change_after(c, list(c.targets), t)
+    if found is None:
+        return None
+    changes = sorted({seg[0] for segs in ahead.values() for seg in segs[1:]})
+    _remember(_KNOWN_CHANGES, id(c), (c, t, changes))
+    return local_time(found, c.tz)
 
 
 def window_edges(
