@@ -34,8 +34,10 @@ from gps_dagster.domain.spec import Schedule
 from gps_dagster.ports import Clock
 from gps_dagster.store.records import ActionRow, EventRow, TargetStatusRow, TransitionRow
 from gps_dagster.store.shapes import (
+    ACQUIRE_STEPS,
     ACTION_FIELDS,
     IN_FLIGHT_STATES,
+    RELEASE_STEPS,
     STATUS_FIELDS,
     TRANSITION_FIELDS,
     AuditRow,
@@ -46,6 +48,7 @@ from gps_dagster.store.shapes import (
 F = TypeVar("F", bound=Callable[..., Any])
 _ABSENT = object()
 _IN_FLIGHT = frozenset(IN_FLIGHT_STATES)
+_TIMED = frozenset((*ACQUIRE_STEPS, *RELEASE_STEPS))
 
 
 class Conflict(Exception):
@@ -152,6 +155,8 @@ class MemoryBase:
         self.by_schedule: dict[str, dict[str, None]] = {}
         self.by_deploy: dict[str, dict[str, None]] = {}
         self.in_flight: dict[str, None] = {}
+        self.converged: dict[str, dict[str, None]] = {}
+        """deploy -> its converged acquiring and releasing steps (the learned durations)."""
         self.events: list[EventRow] = []
         self.audit_rows: list[AuditRow] = []
         self.control: dict[str, str] = {}
@@ -249,6 +254,12 @@ class MemoryBase:
             self.in_flight[action_id] = None
         else:
             self.in_flight.pop(action_id, None)
+        row = new or old
+        assert row is not None
+        if new is not None and new.state == "converged" and new.step in _TIMED:
+            self.converged.setdefault(row.deploy_id, {})[action_id] = None
+        else:
+            self.converged.get(row.deploy_id, {}).pop(action_id, None)
 
     def _insert_action(self, values: Mapping[str, Any]) -> None:
         row = action_row(values)

@@ -94,7 +94,7 @@ class DueMixin(MemoryBase):
     @locked
     def due_rows(self, names: Sequence[str]) -> dict[str, DueClaim]:
         """These schedules' due rows as they stand (a visit under the pass lock, no claim)."""
-        return {n: _claim(r) for n in names if (r := self.due.get(n)) is not None}
+        return {n: _claim(r) for n in sorted(set(names)) if (r := self.due.get(n)) is not None}
 
     @locked
     def schedules_in_flight(self, names: Sequence[str]) -> set[str]:

@@ -73,7 +73,7 @@ class HistoryMixin(MemoryBase):
     @locked
     def pins_for(self, deploy_ids: Sequence[str]) -> dict[str, str | None]:
         """The pinned instance of each claimed deploy id (None: claimed, not pinned yet)."""
-        return {d: c.instance for d in deploy_ids if (c := self.claims.get(d)) is not None}
+        return {d: c.instance for d in sorted(set(deploy_ids)) if (c := self.claims.get(d)) is not None}
 
     def pin(self, schedule: str, deploy_id: str, instance: str, *, now: datetime) -> str | None:
         """Pin ``schedule``'s claim of ``deploy_id`` to ``instance`` if it is not pinned yet."""
@@ -130,7 +130,7 @@ class HistoryMixin(MemoryBase):
     # -- learned durations (ready-by) ----------------------------------------------------------
 
     def _converged(self, deploy_id: str, steps: tuple[str, ...], limit: int) -> list[ActionRow]:
-        rows = [r for a in self.by_deploy.get(deploy_id, {}) for r in (self.actions[a],)
+        rows = [r for a in self.converged.get(deploy_id, {}) for r in (self.actions[a],)
                 if r.step in steps and r.state == "converged" and r.accepted_at is not None
                 and r.finished_at is not None]
         rows.sort(key=lambda r: r.finished_at or r.created_at, reverse=True)

@@ -155,7 +155,7 @@ class PlansMixin(StatusMixin):
 
     @locked
     def actions_by_id(self, ids: Sequence[str]) -> dict[str, ActionRow]:
-        return {i: self._action_out(self.actions[i]) for i in ids if i in self.actions}
+        return {i: self._action_out(self.actions[i]) for i in sorted(set(ids)) if i in self.actions}
 
     @locked
     def list_actions(

@@ -177,7 +177,7 @@ class SchedulesMixin(MemoryBase):
 
     @locked
     def schedule_states(self, names: Sequence[str]) -> dict[str, tuple[int, bool]]:
-        return {n: (r.version, r.enabled) for n in names if (r := self.schedules.get(n)) is not None}
+        return {n: (r.version, r.enabled) for n in sorted(set(names)) if (r := self.schedules.get(n)) is not None}
 
     @locked
     def list_schedules(self) -> list[ScheduleRecord]:

@@ -34,8 +34,8 @@ class StatusMixin(MemoryBase):
 
     @locked
     def statuses_for(self, schedules: Sequence[str]) -> dict[tuple[str, str], TargetStatusRow]:
-        return {(n, d): self._status_out(row) for n in dict.fromkeys(schedules)
-                for d, row in self.status.get(n, {}).items()}
+        return {(n, d): self._status_out(rows[d]) for n in sorted(set(schedules))
+                for rows in (self.status.get(n, {}),) for d in sorted(rows)}  # key order, as SQLite
 
     def ensure_statuses(self, targets: Sequence[tuple[str, str, int]], *, now: datetime) -> None:
         """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at once."""
