@@ -3,11 +3,12 @@
 1. ``simulate`` of the demo schedule for 1 h and of the seed schedule for 1 day, on the SQL
    ``Store`` and on ``MemoryStore`` (the same SQL simulated pool both times): seconds, passes,
    ms per pass.
-2. History growth: the seed schedule on ``FakeCore`` + ``MemoryStore``, one pass a minute for
-   ``DAYS`` days (two swaps a day): ms per pass on the first and the last day and the time spent
-   inside the store's methods per pass. A store that scanned its history would grow here.
+2. History growth: the seed schedule on ``FakeCore`` + ``MemoryStore``, one pass every
+   ``EVERY_S`` seconds for ``DAYS`` days (two swaps a weekday): ms per pass on the first and the
+   last day and the time spent inside the store's methods per pass. A store that scanned its
+   history would grow here.
 
-``python bench/memory_store.py [DAYS]`` (default 14).
+``python bench/memory_store.py [DAYS [EVERY_S]]`` (default a year, a pass every 30 minutes).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Timed:
         return run
 
 
-def growth(days: int) -> None:
+def growth(days: int, every_s: float) -> None:
     clock = VirtualClock(SEED_MONDAY)
     store = MemoryStore(clock)
     pool = example("seed-pool-10.yaml")
@@ -95,10 +96,10 @@ def growth(days: int) -> None:
         end = SEED_MONDAY + timedelta(days=day + 1)
         while clock.now() < end:
             engine.run_pass()
-            clock.advance(60)
+            clock.advance(every_s)
             passes += 1
         took = time.perf_counter() - t0
-        if day in (0, days - 1):
+        if day in (0, 1, days - 2, days - 1):
             print(f"day {day + 1:3}: {passes} passes, {1000 * took / passes:5.2f} ms/pass, "
                   f"store {1000 * (timed.spent - spent0) / passes:5.2f} ms/pass; "
                   f"{len(store.transitions)} transitions, {len(store.actions)} steps, {len(store.events)} events")
@@ -106,4 +107,4 @@ def growth(days: int) -> None:
 
 if __name__ == "__main__":
     replays()
-    growth(int(sys.argv[1]) if len(sys.argv) > 1 else 14)
+    growth(int(sys.argv[1]) if len(sys.argv) > 1 else 365, float(sys.argv[2]) if len(sys.argv) > 2 else 1800)
