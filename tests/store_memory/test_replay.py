@@ -43,3 +43,19 @@ def test_simulate_reports_the_same_on_the_memory_store_as_on_sqlite(case: str) -
     different = [k for k in sql if sql[k] != memory[k]]
     assert not different, {k: (sql[k], memory[k]) for k in different}
     assert memory == sql
+
+
+def test_an_engine_restart_after_a_crash_fault_replays_the_same_on_both_stores() -> None:
+    """A ``crash`` fault kills the engine mid-pass: the new process waits out the dead one's
+    lease on the pass lock, and takes over its plan, on either store alike."""
+    pool = example("seed-pool-10.yaml")
+    pool.setdefault("sim", {})["faults"] = [{"effect": "crash", "op": "start", "point": "before_commit"}]
+    start = datetime.fromisoformat("2026-10-19T06:00:00+07:00")
+    reports = [
+        simulate(load_schedule(example("seed-schedule.json")), load_pool(pool), start, start + timedelta(hours=14),
+                 memory_store=memory).as_dict()
+        for memory in (False, True)
+    ]
+    sql, memory = reports
+    assert [(r["op"], r["point"]) for r in sql["engine_restarts"]] == [("start", "before_commit")]
+    assert memory == sql
