@@ -16,6 +16,7 @@ dead one's lease) on the same store and pool, and reports every restart.
 # Decisions embodied here (docs/decisions.md):
 # * “Simulation figures”
 # * “`simulate` replays a `crash` fault as an engine restart”
+# * “The engine's store in memory: the same semantics, translated method by method”
 
 from __future__ import annotations
 
@@ -27,7 +28,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import Engine as DbEngine
+
 from gps_dagster.backends.sim import SimPool, SimulatedCrash
+from gps_dagster.backends.sim.ledger import SharedLedger
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.evaluator import intervals, next_boundary
 from gps_dagster.domain.occurrences import floor_ts
@@ -39,8 +43,13 @@ from gps_dagster.engine.endpoints import aggregate
 from gps_dagster.engine.engine import IN_FLIGHT, Engine
 from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import DeployState, DeployView
+from gps_dagster.store.db import create_db_engine
+from gps_dagster.store.memory import MemoryStore
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
+
+SimStore = Store | MemoryStore
+"""The engine's store of a replay: the SQL one, or the same semantics in memory."""
 
 
 @dataclass
@@ -111,14 +120,26 @@ def simulate(
     db_url: str | None = None,
     wake_at_boundaries: bool = True,
     setup: Any = None,
+    memory_store: bool = False,
 ) -> SimulationReport:
-    """Run the engine over [start, end) on a virtual clock; ``setup(pool, store)`` may inject faults."""
+    """Run the engine over [start, end) on a virtual clock; ``setup(pool, store)`` may inject faults.
+
+    ``memory_store``: the engine's store is a ``MemoryStore`` (its ledger shared with the pool)
+    instead of the SQL ``Store``; the simulated pool keeps its own tables in the database.
+    """
     config = config or EngineConfig()
     clock = VirtualClock(start)
     with tempfile.TemporaryDirectory(prefix="gps-sim-") as tmp:
-        store = Store.open(db_url or f"sqlite:///{Path(tmp) / 'sim.sqlite'}")
-        ledger = ReservationRepository(store.engine)
-        pool = SimPool.create(store.engine, pool_spec, clock, replace=True, ledger=ledger)
+        url = db_url or f"sqlite:///{Path(tmp) / 'sim.sqlite'}"
+        store: SimStore
+        if memory_store:
+            store = MemoryStore(clock)
+            db: DbEngine = create_db_engine(url)
+            ledger: SharedLedger = store.ledger()
+        else:
+            store = Store.open(url)
+            db, ledger = store.engine, ReservationRepository(store.engine)
+        pool = SimPool.create(db, pool_spec, clock, replace=True, ledger=ledger)
         store.apply_schedule(schedule, now=start)
         store.set_gate("enforce", now=start)
         if setup is not None:
@@ -128,14 +149,14 @@ def simulate(
         samples, passes = _drive(engines, pool, schedule, clock, end, config, wake_at_boundaries)
         report = _report(store, pool, schedule, pool_spec, start, end, samples)
         report.passes, report.restarts = passes, restarts
-        store.engine.dispose()
+        db.dispose()
         return report
 
 
 class _Engines:
     """The engine process of the replay; a simulated crash replaces it with a new one."""
 
-    def __init__(self, store: Store, pool: SimPool, clock: VirtualClock, config: EngineConfig,
+    def __init__(self, store: SimStore, pool: SimPool, clock: VirtualClock, config: EngineConfig,
                  restarts: list[dict[str, Any]]) -> None:
         self.store, self.pool, self.clock, self.config = store, pool, clock, config
         self.restarts = restarts
@@ -206,7 +227,7 @@ def _targets(deploys: dict[str, DeployView], schedule: Schedule) -> dict[str, De
 
 
 def _report(
-    store: Store, pool: SimPool, schedule: Schedule, pool_spec: PoolSpec, start: datetime, end: datetime,
+    store: SimStore, pool: SimPool, schedule: Schedule, pool_spec: PoolSpec, start: datetime, end: datetime,
     samples: list[Sample],
 ) -> SimulationReport:
     rep = SimulationReport(schedule.name, pool_spec.name, start, end, pool_spec.capacity)
@@ -247,7 +268,7 @@ def _report(
     return rep
 
 
-def _ready_by(store: Store, pool_spec: PoolSpec, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _ready_by(store: SimStore, pool_spec: PoolSpec, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The idle report of ready-by: what each early plan cost its releasing targets in GPU-hours."""
     out = []
     leads = {}

@@ -4,7 +4,9 @@ The engine never names the concrete ``Store`` nor speaks SQL (an import-linter c
 each module is typed by the narrowest of these, and ``Store`` satisfies every one of them
 without inheriting from any (mypy checks it wherever the composition root hands a ``Store``
 to the engine). The records they return are the store's frozen rows
-(``store/records.py``) and write records (``StepWrite``, ``Draft``).
+(``store/records.py``) and write records (``StepWrite``, ``Draft``), in ``store/shapes.py``
+with the outcomes: no SQL on the way. Two stores implement them: the SQL ``Store`` and the
+in-memory ``MemoryStore`` (``store/memory/``, for ``simulate`` and millisecond tests).
 
 * ``ScheduleStore`` — the schedules, the gate, the cursor, the pass lock;
 * ``PlanStore`` — transition plans and their steps;
@@ -28,11 +30,6 @@ from typing import Any, Protocol
 
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.store.bulk import Draft, Fenced
-from gps_dagster.store.due import DueClaim, NextDue
-from gps_dagster.store.locks import PassLock
-from gps_dagster.store.plans import StepWrite
-from gps_dagster.store.readings import MetricReadings
 from gps_dagster.store.records import (
     ActionRow,
     Deleted,
@@ -40,8 +37,17 @@ from gps_dagster.store.records import (
     TargetStatusRow,
     TransitionRow,
 )
-from gps_dagster.store.retention import Pruned
-from gps_dagster.store.status import FenceResult
+from gps_dagster.store.shapes import (
+    Draft,
+    DueClaim,
+    Fenced,
+    FenceResult,
+    MetricReadings,
+    NextDue,
+    PassLease,
+    Pruned,
+    StepWrite,
+)
 
 
 class ScheduleStore(Protocol):
@@ -61,7 +67,7 @@ class ScheduleStore(Protocol):
     def get_gate(self) -> str: ...
     def get_cursor(self) -> str | None: ...
     def set_cursor(self, value: str | None, *, now: datetime) -> None: ...
-    def lock(self, name: str, *, holder: str, now: datetime, ttl_s: float = ...) -> PassLock: ...
+    def lock(self, name: str, *, holder: str, now: datetime, ttl_s: float = ...) -> PassLease: ...
     def database_now(self) -> datetime: ...
 
 

@@ -11,8 +11,6 @@ happen, nor misses one that did.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,33 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from gps_dagster.store.api_tables import audit_log
+from gps_dagster.store.shapes import SYSTEM_ACTOR, AuditRow, token_id_of
 
-_TOKEN_ACTOR = re.compile(r"^token:.*\(([0-9a-f]{12})\)\Z", re.DOTALL)
-"""``TokenRecord.actor``: the token id goes in its own column too (R-API)."""
-
-SYSTEM_ACTOR = "system"
-"""Writes made by the product itself or by code that names no actor (tests, simulate)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRow:
-    id: int
-    at: datetime
-    actor: str
-    action: str
-    object_kind: str
-    object_name: str
-    scope: str | None
-    version: int | None
-    detail: dict[str, Any] | None
-    token_id: str | None = None
-
-
-def token_id_of(actor: str) -> str | None:
-    """The id of the API token an actor names (``token:<name>(<id>)``), else None."""
-    match = _TOKEN_ACTOR.match(actor)
-    return match.group(1) if match else None
-
+__all__ = ["SYSTEM_ACTOR", "AuditRow", "page", "record", "token_id_of"]
 
 def record(
     conn: Connection, *, at: datetime, actor: str, action: str, kind: str, name: str,

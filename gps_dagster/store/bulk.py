@@ -17,7 +17,6 @@ others are written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -28,34 +27,31 @@ from sqlalchemy.engine import Connection
 
 from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
-from gps_dagster.store.plans import FINISHED, StepWrite, transition_state
 from gps_dagster.store.records import TargetStatusRow
-from gps_dagster.store.status import _status, fence_checks, forward_ok
+from gps_dagster.store.shapes import (
+    FINISHED,
+    STATUS_FIELDS,
+    Draft,
+    Fenced,
+    StepWrite,
+    event_values,
+    fence_checks,
+    forward_ok,
+    same_row,
+    status_move,
+    transition_state,
+)
+from gps_dagster.store.status import _status
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 CHUNK = 500
 StatusKey = tuple[str, str]
-_FIELDS = {"last_action_id": "last_action", "schedule_name": "schedule"}
+_FIELDS = STATUS_FIELDS
 
 
-@dataclass(frozen=True, slots=True)
-class Draft:
-    """A plan ready to open: its transition row, its step rows, its targets' status moves."""
-
-    transition: Mapping[str, Any]
-    steps: Sequence[Mapping[str, Any]]
-    updates: Sequence[tuple[TargetStatusRow, dict[str, Any]]]
-
-
-@dataclass(frozen=True, slots=True)
-class Fenced:
-    """A fence's outcome: ``status`` is the row as the fence left it (for the submit's CAS)."""
-
-    ok: bool
-    reason: str | None = None
-    status: TargetStatusRow | None = None
+__all__ = ["BulkMixin", "Draft", "Fenced", "same_row", "status_move"]
 
 
 class BulkMixin:
@@ -143,65 +139,6 @@ def lock_statuses(conn: Connection, keys: Iterable[StatusKey]) -> dict[StatusKey
     return out
 
 
-def status_move(
-    seen: TargetStatusRow,
-    now: datetime,
-    changes: Mapping[str, Any],
-    events: Iterable[Mapping[str, Any]] = (),
-) -> tuple[dict[str, Any], TargetStatusRow, list[dict[str, Any]]]:
-    """What ``status._cas`` writes for ``changes`` on ``seen``: the row values, the new row, events."""
-    values = dict(changes)
-    values.setdefault("target_generation", seen.target_generation)
-    values["status_version"] = seen.status_version + 1
-    values["updated_at"] = now
-    phase = values.get("phase", seen.phase)
-    if phase != seen.phase:
-        values["phase_since"] = now
-    out: list[dict[str, Any]] = []
-    reason = values.get("reason", seen.reason)
-    if phase != seen.phase or reason != seen.reason:
-        out.append(
-            _event(seen, now, "phase_changed", phase, reason,
-                   {"from": seen.phase, "fix": values.get("fix", seen.fix)})
-        )
-    for ev in events:
-        out.append(_event(seen, now, ev["kind"], ev.get("phase", phase), ev.get("reason"),
-                          ev.get("detail")))
-    fields = {_FIELDS.get(k, k): v for k, v in values.items()}
-    row = {"schedule_name": seen.schedule, "deploy_id": seen.deploy_id, **values}
-    return row, replace(seen, **fields), out
-
-
-def same_row(current: TargetStatusRow | None, seen: TargetStatusRow) -> bool:
-    return (
-        current is not None
-        and current.status_version == seen.status_version
-        and current.target_generation == seen.target_generation
-    )
-
-
-def _event(
-    seen: TargetStatusRow | None,
-    now: datetime,
-    kind: str,
-    phase: str | None,
-    reason: str | None,
-    detail: Any,
-    *,
-    schedule: str | None = None,
-    deploy_id: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "at": now,
-        "schedule_name": seen.schedule if seen is not None else schedule,
-        "deploy_id": seen.deploy_id if seen is not None else deploy_id,
-        "kind": kind,
-        "phase": phase,
-        "reason": reason,
-        "detail": detail,
-    }
-
-
 def insert_events(conn: Connection, events: Sequence[Mapping[str, Any]]) -> None:
     for part in chunks(events):
         conn.execute(t.events.insert(), [dict(e) for e in part])
@@ -256,7 +193,7 @@ def apply_writes(
             events += evs
             continue
         events += [
-            _event(None, now, ev["kind"], ev.get("phase"), ev.get("reason"), ev.get("detail"),
+            event_values(None, now, ev["kind"], ev.get("phase"), ev.get("reason"), ev.get("detail"),
                    schedule=r.schedule_name, deploy_id=r.deploy_id)
             for ev in w.events
         ]

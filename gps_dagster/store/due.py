@@ -23,10 +23,7 @@ the status CAS and the idempotency keys.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -35,38 +32,14 @@ from sqlalchemy.engine import Connection
 
 from gps_dagster.store.scale_tables import IN_FLIGHT_STATES
 from gps_dagster.store.scale_tables import schedule_due as d
+from gps_dagster.store.shapes import DueClaim, NextDue, spec_sha
 from gps_dagster.store.tables import actions
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 
-@dataclass(frozen=True, slots=True)
-class DueClaim:
-    """A schedule this replica visits now; ``revision`` guards the write of its next due."""
-
-    name: str
-    version: int
-    revision: int
-    due_at: datetime | None = None
-    """When it was due as claimed (None: never); a visit keeps a future one as it is."""
-    claimed_by: str | None = None
-    claimed_until: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NextDue:
-    """What a visit found: when ``name`` needs its next pass (None: never, until marked)."""
-
-    name: str
-    revision: int
-    due_at: datetime | None
-
-
-def spec_sha(document: object) -> str:
-    """SHA-256 of a schedule document (canonical JSON): the key of the parsed-spec cache."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+__all__ = ["DueClaim", "DueMixin", "NextDue", "mark_all_due", "mark_due", "spec_sha"]
 
 
 def mark_due(conn: Connection, name: str, version: int, document: object, now: datetime) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gps_dagster.domain.errors import PermanentError, TemporaryError
+from gps_dagster.domain.gps.errors import ReservationError
 
 UNAVAILABLE_FIX = (
     "check that the database (GPS_DB_URL) is up and reachable; "
@@ -139,4 +140,15 @@ class AmbiguousScheduleName(StoreError):
         super().__init__(
             f"'{name}' is the name of {len(self.candidates)} tenant schedules: {', '.join(self.candidates)}",
             fix="name the schedule with its project, e.g. " + self.candidates[0],
+        )
+
+
+class GpuAlreadyReserved(ReservationError):
+    reason = "gpu_already_reserved"
+
+    def __init__(self, uuids: Sequence[str]) -> None:
+        self.uuids = tuple(uuids)
+        super().__init__(
+            f"GPU(s) {', '.join(uuids)} already belong to another reservation",
+            fix="release or re-pin that reservation first, or pick other GPUs",
         )

@@ -15,7 +15,6 @@ writers never wait on each other's totals in opposite orders.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import sqlalchemy as sa
@@ -24,10 +23,20 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from gps_dagster.store.scale_tables import metric_totals as m
+from gps_dagster.store.shapes import (
+    ACTIONS,
+    LAG_BUCKET,
+    LAG_BUCKETS,
+    LAG_COUNT,
+    LAG_SUM,
+    finished_deltas,
+    lag_deltas,
+)
 
-LAG_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
-ACTIONS = "actions"
-LAG_BUCKET, LAG_SUM, LAG_COUNT = "lag_bucket", "lag_sum", "lag_count"
+__all__ = [
+    "ACTIONS", "LAG_BUCKET", "LAG_BUCKETS", "LAG_COUNT", "LAG_SUM", "add", "count_finished",
+    "count_lags", "finished_deltas", "flush", "lag_deltas", "read",
+]
 
 Key = tuple[str, str]
 
@@ -69,23 +78,12 @@ def flush(conn: Connection) -> None:
 
 def count_finished(conn: Connection, finished: Iterable[tuple[str, str, str | None]]) -> None:
     """Steps that reached a terminal state, as (step, state, reason)."""
-    deltas: Counter[Key] = Counter()
-    for step, state, reason in finished:
-        deltas[(ACTIONS, json.dumps([step, state, reason or ""]))] += 1
-    add(conn, deltas)
+    add(conn, finished_deltas(finished))
 
 
 def count_lags(conn: Connection, lags: Iterable[float | None]) -> None:
     """Transitions opened, with their boundary lag (None: no boundary, not counted)."""
-    deltas: dict[Key, float] = {}
-    for lag in lags:
-        if lag is None:
-            continue
-        keys = [(LAG_BUCKET, json.dumps([str(b)])) for b in LAG_BUCKETS if lag <= b]
-        for key in [*keys, (LAG_COUNT, "[]")]:
-            deltas[key] = deltas.get(key, 0.0) + 1
-        deltas[(LAG_SUM, "[]")] = deltas.get((LAG_SUM, "[]"), 0.0) + lag
-    add(conn, deltas)
+    add(conn, lag_deltas(lags))
 
 
 def read(conn: Connection) -> dict[str, dict[tuple[str, ...], float]]:

@@ -17,7 +17,6 @@ a dependent ``pending`` forever and a transition ``open`` forever. Here:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,42 +27,13 @@ from sqlalchemy.exc import IntegrityError
 from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+from gps_dagster.store.shapes import FINISHED, UNSUBMITTED, StepWrite, transition_state
 from gps_dagster.store.status import CasConflict, _action, _cas, _get_status, _transition
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-FINISHED = frozenset({"converged", "failed", "superseded", "cancelled"})
-"""Step states that never move again."""
-UNSUBMITTED = ("pending", "capacity_wait")
-"""Step states that never reached the core: a newer plan may drop them."""
-
-
-@dataclass(frozen=True, slots=True)
-class StepWrite:
-    """One step's move and what it does to its target, applied only inside ``write_steps``."""
-
-    action_id: str
-    expect: tuple[str, ...]
-    """The step moves only from one of these states (a CAS on the action state)."""
-    changes: Mapping[str, Any]
-    """Action columns to write."""
-    status: Mapping[str, Any] | None = None
-    """Target status changes, written when the target is still on this step's transition."""
-    status_seen: TargetStatusRow | None = None
-    """CAS the status on this read instead of the current row; a lost CAS skips the status only."""
-    events: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
-    """Events of the target, written with the status (or alone when there is no status write)."""
-
-
-def transition_state(states: Iterable[str]) -> str | None:
-    """The closed state of a plan whose steps are all finished (None: still open)."""
-    states = list(states)
-    if not states or any(s not in FINISHED for s in states):
-        return None
-    if any(s in ("failed", "cancelled") for s in states):
-        return "failed"
-    return "superseded" if "superseded" in states else "done"
+__all__ = ["FINISHED", "UNSUBMITTED", "PlansMixin", "StepWrite", "transition_state"]
 
 
 class PlansMixin:

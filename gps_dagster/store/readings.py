@@ -15,7 +15,6 @@ these methods of the store (``engine/store_ports.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -26,24 +25,13 @@ from gps_dagster.store import tables as t
 from gps_dagster.store.reservations import ReservationRepository
 from gps_dagster.store.retention import BATCH, Pruned, prune
 from gps_dagster.store.scale_tables import IN_FLIGHT_STATES
+from gps_dagster.store.shapes import MetricReadings, Totals
 from gps_dagster.store.timings import start_durations, stop_durations
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-Totals = dict[str, dict[tuple[str, ...], float]]
-
-
-@dataclass(frozen=True, slots=True)
-class MetricReadings:
-    """One scrape's figures, read in one connection."""
-
-    totals: Totals
-    """The running totals (``metric_totals``), by metric then label values."""
-    serving: tuple[tuple[str, str, str, bool], ...]
-    """(schedule, target, phase, last observed READY) of every target, in order."""
-    in_flight: tuple[tuple[str, str, int], ...]
-    """(step, state, count) of the steps not finished yet, in order."""
+__all__ = ["MetricReadings", "ReadingsMixin", "Totals"]
 
 
 class ReadingsMixin:

@@ -44,7 +44,6 @@ from gps_dagster.store.errors import (
     ScheduleInFlight,
     ScheduleNotFound,
     TargetOwned,
-    VersionMismatch,
 )
 from gps_dagster.store.locks import PassLock
 from gps_dagster.store.pins import PinsMixin
@@ -58,17 +57,17 @@ from gps_dagster.store.records import (
     TargetStatusRow,
 )
 from gps_dagster.store.scale_tables import schedule_due
+from gps_dagster.store.shapes import (
+    CURSOR_KEY,
+    GATE_KEY,
+    GATES,
+    MUST_NOT_EXIST,
+    REACHED_CORE,
+    check_expected,
+)
 from gps_dagster.store.status import StatusMixin
 
-GATES = ("off", "observe", "enforce")
-GATE_KEY = "execution"
-CURSOR_KEY = "cursor"
-MUST_NOT_EXIST = 0
-"""``expected_version`` of a create: the schedule must not exist yet."""
-
-
-IN_FLIGHT = ("submitting", "accepted")
-"""Step states that reached (or may have reached) the core."""
+IN_FLIGHT = REACHED_CORE
 
 
 class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, ReadingsMixin):
@@ -120,7 +119,7 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
                 .where(t.schedules.c.name == spec.name)
                 .with_for_update()
             ).first()
-            _check_expected(spec.name, row.version if row is not None else None, expected_version)
+            check_expected(spec.name, row.version if row is not None else None, expected_version)
             if row is not None and (row.document, row.scope, row.enabled) == (
                 doc, spec.scope, spec.enabled
             ):  # the same document again: nothing changed, so the version stays (R-MODEL-8)
@@ -285,7 +284,7 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
             ).first()
             if row is None:
                 raise ScheduleNotFound(name)
-            _check_expected(name, row.version, expected_version)
+            check_expected(name, row.version, expected_version)
             flying = conn.execute(
                 sa.select(a.c.id, a.c.deploy_id, a.c.step, a.c.state)
                 .where(a.c.schedule_name == name, a.c.state.in_(IN_FLIGHT))
@@ -465,20 +464,6 @@ def _first_version(conn: Connection, name: str) -> int:
         for table in (t.transitions, t.actions)
     ]
     return 1 + max((int(v) for v in used if v is not None), default=0)
-
-
-def _check_expected(name: str, current: int | None, expected: int | None) -> None:
-    """Refuse a conditional write whose expected version is not the stored one."""
-    if expected is None:
-        return
-    if expected == MUST_NOT_EXIST:
-        if current is not None:
-            raise ScheduleExists(name)
-        return
-    if current is None:
-        raise ScheduleNotFound(name)
-    if current != expected:
-        raise VersionMismatch(name, expected=expected, actual=current)
 
 
 def _request(row: Any) -> ApplyNowRequest:

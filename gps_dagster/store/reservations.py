@@ -38,7 +38,6 @@ from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.gps.admission import Admitted, Decision, admit
 from gps_dagster.domain.gps.errors import (
     InvalidTransition,
-    ReservationError,
     ReservationExists,
     ReservationNotFound,
     StaleGeneration,
@@ -51,6 +50,12 @@ from gps_dagster.domain.gps.reservations import (
     duplicate_uuid_errors,
 )
 from gps_dagster.store import audit, migrate
+from gps_dagster.store.errors import GpuAlreadyReserved
+
+__all__ = [
+    "AuditEntry", "GpuAlreadyReserved", "ReservationRepository", "ensure_tables", "held_reservations",
+    "lock_reservation",
+]
 from gps_dagster.store.reservation_tables import (
     reservation,
     reservation_audit,
@@ -65,17 +70,6 @@ _ALLOWED: dict[ReservationState, frozenset[ReservationState]] = {
     ReservationState.RELEASING: frozenset({ReservationState.RELEASED}),
     ReservationState.RELEASED: frozenset(),
 }
-
-
-class GpuAlreadyReserved(ReservationError):
-    reason = "gpu_already_reserved"
-
-    def __init__(self, uuids: Sequence[str]) -> None:
-        self.uuids = tuple(uuids)
-        super().__init__(
-            f"GPU(s) {', '.join(uuids)} already belong to another reservation",
-            fix="release or re-pin that reservation first, or pick other GPUs",
-        )
 
 
 @dataclass(frozen=True, slots=True)

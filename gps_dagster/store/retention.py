@@ -20,35 +20,18 @@ deleted here moves a counter. The audit log (who changed what) is kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from gps_dagster.store import tables as t
-from gps_dagster.store.plans import FINISHED
+from gps_dagster.store.shapes import BATCH, FINISHED, Pruned
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-BATCH = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class Pruned:
-    transitions: int = 0
-    actions: int = 0
-    events: int = 0
-    requests: int = 0
-
-    def __add__(self, other: Pruned) -> Pruned:
-        return Pruned(
-            self.transitions + other.transitions,
-            self.actions + other.actions,
-            self.events + other.events,
-            self.requests + other.requests,
-        )
+__all__ = ["BATCH", "Pruned", "prune"]
 
 
 def prune(engine: Engine, *, before: datetime, batch: int = BATCH) -> Pruned:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from gps_dagster.store.schema import UtcDateTime, metadata
+from gps_dagster.store.shapes import IN_FLIGHT_STATES  # the states the partial index below covers
 from gps_dagster.store.tables import actions, transitions
 
 UTC_TS = UtcDateTime()
 
-IN_FLIGHT_STATES = ("pending", "capacity_wait", "submitting", "accepted")
-"""Step states that may still move: the partial index below covers exactly these rows."""
+__all__ = ["IN_FLIGHT_STATES", "metric_totals", "schedule_due"]
 
 schedule_due = sa.Table(
     "schedule_due",

@@ -20,7 +20,6 @@ Plans and steps (opened and moved atomically) are in ``store/plans.py``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +29,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from gps_dagster.domain import step_rules
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+from gps_dagster.store.shapes import FenceResult, fence_checks, forward_ok
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -42,11 +41,7 @@ class CasConflict(Exception):
     """Raised inside a transaction to roll it back when a CAS lost."""
 
 
-@dataclass(frozen=True, slots=True)
-class FenceResult:
-    ok: bool
-    reason: str | None = None
-    status: TargetStatusRow | None = None
+__all__ = ["CasConflict", "FenceResult", "StatusMixin", "fence_checks", "forward_ok"]
 
 
 class StatusMixin:
@@ -205,15 +200,6 @@ def _fence_checks(conn: Connection, action: ActionRow) -> str | None:
     return fence_checks(action, sched, gate, owner)
 
 
-def fence_checks(action: Any, sched: Any, gate: str | None, owner: str | None) -> str | None:
-    """The fence's re-checks (``step_rules.fence_refusal``) on the rows one fence read."""
-    return step_rules.fence_refusal(
-        schedule=action.schedule, version=action.schedule_version,
-        stored_version=sched.version if sched is not None else None,
-        enabled=bool(sched.enabled) if sched is not None else False, gate=gate, owner=owner,
-    )
-
-
 def _cas(
     conn: Connection,
     seen: TargetStatusRow,
@@ -301,15 +287,6 @@ def clear_future_intervals(
             )
         )
     return sorted(r.deploy_id for r in rows)
-
-
-def forward_ok(current: TargetStatusRow, changes: Mapping[str, Any]) -> bool:
-    """R-PASS-14 (``step_rules.forward_ok``) for ``changes`` over the row as stored: the row a
-    CAS matches (``_cas``) or a batch locked (``bulk``)."""
-    return step_rules.forward_ok(
-        stored_version=current.schedule_version, stored_start=current.interval_start,
-        version=changes.get("schedule_version"), start=changes.get("interval_start"),
-    )
 
 
 def _get_status(conn: Connection, schedule: str, deploy_id: str) -> TargetStatusRow | None:

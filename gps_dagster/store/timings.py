@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from gps_dagster.store import tables as t
+from gps_dagster.store.shapes import ACQUIRE_STEPS, RELEASE_STEPS
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-ACQUIRE_STEPS = ("start", "scale_up")
-RELEASE_STEPS = ("stop", "scale_down")
 
 
 def start_durations(engine: Engine, deploy_ids: Sequence[str], limit: int) -> dict[str, list[float]]:
