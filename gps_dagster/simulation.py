@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gps_dagster.backends.sim import SimPool, SimulatedCrash
+from gps_dagster.backends.sim.memory import MemoryPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.domain.pool import PoolSpec
@@ -39,6 +40,10 @@ from gps_dagster.engine.gps_hooks import hooks
 from gps_dagster.ports import DeployState, DeployView
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
+
+
+Pool = SimPool | MemoryPool
+"""The simulated pool of a replay: in the store's database, or in memory (``memory_pool=True``)."""
 
 
 @dataclass
@@ -109,14 +114,21 @@ def simulate(
     db_url: str | None = None,
     wake_at_boundaries: bool = True,
     setup: Any = None,
+    memory_pool: bool = False,
 ) -> SimulationReport:
-    """Run the engine over [start, end) on a virtual clock; ``setup(pool, store)`` may inject faults."""
+    """Run the engine over [start, end) on a virtual clock; ``setup(pool, store)`` may inject faults.
+
+    ``memory_pool``: the pool is a ``MemoryPool`` (``SimPool``'s behaviour without a SQL
+    transaction per call) instead of a ``SimPool`` in the store's database."""
     config = config or EngineConfig()
     clock = VirtualClock(start)
     with tempfile.TemporaryDirectory(prefix="gps-sim-") as tmp:
         store = Store.open(db_url or f"sqlite:///{Path(tmp) / 'sim.sqlite'}")
         ledger = ReservationRepository(store.engine)
-        pool = SimPool.create(store.engine, pool_spec, clock, replace=True, ledger=ledger)
+        pool: Pool = (
+            MemoryPool.create(pool_spec, clock, ledger=ledger) if memory_pool
+            else SimPool.create(store.engine, pool_spec, clock, replace=True, ledger=ledger)
+        )
         store.apply_schedule(schedule, now=start)
         store.set_gate("enforce", now=start)
         if setup is not None:
@@ -133,7 +145,7 @@ def simulate(
 class _Engines:
     """The engine process of the replay; a simulated crash replaces it with a new one."""
 
-    def __init__(self, store: Store, pool: SimPool, clock: VirtualClock, config: EngineConfig,
+    def __init__(self, store: Store, pool: Pool, clock: VirtualClock, config: EngineConfig,
                  restarts: list[dict[str, Any]]) -> None:
         self.store, self.pool, self.clock, self.config = store, pool, clock, config
         self.restarts = restarts
@@ -152,7 +164,7 @@ class _Engines:
 
 
 def _drive(
-    engines: _Engines, pool: SimPool, schedule: Schedule, clock: VirtualClock, end: datetime,
+    engines: _Engines, pool: Pool, schedule: Schedule, clock: VirtualClock, end: datetime,
     config: EngineConfig, wake_at_boundaries: bool,
 ) -> tuple[list[Sample], int]:
     tick = timedelta(seconds=config.pass_interval_s)
@@ -183,7 +195,7 @@ def _next_wake(engines: _Engines, schedule: Schedule, now: datetime) -> datetime
     return min(x for x in (nb, early) if x is not None) if (nb or early) else None
 
 
-def _ready(pool: SimPool, schedule: Schedule) -> dict[str, int]:
+def _ready(pool: Pool, schedule: Schedule) -> dict[str, int]:
     """Ready replica groups per target; a CMP endpoint target is the aggregate of its members."""
     out = {}
     for target, d in _targets(pool.observe(), schedule).items():
@@ -204,7 +216,7 @@ def _targets(deploys: dict[str, DeployView], schedule: Schedule) -> dict[str, De
 
 
 def _report(
-    store: Store, pool: SimPool, schedule: Schedule, pool_spec: PoolSpec, start: datetime, end: datetime,
+    store: Store, pool: Pool, schedule: Schedule, pool_spec: PoolSpec, start: datetime, end: datetime,
     samples: list[Sample],
 ) -> SimulationReport:
     rep = SimulationReport(schedule.name, pool_spec.name, start, end, pool_spec.capacity)
