@@ -186,7 +186,7 @@ class MemoryPool(MemoryDriver):
         counts: dict[str, int] = {}
         for g in groups.values():
             counts[g.state] = counts.get(g.state, 0) + 1
-        pods = {(g.grp, g.node) for g in ctx.state.gpus.values() if g.holder == row.id and g.state == "terminating"}
+        pods = {(g.grp, g.node) for g in ctx.state.of_holder(row.id) if g.state == "terminating"}
         return view_of(row, counts, len(pods), ctx.bindings.get(row.id))
 
     def _live(self, ctx: MemCtx, op: OperationRec) -> Operation:

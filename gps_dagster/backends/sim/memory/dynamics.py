@@ -13,14 +13,14 @@ from typing import Any
 
 from gps_dagster.backends.sim.memory import reserved
 from gps_dagster.backends.sim.memory.context import MemCtx
-from gps_dagster.backends.sim.memory.state import DeployRec, GpuRec, PoolState
+from gps_dagster.backends.sim.memory.state import DeployRec, GpuRec
 from gps_dagster.backends.sim.pure import Binding, choose_nodes, names
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import Transient
 
 __all__ = [
     "MemCtx", "advance", "allocate", "free_by_node", "grab_for_intruders", "mark_applied_if_placed", "next_event",
-    "place_pending", "record_usage", "release", "save_next_event",
+    "place_pending", "record_usage", "release", "save_next_event", "terminate",
 ]
 
 
@@ -31,8 +31,12 @@ def _in_scope(ctx: MemCtx, uuid: str, among: Collection[str] | None) -> bool:
 def free_by_node(ctx: MemCtx, among: Collection[str] | None = None) -> dict[str, int]:
     """Published free GPUs per node (nodes with none omitted, by node name), outside reservations unless ``among``."""
     out: dict[str, int] = {}
-    for node in sorted(ctx.state.by_node):
-        n = sum(1 for g in ctx.state.by_node[node] if g.state == "free" and _in_scope(ctx, g.uuid, among))
+    reserved_ = ctx.ledger.reserved if among is None else None
+    for node, free in sorted(ctx.state.free_on.items()):
+        if among is not None:
+            n = sum(1 for u in free if u in among)
+        else:
+            n = len(free) - (sum(1 for u in free if u in reserved_) if reserved_ else 0)
         if n:
             out[node] = n
     return out
@@ -42,22 +46,30 @@ def allocate(
     ctx: MemCtx, node: str, count: int, holder: str, holder_type: str, grp: int | None, among: Collection[str] | None = None
 ) -> None:
     """Hand ``count`` free GPUs of ``node`` (lowest index first) to ``holder``."""
-    chosen = [g for g in ctx.state.by_node.get(node, []) if g.state == "free" and _in_scope(ctx, g.uuid, among)][:count]
+    st = ctx.state
+    free = [st.gpus[u] for u in st.free_on.get(node, ()) if _in_scope(ctx, u, among)]
+    chosen = sorted(free, key=lambda g: g.idx)[:count]
     if len(chosen) != count:
         raise Transient(f"GPUs on {node} were taken concurrently", reason="concurrent_allocation")
     for g in chosen:
-        g.state, g.holder, g.holder_type, g.grp, g.until = "held", holder, holder_type, grp, None
+        st.set_gpu(g, "held", holder=holder, holder_type=holder_type, grp=grp, until=None)
 
 
 def release(ctx: MemCtx, holder: str, grps: Iterable[int] | None = None) -> int:
     """Put the holder's GPUs (of the given groups) into their termination grace period."""
     among = None if grps is None else set(grps)
     done = 0
-    for g in ctx.state.gpus.values():
-        if g.holder == holder and g.state == "held" and (among is None or g.grp in among):
-            g.state, g.until = "terminating", ctx.now + ctx.timings.stop_grace_s
+    for g in ctx.state.of_holder(holder):
+        if g.state == "held" and (among is None or g.grp in among):
+            terminate(ctx, g)
             done += 1
     return done
+
+
+def terminate(ctx: MemCtx, g: GpuRec) -> None:
+    """A held GPU's pod enters its termination grace period."""
+    ctx.state.set_gpu(g, "terminating", holder=g.holder, holder_type=g.holder_type, grp=g.grp,
+                      until=ctx.now + ctx.timings.stop_grace_s)
 
 
 def place_pending(ctx: MemCtx, blocked: set[str], never_ready: set[str]) -> set[str]:
@@ -86,8 +98,7 @@ def place_pending(ctx: MemCtx, blocked: set[str], never_ready: set[str]) -> set[
             for node in chosen:
                 allocate(ctx, node, per_node, dep.id, "deploy", group.grp)
                 free[node] -= per_node
-        group.state = "starting"
-        group.ready_at = None if dep.id in never_ready else ctx.now + ctx.timings.start_delay_s
+        st.set_group(group, "starting", None if dep.id in never_ready else ctx.now + ctx.timings.start_delay_s)
         placed.add(dep.id)
     for dep_id in placed:
         mark_applied_if_placed(ctx, st.deploys[dep_id])
@@ -125,7 +136,7 @@ def grab_for_intruders(ctx: MemCtx) -> None:
         fw = st.foreign[fid]
         if fw.kind != "intruder":
             continue
-        need = fw.gpus - sum(1 for g in st.gpus.values() if g.holder == fid and g.state == "held")
+        need = fw.gpus - sum(1 for g in st.of_holder(fid) if g.state == "held")
         for node, n in sorted(free_by_node(ctx).items(), key=lambda kv: ctx.ordinals[kv[0]]):
             if need <= 0:
                 break
@@ -139,21 +150,20 @@ def grab_for_intruders(ctx: MemCtx) -> None:
 def _apply_due(ctx: MemCtx, at: float, blocked: set[str], never_ready: set[str]) -> None:
     st = ctx.state
     ctx.now = at
-    for g in st.gpus.values():
+    due = [st.gpus[u] for u in st.timed]
+    for g in due:
         if g.state == "terminating" and g.until is not None and g.until <= at:
-            g.state, g.holder, g.holder_type, g.grp = "unpublished", None, None, None
-            g.until = g.until + ctx.timings.publish_lag_s
+            st.set_gpu(g, "unpublished", holder=None, holder_type=None, grp=None, until=g.until + ctx.timings.publish_lag_s)
     published = 0
-    for g in st.gpus.values():
+    for g in due:
         if g.state == "unpublished" and g.until is not None and g.until <= at:
-            g.state, g.until = "free", None
+            st.set_gpu(g, "free", holder=None, holder_type=None, grp=None, until=None)
             published += 1
     became_ready = 0
-    for groups in st.groups.values():
-        for gr in groups.values():
-            if gr.state == "starting" and gr.ready_at is not None and gr.ready_at <= at:
-                gr.state, gr.ready_at = "ready", None
-                became_ready += 1
+    for gr in list(st.timed_groups.values()):
+        if gr.state == "starting" and gr.ready_at is not None and gr.ready_at <= at:
+            st.set_group(gr, "ready", None)
+            became_ready += 1
     if became_ready and ctx.ledger.rsvs:
         reserved.sync_holders(ctx)  # a member is ready again: its holder can go
     if published:
@@ -164,8 +174,8 @@ def _apply_due(ctx: MemCtx, at: float, blocked: set[str], never_ready: set[str])
 
 def next_event(ctx: MemCtx) -> float | None:
     st = ctx.state
-    found = [g.until for g in st.gpus.values() if g.until is not None]
-    found += [gr.ready_at for gs in st.groups.values() for gr in gs.values() if gr.ready_at is not None]
+    found = [until for u in st.timed if (until := st.gpus[u].until) is not None]
+    found += [ready_at for gr in st.timed_groups.values() if (ready_at := gr.ready_at) is not None]
     return min(found) if found else None
 
 
@@ -189,13 +199,13 @@ def advance(ctx: MemCtx, target: float, next_at: float | None, blocked: set[str]
 
 def usage_now(ctx: MemCtx) -> dict[str, Any]:
     """GPUs held per holder and GPU totals by state (``sim.dynamics.usage_now``'s picture)."""
+    st = ctx.state
     in_use: dict[str, int] = {}
-    totals = {"terminating": 0, "unpublished": 0, "free": 0}
-    for g in ctx.state.gpus.values():
-        if g.state == "held" and g.holder is not None:
-            in_use[g.holder] = in_use.get(g.holder, 0) + 1
-        elif g.state in totals:
-            totals[g.state] += 1
+    for holder in st.by_holder:
+        n = sum(1 for g in st.of_holder(holder) if g.state == "held")
+        if n:
+            in_use[holder] = n
+    totals = {s: st.in_state.get(s, 0) for s in ("terminating", "unpublished", "free")}
     out: dict[str, Any] = {"in_use": dict(sorted(in_use.items())), **totals}
     if ctx.bindings or ctx.ledger.rsvs:
         shared = reserved.shared_usage(ctx)
@@ -213,7 +223,3 @@ def record_usage(ctx: MemCtx) -> None:
     if usage and usage[-1][1] == data:
         return
     usage.append((ctx.now, data))
-
-
-def held_gpus(state: PoolState, holder: str) -> list[GpuRec]:
-    return [g for g in state.gpus.values() if g.holder == holder and g.state == "held"]

@@ -100,7 +100,7 @@ def _place_running(ctx: MemCtx, spec: PoolSpec) -> None:
     for dep, groups in ctx.state.groups.items():
         for g in groups.values():
             if g.state == "starting":
-                g.state, g.ready_at = "ready", None
+                ctx.state.set_group(g, "ready", None)
             elif g.state == "pending":
                 stuck.add(dep)
     if stuck:

@@ -49,7 +49,8 @@ def stop(ctx: MemCtx, row: DeployRec, *, allow_aliased_downtime: bool, blocks: B
     if not row.running:
         return Outcome(changed=False)
     release(ctx, row.id)
-    ctx.state.groups[row.id] = {}
+    for grp in list(ctx.state.groups[row.id]):
+        ctx.state.drop_group(row.id, grp)
     if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding):
         reserved.detach_member(ctx, row.id)
         reserved.sync_holders(ctx)  # the holder arrives in the same call the last member leaves
@@ -104,9 +105,8 @@ def set_replica_intent(ctx: MemCtx, row: DeployRec, replicas: int, *, blocks: Bl
 
 
 def _add_groups(ctx: MemCtx, row: DeployRec, first: int, count: int) -> None:
-    groups = ctx.state.groups[row.id]
     for i in range(count):
-        groups[first + i] = GroupRec(row.id, first + i)
+        ctx.state.add_group(GroupRec(row.id, first + i))
 
 
 _ORDER = {"pending": 0, "starting": 1}
@@ -120,7 +120,7 @@ def _remove_groups(ctx: MemCtx, row: DeployRec, count: int) -> None:
     victims = [g.grp for g in sorted(groups.values(), key=lambda g: (_ORDER.get(g.state, 2), -g.grp))][:count]
     release(ctx, row.id, victims)
     for grp in victims:
-        del groups[grp]
+        ctx.state.drop_group(row.id, grp)
 
 
 def _place(ctx: MemCtx, row: DeployRec, blocks: Blocks) -> None:
@@ -169,7 +169,7 @@ def insert_fault(state: PoolState, fault: FaultSpec) -> None:
     if fault.effect == "never_ready" and fault.deploy is not None:
         for g in state.groups.get(fault.deploy, {}).values():
             if g.state == "starting":
-                g.ready_at = None
+                state.set_group(g, g.state, None)
     state.fault_ids += 1
     state.faults.append(FaultRec(state.fault_ids, fault, fault.times if fault.effect in ONE_SHOT_EFFECTS else None))
 
@@ -186,7 +186,7 @@ def clear_faults(state: PoolState, restart_at: float) -> None:
     for groups in state.groups.values():
         for g in groups.values():
             if g.state == "starting" and g.ready_at is None:
-                g.ready_at = restart_at
+                state.set_group(g, g.state, restart_at)
 
 
 def take_faults(state: PoolState, op: str, deploy: str | None) -> list[FaultSpec]:

@@ -61,7 +61,7 @@ def _take_group_gpu(ctx: MemCtx, reservation_id: str, uuid: str) -> bool:
         return g.holder == reservation_id
     if g.state != "free":
         return False
-    g.state, g.holder, g.holder_type, g.grp, g.until = "held", reservation_id, "shared", None, None
+    ctx.state.set_gpu(g, "held", holder=reservation_id, holder_type="shared", grp=None, until=None)
     return True
 
 
@@ -108,9 +108,10 @@ def sync_holders(ctx: MemCtx) -> None:
             st.shares.pop(holder, None)
             del occupants[holder]
         if not occupants:  # nobody on the GPU: the group dissolves and the GPU is released
-            for g in st.gpus.values():
-                if g.holder == rsv.id and g.state == "held":
-                    g.state, g.until = "terminating", ctx.now + ctx.timings.stop_grace_s
+            for g in st.of_holder(rsv.id):
+                if g.state == "held":
+                    st.set_gpu(g, "terminating", holder=g.holder, holder_type=g.holder_type, grp=g.grp,
+                               until=ctx.now + ctx.timings.stop_grace_s)
 
 
 def _ready_deploys(ctx: MemCtx, deploys: Collection[str]) -> list[str]:
@@ -182,8 +183,9 @@ def capacity(ctx: MemCtx, row: DeployRec, delta: int) -> CapacityPreview | None:
     free: dict[str, int] = {}
     for among in exclusive_choices(ctx, binding, misplaced=False):
         counts: dict[str, int] = {}
-        for g in ctx.state.gpus.values():
-            if g.state == "free" and g.uuid in among:
+        for u in among:
+            g = ctx.state.gpus[u]
+            if g.state == "free":
                 counts[g.node] = counts.get(g.node, 0) + 1
         for node, n in sorted(counts.items()):
             free[node] = free.get(node, 0) + n
@@ -208,7 +210,7 @@ def witness(ctx: MemCtx, deploy_id: str) -> WitnessResult:
         return WitnessResult(deploy_id, ((share.gpu_uuid,),) if share and share.gpu_uuid else (), WITNESS_SOURCE)
     by_grp: dict[int, list[tuple[str, int, str]]] = {}
     wanted = set(ready)
-    for g in ctx.state.gpus.values():
-        if g.holder == deploy_id and g.state == "held" and g.grp in wanted:
+    for g in ctx.state.of_holder(deploy_id):
+        if g.state == "held" and g.grp in wanted:
             by_grp.setdefault(g.grp, []).append((g.node, g.idx, g.uuid))
     return WitnessResult(deploy_id, tuple(tuple(u for _, _, u in sorted(by_grp[k])) for k in sorted(by_grp)), WITNESS_SOURCE)

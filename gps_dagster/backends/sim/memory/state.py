@@ -137,12 +137,73 @@ class PoolState:
     """deploy -> the seq of its latest operation (what supersedes an earlier one)."""
     usage: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
 
+    free_on: dict[str, set[str]] = field(default_factory=dict)
+    """node -> its free GPUs (nodes with none left out)."""
+    by_holder: dict[str, set[str]] = field(default_factory=dict)
+    """holder -> the GPUs it holds or that are terminating for it."""
+    timed: set[str] = field(default_factory=set)
+    """GPUs whose state ends at ``until`` (terminating, unpublished)."""
+    timed_groups: dict[tuple[str, int], GroupRec] = field(default_factory=dict)
+    """Groups that become ready at ``ready_at``."""
+    in_state: dict[str, int] = field(default_factory=dict)
+    """GPUs per state."""
+
+    # -- GPUs and groups change only here, so the indexes always agree with the records --------
+
     def add_gpu(self, gpu: GpuRec) -> None:
         self.gpus[gpu.uuid] = gpu
         self.by_node.setdefault(gpu.node, []).append(gpu)
+        self._index(gpu)
 
-    def held_by(self, holder: str) -> list[GpuRec]:
-        return [g for g in self.gpus.values() if g.holder == holder]
+    def set_gpu(
+        self, g: GpuRec, state: str, *, holder: str | None, holder_type: str | None, grp: int | None, until: float | None
+    ) -> None:
+        self._unindex(g)
+        g.state, g.holder, g.holder_type, g.grp, g.until = state, holder, holder_type, grp, until
+        self._index(g)
+
+    def _index(self, g: GpuRec) -> None:
+        if g.state == "free":
+            self.free_on.setdefault(g.node, set()).add(g.uuid)
+        if g.holder is not None:
+            self.by_holder.setdefault(g.holder, set()).add(g.uuid)
+        if g.until is not None:
+            self.timed.add(g.uuid)
+        self.in_state[g.state] = self.in_state.get(g.state, 0) + 1
+
+    def _unindex(self, g: GpuRec) -> None:
+        if g.state == "free":
+            free = self.free_on[g.node]
+            free.discard(g.uuid)
+            if not free:
+                del self.free_on[g.node]
+        if g.holder is not None:
+            held = self.by_holder[g.holder]
+            held.discard(g.uuid)
+            if not held:
+                del self.by_holder[g.holder]
+        self.timed.discard(g.uuid)
+        self.in_state[g.state] -= 1
+
+    def of_holder(self, holder: str) -> list[GpuRec]:
+        """The holder's GPUs (held or terminating), in no particular order."""
+        return [self.gpus[u] for u in self.by_holder.get(holder, ())]
+
+    def set_group(self, gr: GroupRec, state: str, ready_at: float | None) -> None:
+        gr.state, gr.ready_at = state, ready_at
+        if ready_at is None:
+            self.timed_groups.pop((gr.deploy, gr.grp), None)
+        else:
+            self.timed_groups[(gr.deploy, gr.grp)] = gr
+
+    def add_group(self, gr: GroupRec) -> None:
+        self.groups[gr.deploy][gr.grp] = gr
+        if gr.ready_at is not None:
+            self.timed_groups[(gr.deploy, gr.grp)] = gr
+
+    def drop_group(self, deploy: str, grp: int) -> None:
+        del self.groups[deploy][grp]
+        self.timed_groups.pop((deploy, grp), None)
 
     def record(self, op: OperationRec) -> None:
         self.operations.append(op)
@@ -151,12 +212,15 @@ class PoolState:
         self.last_seq[op.deploy] = op.seq
 
     def copy(self) -> PoolState:
-        """A rollback point: every mutable record copied (logs by reference, cut back by ``restore``)."""
+        """A rollback point: every record copied, the indexes rebuilt on the copies."""
         out = copy.copy(self)
-        out.gpus = {u: copy.copy(g) for u, g in self.gpus.items()}
-        out.by_node = {n: [out.gpus[g.uuid] for g in gs] for n, gs in self.by_node.items()}
+        out.gpus, out.by_node = {}, {}
+        out.free_on, out.by_holder, out.timed, out.in_state = {}, {}, set(), {}
+        for g in self.gpus.values():
+            out.add_gpu(copy.copy(g))
         out.deploys = {i: copy.copy(d) for i, d in self.deploys.items()}
         out.groups = {d: {k: copy.copy(g) for k, g in gs.items()} for d, gs in self.groups.items()}
+        out.timed_groups = {k: out.groups[k[0]][k[1]] for k in self.timed_groups}
         out.projects, out.foreign, out.shares = dict(self.projects), dict(self.foreign), dict(self.shares)
         out.faults = [copy.copy(f) for f in self.faults]
         out.ops_by_key, out.ops_by_id, out.last_seq = dict(self.ops_by_key), dict(self.ops_by_id), dict(self.last_seq)
