@@ -41,7 +41,6 @@ from gps_dagster.ports import DeployState, DeployView
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
 
-
 Pool = SimPool | MemoryPool
 """The simulated pool of a replay: in the store's database, or in memory (``memory_pool=True``)."""
 
