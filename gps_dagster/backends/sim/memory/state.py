@@ -220,7 +220,7 @@ class PoolState:
             out.add_gpu(copy.copy(g))
         out.deploys = {i: copy.copy(d) for i, d in self.deploys.items()}
         out.groups = {d: {k: copy.copy(g) for k, g in gs.items()} for d, gs in self.groups.items()}
-        out.timed_groups = {k: out.groups[k[0]][k[1]] for k in self.timed_groups}
+        out.timed_groups = {(g.deploy, g.grp): g for gs in out.groups.values() for g in gs.values() if g.ready_at is not None}
         out.projects, out.foreign, out.shares = dict(self.projects), dict(self.foreign), dict(self.shares)
         out.faults = [copy.copy(f) for f in self.faults]
         out.ops_by_key, out.ops_by_id, out.last_seq = dict(self.ops_by_key), dict(self.ops_by_id), dict(self.last_seq)
