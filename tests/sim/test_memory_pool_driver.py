@@ -76,7 +76,7 @@ def _picture(pool: Pool) -> tuple[object, ...]:
 
 def _indexes(state: PoolState) -> tuple[object, ...]:
     return (state.free_on, state.by_holder, state.timed, set(state.timed_groups),
-            {k: v for k, v in state.in_state.items() if v})
+            {k: v for k, v in state.in_state.items() if v}, state.held_count, state.pending)
 
 
 def test_memory_pool_follows_sim_pool_through_the_driver_script(sqlite_url: str) -> None:

@@ -77,8 +77,8 @@ def terminate(ctx: MemCtx, g: GpuRec) -> None:
 def place_pending(ctx: MemCtx, blocked: set[str], never_ready: set[str]) -> set[str]:
     """Try to place every pending replica group, in deploy order; the deploys placed."""
     st = ctx.state
-    pending = [(d, g) for d in st.deploys.values() for g in sorted(st.groups[d.id].values(), key=lambda x: x.grp)
-               if g.state == "pending"]
+    order = sorted(st.pending, key=lambda k: (st.deploys[k[0]].ordinal, k[1]))
+    pending = [(st.deploys[d], st.groups[d][grp]) for d, grp in order]
     if not pending:
         return set()
     free = free_by_node(ctx)
@@ -138,7 +138,7 @@ def grab_for_intruders(ctx: MemCtx) -> None:
         fw = st.foreign[fid]
         if fw.kind != "intruder":
             continue
-        need = fw.gpus - sum(1 for g in st.of_holder(fid) if g.state == "held")
+        need = fw.gpus - st.held_count.get(fid, 0)
         for node, n in sorted(free_by_node(ctx).items(), key=lambda kv: ctx.ordinals[kv[0]]):
             if need <= 0:
                 break
@@ -202,13 +202,9 @@ def advance(ctx: MemCtx, target: float, next_at: float | None, blocked: set[str]
 def usage_now(ctx: MemCtx) -> dict[str, Any]:
     """GPUs held per holder and GPU totals by state (``sim.dynamics.usage_now``'s picture)."""
     st = ctx.state
-    in_use: dict[str, int] = {}
-    for holder in st.by_holder:
-        n = sum(1 for g in st.of_holder(holder) if g.state == "held")
-        if n:
-            in_use[holder] = n
+    in_use = dict(sorted(st.held_count.items()))
     totals = {s: st.in_state.get(s, 0) for s in ("terminating", "unpublished", "free")}
-    out: dict[str, Any] = {"in_use": dict(sorted(in_use.items())), **totals}
+    out: dict[str, Any] = {"in_use": in_use, **totals}
     if ctx.bindings or ctx.ledger.rsvs:
         shared = reserved.shared_usage(ctx)
         if shared:

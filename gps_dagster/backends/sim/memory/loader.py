@@ -56,7 +56,9 @@ def load(spec: PoolSpec, now: float, ledger: Ledger) -> MemCtx:
             role_min=d.replicas, role_max=d.replicas, running=running, forced_state=None, version=1,
             generation=1, applied_generation=1, next_grp=d.replicas if running else 0,
         )
-        state.groups[d.id] = {g: GroupRec(d.id, g) for g in range(d.replicas)} if running else {}
+        state.groups[d.id] = {}
+        for g in range(d.replicas if running else 0):
+            state.add_group(GroupRec(d.id, g))
     for name, proj in spec.projects.items():
         state.projects[name] = ProjectRec(proj.gpu_quota, proj.billing)
     for fault in spec.sim.faults:

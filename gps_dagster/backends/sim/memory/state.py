@@ -147,6 +147,10 @@ class PoolState:
     """Groups that become ready at ``ready_at``."""
     in_state: dict[str, int] = field(default_factory=dict)
     """GPUs per state."""
+    held_count: dict[str, int] = field(default_factory=dict)
+    """holder -> GPUs it holds (state ``held``; holders with none left out)."""
+    pending: set[tuple[str, int]] = field(default_factory=set)
+    """(deploy, grp) of the groups waiting for placement."""
 
     # -- GPUs and groups change only here, so the indexes always agree with the records --------
 
@@ -170,6 +174,8 @@ class PoolState:
         if g.until is not None:
             self.timed.add(g.uuid)
         self.in_state[g.state] = self.in_state.get(g.state, 0) + 1
+        if g.state == "held" and g.holder is not None:
+            self.held_count[g.holder] = self.held_count.get(g.holder, 0) + 1
 
     def _unindex(self, g: GpuRec) -> None:
         if g.state == "free":
@@ -184,6 +190,12 @@ class PoolState:
                 del self.by_holder[g.holder]
         self.timed.discard(g.uuid)
         self.in_state[g.state] -= 1
+        if g.state == "held" and g.holder is not None:
+            left = self.held_count[g.holder] - 1
+            if left:
+                self.held_count[g.holder] = left
+            else:
+                del self.held_count[g.holder]
 
     def of_holder(self, holder: str) -> list[GpuRec]:
         """The holder's GPUs (held or terminating), in no particular order."""
@@ -191,6 +203,10 @@ class PoolState:
 
     def set_group(self, gr: GroupRec, state: str, ready_at: float | None) -> None:
         gr.state, gr.ready_at = state, ready_at
+        if state == "pending":
+            self.pending.add((gr.deploy, gr.grp))
+        else:
+            self.pending.discard((gr.deploy, gr.grp))
         if ready_at is None:
             self.timed_groups.pop((gr.deploy, gr.grp), None)
         else:
@@ -198,12 +214,15 @@ class PoolState:
 
     def add_group(self, gr: GroupRec) -> None:
         self.groups[gr.deploy][gr.grp] = gr
+        if gr.state == "pending":
+            self.pending.add((gr.deploy, gr.grp))
         if gr.ready_at is not None:
             self.timed_groups[(gr.deploy, gr.grp)] = gr
 
     def drop_group(self, deploy: str, grp: int) -> None:
         del self.groups[deploy][grp]
         self.timed_groups.pop((deploy, grp), None)
+        self.pending.discard((deploy, grp))
 
     def record(self, op: OperationRec) -> None:
         self.operations.append(op)
@@ -215,12 +234,14 @@ class PoolState:
         """A rollback point: every record copied, the indexes rebuilt on the copies."""
         out = copy.copy(self)
         out.gpus, out.by_node = {}, {}
-        out.free_on, out.by_holder, out.timed, out.in_state = {}, {}, set(), {}
+        out.free_on, out.by_holder, out.timed, out.in_state, out.held_count = {}, {}, set(), {}, {}
         for g in self.gpus.values():
             out.add_gpu(copy.copy(g))
         out.deploys = {i: copy.copy(d) for i, d in self.deploys.items()}
         out.groups = {d: {k: copy.copy(g) for k, g in gs.items()} for d, gs in self.groups.items()}
-        out.timed_groups = {(g.deploy, g.grp): g for gs in out.groups.values() for g in gs.values() if g.ready_at is not None}
+        every = [g for gs in out.groups.values() for g in gs.values()]
+        out.timed_groups = {(g.deploy, g.grp): g for g in every if g.ready_at is not None}
+        out.pending = {(g.deploy, g.grp) for g in every if g.state == "pending"}
         out.projects, out.foreign, out.shares = dict(self.projects), dict(self.foreign), dict(self.shares)
         out.faults = [copy.copy(f) for f in self.faults]
         out.ops_by_key, out.ops_by_id, out.last_seq = dict(self.ops_by_key), dict(self.ops_by_id), dict(self.last_seq)
