@@ -4,8 +4,8 @@ The in-memory pool exists to make ``simulate`` fast; it is only worth that if no
 report shows can tell the two apart: transitions with their steps, events, final status,
 operations, the GPU usage history, downtime, idle GPU-seconds, the witness and engine
 restarts. Four replays cover the timing rules (the demo's compressed swap every 4 minutes),
-a day of the seed, reservations (scenario 2 with exclusive reservations and an intruder)
-and a ``crash`` fault (an engine restart, the crashed call leaving nothing behind).
+a day of the seed, reservations (scenario 2 with exclusive reservations and an intruder;
+gpu42's time-sliced reservation, its VRAM admission and holder) and a ``crash`` fault (an engine restart, the crashed call leaving nothing behind).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], datetime, datetime]] = {
     "scenario2-reservations": (
         example("scenario2-schedule.json"), example("scenario2-reservations-pool.yaml"), SEED_MONDAY, SEED_MONDAY + 24 * H,
     ),
+    "gpu42-time-sliced": (example("gpu42-schedule.json"), example("gpu42-pool.yaml"), SEED_MONDAY, SEED_MONDAY + 48 * H),
     "crash-fault": (
         seed_schedule(), with_faults({"effect": "crash", "op": "start", "point": "before_commit"}),
         SEED_MONDAY + 6 * H, SEED_MONDAY + 20 * H,
@@ -56,10 +57,17 @@ def _swapped_often(rep: dict[str, Any]) -> bool:
     return len(rep["transitions"]) >= 10 and rep["downtime_seconds"]["md-llama70b"] > 0
 
 
+def _shared_throughout(rep: dict[str, Any]) -> bool:
+    """Members witnessed on the reservation's GPU, which is never without a fractional pod."""
+    on_gpu = any(rep["witness"].values()) and all(p.get("shared") for p in rep["gpu_usage"])
+    return on_gpu and len(rep["operations"]) >= 8
+
+
 NOT_VACUOUS = {
     "demo-1h": _swapped_often,  # a swap every 4 minutes: the timing rules decide every step
     "seed-1d": lambda rep: len(rep["operations"]) >= 2,
     "scenario2-reservations": _witnessed,  # bound replicas on their reservations' GPUs
+    "gpu42-time-sliced": _shared_throughout,  # VRAM admission, members and the holder on one GPU
     "crash-fault": _restarted_once,  # the crashed start left nothing behind
 }
 """What each case must show, so that agreeing on it means something."""
