@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine as DbEngine
 
 from gps_dagster.backends.sim import SimPool, SimulatedCrash
 from gps_dagster.backends.sim.ledger import SharedLedger
+from gps_dagster.backends.sim.memory import MemoryPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.evaluator import intervals, next_boundary
 from gps_dagster.domain.occurrences import floor_ts
@@ -49,7 +50,9 @@ from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
 
 SimStore = Store | MemoryStore
-"""The engine's store of a replay: the SQL one, or the same semantics in memory."""
+"""The engine's store of a replay: in memory (the default), or the SQL one."""
+Pool = SimPool | MemoryPool
+"""The simulated pool of a replay: in memory (the default), or in the database."""
 
 
 @dataclass
@@ -120,26 +123,39 @@ def simulate(
     db_url: str | None = None,
     wake_at_boundaries: bool = True,
     setup: Any = None,
-    memory_store: bool = False,
+    memory_store: bool | None = None,
+    memory_pool: bool | None = None,
 ) -> SimulationReport:
     """Run the engine over [start, end) on a virtual clock; ``setup(pool, store)`` may inject faults.
 
-    ``memory_store``: the engine's store is a ``MemoryStore`` (its ledger shared with the pool)
-    instead of the SQL ``Store``; the simulated pool keeps its own tables in the database.
+    By default the replay keeps everything in memory: the engine's store is a ``MemoryStore``
+    and the pool a ``MemoryPool``, each deciding exactly as its SQL twin does (the replay tests
+    compare whole reports) without a database transaction per call. ``db_url`` replays on the
+    SQL ``Store`` and a ``SimPool`` in that database instead (to keep or inspect it);
+    ``memory_store``/``memory_pool`` choose each part explicitly.
     """
+    in_memory = db_url is None
+    memory_store = in_memory if memory_store is None else memory_store
+    memory_pool = in_memory if memory_pool is None else memory_pool
     config = config or EngineConfig()
     clock = VirtualClock(start)
     with tempfile.TemporaryDirectory(prefix="gps-sim-") as tmp:
         url = db_url or f"sqlite:///{Path(tmp) / 'sim.sqlite'}"
         store: SimStore
+        db: DbEngine | None = None
+        ledger: SharedLedger
         if memory_store:
             store = MemoryStore(clock)
-            db: DbEngine = create_db_engine(url)
-            ledger: SharedLedger = store.ledger()
+            ledger = store.ledger()
         else:
             store = Store.open(url)
             db, ledger = store.engine, ReservationRepository(store.engine)
-        pool = SimPool.create(db, pool_spec, clock, replace=True, ledger=ledger)
+        pool: Pool
+        if memory_pool:
+            pool = MemoryPool.create(pool_spec, clock, ledger=ledger)
+        else:
+            db = db or create_db_engine(url)
+            pool = SimPool.create(db, pool_spec, clock, replace=True, ledger=ledger)
         store.apply_schedule(schedule, now=start)
         store.set_gate("enforce", now=start)
         if setup is not None:
@@ -149,14 +165,15 @@ def simulate(
         samples, passes = _drive(engines, pool, schedule, clock, end, config, wake_at_boundaries)
         report = _report(store, pool, schedule, pool_spec, start, end, samples)
         report.passes, report.restarts = passes, restarts
-        db.dispose()
+        if db is not None:
+            db.dispose()
         return report
 
 
 class _Engines:
     """The engine process of the replay; a simulated crash replaces it with a new one."""
 
-    def __init__(self, store: SimStore, pool: SimPool, clock: VirtualClock, config: EngineConfig,
+    def __init__(self, store: SimStore, pool: Pool, clock: VirtualClock, config: EngineConfig,
                  restarts: list[dict[str, Any]]) -> None:
         self.store, self.pool, self.clock, self.config = store, pool, clock, config
         self.restarts = restarts
@@ -175,7 +192,7 @@ class _Engines:
 
 
 def _drive(
-    engines: _Engines, pool: SimPool, schedule: Schedule, clock: VirtualClock, end: datetime,
+    engines: _Engines, pool: Pool, schedule: Schedule, clock: VirtualClock, end: datetime,
     config: EngineConfig, wake_at_boundaries: bool,
 ) -> tuple[list[Sample], int]:
     tick = timedelta(seconds=config.pass_interval_s)
@@ -206,7 +223,7 @@ def _next_wake(engines: _Engines, schedule: Schedule, now: datetime) -> datetime
     return min(x for x in (nb, early) if x is not None) if (nb or early) else None
 
 
-def _ready(pool: SimPool, schedule: Schedule) -> dict[str, int]:
+def _ready(pool: Pool, schedule: Schedule) -> dict[str, int]:
     """Ready replica groups per target; a CMP endpoint target is the aggregate of its members."""
     out = {}
     for target, d in _targets(pool.observe(), schedule).items():
@@ -227,7 +244,7 @@ def _targets(deploys: dict[str, DeployView], schedule: Schedule) -> dict[str, De
 
 
 def _report(
-    store: SimStore, pool: SimPool, schedule: Schedule, pool_spec: PoolSpec, start: datetime, end: datetime,
+    store: SimStore, pool: Pool, schedule: Schedule, pool_spec: PoolSpec, start: datetime, end: datetime,
     samples: list[Sample],
 ) -> SimulationReport:
     rep = SimulationReport(schedule.name, pool_spec.name, start, end, pool_spec.capacity)

@@ -1,5 +1,6 @@
 """The contract suite runs once per adapter and database: the simulator on SQLite and on
-PostgreSQL, the Kubernetes adapter on the real control plane with fake nodes (its store on
+PostgreSQL, the simulator held in memory (``MemoryPool``, its reservation ledger on SQLite), the
+Kubernetes adapter on the real control plane with fake nodes (its store on
 PostgreSQL), the same adapter on the ONE real node (kubelet + containerd + the device plugin) —
 minus the cases in ``real_node_exclusions.REAL_NODE_EXCLUDED``, whose pools do not fit one 4-GPU
 node (``test_real_node_exclusions``) — and the in-memory ``FakeCore`` of the engine's fast tests,
@@ -21,7 +22,7 @@ from contract_harness import ADAPTERS, Harness
 from fake_exclusions import excluded_on_fake
 from real_node_exclusions import excluded_on_real_node
 
-CASES = [("sim", "sqlite"), ("sim", "postgres"), ("k8s", "postgres"), ("real-node", "postgres"), ("fake", "memory")]
+CASES = [("sim", "sqlite"), ("sim", "postgres"), ("sim-memory", "sqlite"), ("k8s", "postgres"), ("real-node", "postgres"), ("fake", "memory")]
 
 
 def _excluded(item: pytest.Item) -> bool:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from gps_dagster.backends.sim import SimPool
+from gps_dagster.backends.sim.memory import MemoryPool
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import FaultSpec, PoolSpec
 from gps_dagster.ports import Core
@@ -81,6 +82,25 @@ class SimHarness:
         self.engine.dispose()
 
 
+class MemoryHarness(SimHarness):
+    """``MemoryPool`` (the simulated pool in memory) with the simulator's driver surface; the
+    reservation ledger is the store's, on ``db_url`` (as ``simulate`` wires it)."""
+
+    def __init__(self, db_url: str) -> None:
+        super().__init__(db_url)
+        self.memory: MemoryPool | None = None
+
+    def load(self, spec: PoolSpec) -> Core:
+        ledger = ReservationRepository.migrated(self.engine) if spec.reservations else None
+        self.memory = MemoryPool.create(spec, self.clock, ledger=ledger)
+        return self.memory
+
+    @property
+    def pool(self) -> MemoryPool:  # type: ignore[override]
+        assert self.memory is not None
+        return self.memory
+
+
 def at_the_instant(harness: Harness, check: Callable[[], object], within_s: float) -> None:
     """A virtual clock's ``eventually``: exactly ``within_s`` later, ``check`` holds."""
     harness.advance(within_s)
@@ -105,4 +125,4 @@ def _real_node(db_url: str) -> Harness:
     return RealNodeHarness(db_url)
 
 
-ADAPTERS = {"sim": SimHarness, "k8s": _k8s, "fake": _fake, "real-node": _real_node}
+ADAPTERS = {"sim": SimHarness, "sim-memory": MemoryHarness, "k8s": _k8s, "fake": _fake, "real-node": _real_node}

@@ -55,6 +55,7 @@ from gps_dagster.ports import (
     OperationState,
     Permanent,
     QuotaStatus,
+    ReservationBook,
     Submission,
     Transient,
     WitnessResult,
@@ -496,7 +497,7 @@ def _is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
 
-def record_reservations(book: SharedLedger, spec: PoolSpec, clock: Clock) -> None:
+def record_reservations(book: ReservationBook, spec: PoolSpec, clock: Clock) -> None:
     """Record the pool file's reservations in the ledger (those already there are kept)."""
     present = {r.id for r in book.list()}
     for rsv in spec.reservations:

@@ -16,7 +16,7 @@ count, on top of the per-pool lock, so no GPU is ever handed out twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.context import Ctx
+from gps_dagster.backends.sim.pure import choose_nodes, eligible
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import Transient
 
@@ -75,32 +76,6 @@ def free_by_node(ctx: Ctx, among: Collection[str] | None = None) -> dict[str, in
         .group_by(g.c.node)
     )
     return {node: int(n) for node, n in rows}
-
-
-def eligible(ctx: Ctx, free: Mapping[str, int], flavor: str | None, selector: Iterable[str] = ()) -> dict[str, int]:
-    """Free counts of the nodes a deploy may use (flavor, node selector)."""
-    allowed = set(selector)
-    return {
-        n: f
-        for n, f in free.items()
-        if (flavor is None or ctx.flavors.get(n) == flavor) and (not allowed or n in allowed)
-    }
-
-
-def choose_nodes(
-    ctx: Ctx, free: Mapping[str, int], flavor: str | None, per_node: int, count: int, selector: Iterable[str] = ()
-) -> list[str] | None:
-    """Best-fit choice of ``count`` distinct nodes with ``per_node`` free GPUs each."""
-    fitting = [n for n, f in eligible(ctx, free, flavor, selector).items() if f >= per_node]
-    if flavor is None:  # a group never mixes flavors: pick the flavor that fits best
-        by_flavor: dict[str, list[str]] = {}
-        for n in fitting:
-            by_flavor.setdefault(ctx.flavors[n], []).append(n)
-        fitting = next((ns for _, ns in sorted(by_flavor.items()) if len(ns) >= count), [])
-    if len(fitting) < count:
-        return None
-    fitting.sort(key=lambda n: (free[n], ctx.ordinals[n]))
-    return fitting[:count]
 
 
 def allocate(

@@ -47,7 +47,7 @@ def load(conn: Connection, spec: PoolSpec, now: float, ledger: Ledger | None = N
     must name usable ones, and placement at load honours them like later on.
     """
     ledger = ledger or Ledger()
-    _check_bindings(spec, ledger)
+    check_bindings(spec, ledger)
     conn.execute(
         t.pools.insert().values(
             name=spec.name,
@@ -85,7 +85,7 @@ def load(conn: Connection, spec: PoolSpec, now: float, ledger: Ledger | None = N
     record_usage(ctx)
 
 
-def _check_bindings(spec: PoolSpec, ledger: Ledger) -> None:
+def check_bindings(spec: PoolSpec, ledger: Ledger) -> None:
     """Every binding names reservations the ledger holds on this pool, in the right mode."""
     problems = [
         e

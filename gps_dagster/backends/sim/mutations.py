@@ -22,8 +22,9 @@ from sqlalchemy.engine import Row
 from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import Ctx, mark_applied_if_placed, place_pending, release
+from gps_dagster.backends.sim.pure import refuse_forced, reservation_of
 from gps_dagster.domain.gps.billing import Workload, quota_usage, reservation_project
-from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
+from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.domain.kinds import DeployKind, scale_refusal
 from gps_dagster.ports import (
     AdmissionRefused,
@@ -62,13 +63,6 @@ def _bump(ctx: Ctx, row: Row[Any], *, applied: bool, **values: object) -> None:
     ctx.touched.add(row.id)
 
 
-def _refuse_forced(row: Row[Any]) -> None:
-    if row.forced_state == "DELETING":
-        raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
-    if row.forced_state == "FAILED":
-        raise AdmissionRefused("deploy_failed", f"{row.id} is FAILED")
-
-
 def stop(ctx: Ctx, row: Row[Any], *, allow_aliased_downtime: bool, blocks: Blocks) -> Outcome:
     if row.id in blocks.fail_stop:
         raise Permanent(f"stop of {row.id} failed", reason="stop_failed")
@@ -91,7 +85,7 @@ def stop(ctx: Ctx, row: Row[Any], *, allow_aliased_downtime: bool, blocks: Block
 def start(ctx: Ctx, row: Row[Any], *, blocks: Blocks) -> Outcome:
     if row.id in blocks.fail_start:
         raise Permanent(f"start of {row.id} failed", reason="start_failed")
-    _refuse_forced(row)
+    refuse_forced(row)
     check_billing(ctx, row)
     if row.running:
         return Outcome(changed=False)
@@ -109,7 +103,7 @@ def set_replica_intent(ctx: Ctx, row: Row[Any], replicas: int, *, blocks: Blocks
     refusal = scale_refusal(DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None)
     if refusal:
         raise Unsupported(refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}")
-    _refuse_forced(row)
+    refuse_forced(row)
     if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding) and replicas != 1:
         raise Unsupported("unsupported_scale_for_mode", f"{row.id} is a time-sliced member: one replica on its reservation's GPU")
     roles = {"desired": replicas, "role_min": replicas, "role_max": replicas}
@@ -185,7 +179,7 @@ def check_quota(ctx: Ctx, row: Row[Any], *, delta_replicas: int) -> QuotaStatus:
         sa.select(p.c.gpu_quota).where(p.c.pool == ctx.pool, p.c.name == row.project)
     ).scalar_one_or_none()
     held = [r for r in ctx.ledger.rsvs.values() if reservation_project(r) == row.project]
-    if _reservation_of(ctx, row.id) in {r.id for r in held}:
+    if reservation_of(ctx.bindings.get(row.id)) in {r.id for r in held}:
         requested = 0
     used = project_gpus(ctx, row.project, held)
     if quota is not None and used + requested > quota:
@@ -199,15 +193,6 @@ def check_quota(ctx: Ctx, row: Row[Any], *, delta_replicas: int) -> QuotaStatus:
     return QuotaStatus(project=row.project, quota=quota, used=used, requested=requested)
 
 
-def _reservation_of(ctx: Ctx, deploy_id: str) -> str | None:
-    binding = ctx.bindings.get(deploy_id)
-    if isinstance(binding, TimeSlicedBinding):
-        return binding.reservation
-    if isinstance(binding, ExclusiveBinding):
-        return binding.reservations[0]
-    return None
-
-
 def project_gpus(ctx: Ctx, project: str, held: list[Any]) -> int:
     """GPUs a project holds: its reservations once, plus running deploys not bound to them."""
     d = t.deploys
@@ -216,5 +201,5 @@ def project_gpus(ctx: Ctx, project: str, held: list[Any]) -> int:
             d.c.pool == ctx.pool, d.c.project == project, d.c.running.is_(True)
         )
     )
-    workloads = [Workload(i, int(n) * int(g), 0, 0, _reservation_of(ctx, i)) for i, n, g in rows]
+    workloads = [Workload(i, int(n) * int(g), 0, 0, reservation_of(ctx.bindings.get(i))) for i, n, g in rows]
     return quota_usage(held, workloads).gpus

@@ -32,10 +32,18 @@ from sqlalchemy.engine import Connection, Row
 
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.context import Ctx
-from gps_dagster.domain.gps.admission import Admitted, Decision, Ineligible, Overcommitted, admit
+from gps_dagster.backends.sim.pure import (
+    HOLDER_MIB,
+    WITNESS_SOURCE,
+    Binding,
+    admission_message,
+    admission_view,
+    binding_view,
+    holder_id,
+)
+from gps_dagster.domain.gps.admission import Admitted, Decision, Ineligible, admit
 from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.gps.holders import holder_wanted
-from gps_dagster.domain.gps.reservations import format_mib
 from gps_dagster.domain.pool import DeployReservation, PoolSpec
 from gps_dagster.ports import (
     AdmissionPreview,
@@ -43,19 +51,16 @@ from gps_dagster.ports import (
     CapacityPreview,
     Fits,
     Insufficient,
-    ReservationBinding,
     WitnessResult,
 )
 
-Binding = ExclusiveBinding | TimeSlicedBinding
-HOLDER_MIB = 1
-"""VRAM the holder's minimal fractional pod asks for."""
-WITNESS_SOURCE = "sim_placement"
+__all__ = [
+    "HOLDER_MIB", "WITNESS_SOURCE", "Binding", "admit_start", "attach_member", "binding_view", "bound_to", "capacity",
+    "decide", "detach_member", "exclusive_choices", "holder_id", "load_bindings", "preview", "save_bindings",
+    "shared_usage", "sync_holders", "witness",
+]
+
 _REF = TypeAdapter(DeployReservation)
-
-
-def holder_id(reservation_id: str) -> str:
-    return f"holder:{reservation_id}"
 
 
 # -- bindings (fixed at load) ------------------------------------------------------------------
@@ -83,14 +88,6 @@ def load_bindings(conn: Connection, pool: str) -> dict[str, Binding]:
         ref = _REF.validate_python(json.loads(spec))
         out[deploy] = ref if isinstance(ref, TimeSlicedBinding) else ExclusiveBinding(gpus_per_replica=gpr, reservations=ref.reservations)
     return out
-
-
-def binding_view(binding: Binding | None) -> ReservationBinding | None:
-    if binding is None:
-        return None
-    if isinstance(binding, TimeSlicedBinding):
-        return ReservationBinding((binding.reservation,), "time_sliced", binding.memory_mib)
-    return ReservationBinding(tuple(binding.reservations), "exclusive")
 
 
 def bound_to(ctx: Ctx, reservation_id: str) -> list[str]:
@@ -246,30 +243,11 @@ def admit_start(ctx: Ctx, row: Row[Any]) -> None:
     decision = decide(ctx, row, lock=True)
     if decision is None or isinstance(decision, Admitted):
         return
-    raise AdmissionRefused(decision.reason, _message(row.id, decision))
-
-
-def _message(deploy_id: str, decision: Overcommitted | Ineligible) -> str:
-    """The refusal with its figures (``Overcommitted.fix`` names every MiB count)."""
-    return f"{deploy_id} on reservation '{decision.reservation_id}': {decision.fix}"
+    raise AdmissionRefused(decision.reason, admission_message(row.id, decision))
 
 
 def preview(ctx: Ctx, row: Row[Any], releasing: Collection[str]) -> AdmissionPreview:
-    decision = decide(ctx, row, releasing=releasing)
-    if decision is None:
-        return AdmissionPreview(row.id, True)
-    if isinstance(decision, Admitted):
-        return AdmissionPreview(
-            row.id, True, decision.reservation_id, None,
-            f"fits: {format_mib(decision.total_mib)} of {format_mib(decision.budget_mib)} MiB",
-            decision.budget_mib,
-        )
-    if isinstance(decision, Overcommitted):
-        return AdmissionPreview(
-            row.id, False, decision.reservation_id, decision.reason, _message(row.id, decision),
-            decision.budget_mib, decision.running_mib, decision.in_flight_mib, decision.proposed_mib,
-        )
-    return AdmissionPreview(row.id, False, decision.reservation_id, decision.reason, _message(row.id, decision))
+    return admission_view(row.id, decide(ctx, row, releasing=releasing))
 
 
 # -- capacity preview and witness ----------------------------------------------------------------------
