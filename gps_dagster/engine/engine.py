@@ -96,6 +96,7 @@ class Engine:
         )
         self.batch = BatchRunner(store, core, clock, self.config, self.runner, self.observer)
         self.given = StepBatch(store, core, clock, self.config, self.runner, self.observer)
+        self._heartbeat: ClaimHeartbeat | None = None
 
     # -- passes ------------------------------------------------------------------
 
@@ -126,10 +127,13 @@ class Engine:
         return report
 
     def heartbeat(self) -> ClaimHeartbeat:
-        """Renews this replica's due claims while a pass serves them (``engine/heartbeat.py``)."""
-        return ClaimHeartbeat(
-            self.store, self.clock, holder=self.config.holder, lease_s=self.config.claim_ttl_s
-        )
+        """Renews this replica's due claims while a pass serves them (``engine/heartbeat.py``):
+        one for every pass of this engine."""
+        if self._heartbeat is None:
+            self._heartbeat = ClaimHeartbeat(
+                self.store, self.clock, holder=self.config.holder, lease_s=self.config.claim_ttl_s
+            )
+        return self._heartbeat
 
     def _pass(
         self,

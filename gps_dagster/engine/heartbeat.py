@@ -31,33 +31,72 @@ log = logging.getLogger(__name__)
 
 
 class ClaimHeartbeat:
-    """``with ClaimHeartbeat(...):`` renews ``holder``'s claims every ``lease_s / 3`` seconds."""
+    """``with heartbeat:`` renews ``holder``'s claims every ``lease_s / 3`` seconds while inside.
+
+    One heartbeat serves every pass of its engine: its thread is started by the first pass and
+    parks between passes (a thread started and joined per pass cost a simulated year of passes
+    seconds of thread start-up), and leaves after ``IDLE_EXIT_S`` without a pass. Passes may
+    overlap (nested or from several threads): the claims are renewed while any is inside. No
+    beat starts after the last one has left, and leaving waits for a beat in progress."""
+
+    IDLE_EXIT_S = 30.0
 
     def __init__(self, store: DueIndex, clock: Clock, *, holder: str, lease_s: float) -> None:
         self.store, self.clock, self.holder, self.lease_s = store, clock, holder, lease_s
         self.every_s = max(0.05, lease_s / 3)
         self.beats = 0
-        self._stop = threading.Event()
+        self._cond = threading.Condition()
+        self._inside = 0
+        self._entries = 0
+        """Counts entries and exits: a wait that sees it change was cut short by one."""
+        self._beating = False
         self._thread: threading.Thread | None = None
         self._failing = False
 
     def __enter__(self) -> ClaimHeartbeat:
-        self._thread = threading.Thread(
-            target=self._run, name=f"claims-heartbeat-{self.holder}", daemon=True
-        )
-        self._thread.start()
+        with self._cond:
+            self._inside += 1
+            self._entries += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"claims-heartbeat-{self.holder}", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
         return self
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.every_s + 5)
+        with self._cond:
+            self._inside -= 1
+            self._entries += 1
+            self._cond.notify_all()
+            while self._inside == 0 and self._beating:
+                self._cond.wait()  # the beat in progress ends before the pass does
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self.beat()
+        with self._cond:
+            while True:
+                if self._inside == 0:
+                    seen = self._entries
+                    self._cond.wait(self.IDLE_EXIT_S)
+                    if self._inside == 0 and self._entries == seen:
+                        self._thread = None  # idle: the next pass starts a new thread
+                        return
+                    continue
+                seen = self._entries
+                self._cond.wait(self.every_s)
+                if self._inside == 0 or self._entries != seen:
+                    continue  # a pass came or went: a full period from now on
+                self._beating = True
+                self._cond.release()
+                try:
+                    self.beat()
+                finally:
+                    self._cond.acquire()
+                    self._beating = False
+                    self._cond.notify_all()
 
     def beat(self) -> None:
         """Renew now (the thread's one step; never raises)."""

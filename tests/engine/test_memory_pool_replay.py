@@ -27,7 +27,7 @@ COMPARED = (
 )
 H = timedelta(hours=1)
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any], datetime, datetime]] = {
-    "demo-1h": (example("demo-schedule.json"), example("demo-pool.yaml"), SEED_MONDAY, SEED_MONDAY + H),
+    "demo-30m": (example("demo-schedule.json"), example("demo-pool.yaml"), SEED_MONDAY, SEED_MONDAY + H / 2),
     "seed-1d": (seed_schedule(), seed_pool(), SEED_MONDAY, SEED_MONDAY + 24 * H),
     "scenario2-reservations": (
         example("scenario2-schedule.json"), example("scenario2-reservations-pool.yaml"), SEED_MONDAY, SEED_MONDAY + 24 * H,
@@ -40,9 +40,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], datetime, datetime]] = {
 }
 
 
-def replay(case: str, *, memory_pool: bool) -> dict[str, Any]:
+def replay(case: str, *, memory_pool: bool, memory_store: bool = False) -> dict[str, Any]:
+    """``simulate``'s report of ``case``; the store held at SQL unless ``memory_store``."""
     schedule, pool, start, end = CASES[case]
-    return simulate(load_schedule(schedule), load_pool(pool), start, end, memory_pool=memory_pool).as_dict()
+    return simulate(load_schedule(schedule), load_pool(pool), start, end, memory_pool=memory_pool,
+                    memory_store=memory_store).as_dict()
 
 
 def _witnessed(rep: dict[str, Any]) -> bool:
@@ -64,7 +66,7 @@ def _shared_throughout(rep: dict[str, Any]) -> bool:
 
 
 NOT_VACUOUS = {
-    "demo-1h": _swapped_often,  # a swap every 4 minutes: the timing rules decide every step
+    "demo-30m": _swapped_often,  # a swap every 4 minutes: the timing rules decide every step
     "seed-1d": lambda rep: len(rep["operations"]) >= 2,
     "scenario2-reservations": _witnessed,  # bound replicas on their reservations' GPUs
     "gpu42-time-sliced": _shared_throughout,  # VRAM admission, members and the holder on one GPU
@@ -80,3 +82,16 @@ def test_memory_pool_replays_exactly_as_the_sql_pool(case: str) -> None:
         assert memory[key] == sql[key], f"{case}: {key} differs between MemoryPool and SimPool"
     assert memory == sql
     assert sql["gpu_usage"] and sql["transitions"] and NOT_VACUOUS[case](sql)
+
+
+@pytest.mark.parametrize("case", ["demo-30m", "gpu42-time-sliced", "crash-fault"])
+def test_the_default_replay_all_in_memory_reports_as_the_replay_all_in_sql(case: str) -> None:
+    """What ``simulate`` runs by default (MemoryStore + MemoryPool) against the SQL store and
+    SimPool together: each part is proven against its twin with the other held at SQL; this
+    holds the two swapped at once."""
+    schedule, pool, start, end = CASES[case]
+    default = simulate(load_schedule(schedule), load_pool(pool), start, end).as_dict()
+    sql = replay(case, memory_pool=False, memory_store=False)
+    for key in COMPARED:
+        assert default[key] == sql[key], f"{case}: {key} differs between the memory and SQL replays"
+    assert default == sql and NOT_VACUOUS[case](sql)
