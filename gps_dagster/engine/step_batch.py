@@ -58,6 +58,10 @@ class StepBatch(BatchRunner):
         waiting = self._move(ids, got, last=False)
         if waiting:  # behind a step of this call that just moved (releases and acquires mixed)
             self._move(waiting, got, last=True)
+        # A step another pass recorded while its submit was in flight (it found the step
+        # ``submitting`` and resubmitted it with the same key): the accepted write moved nothing.
+        # The lone runner re-reads it and reports it as it stands.
+        self._alone([i for i in ids if i not in got], got)
         return [got[i] for i in step_ids]
 
     def _move(self, ids: list[str], got: dict[str, StepOutcome], *, last: bool) -> list[str]:

@@ -247,3 +247,29 @@ def test_fifty_releases_cost_a_bounded_number_of_round_trips(pg_url: str, batche
     else:  # the yardstick the bound is set against: a loop over execute_step
         assert counted.fences == 50
         assert counted.transactions >= 500, counted.transactions  # 1151 when written
+
+
+def test_a_step_another_pass_recorded_while_its_submit_was_in_flight_is_reported_not_lost(
+    sqlite_url: str,
+) -> None:
+    """Between the fence (``submitting``) and the accepted write, another pass may resubmit the
+    step with its key and record it (seen in the Dagster benchmark: a pre-armed run's ``arm`` op
+    and a reconcile pass, both at the boundary). The accepted write then moves nothing; the step
+    is reported as it stands (the lone runner re-reads it), never dropped: ``execute_steps``
+    raised ``KeyError`` and failed the run that had just sent the release."""
+    lane = opened(sqlite_url, 1, spare=3)
+    (release,) = lane.plans[0].release_steps
+    other = Engine(lane.store, lane.core, lane.engine.clock, EngineConfig())  # type: ignore[arg-type]
+    real_many = lane.pool.submit_many
+
+    def submit_many(*args: Any, **kw: Any) -> Any:
+        results = real_many(*args, **kw)
+        assert other.execute_step(release.step_id).state == "accepted"  # resubmitted, recorded
+        return results
+
+    lane.pool.submit_many = submit_many  # type: ignore[method-assign]
+    (outcome,) = lane.engine.execute_steps([release.step_id])
+    assert (outcome.step_id, outcome.state) == (release.step_id, "accepted")
+    (row,) = [a for a in lane.store.list_actions() if a.id == release.step_id]
+    assert row.state == "accepted"
+    assert [o.deploy_id for o in lane.pool.operation_log()] == [release.deploy_id]  # one stop
