@@ -230,7 +230,10 @@ def _at_boundary(
     )
     if not claimed:
         return "; ".join(taken)
-    sent = runtime.engine.execute_steps([s.step_id for s in plan.release_steps])
+    # opened and preflighted by this pass a moment ago: no second deploy, alias and preflight
+    # read between the boundary and the submit (execute_steps' fresh)
+    ids = [s.step_id for s in plan.release_steps]
+    sent = runtime.engine.execute_steps(ids, fresh={plan.transition_id})
     return plan, claimed[0], list(sent)
 
 

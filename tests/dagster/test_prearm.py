@@ -9,6 +9,7 @@ that never ran leaves the boundary to today's path."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -201,3 +202,35 @@ def test_the_arm_op_itself_submits_the_release_at_the_boundary_before_any_other_
     assert start_a.submitted_at is None  # the acquire waits for its admit op, as before
     text = " ".join(r.user_message for r in instance.all_logs(result.run_id))
     assert "releases submitted at the boundary: md-qwen32b accepted" in text
+
+
+def test_between_the_boundary_and_the_submit_the_arm_op_reads_the_pool_once(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    """The pass at the boundary reads the deploys, the alias guard and the preflight; the
+    submit that follows trusts what that pass, opening the plan a moment ago, just read
+    (``execute_steps(fresh=…)``). Before, the release's re-check read all of it again: a
+    second round of core calls (transactions, for the simulator) between the boundary and the
+    submit, on a machine where each costs most under load."""
+    core = early.engine.core
+    calls: list[str] = []
+    for name in ("get_deploys", "alias_guard", "check_quota", "check_billing"):
+        real = getattr(core, name)
+
+        def counted(*args: object, _name: str = name, _real: Any = real, **kw: object) -> Any:
+            calls.append(_name)
+            return _real(*args, **kw)
+
+        setattr(core, name, counted)
+    daemon = _daemon(early, instance)
+    (request,) = daemon.evaluate_sensor(names.PREARM_SENSOR)
+    calls.clear()  # what the sensor read ahead of the boundary does not count
+    job = daemon.defs.resolve_job_def(names.PREARM_JOB)
+    result = job.execute_in_process(
+        run_config=request.run_config, instance=instance, op_selection=["arm"]
+    )
+    assert result.success
+    (stop_b,) = early.store.list_actions(deploy_id=B)
+    assert (stop_b.state, stop_b.submitted_at) == ("accepted", MONDAY_0800)
+    assert calls.count("get_deploys") == 1, calls  # the pass's read; none after it
+    assert calls.count("alias_guard") == 1, calls  # the pass's preflight of the stop of B

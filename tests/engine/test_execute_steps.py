@@ -273,3 +273,42 @@ def test_a_step_another_pass_recorded_while_its_submit_was_in_flight_is_reported
     (row,) = [a for a in lane.store.list_actions() if a.id == release.step_id]
     assert row.state == "accepted"
     assert [o.deploy_id for o in lane.pool.operation_log()] == [release.deploy_id]  # one stop
+
+
+READS = ("get_deploys", "get_deploy", "alias_guard", "check_quota", "check_billing")
+
+
+def _count_reads(pool: SimPool) -> dict[str, int]:
+    """Calls of the core's reads a release's re-check makes (deploys, alias guard, preflight)."""
+    calls = dict.fromkeys(READS, 0)
+    for name in READS:
+        real = getattr(pool, name)
+
+        def counted(*args: Any, _name: str = name, _real: Any = real, **kw: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kw)
+
+        setattr(pool, name, counted)
+    return calls
+
+
+def test_the_releases_of_a_plan_its_own_pass_just_opened_are_not_read_again(
+    sqlite_url: str,
+) -> None:
+    """``fresh``: a pre-armed run submits the releases of the plan its pass opened and
+    preflighted a moment ago, at the boundary; a second read of the deploys, the alias guard and
+    the preflight stood between the boundary and the submit (each a core round trip, each a
+    database transaction for the simulator). Plans not named fresh are re-checked as before."""
+    lane = opened(sqlite_url, 2, spare=3)
+    calls = _count_reads(lane.pool)
+    fresh, stale = lane.plans
+    (outcome,) = lane.engine.execute_steps(
+        [fresh.release_steps[0].step_id], fresh={fresh.transition_id}
+    )
+    assert outcome.state == "accepted"
+    assert calls == dict.fromkeys(READS, 0)  # submitted on the pass's own reads
+    (outcome,) = lane.engine.execute_steps(
+        [stale.release_steps[0].step_id], fresh={fresh.transition_id}
+    )
+    assert outcome.state == "accepted"
+    assert calls["alias_guard"] >= 1 and calls["get_deploys"] == 1  # re-checked, as before
