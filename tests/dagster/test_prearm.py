@@ -141,18 +141,25 @@ def test_the_code_location_reads_the_lead_and_refuses_a_bad_one() -> None:
 
 
 class _Record:
-    def __init__(self, created: float, started: float | None) -> None:
+    def __init__(self, created: float, started: float | None, ended: float | None) -> None:
         from datetime import UTC, datetime
 
         self.create_timestamp = datetime.fromtimestamp(created, UTC)
         self.start_time = started
+        self.end_time = ended
 
 
 class _Instance:
-    """The two facts ``measured_lead`` reads of a Dagster instance: its recent run records."""
+    """The facts ``measured_lead`` reads of a Dagster instance: its recent run records (a wait
+    of None: ended without starting; "waiting": created at 1000 s, not started yet)."""
 
-    def __init__(self, waits: list[float | None]) -> None:
-        self.records = [_Record(1000.0, None if w is None else 1000.0 + w) for w in waits]
+    def __init__(self, waits: list[float | str | None]) -> None:
+        self.records = [
+            _Record(1000.0, None, None) if w == "waiting"
+            else _Record(1000.0, None, 1001.0) if w is None
+            else _Record(1000.0, 1000.0 + float(w), 1000.0 + float(w) + 1)
+            for w in waits
+        ]
 
     def get_run_records(self, limit: int) -> list[_Record]:
         return self.records[:limit]
@@ -169,6 +176,23 @@ def test_unset_the_lead_follows_the_instances_measured_run_starts() -> None:
     assert measured_lead(_Instance(loaded)) == 33.0 + 10.0  # p95 of 20 = the 19th, + 10 s
     assert measured_lead(_Instance([None, 80.0])) == 90.0  # runs not started yet are left out
     assert measured_lead(_Instance([5000.0])) == MAX_LEAD_S
+
+
+def test_a_run_still_waiting_to_start_counts_as_waited_so_far() -> None:
+    """A fresh instance whose first runs are all still starting (Kubernetes Jobs under load):
+    their wait so far is the least their start will take, so the lead is at least that + 10 s,
+    not the 30 s floor that let the first pre-armed Job start after its boundary."""
+    from datetime import UTC, datetime
+
+    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, measured_lead
+
+    now = datetime.fromtimestamp(1070.0, UTC)  # 70 s after the runs were created
+    assert measured_lead(_Instance(["waiting"]), now) == 80.0
+    assert measured_lead(_Instance([3.3] * 18 + ["waiting"] * 2), now) == 80.0  # p95 of 20: 19th
+    assert measured_lead(_Instance([None, "waiting"]), now) == 80.0  # ended unstarted: out
+    assert measured_lead(_Instance(["waiting"])) == DEFAULT_LEAD_S  # no instant: not counted
+    early = datetime.fromtimestamp(990.0, UTC)  # a clock behind the runs' creation
+    assert measured_lead(_Instance(["waiting"]), early) == DEFAULT_LEAD_S
 
 
 def test_a_resource_without_a_lead_measures_it(instance: dg.DagsterInstance) -> None:
