@@ -25,6 +25,7 @@ boundary sensor serve the due index whatever happened to a pre-armed run.
 # * “Pre-armed runs”
 # * “A pre-armed run submits its releases from the `arm` op, at the boundary”
 # * “A pre-armed run's releases are not re-checked after its own pass”
+# * “The measured pre-arm lead counts runs still waiting to start”
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
