@@ -173,23 +173,28 @@ def test_unset_the_lead_follows_the_instances_measured_run_starts() -> None:
     assert measured_lead(_Instance([])) == DEFAULT_LEAD_S  # nothing measured yet
     assert measured_lead(_Instance([3.3] * 20)) == DEFAULT_LEAD_S  # quiet: the floor
     loaded = [15.0 + i for i in range(19)] + [60.0]
-    assert measured_lead(_Instance(loaded)) == 33.0 + 10.0  # p95 of 20 = the 19th, + 10 s
-    assert measured_lead(_Instance([None, 80.0])) == 90.0  # runs not started yet are left out
+    assert measured_lead(_Instance(loaded)) == 33.0 * 2  # p95 of 20 = the 19th, twice
+    assert measured_lead(_Instance([None, 80.0])) == 160.0  # runs that never started: left out
+    assert measured_lead(_Instance([12.0] * 20)) == DEFAULT_LEAD_S  # 12 + 10 s: the floor
+    # Kubernetes Jobs measured at 20-24 s: twice the p95, not + 10 s — under a rising load the
+    # starts outrun the p95 of the last runs (a Job given 34 s armed 38.5 s after its creation)
+    jobs = [20.0] * 10 + [24.0] * 10
+    assert measured_lead(_Instance(jobs)) == 48.0
     assert measured_lead(_Instance([5000.0])) == MAX_LEAD_S
 
 
 def test_a_run_still_waiting_to_start_counts_as_waited_so_far() -> None:
     """A fresh instance whose first runs are all still starting (Kubernetes Jobs under load):
-    their wait so far is the least their start will take, so the lead is at least that + 10 s,
-    not the 30 s floor that let the first pre-armed Job start after its boundary."""
+    their wait so far is the least their start will take, so the lead is at least that and its
+    margin, not the 30 s floor that let the first pre-armed Job start after its boundary."""
     from datetime import UTC, datetime
 
     from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, measured_lead
 
     now = datetime.fromtimestamp(1070.0, UTC)  # 70 s after the runs were created
-    assert measured_lead(_Instance(["waiting"]), now) == 80.0
-    assert measured_lead(_Instance([3.3] * 18 + ["waiting"] * 2), now) == 80.0  # p95 of 20: 19th
-    assert measured_lead(_Instance([None, "waiting"]), now) == 80.0  # ended unstarted: out
+    assert measured_lead(_Instance(["waiting"]), now) == 140.0  # 70 s, twice
+    assert measured_lead(_Instance([3.3] * 18 + ["waiting"] * 2), now) == 140.0  # p95 of 20: 19th
+    assert measured_lead(_Instance([None, "waiting"]), now) == 140.0  # ended unstarted: out
     assert measured_lead(_Instance(["waiting"])) == DEFAULT_LEAD_S  # no instant: not counted
     early = datetime.fromtimestamp(990.0, UTC)  # a clock behind the runs' creation
     assert measured_lead(_Instance(["waiting"]), early) == DEFAULT_LEAD_S
