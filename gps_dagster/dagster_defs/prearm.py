@@ -106,7 +106,9 @@ def measured_lead(instance: dg.DagsterInstance, now: datetime | None = None) -> 
     so far: that counts, as the least its start will take. Left out, the lead of a fresh
     instance whose first runs were all still starting stayed at the floor, and its first
     pre-armed Job started after its boundary (bench/dagster_lag_jobs.py: Job starts of 45–70 s
-    under load, a 38 s lead). Runs that ended without starting are left out."""
+    under load, a 38 s lead). Runs that ended without starting are left out. (Dagster's
+    ``RunRecord``: "start_time and end_time fields will be populated once the run has started
+    and ended, respectively, but will be None beforehand", dagster/_core/storage/dagster_run.py.)"""
     records = instance.get_run_records(limit=MEASURED_RUNS)
     waits = sorted(
         _waited(r.create_timestamp.timestamp(), r.start_time, now)
