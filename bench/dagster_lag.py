@@ -78,7 +78,8 @@ defs = dg.Definitions.merge(
 RUNS = """
 query Runs($job: String) {
   runsOrError(filter: {pipelineName: $job}) {
-    ... on Runs { results { runId jobName tags { key value } stepStats { stepKey startTime endTime } } }
+    ... on Runs { results { runId jobName status creationTime startTime tags { key value }
+                            stepStats { stepKey startTime endTime } } }
   }
 }
 """
@@ -136,6 +137,25 @@ def boundary_rows(runs: list[dict[str, Any]], since: datetime, grace: float) -> 
                 "launched_by": row.get("launched_by", "?"),
             }
     return done
+
+
+def prearmed_runs(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """Per (schedule, boundary): what its ``gps_prearmed`` run did — created and its ``arm`` op
+    started how long before the boundary, its status and ``gps/prearm`` tag — so that a
+    boundary the pre-armed path missed says why (started late, failed, skipped and why)."""
+    out: dict[str, str] = {}
+    for run in runs:
+        tags = _tags(run)
+        if run["jobName"] != names.PREARM_JOB or names.TAG_BOUNDARY not in tags:
+            continue
+        boundary = datetime.fromisoformat(tags[names.TAG_BOUNDARY])
+        at = boundary.timestamp()
+        arm = [s["startTime"] for s in run["stepStats"] if s["stepKey"] == "arm" and s["startTime"]]
+        armed = f"arm op {at - arm[0]:.1f} s before" if arm else "arm op never started"
+        key = f"{tags[names.TAG_SCHEDULE]}@{boundary.astimezone(UTC).isoformat()}"
+        out[key] = (f"created {at - run['creationTime']:.1f} s before, {armed}, {run['status']}, "
+                    f"{tags.get(names.TAG_PREARM, '')[:90]}")
+    return out
 
 
 def launcher(tags: dict[str, str]) -> str:
@@ -205,6 +225,7 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
     loads: list[tuple[float, float]] = []  # (wall time, 1-minute load average) every poll
     base: list[float] = []
     submitted: dict[str, float] = {}
+    armed: dict[str, str] = {}
     since = datetime.fromtimestamp((time.time() // 60 + 1) * 60, UTC)  # replaced once dagster is up
     try:
         assert dev.proc is not None
@@ -222,6 +243,7 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
                 print(f"  runs query failed ({exc}); polling again", flush=True)
                 continue
             rows = boundary_rows(all_runs, since, grace)
+            armed = prearmed_runs(all_runs)
             base = baseline_lags([r for r in all_runs if r["jobName"] == BASELINE_JOB], since)
             submitted = submitted_lags(db_url, since)
             if len(rows) >= boundaries and len(submitted) >= boundaries and len(base) >= 3:
@@ -234,6 +256,7 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
     for key, row in rows.items():
         row["submitted_lag"] = submitted.get(key)
         row["load1"] = load_at(loads, datetime.fromisoformat(key.split("@", 1)[1]).timestamp())
+        row["prearmed"] = armed.get(key, "no pre-armed run")
     release = [r["release_lag"] for r in rows.values()]
     sent = list(submitted.values())
     acquire = [r["acquire_lag"] for r in rows.values()]
@@ -308,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, row in sorted(r["rows"].items(), key=lambda kv: kv[0].split("@", 1)[1]):
         sent_lag = row["submitted_lag"]
         print(f"    {key}: submitted {sent_lag if sent_lag is None else round(sent_lag, 2)} s, "
-              f"release op {row['release_lag']:.2f} s, {row['launched_by']}, load {row['load1']}")
+              f"release op {row['release_lag']:.2f} s, {row['launched_by']}, load "
+              f"{row['load1']:.1f}; pre-armed run: {row['prearmed']}")
     print(
         f"  baseline, empty cron job (* * * * *) → op started: p50 {r['baseline_p50']:.2f} s  "
         f"p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} ticks;  release p95 / baseline "

@@ -24,6 +24,8 @@ boundary sensor serve the due index whatever happened to a pre-armed run.
 # Decisions embodied here (docs/decisions.md):
 # * “Pre-armed runs”
 # * “A pre-armed run submits its releases from the `arm` op, at the boundary”
+# * “A pre-armed run's releases are not re-checked after its own pass”
+# * “The measured pre-arm lead keeps ahead of the run starts”
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -56,7 +58,11 @@ TRIGGER = "prearmed"
 
 MEASURED_RUNS = 20
 TICK_AND_MARGIN_S = 10.0
-"""Added to the measured start p95: the sensor's ~5 s tick floor and a margin."""
+"""The least added to the measured start p95: the sensor's ~5 s tick floor and a margin."""
+MARGIN_SHARE = 1.0
+"""...and at least this share of the p95 itself: starts move with the load faster than the p95 of
+the last runs follows them (bench/dagster_lag_jobs.py, load 10–19: Jobs measured at p95 ~24 s, a
+34 s lead, and the next Job armed 38.5 s after its creation, 4.5 s after its boundary)."""
 MAX_LEAD_S = 600.0
 
 
@@ -79,28 +85,47 @@ def lead_from_env(env: Mapping[str, str]) -> float | None:
     return value
 
 
-def prearm_lead_s(gps: Any, instance: dg.DagsterInstance | None = None) -> float:
+def prearm_lead_s(
+    gps: Any, instance: dg.DagsterInstance | None = None, now: datetime | None = None
+) -> float:
     """How far ahead of a boundary its run is launched: the resource's setting (0 = off), or,
-    when it is None, measured on ``instance`` (``measured_lead``)."""
+    when it is None, measured on ``instance`` at ``now`` (``measured_lead``)."""
     lead = getattr(gps, "prearm_lead_s", 0.0)
     if lead is None:
-        return measured_lead(instance) if instance is not None else DEFAULT_LEAD_S
+        return measured_lead(instance, now) if instance is not None else DEFAULT_LEAD_S
     return float(lead or 0.0)
 
 
-def measured_lead(instance: dg.DagsterInstance) -> float:
+def measured_lead(instance: dg.DagsterInstance, now: datetime | None = None) -> float:
     """The p95 of the last ``MEASURED_RUNS`` runs' creation → start on this instance (its run
-    launcher and coordinator, under the machine's load of now) + a sensor tick and a margin,
-    never below ``DEFAULT_LEAD_S`` nor above ``MAX_LEAD_S``: a Kubernetes Job launcher, or a
-    loaded machine, gets the lead it needs without a setting."""
+    launcher and coordinator, under the machine's load of now) + a margin (the p95 again, at
+    least 10 s: a sensor tick and more), never below ``DEFAULT_LEAD_S`` nor above ``MAX_LEAD_S``: a Kubernetes Job launcher, or a
+    loaded machine, gets the lead it needs without a setting.
+
+    A run still waiting to start (neither started nor ended) has waited ``now`` − its creation
+    so far: that counts, as the least its start will take. Left out, the lead of a fresh
+    instance whose first runs were all still starting stayed at the floor, and its first
+    pre-armed Job started after its boundary (bench/dagster_lag_jobs.py: Job starts of 45–70 s
+    under load, a 38 s lead). Runs that ended without starting are left out. (Dagster's
+    ``RunRecord``: "start_time and end_time fields will be populated once the run has started
+    and ended, respectively, but will be None beforehand", dagster/_core/storage/dagster_run.py.)"""
     records = instance.get_run_records(limit=MEASURED_RUNS)
     waits = sorted(
-        r.start_time - r.create_timestamp.timestamp() for r in records if r.start_time is not None
+        _waited(r.create_timestamp.timestamp(), r.start_time, now)
+        for r in records
+        if r.start_time is not None or (r.end_time is None and now is not None)
     )
     if not waits:
         return DEFAULT_LEAD_S
     p95 = waits[min(len(waits) - 1, round(0.95 * (len(waits) - 1)))]
-    return min(MAX_LEAD_S, max(DEFAULT_LEAD_S, p95 + TICK_AND_MARGIN_S))
+    margin = max(TICK_AND_MARGIN_S, MARGIN_SHARE * p95)
+    return min(MAX_LEAD_S, max(DEFAULT_LEAD_S, p95 + margin))
+
+
+def _waited(created: float, started: float | None, now: datetime | None) -> float:
+    """Creation → start, or → ``now`` for a run not started yet (never below 0)."""
+    end = started if started is not None else (now.timestamp() if now is not None else created)
+    return max(0.0, end - created)
 
 
 def prearm_run_key(schedule: str, at: datetime) -> str:
@@ -127,10 +152,10 @@ def prearm_tick(
     runtime: Any, gps: Any, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], str | None]:
     """The pre-armed runs to launch now, or why none (the daemon drops a repeated run key)."""
-    lead = prearm_lead_s(gps, instance)
+    now = runtime.clock.now()
+    lead = prearm_lead_s(gps, instance, now)
     if lead <= 0:
         return [], "pre-arming is off (prearm_lead_s = 0): boundaries are served when they come"
-    now = runtime.clock.now()
     near = runtime.engine.boundaries_within(now, lead)
     if not near:
         return [], f"no release-first boundary within {lead:.0f} s of {now.isoformat()}"
@@ -230,7 +255,10 @@ def _at_boundary(
     )
     if not claimed:
         return "; ".join(taken)
-    sent = runtime.engine.execute_steps([s.step_id for s in plan.release_steps])
+    # opened and preflighted by this pass a moment ago: no second deploy, alias and preflight
+    # read between the boundary and the submit (execute_steps' fresh)
+    ids = [s.step_id for s in plan.release_steps]
+    sent = runtime.engine.execute_steps(ids, fresh={plan.transition_id})
     return plan, claimed[0], list(sent)
 
 

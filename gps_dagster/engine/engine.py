@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -515,10 +515,16 @@ class Engine:
         """Advance one step now (a Dagster op); never blocks."""
         return self.runner.execute(step_id)
 
-    def execute_steps(self, step_ids: Sequence[str]) -> list[StepOutcome]:
+    def execute_steps(
+        self, step_ids: Sequence[str], *, fresh: Collection[str] = ()
+    ) -> list[StepOutcome]:
         """Advance these steps now, together (a Dagster batch op; ``engine/step_batch.py``):
-        the outcome of each, in order, as ``execute_step`` would decide it; never blocks."""
-        return self.given.execute(step_ids)
+        the outcome of each, in order, as ``execute_step`` would decide it; never blocks.
+
+        ``fresh``: transitions the caller's own pass opened, and so preflighted, moments ago
+        (a pre-armed run at its boundary): their releases skip the second alias and preflight
+        read, as the releases of plans opened in the same pass do (``BatchRunner.run``)."""
+        return self.given.execute(step_ids, fresh=set(fresh))
 
     def boundaries_within(self, now: datetime, lead_s: float) -> list[NearBoundary]:
         """Release-first schedules whose next intent boundary is within ``lead_s`` of ``now``

@@ -12,7 +12,10 @@ plans) on shared round trips:
 2. one ``core.get_deploys`` for the acquires and for the steps the releases' re-checks
    preflight; the release-time re-checks (alias guard of a stop, preflight of the plan's
    acquiring steps, R-PASS-6/8) run in one core session with the rules of
-   ``StepRunner._fence_and_submit``;
+   ``StepRunner._fence_and_submit`` — except for the releases of ``fresh`` plans, which the
+   caller's own pass opened and preflighted moments ago (a pre-armed run at its boundary):
+   like the releases of plans opened in the same pass (``BatchRunner.run``), they are not read
+   again;
 3. the releases cleared: the fence, the core sessions of ``SUBMIT_SESSION`` calls and the
    accepted write that ``BatchRunner`` uses; acquires: previews in core sessions, each fit
    submitted before the next preview (``_acquire_all``), the waits written together.
@@ -27,6 +30,7 @@ construction.
 # * “Preflight is re-checked right before a release”
 # * “`Engine.execute_steps` batches only the common path”
 # * “Acquires previewed together only where previews count each other”
+# * “A pre-armed run's releases are not re-checked after its own pass”
 
 from __future__ import annotations
 
@@ -51,16 +55,25 @@ Plan = tuple[TransitionRow, list[ActionRow]]
 class StepBatch(BatchRunner):
     """Given steps of one order (a batch op's releases, or its acquires), moved together."""
 
-    def execute(self, step_ids: Sequence[str]) -> list[StepOutcome]:
-        """The outcome of each of ``step_ids``, in that order; never raises for a step."""
+    def execute(self, step_ids: Sequence[str], *, fresh: set[str] | None = None) -> list[StepOutcome]:
+        """The outcome of each of ``step_ids``, in that order; never raises for a step.
+
+        ``fresh``: plans the caller's own pass opened and preflighted moments ago; their
+        releases are not re-checked (no second deploy, alias and preflight read)."""
         ids = list(dict.fromkeys(step_ids))
         got: dict[str, StepOutcome] = {}
-        waiting = self._move(ids, got, last=False)
+        waiting = self._move(ids, got, last=False, fresh=fresh or set())
         if waiting:  # behind a step of this call that just moved (releases and acquires mixed)
-            self._move(waiting, got, last=True)
+            self._move(waiting, got, last=True, fresh=fresh or set())
+        # A step another pass recorded while its submit was in flight (it found the step
+        # ``submitting`` and resubmitted it with the same key): the accepted write moved nothing.
+        # The lone runner re-reads it and reports it as it stands.
+        self._alone([i for i in ids if i not in got], got)
         return [got[i] for i in step_ids]
 
-    def _move(self, ids: list[str], got: dict[str, StepOutcome], *, last: bool) -> list[str]:
+    def _move(
+        self, ids: list[str], got: dict[str, StepOutcome], *, last: bool, fresh: set[str]
+    ) -> list[str]:
         """Move ``ids``; returns those waiting on a prerequisite (run alone when ``last``)."""
         try:
             rows = self.store.actions_by_id(ids)
@@ -73,7 +86,7 @@ class StepBatch(BatchRunner):
             self._alone(ids, got)
             return []
         steps = [rows[i] for i in ids if i in rows]
-        reads = self._deploys(steps, plans)
+        reads = self._deploys(steps, plans, fresh)
         releases, acquires, waiting = [], [], []
         for i in ids:
             lane = self._lane_of(rows.get(i), plans, statuses, versions, reads)
@@ -85,7 +98,8 @@ class StepBatch(BatchRunner):
                 waiting.append(i)
             else:
                 self._alone([i], got)
-        cleared = self._rechecked(releases, plans, reads)
+        cleared = {a.id for a in releases if a.transition_id in fresh}
+        cleared |= self._rechecked([a for a in releases if a.id not in cleared], plans, reads)
         self._alone([a.id for a in releases if a.id not in cleared], got)
         out: list[StepOutcome] = []
         self._submit_all([a for a in releases if a.id in cleared], statuses, out)
@@ -117,10 +131,13 @@ class StepBatch(BatchRunner):
         # every plan counts as preflighted here: the releases' re-checks are done below
         return self._lane(a, tr, first, before, statuses, versions, {tr.id}, reads)
 
-    def _deploys(self, steps: list[ActionRow], plans: Mapping[str, Plan]) -> dict[str, DeployView]:
-        """One read of the acquires' deploys and of every deploy the releases' re-checks need."""
+    def _deploys(
+        self, steps: list[ActionRow], plans: Mapping[str, Plan], fresh: set[str]
+    ) -> dict[str, DeployView]:
+        """One read of the acquires' deploys and of every deploy the releases' re-checks need
+        (none for the releases of ``fresh`` plans)."""
         wanted = {a.deploy_id for a in steps if a.order == "acquire"}
-        for tid in {a.transition_id for a in steps if a.order == "release"}:
+        for tid in {a.transition_id for a in steps if a.order == "release"} - fresh:
             _tr, plan_steps = plans.get(tid, (None, []))
             wanted.update(x.deploy_id for x in plan_steps if x.state in MOVABLE)
         if not wanted:

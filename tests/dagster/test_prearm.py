@@ -9,6 +9,7 @@ that never ran leaves the boundary to today's path."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -140,18 +141,25 @@ def test_the_code_location_reads_the_lead_and_refuses_a_bad_one() -> None:
 
 
 class _Record:
-    def __init__(self, created: float, started: float | None) -> None:
+    def __init__(self, created: float, started: float | None, ended: float | None) -> None:
         from datetime import UTC, datetime
 
         self.create_timestamp = datetime.fromtimestamp(created, UTC)
         self.start_time = started
+        self.end_time = ended
 
 
 class _Instance:
-    """The two facts ``measured_lead`` reads of a Dagster instance: its recent run records."""
+    """The facts ``measured_lead`` reads of a Dagster instance: its recent run records (a wait
+    of None: ended without starting; "waiting": created at 1000 s, not started yet)."""
 
-    def __init__(self, waits: list[float | None]) -> None:
-        self.records = [_Record(1000.0, None if w is None else 1000.0 + w) for w in waits]
+    def __init__(self, waits: list[float | str | None]) -> None:
+        self.records = [
+            _Record(1000.0, None, None) if w == "waiting"
+            else _Record(1000.0, None, 1001.0) if w is None
+            else _Record(1000.0, 1000.0 + float(w), 1000.0 + float(w) + 1)
+            for w in waits
+        ]
 
     def get_run_records(self, limit: int) -> list[_Record]:
         return self.records[:limit]
@@ -165,9 +173,31 @@ def test_unset_the_lead_follows_the_instances_measured_run_starts() -> None:
     assert measured_lead(_Instance([])) == DEFAULT_LEAD_S  # nothing measured yet
     assert measured_lead(_Instance([3.3] * 20)) == DEFAULT_LEAD_S  # quiet: the floor
     loaded = [15.0 + i for i in range(19)] + [60.0]
-    assert measured_lead(_Instance(loaded)) == 33.0 + 10.0  # p95 of 20 = the 19th, + 10 s
-    assert measured_lead(_Instance([None, 80.0])) == 90.0  # runs not started yet are left out
+    assert measured_lead(_Instance(loaded)) == 33.0 * 2  # p95 of 20 = the 19th, twice
+    assert measured_lead(_Instance([None, 80.0])) == 160.0  # runs that never started: left out
+    assert measured_lead(_Instance([12.0] * 20)) == DEFAULT_LEAD_S  # 12 + 10 s: the floor
+    # Kubernetes Jobs measured at 20-24 s: twice the p95, not + 10 s — under a rising load the
+    # starts outrun the p95 of the last runs (a Job given 34 s armed 38.5 s after its creation)
+    jobs = [20.0] * 10 + [24.0] * 10
+    assert measured_lead(_Instance(jobs)) == 48.0
     assert measured_lead(_Instance([5000.0])) == MAX_LEAD_S
+
+
+def test_a_run_still_waiting_to_start_counts_as_waited_so_far() -> None:
+    """A fresh instance whose first runs are all still starting (Kubernetes Jobs under load):
+    their wait so far is the least their start will take, so the lead is at least that and its
+    margin, not the 30 s floor that let the first pre-armed Job start after its boundary."""
+    from datetime import UTC, datetime
+
+    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, measured_lead
+
+    now = datetime.fromtimestamp(1070.0, UTC)  # 70 s after the runs were created
+    assert measured_lead(_Instance(["waiting"]), now) == 140.0  # 70 s, twice
+    assert measured_lead(_Instance([3.3] * 18 + ["waiting"] * 2), now) == 140.0  # p95 of 20: 19th
+    assert measured_lead(_Instance([None, "waiting"]), now) == 140.0  # ended unstarted: out
+    assert measured_lead(_Instance(["waiting"])) == DEFAULT_LEAD_S  # no instant: not counted
+    early = datetime.fromtimestamp(990.0, UTC)  # a clock behind the runs' creation
+    assert measured_lead(_Instance(["waiting"]), early) == DEFAULT_LEAD_S
 
 
 def test_a_resource_without_a_lead_measures_it(instance: dg.DagsterInstance) -> None:
@@ -201,3 +231,35 @@ def test_the_arm_op_itself_submits_the_release_at_the_boundary_before_any_other_
     assert start_a.submitted_at is None  # the acquire waits for its admit op, as before
     text = " ".join(r.user_message for r in instance.all_logs(result.run_id))
     assert "releases submitted at the boundary: md-qwen32b accepted" in text
+
+
+def test_between_the_boundary_and_the_submit_the_arm_op_reads_the_pool_once(
+    early: Runtime, instance: dg.DagsterInstance
+) -> None:
+    """The pass at the boundary reads the deploys, the alias guard and the preflight; the
+    submit that follows trusts what that pass, opening the plan a moment ago, just read
+    (``execute_steps(fresh=…)``). Before, the release's re-check read all of it again: a
+    second round of core calls (transactions, for the simulator) between the boundary and the
+    submit, on a machine where each costs most under load."""
+    core = early.engine.core
+    calls: list[str] = []
+    for name in ("get_deploys", "alias_guard", "check_quota", "check_billing"):
+        real = getattr(core, name)
+
+        def counted(*args: object, _name: str = name, _real: Any = real, **kw: object) -> Any:
+            calls.append(_name)
+            return _real(*args, **kw)
+
+        setattr(core, name, counted)
+    daemon = _daemon(early, instance)
+    (request,) = daemon.evaluate_sensor(names.PREARM_SENSOR)
+    calls.clear()  # what the sensor read ahead of the boundary does not count
+    job = daemon.defs.resolve_job_def(names.PREARM_JOB)
+    result = job.execute_in_process(
+        run_config=request.run_config, instance=instance, op_selection=["arm"]
+    )
+    assert result.success
+    (stop_b,) = early.store.list_actions(deploy_id=B)
+    assert (stop_b.state, stop_b.submitted_at) == ("accepted", MONDAY_0800)
+    assert calls.count("get_deploys") == 1, calls  # the pass's read; none after it
+    assert calls.count("alias_guard") == 1, calls  # the pass's preflight of the stop of B

@@ -247,3 +247,68 @@ def test_fifty_releases_cost_a_bounded_number_of_round_trips(pg_url: str, batche
     else:  # the yardstick the bound is set against: a loop over execute_step
         assert counted.fences == 50
         assert counted.transactions >= 500, counted.transactions  # 1151 when written
+
+
+def test_a_step_another_pass_recorded_while_its_submit_was_in_flight_is_reported_not_lost(
+    sqlite_url: str,
+) -> None:
+    """Between the fence (``submitting``) and the accepted write, another pass may resubmit the
+    step with its key and record it (seen in the Dagster benchmark: a pre-armed run's ``arm`` op
+    and a reconcile pass, both at the boundary). The accepted write then moves nothing; the step
+    is reported as it stands (the lone runner re-reads it), never dropped: ``execute_steps``
+    raised ``KeyError`` and failed the run that had just sent the release."""
+    lane = opened(sqlite_url, 1, spare=3)
+    (release,) = lane.plans[0].release_steps
+    other = Engine(lane.store, lane.core, lane.engine.clock, EngineConfig())  # type: ignore[arg-type]
+    real_many = lane.pool.submit_many
+
+    def submit_many(*args: Any, **kw: Any) -> Any:
+        results = real_many(*args, **kw)
+        assert other.execute_step(release.step_id).state == "accepted"  # resubmitted, recorded
+        return results
+
+    lane.pool.submit_many = submit_many  # type: ignore[method-assign]
+    (outcome,) = lane.engine.execute_steps([release.step_id])
+    assert (outcome.step_id, outcome.state) == (release.step_id, "accepted")
+    (row,) = [a for a in lane.store.list_actions() if a.id == release.step_id]
+    assert row.state == "accepted"
+    assert [o.deploy_id for o in lane.pool.operation_log()] == [release.deploy_id]  # one stop
+
+
+READS = ("get_deploys", "get_deploy", "alias_guard", "check_quota", "check_billing")
+
+
+def _count_reads(pool: SimPool) -> dict[str, int]:
+    """Calls of the core's reads a release's re-check makes (deploys, alias guard, preflight)."""
+    calls = dict.fromkeys(READS, 0)
+    for name in READS:
+        real = getattr(pool, name)
+
+        def counted(*args: Any, _name: str = name, _real: Any = real, **kw: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kw)
+
+        setattr(pool, name, counted)
+    return calls
+
+
+def test_the_releases_of_a_plan_its_own_pass_just_opened_are_not_read_again(
+    sqlite_url: str,
+) -> None:
+    """``fresh``: a pre-armed run submits the releases of the plan its pass opened and
+    preflighted a moment ago, at the boundary; a second read of the deploys, the alias guard and
+    the preflight stood between the boundary and the submit (each a core round trip, each a
+    database transaction for the simulator). Plans not named fresh are re-checked as before."""
+    lane = opened(sqlite_url, 2, spare=3)
+    calls = _count_reads(lane.pool)
+    fresh, stale = lane.plans
+    (outcome,) = lane.engine.execute_steps(
+        [fresh.release_steps[0].step_id], fresh={fresh.transition_id}
+    )
+    assert outcome.state == "accepted"
+    assert calls == dict.fromkeys(READS, 0)  # submitted on the pass's own reads
+    (outcome,) = lane.engine.execute_steps(
+        [stale.release_steps[0].step_id], fresh={fresh.transition_id}
+    )
+    assert outcome.state == "accepted"
+    assert calls["alias_guard"] >= 1 and calls["get_deploys"] == 1  # re-checked, as before

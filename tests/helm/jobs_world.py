@@ -116,11 +116,13 @@ def jobs_world(
     *,
     first: dict[str, Any] | None = None,
     k8s_launcher: bool = True,
+    definitions: Path | None = None,
 ) -> Iterator[JobsWorld]:
     """The world of the module docstring; ``first`` is the schedule applied before Dagster starts
     (default: the swap window open since 10 minutes). ``k8s_launcher=False`` drops the run
     launcher from the installed dagster.yaml (Dagster's default: a local subprocess per run),
-    the baseline the benchmark compares the Job path with."""
+    the baseline the benchmark compares the Job path with. ``definitions``: the code location
+    ``dagster dev`` serves (default: the repository's ``definitions.py``)."""
     suffix = uuid.uuid4().hex[:6]
     spec = parse_pool(pool_text(f"jobs-{suffix}-gpu"))
     release = ChartRelease(kubeconfig, pg_url, root, clock=clock)
@@ -159,7 +161,8 @@ def jobs_world(
             "GPS_KUBECONFIG": str(adapter), "GPS_NAMESPACES": ",".join(pool.namespaces),
             "GPS_RECONCILE_INTERVAL_S": "5",
         }
-        dev = DagsterDev(dagster_home=home, env=env, port=free_port(), cwd=REPO)
+        dev = DagsterDev(dagster_home=home, env=env, port=free_port(), cwd=REPO,
+                         definitions=definitions)
         dev.start()
         dev.wait_ready(timeout=180)
         yield JobsWorld(release, pool, dev, store, clock)
