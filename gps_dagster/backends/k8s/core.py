@@ -207,6 +207,8 @@ class K8sCore(MutationsMixin):
         return snap
 
     def _binding(self, w: Workload) -> Binding | None:
+        if not w.annotations.get(names.RESERVATION):
+            return None  # unbound: no template to parse (``_members`` asks of every workload)
         return gps_mod.binding(w, views.gpus_per_replica(w, None))
 
     def _view(self, w: Workload, snap: Snapshot) -> DeployView:
