@@ -1,19 +1,25 @@
-"""Benchmark: fleet scale on Kubernetes — what a steady engine pass costs the API server.
+"""Benchmark: fleet scale on Kubernetes — the rows of the fleet-scale table, with their baselines.
 
-One row so far, printed with its baseline measured in the same run:
+In one run, on one control plane of fake nodes (``python bench/k8s_storm.py`` starts its own —
+``tools/k8s/build_control_plane.sh`` must have built it — unless ``GPS_BENCH_KUBECONFIG`` names
+one; ``GPS_BENCH_ONLY=storm|rss|steady`` runs one part):
 
-* API requests per steady pass (N pods, nothing changing): the adapter with its watch cache
-  (``build_core``'s default) vs the same adapter reading every collection by LIST (the cache
-  off, as before); requests and LISTs counted at each client's transport, over 5 passes after
-  a warm-up. Goal: ≤ 5 requests, 0 LISTs.
+* the storm (``bench/k8s_swaps.py``): ``GPS_BENCH_SWAPS`` schedules (default 1,000) × 2
+  Deployments on ``GPS_BENCH_SWAP_NODES`` fake nodes × 8 GPUs (default: as many GPUs as pairs,
+  125 at 1,000 — the 100 × 8 of the table cannot hold 1,000 running 1-GPU deploys), one
+  boundary → every release accepted by the API server, beside the same scale writes sent by a
+  plain concurrent client (the baseline, same run); → every acquire accepted after the last
+  release pod is gone; and the GPU idle of one swap on the same fleet (last pod gone → acquire
+  submitted);
+* the adapter's RSS with its cache at ``GPS_BENCH_RSS_PODS`` pods (default 10,000;
+  ``bench/k8s_rss.py``): a fresh process before and after the cache syncs;
+* API requests per steady pass (``GPS_BENCH_STORM_NODES`` nodes, default 50;
+  ``GPS_BENCH_STORM_DEPLOYS`` deploys, default 200, half running): the adapter with its watch
+  cache (``build_core``'s default) vs the same adapter reading every collection by LIST (the
+  cache off, as before); requests and LISTs counted at each client's transport, over 5 passes
+  after a warm-up. Goal: ≤ 5 requests, 0 LISTs.
 
-The other rows of the fleet-scale table (1,000 × 2 storm, acquires after the releases, GPU
-idle per swap, 3 replicas behind 20 ms of latency, RSS at 10,000 pods) are not measured yet.
-
-``python bench/k8s_storm.py`` starts its own control plane (``tools/k8s/build_control_plane.sh``
-must have built it) unless ``GPS_BENCH_KUBECONFIG`` names one. Sizes: ``GPS_BENCH_STORM_NODES``
-(default 50 fake nodes × 8 GPUs), ``GPS_BENCH_STORM_DEPLOYS`` (default 200: half running, one pod
-each).
+Not measured: 3 engine replicas vs 1 behind 20 ms of added latency.
 """
 
 from __future__ import annotations
@@ -41,9 +47,17 @@ from gps_dagster.testing.k8s import controlplane as cp
 from gps_dagster.testing.k8s.lws import install_crd
 from gps_dagster.testing.k8s.pools import ClusterPool
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import k8s_rss  # bench/k8s_rss.py: the RSS row
+import k8s_swaps  # bench/k8s_swaps.py: the storm rows
+
 NODES = int(os.environ.get("GPS_BENCH_STORM_NODES", "50"))
 DEPLOYS = int(os.environ.get("GPS_BENCH_STORM_DEPLOYS", "200"))
 PASSES = 5
+SWAPS = int(os.environ.get("GPS_BENCH_SWAPS", "1000"))
+SWAP_NODES = int(os.environ.get("GPS_BENCH_SWAP_NODES", str(-(-SWAPS // 8))))
+ONLY = os.environ.get("GPS_BENCH_ONLY", "")
+"""``steady`` / ``storm`` / ``rss``: that part alone."""
 
 
 class Requests:
@@ -144,6 +158,19 @@ def steady_passes(core: K8sCore, kube_requests: Requests, db_url: str, clock: Wa
 def run(kubeconfig: str, tmp: Path) -> None:
     admin = Kube(connect(kubeconfig, None))
     install_crd(admin)
+    rows: list[str] = []
+    if ONLY in ("", "storm"):
+        rows += k8s_swaps.storm(kubeconfig, admin, tmp, SWAPS, SWAP_NODES)
+        print("  " + "\n  ".join(rows), flush=True)
+    if ONLY in ("", "rss"):
+        rows += k8s_rss.rss_rows(kubeconfig, admin)
+        print("  " + rows[-1], flush=True)
+    if ONLY in ("", "steady"):
+        rows += steady(kubeconfig, admin, tmp)
+    print("\nsummary\n  " + "\n  ".join(rows), flush=True)
+
+
+def steady(kubeconfig: str, admin: Kube, tmp: Path) -> list[str]:
     clock = WallClock()
     began = time.perf_counter()
     cluster = ClusterPool(admin, clock, load_pool(pool_doc()), prefix="storm").create()
@@ -165,23 +192,27 @@ def run(kubeconfig: str, tmp: Path) -> None:
         left = {k: v - warm.get(k, 0) for k, v in counted.listed.items() if v > warm.get(k, 0)}
         n_pods = len(cache.pods() or [])
         cache.stop()
-        print(
-            f"  API requests per steady pass, {n_pods} pods, nothing changing: cache {c_req:.0f} "
+        out = [
+            f"API requests per steady pass, {n_pods} pods, nothing changing: cache {c_req:.0f} "
             f"({c_list:.0f} LIST, {c_s:.3f} s) vs direct LIST {d_req:.0f} ({d_list:.0f} LIST, "
             f"{d_s:.3f} s) (goal <= 5, LIST 0)",
-            flush=True,
-        )
-        print(f"  LISTs left with the cache, over the warm-up and {PASSES} passes: {left}",
-              flush=True)
+            f"  LISTs left with the cache, over the warm-up and {PASSES} passes: {left}",
+        ]
+        print("  " + "\n  ".join(out), flush=True)
+        return out
     finally:
         cluster.close()
 
 
 def main() -> None:
+    if os.environ.get("GPS_BENCH_LOG"):  # a debugging aid: the engine's and adapter's log
+        import logging
+
+        logging.basicConfig(filename=os.environ["GPS_BENCH_LOG"], level=logging.DEBUG,
+                            format="%(relativeCreated)d %(threadName)s %(name)s %(message)s")
     print(f"bench/k8s_storm.py — fleet scale on Kubernetes ({datetime.now(UTC):%Y-%m-%d})",
           flush=True)
-    print("  not measured yet: the 1,000 x 2 storm, acquires after releases, GPU idle per swap, "
-          "3 replicas at 20 ms latency, RSS at 10,000 pods", flush=True)
+    print("  not measured: 3 engine replicas vs 1 behind 20 ms of added latency", flush=True)
     with exit_on_signals():
         kubeconfig = os.environ.get("GPS_BENCH_KUBECONFIG")
         plane = None

@@ -297,3 +297,34 @@ def test_engine_run_wires_the_wakeup_and_the_cache_gauges_only_for_a_core_that_o
     assert _wakeup(plain) is None and _core_metrics(plain) == ""
     unwatched: Any = types.SimpleNamespace(core=types.SimpleNamespace(subscribe=lambda cb: False))
     assert _wakeup(unwatched) is None
+
+
+class IndexedOnly:
+    """A workload source that answers by deploy id only: a scan of every workload fails."""
+
+    def __init__(self, objs: list[dict[str, Any]]) -> None:
+        self.objs, self.asked = objs, []  # type: ignore[var-annotated]
+
+    def workloads(self, kind: str) -> list[dict[str, Any]] | None:
+        raise AssertionError("a lookup by deploy id scanned every cached workload")
+
+    def workloads_of(self, kind: str, deploy_ids: Any) -> list[dict[str, Any]] | None:
+        ids = list(deploy_ids)
+        self.asked.append(ids)
+        return [o for o in self.objs if o["metadata"]["labels"][names.DEPLOY_ID] in ids]
+
+
+def test_the_finder_looks_deploy_ids_up_in_the_cache_index_and_still_matches_the_query() -> None:
+    """A storm's writes each find their workload (and ``find_many`` a batch's): by the cache's
+    deploy-id index, not a label match of every cached workload (2,000 at the 1,000 storm)."""
+    from gps_dagster.backends.k8s.workloads import Finder
+
+    def deployment(deploy: str) -> dict[str, Any]:
+        meta = {"name": deploy, "namespace": "a", "labels": {names.DEPLOY_ID: deploy}}
+        return {"metadata": meta, "spec": {"replicas": 1, "template": {}}}
+
+    source = IndexedOnly([deployment("x"), deployment("y"), deployment("z")])
+    finder = Finder(None, ("a",), lws=False, source=source)  # type: ignore[arg-type]
+    assert finder.find("y").name == "y"
+    assert sorted(finder.find_many(["z", "x"])) == ["x", "z"]
+    assert source.asked == [["y"], ["x", "z"]]

@@ -191,6 +191,11 @@ class ClusterCache:
         deploy-id label."""
         return self._read(kind, ObjectStore.all)
 
+    def workloads_of(self, kind: str, deploy_ids: Iterable[str]) -> list[Obj] | None:
+        """The cached workloads of ``kind`` labelled with these deploy ids (by index)."""
+        ids = list(deploy_ids)
+        return self._read(kind, lambda s: [o for i in ids for o in s.by_index("deploy", i)])
+
     def services(self, namespace: str) -> list[Obj] | None:
         return self._read(SERVICES, lambda s: s.by_index("namespace", namespace))
 

@@ -8,11 +8,14 @@ idempotent by the key recorded on the workload.
 # Decisions embodied here (docs/decisions.md):
 # * “Cluster-autoscaler events steer the unschedulable grace”
 # * “The Kubernetes adapter reads a pass from one watch cache per process”
+# * “Kubernetes previews in one batch block count the block's fits”
+# * “A read of many deploys lists the scale-up events once per namespace”
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +33,7 @@ from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.cache import ClusterCache
 from gps_dagster.backends.k8s.gps import Binding, Reservations
+from gps_dagster.backends.k8s.sessions import PreviewSessions
 from gps_dagster.backends.k8s.witness import WITNESS_NODE_AGENT
 from gps_dagster.backends.k8s.witness import witness as witness_of
 from gps_dagster.backends.k8s.workloads import (
@@ -50,6 +54,7 @@ from gps_dagster.ports import (
     CoreError,
     DeployState,
     DeployView,
+    Fits,
     NotFound,
     Operation,
     OperationKind,
@@ -71,6 +76,9 @@ class Snapshot:
     """Whether ``pods`` holds every pod of the namespaces (else only a workload's)."""
     services: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     hpa: set[tuple[str, str, str]] = field(default_factory=set)
+    events: dict[str, list[Obj] | None] = field(default_factory=dict)
+    """Scale-up events by namespace, read on the first unschedulable view of each: an
+    oversubscribed pool's read of many deploys lists them once per namespace, not per deploy."""
 
 
 SCALE_UP_EVENTS = {"TriggeredScaleUp": "triggered", "NotTriggerScaleUp": "not_triggered"}
@@ -79,11 +87,13 @@ SCALE_UP_EVENTS = {"TriggeredScaleUp": "triggered", "NotTriggerScaleUp": "not_tr
 scale-up: [...]" and "pod didn't trigger scale-up: [...]". Karpenter does not emit them."""
 
 
-def autoscaler_verdict(kube: Kube, namespace: str, own: Sequence[Obj]) -> str | None:
-    """The newest scale-up event of any unschedulable pod of the deploy, as ``DeployView.scale_up``:
-    ``not_triggered`` wins over ``triggered`` (one pod no node group can fit is enough)."""
-    waiting = {pods.name(p) for p in own if pods.unschedulable(p)}
-    newest: dict[str, tuple[str, str]] = {}
+def scale_up_events(kube: Kube, namespace: str) -> list[Obj] | None:
+    """The cluster-autoscaler's scale-up events on the pods of ``namespace`` (two LISTs, one per
+    reason); None when events are unreadable (RBAC: the unschedulable grace decides, as without).
+
+    Not from the watch cache: events are a busy cluster's fastest-churning kind (kube-apiserver
+    keeps them ``--event-ttl``, 1 h by default: kubernetes/kubernetes#124836) and only these two
+    reasons matter; a read of many deploys lists them once per namespace (``Snapshot.events``)."""
     found: list[Obj] = []
     try:
         for reason in SCALE_UP_EVENTS:
@@ -93,9 +103,17 @@ def autoscaler_verdict(kube: Kube, namespace: str, own: Sequence[Obj]) -> str | 
                 field_selector=f"involvedObject.kind=Pod,reason={reason}",
                 what=f"list {reason} events in {namespace}",
             )
-    except CoreError:  # events unreadable (RBAC): the unschedulable grace decides, as without
+    except CoreError:
         return None
-    for e in found:
+    return found
+
+
+def autoscaler_verdict(events: Sequence[Obj] | None, own: Sequence[Obj]) -> str | None:
+    """The newest scale-up event of any unschedulable pod of the deploy, as ``DeployView.scale_up``:
+    ``not_triggered`` wins over ``triggered`` (one pod no node group can fit is enough)."""
+    waiting = {pods.name(p) for p in own if pods.unschedulable(p)}
+    newest: dict[str, tuple[str, str]] = {}
+    for e in events or ():
         reason = str(e.get("reason", ""))
         if reason in SCALE_UP_EVENTS:
             pod = str((e.get("involvedObject") or {}).get("name", ""))
@@ -146,6 +164,7 @@ class K8sCore(MutationsMixin):
             kube, ledger, policy_namespace=policy_namespace, witness_source=witness_source
         )
         self.cache = cache
+        self.sessions = PreviewSessions()
         self._lws_checked = -LWS_RECHECK_S
         self._finder = Finder(kube, self.namespaces, lws=False, source=cache)
 
@@ -188,6 +207,8 @@ class K8sCore(MutationsMixin):
         return snap
 
     def _binding(self, w: Workload) -> Binding | None:
+        if not w.annotations.get(names.RESERVATION):
+            return None  # unbound: no template to parse (``_members`` asks of every workload)
         return gps_mod.binding(w, views.gpus_per_replica(w, None))
 
     def _view(self, w: Workload, snap: Snapshot) -> DeployView:
@@ -204,7 +225,9 @@ class K8sCore(MutationsMixin):
             binding=gps_mod.binding_view(self._binding(w)),
         )
         if view.unschedulable:
-            view = replace(view, scale_up=autoscaler_verdict(self.kube, w.namespace, own))
+            if w.namespace not in snap.events:
+                snap.events[w.namespace] = scale_up_events(self.kube, w.namespace)
+            view = replace(view, scale_up=autoscaler_verdict(snap.events[w.namespace], own))
         return view
 
     def _view_one(self, w: Workload) -> DeployView:
@@ -268,15 +291,37 @@ class K8sCore(MutationsMixin):
             return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
         holding = self.holding_pods()
         pending = [p for p in self.pending_pods() if not _owned_by(w, p)]
-        return capacity.preview(
-            replica_group(w),
+        group = replica_group(w)
+        out = capacity.preview(
+            group,
             namespace=w.namespace,
             delta=delta_replicas,
             nodes=self.nodes(),
             holding=holding + self.gps.idle_holds(holding, self._members()),
             nominated=[p for p in pending if (p.get("status") or {}).get("nominatedNodeName")],
-            queued=capacity.queued_ahead(pending, w.template.get("spec") or {}),
+            queued=[  # the block's earlier fits are served before this one too
+                *capacity.queued_ahead(pending, w.template.get("spec") or {}),
+                *self.sessions.taken(),
+            ],
         )
+        if isinstance(out, Fits):
+            self.sessions.took(group, namespace=w.namespace, replicas=delta_replicas,
+                               deploy_id=deploy_id)
+        return out
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """``BatchingCore``: previews of this thread inside the block count the block's earlier
+        fits as taken (``sessions.py``). Every call is otherwise exactly as outside a block:
+        mutations are each their own preconditioned write, durable when it returns."""
+        with self.sessions.block():
+            yield
+
+    def previews_count_fits(self) -> bool:
+        """Unbound previews count the block's fits; a reservation-bound preview is answered
+        from its reservation's GPUs, which the engine never previews together (the batch
+        sends bound acquires one at a time)."""
+        return True
 
     def pending_pods(self) -> list[Obj]:
         """Pods not bound to a node yet: a nominated one (a preemptor) has its node promised;

@@ -12,6 +12,7 @@ error, since acting on either could be the wrong one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -159,6 +160,19 @@ def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> 
 def query_matches(query: str, labels: Mapping[str, str]) -> bool:
     """Client-side match of the label queries the finder sends (``k``, ``k=v``, ``k in (a,b)``,
     comma-joined), so that a cached collection answers what the LIST would have."""
+    for key, allowed in _parsed_query(query):
+        if allowed is None:
+            if key not in labels:
+                return False
+        elif labels.get(key) not in allowed:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_query(query: str) -> tuple[tuple[str, frozenset[str] | None], ...]:
+    """``query`` as (key, allowed values — None: the key only) terms; parsed once per query, not
+    once per cached object it is matched against."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(query):
         depth += {"(": 1, ")": -1}.get(ch, 0)
@@ -166,25 +180,35 @@ def query_matches(query: str, labels: Mapping[str, str]) -> bool:
             parts.append(query[start:i])
             start = i + 1
     parts.append(query[start:])
+    terms: list[tuple[str, frozenset[str] | None]] = []
     for part in (p.strip() for p in parts if p.strip()):
         if " in (" in part:
             key, values = part.split(" in (", 1)
-            allowed = {v.strip() for v in values.rstrip(")").split(",")}
-            if labels.get(key.strip()) not in allowed:
-                return False
+            terms.append((key.strip(), frozenset(v.strip() for v in values.rstrip(")").split(","))))
         elif "=" in part:
             key, value = part.split("=", 1)
-            if labels.get(key.strip()) != value.strip():
-                return False
-        elif part not in labels:
-            return False
-    return True
+            terms.append((key.strip(), frozenset({value.strip()})))
+        else:
+            terms.append((part, None))
+    return tuple(terms)
+
+
+def deploy_ids_of(query: str) -> frozenset[str] | None:
+    """The deploy ids a finder query asks for by label value, or None (every labelled one)."""
+    for key, allowed in _parsed_query(query):
+        if key == names.DEPLOY_ID and allowed is not None:
+            return allowed
+    return None
 
 
 class WorkloadSource(Protocol):
     """The watch cache's workloads (``cache.ClusterCache``): None means "list them directly"."""
 
     def workloads(self, kind: str) -> list[Obj] | None: ...
+
+    def workloads_of(self, kind: str, deploy_ids: Iterable[str]) -> list[Obj] | None:
+        """The cached ones labelled with these deploy ids (the cache's deploy-id index)."""
+        ...
 
 
 class Finder:
@@ -204,7 +228,12 @@ class Finder:
     def _cached(self, kind: str, selector: str) -> list[Workload] | None:
         if self.source is None:
             return None
-        found = self.source.workloads(CACHE_KINDS[kind])
+        ids = deploy_ids_of(selector)  # find / find_many: the index, not a scan of every one
+        found = (
+            self.source.workloads(CACHE_KINDS[kind])
+            if ids is None
+            else self.source.workloads_of(CACHE_KINDS[kind], sorted(ids))
+        )
         if found is None:
             return None
         return [

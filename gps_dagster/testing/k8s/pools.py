@@ -98,10 +98,14 @@ class ClusterPool:
 
     # -- creation ----------------------------------------------------------------------------------
 
-    def create(self, *, heartbeat: bool = True) -> ClusterPool:
+    def create(
+        self, *, heartbeat: bool = True, settle_timeout_s: float | None = 60.0
+    ) -> ClusterPool:
         """Create everything; running deploys are Ready at once (the pool's state at load).
 
-        A failure half-way removes what was created (nodes too), then raises.
+        A failure half-way removes what was created (nodes too), then raises. ``settle_timeout_s``
+        bounds the wait for a quiet cluster; None: no wait (a benchmark's thousand pods, whose
+        controllers may leave one ReplicaSet status stale for long, waits for what it needs).
         """
         try:
             self._namespaces()
@@ -112,7 +116,8 @@ class ClusterPool:
                 self._deploy(d)
             for f in self.spec.sim.foreign:
                 self.add_foreign(f.id, f.gpus, f.kind, node=f.node, flavor=f.flavor)
-            self.settle()
+            if settle_timeout_s is not None:
+                self.settle(timeout_s=settle_timeout_s)
         except BaseException:
             self.close()
             raise
