@@ -51,9 +51,11 @@ MAX_REQUESTS = 2_000_000
 def requests_for(name: str) -> list[tuple[str, str, str, dict | None]]:
     """(kind, method, path, body) of one client loop."""
     one = f"/admin/deploy-schedules/{name}"
-    return [("list", "GET", "/admin/deploy-schedules?limit=20", None),
-            ("status", "GET", f"{one}/status", None),
-            ("dry-run", "POST", f"{one}:dry-run", {"at": "2026-10-21T14:00:00+07:00"})]
+    return [
+        ("list", "GET", "/admin/deploy-schedules?limit=20", None),
+        ("status", "GET", f"{one}/status", None),
+        ("dry-run", "POST", f"{one}:dry-run", {"at": "2026-10-21T14:00:00+07:00"}),
+    ]
 
 
 class Conn:
@@ -92,9 +94,17 @@ class Conn:
             self.writer.close()
 
 
-async def load(base: str, token: str, *, names: list[str], clients: int, seconds: float,
-               max_requests: int = MAX_REQUESTS, baseline: bool = False,
-               pace: float = 0.0) -> dict[str, list[float]]:
+async def load(
+    base: str,
+    token: str,
+    *,
+    names: list[str],
+    clients: int,
+    seconds: float,
+    max_requests: int = MAX_REQUESTS,
+    baseline: bool = False,
+    pace: float = 0.0,
+) -> dict[str, list[float]]:
     """Run ``clients`` loops for ``seconds`` (or ``max_requests``); latencies per kind, errors under 'error'."""
     out: dict[str, list[float]] = defaultdict(list)
     deadline = time.monotonic() + seconds
@@ -103,7 +113,11 @@ async def load(base: str, token: str, *, names: list[str], clients: int, seconds
 
     async def one(i: int) -> None:
         nonlocal sent
-        plan = [("healthz", "GET", "/healthz", None)] if baseline else requests_for(names[i % len(names)])
+        plan = (
+            [("healthz", "GET", "/healthz", None)]
+            if baseline
+            else requests_for(names[i % len(names)])
+        )
         conn = Conn(host, int(port), token)
         if pace:  # clients spread over the period, as independent callers are, not in lockstep
             await asyncio.sleep(pace * i / clients)
@@ -132,8 +146,9 @@ async def load(base: str, token: str, *, names: list[str], clients: int, seconds
 async def contention(base: str, token: str, name: str, n: int = 40) -> dict[int, int]:
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
-        answers = await asyncio.gather(*(client.post(f"/admin/deploy-schedules/{name}-{i % 10}:apply-now")
-                                         for i in range(n)))
+        answers = await asyncio.gather(
+            *(client.post(f"/admin/deploy-schedules/{name}-{i % 10}:apply-now") for i in range(n))
+        )
     codes: dict[int, int] = defaultdict(int)
     for a in answers:
         codes[a.status_code] += 1
@@ -141,7 +156,11 @@ async def contention(base: str, token: str, name: str, n: int = 40) -> dict[int,
 
 
 def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000 if len(values) > 1 else 0.0
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000
+        if len(values) > 1
+        else 0.0
+    )
 
 
 def report(title: str, lat: dict[str, list[float]], seconds: float) -> None:
@@ -149,7 +168,9 @@ def report(title: str, lat: dict[str, list[float]], seconds: float) -> None:
     errors = sum(len(v) for k, v in lat.items() if k.startswith("error"))
     print(f"{title}: {total / seconds:,.0f} requests/s, {errors} error(s)")
     for kind, values in sorted(lat.items()):
-        print(f"  {kind:8} n={len(values):7,}  p50 {pct(values, 50):7.1f} ms  p99 {pct(values, 99):7.1f} ms")
+        print(
+            f"  {kind:8} n={len(values):7,}  p50 {pct(values, 50):7.1f} ms  p99 {pct(values, 99):7.1f} ms"
+        )
 
 
 def errors_of(lat: dict[str, list[float]]) -> int:
@@ -168,8 +189,10 @@ def measured(proc: subprocess.Popen[bytes], run: Any) -> tuple[dict[str, list[fl
     lat = run()
     n = max(1, sum(len(v) for v in lat.values()))
     client = (time.process_time() - mine) * 1000 / n
-    print(f"  (load generator CPU {client:.2f} ms per request; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print(
+        f"  (load generator CPU {client:.2f} ms per request; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
     return lat, (cpu_seconds(proc.pid) - before) * 1000 / n
 
 
@@ -182,12 +205,22 @@ def free_port() -> int:
 def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     url = f"sqlite:///{tmp / 'bench.sqlite'}"
     env = {**os.environ, "GPS_DB_URL": url, "GPS_POOL_FILE": str(POOL)}
-    token = subprocess.run([str(GPS), "tokens", "create", "--name", "bench", "--scope", "admin"], env=env,
-                           check=True, capture_output=True, text=True).stdout.strip()
+    token = subprocess.run(
+        [str(GPS), "tokens", "create", "--name", "bench", "--scope", "admin"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     port = free_port()
     log = open(tmp / "serve.log", "wb")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen([str(GPS), "serve", "--port", str(port)], env=env, stdout=log, stderr=log,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(GPS), "serve", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -205,9 +238,18 @@ def seed_schedules(base: str, token: str) -> list[str]:
     for i in range(10):
         doc = {**SEED, "name": f"bench-{i}"}
         if i:  # one owner per deploy: the others name deploys the pool does not have (ineligible)
-            doc["targets"] = [{**t, "model_deploy_id": f"{t['model_deploy_id']}-{i}"} for t in SEED["targets"]]
-            doc["windows"] = [{**w, "states": [{**s, "model_deploy_id": f"{s['model_deploy_id']}-{i}"}
-                                               for s in w["states"]]} for w in SEED["windows"]]
+            doc["targets"] = [
+                {**t, "model_deploy_id": f"{t['model_deploy_id']}-{i}"} for t in SEED["targets"]
+            ]
+            doc["windows"] = [
+                {
+                    **w,
+                    "states": [
+                        {**s, "model_deploy_id": f"{s['model_deploy_id']}-{i}"} for s in w["states"]
+                    ],
+                }
+                for w in SEED["windows"]
+            ]
         r = httpx.post(f"{base}/admin/deploy-schedules", json=doc, headers=headers, timeout=30)
         r.raise_for_status()
         names.append(doc["name"])
@@ -218,7 +260,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--pace", type=float, default=0.5, help="seconds between a client's requests")
+    parser.add_argument(
+        "--pace", type=float, default=0.5, help="seconds between a client's requests"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gps-api-bench-") as tmp:
         proc, base, token = start_server(Path(tmp))
@@ -226,34 +270,57 @@ def main() -> int:
             names = seed_schedules(base, token)
             base_s = min(10.0, args.seconds)
             kw = {"names": names, "clients": args.clients}
-            baseline, cpu_h = measured(proc, lambda: asyncio.run(
-                load(base, token, seconds=base_s, baseline=True, **kw)))
-            report(f"baseline GET /healthz, {args.clients} clients, {base_s:.0f} s", baseline, base_s)
+            baseline, cpu_h = measured(
+                proc, lambda: asyncio.run(load(base, token, seconds=base_s, baseline=True, **kw))
+            )
+            report(
+                f"baseline GET /healthz, {args.clients} clients, {base_s:.0f} s", baseline, base_s
+            )
             print(f"  server CPU {cpu_h:.2f} ms per request")
-            lat, cpu_r = measured(proc, lambda: asyncio.run(
-                load(base, token, seconds=args.seconds, **kw)))
-            report(f"saturating load: list + status + dry-run, {args.clients} clients, "
-                   f"{args.seconds:.0f} s", lat, args.seconds)
-            print(f"  server CPU {cpu_r:.2f} ms per request ({cpu_r / max(cpu_h, 1e-6):.1f}x /healthz)")
+            lat, cpu_r = measured(
+                proc, lambda: asyncio.run(load(base, token, seconds=args.seconds, **kw))
+            )
+            report(
+                f"saturating load: list + status + dry-run, {args.clients} clients, "
+                f"{args.seconds:.0f} s",
+                lat,
+                args.seconds,
+            )
+            print(
+                f"  server CPU {cpu_r:.2f} ms per request ({cpu_r / max(cpu_h, 1e-6):.1f}x /healthz)"
+            )
             reads = lat["list"] + lat["status"]
             ratio = pct(reads, 99) / max(pct(baseline["healthz"], 99), 1e-6)
-            print(f"  reads p99 {pct(reads, 99):.1f} ms = {ratio:.1f}x the /healthz p99 (queueing: "
-                  f"{args.clients} clients with no pause)")
-            paced, _ = measured(proc, lambda: asyncio.run(
-                load(base, token, seconds=args.seconds, pace=args.pace, **kw)))
+            print(
+                f"  reads p99 {pct(reads, 99):.1f} ms = {ratio:.1f}x the /healthz p99 (queueing: "
+                f"{args.clients} clients with no pause)"
+            )
+            paced, _ = measured(
+                proc,
+                lambda: asyncio.run(load(base, token, seconds=args.seconds, pace=args.pace, **kw)),
+            )
             offered = args.clients / args.pace
-            report(f"paced load: {args.clients} clients, one request every {args.pace:g} s each "
-                   f"({offered:,.0f} requests/s offered), {args.seconds:.0f} s", paced, args.seconds)
+            report(
+                f"paced load: {args.clients} clients, one request every {args.pace:g} s each "
+                f"({offered:,.0f} requests/s offered), {args.seconds:.0f} s",
+                paced,
+                args.seconds,
+            )
             preads = paced["list"] + paced["status"]
             print(f"  reads p99 {pct(preads, 99):.1f} ms (goal ≤ 100 ms)")
             lat = {**lat, **{f"{k} paced": v for k, v in paced.items()}}
             codes = asyncio.run(contention(base, token, "bench"))
             print(f"apply-now burst of 40 under contention: {codes}")
-            bad = sum(n for c, n in codes.items() if c >= 500) + errors_of(lat) + errors_of(baseline)
+            bad = (
+                sum(n for c, n in codes.items() if c >= 500) + errors_of(lat) + errors_of(baseline)
+            )
             if bad:
                 log = (Path(tmp) / "serve.log").read_text(errors="replace").splitlines()
-                print("server log, errors:", *[line for line in log if "ERROR" in line or "Error" in line][-20:],
-                      sep="\n  ")
+                print(
+                    "server log, errors:",
+                    *[line for line in log if "ERROR" in line or "Error" in line][-20:],
+                    sep="\n  ",
+                )
             return 1 if bad else 0
         finally:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -90,8 +90,14 @@ def pool_doc(pairs: int, stop_grace: float) -> dict[str, Any]:
 
 
 def schedule_doc(i: int) -> dict[str, Any]:
-    return pair_schedule(i, name=f"bench-lag-{i}", cron="*/4 * * * *", duration="2m",
-                         timezone="UTC", window="every-other-two-minutes")
+    return pair_schedule(
+        i,
+        name=f"bench-lag-{i}",
+        cron="*/4 * * * *",
+        duration="2m",
+        timezone="UTC",
+        window="every-other-two-minutes",
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -153,8 +159,10 @@ def prearmed_runs(runs: list[dict[str, Any]]) -> dict[str, str]:
         arm = [s["startTime"] for s in run["stepStats"] if s["stepKey"] == "arm" and s["startTime"]]
         armed = f"arm op {at - arm[0]:.1f} s before" if arm else "arm op never started"
         key = f"{tags[names.TAG_SCHEDULE]}@{boundary.astimezone(UTC).isoformat()}"
-        out[key] = (f"created {at - run['creationTime']:.1f} s before, {armed}, {run['status']}, "
-                    f"{tags.get(names.TAG_PREARM, '')[:90]}")
+        out[key] = (
+            f"created {at - run['creationTime']:.1f} s before, {armed}, {run['status']}, "
+            f"{tags.get(names.TAG_PREARM, '')[:90]}"
+        )
     return out
 
 
@@ -233,7 +241,9 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
         dev.wait_ready(timeout=180)
         since = datetime.fromtimestamp((time.time() // 60 + 1) * 60, UTC)  # the next minute on
         print(f"dagster dev up; measuring {boundaries} boundaries from {since} ...", flush=True)
-        deadline = time.monotonic() + 150 * (boundaries // pairs + 2) + 120  # a boundary every 2 min
+        deadline = (
+            time.monotonic() + 150 * (boundaries // pairs + 2) + 120
+        )  # a boundary every 2 min
         while time.monotonic() < deadline:
             time.sleep(10)
             loads.append((time.time(), os.getloadavg()[0]))
@@ -281,8 +291,10 @@ def measure(boundaries: int, pairs: int, grace: float, lead: float | None = None
         "baseline_p50": percentile(base, 0.5),
         "baseline_p95": percentile(base, 0.95),
         "rows": rows,
-        "launched_by": {k: sum(1 for r in rows.values() if r["launched_by"] == k)
-                        for k in sorted({r["launched_by"] for r in rows.values()})},
+        "launched_by": {
+            k: sum(1 for r in rows.values() if r["launched_by"] == k)
+            for k in sorted({r["launched_by"] for r in rows.values()})
+        },
         "load1_min": min((x for _, x in loads), default=float("nan")),
         "load1_max": max((x for _, x in loads), default=float("nan")),
         "left_processes": left,
@@ -330,9 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for key, row in sorted(r["rows"].items(), key=lambda kv: kv[0].split("@", 1)[1]):
         sent_lag = row["submitted_lag"]
-        print(f"    {key}: submitted {sent_lag if sent_lag is None else round(sent_lag, 2)} s, "
-              f"release op {row['release_lag']:.2f} s, {row['launched_by']}, load "
-              f"{row['load1']:.1f}; pre-armed run: {row['prearmed']}")
+        print(
+            f"    {key}: submitted {sent_lag if sent_lag is None else round(sent_lag, 2)} s, "
+            f"release op {row['release_lag']:.2f} s, {row['launched_by']}, load "
+            f"{row['load1']:.1f}; pre-armed run: {row['prearmed']}"
+        )
     print(
         f"  baseline, empty cron job (* * * * *) → op started: p50 {r['baseline_p50']:.2f} s  "
         f"p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} ticks;  release p95 / baseline "

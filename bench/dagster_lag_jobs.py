@@ -61,30 +61,43 @@ SWAP = {
         {"model_deploy_id": A, "default_state": "stopped", "default_allow_downtime": True},
         {"model_deploy_id": B, "default_state": "running", "default_allow_downtime": True},
     ],
-    "windows": [{
-        "name": "every-other-two-minutes", "kind": "recurring", "priority": 10,
-        "cron": "*/4 * * * *", "duration": "2m",
-        "states": [{"model_deploy_id": A, "desired_state": "running"},
-                   {"model_deploy_id": B, "desired_state": "stopped"}],
-    }],
+    "windows": [
+        {
+            "name": "every-other-two-minutes",
+            "kind": "recurring",
+            "priority": 10,
+            "cron": "*/4 * * * *",
+            "duration": "2m",
+            "states": [
+                {"model_deploy_id": A, "desired_state": "running"},
+                {"model_deploy_id": B, "desired_state": "stopped"},
+            ],
+        }
+    ],
 }
 
 
 def job_starts(runs: list[dict[str, Any]], since: datetime) -> list[float]:
     """Creation → start of every run created after ``since``: the Job path's start time."""
-    return [r["startTime"] - r["creationTime"] for r in runs
-            if r.get("startTime") and r["creationTime"] >= since.timestamp()]
+    return [
+        r["startTime"] - r["creationTime"]
+        for r in runs
+        if r.get("startTime") and r["creationTime"] >= since.timestamp()
+    ]
 
 
 def measure(kubeconfig: str, server_url: str, boundaries: int) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="gps-lag-jobs-"))
     definitions = root / "bench_definitions.py"
     definitions.write_text(lag.DEFINITIONS)
-    with jobs_world(kubeconfig, fresh_db(server_url), root, WallClock(), first=SWAP,
-                    definitions=definitions) as w:
+    with jobs_world(
+        kubeconfig, fresh_db(server_url), root, WallClock(), first=SWAP, definitions=definitions
+    ) as w:
         since = datetime.fromtimestamp((time.time() // 60 + 1) * 60, UTC)
-        print(f"chart installed, dagster dev up; measuring {boundaries} boundaries from {since}",
-              flush=True)
+        print(
+            f"chart installed, dagster dev up; measuring {boundaries} boundaries from {since}",
+            flush=True,
+        )
         deadline = time.monotonic() + 150 * (boundaries + 1) + 120
         rows: dict[str, Any] = {}
         runs: list[dict[str, Any]] = []
@@ -111,14 +124,19 @@ def measure(kubeconfig: str, server_url: str, boundaries: int) -> dict[str, Any]
     base = lag.baseline_lags([r for r in runs if r["jobName"] == lag.BASELINE_JOB], since)
     starts = job_starts(runs, since)
     return {
-        "boundaries": len(sent), "rows": rows,
-        "submitted_p50": lag.percentile(sent, 0.5), "submitted_p95": lag.percentile(sent, 0.95),
+        "boundaries": len(sent),
+        "rows": rows,
+        "submitted_p50": lag.percentile(sent, 0.5),
+        "submitted_p95": lag.percentile(sent, 0.95),
         "submitted_max": max(sent, default=float("nan")),
-        "baseline_n": len(base), "baseline_p50": lag.percentile(base, 0.5),
+        "baseline_n": len(base),
+        "baseline_p50": lag.percentile(base, 0.5),
         "baseline_p95": lag.percentile(base, 0.95),
-        "job_start_n": len(starts), "job_start_p50": lag.percentile(starts, 0.5),
+        "job_start_n": len(starts),
+        "job_start_p50": lag.percentile(starts, 0.5),
         "job_start_p95": lag.percentile(starts, 0.95),
-        "load1_min": min(loads, default=float("nan")), "load1_max": max(loads, default=float("nan")),
+        "load1_min": min(loads, default=float("nan")),
+        "load1_max": max(loads, default=float("nan")),
     }
 
 
@@ -153,22 +171,32 @@ def main(argv: list[str] | None = None) -> int:
             server_url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
         r = measure(kubeconfig, server_url, args.boundaries)
     ratio = r["submitted_p95"] / r["baseline_p95"] if r["baseline_p95"] else float("nan")
-    print(f"\nK8sRunLauncher (every run a Job), {r['boundaries']} boundaries, pre-arm lead measured "
-          f"from the Job path's starts (creation → start p50 {r['job_start_p50']:.1f} s, p95 "
-          f"{r['job_start_p95']:.1f} s over {r['job_start_n']} runs)")
-    print(f"  boundary → first release SUBMITTED: p50 {r['submitted_p50']:.2f} s  p95 "
-          f"{r['submitted_p95']:.2f} s  max {r['submitted_max']:.2f} s   (goal p95 ≤ 1 s)")
+    print(
+        f"\nK8sRunLauncher (every run a Job), {r['boundaries']} boundaries, pre-arm lead measured "
+        f"from the Job path's starts (creation → start p50 {r['job_start_p50']:.1f} s, p95 "
+        f"{r['job_start_p95']:.1f} s over {r['job_start_n']} runs)"
+    )
+    print(
+        f"  boundary → first release SUBMITTED: p50 {r['submitted_p50']:.2f} s  p95 "
+        f"{r['submitted_p95']:.2f} s  max {r['submitted_max']:.2f} s   (goal p95 ≤ 1 s)"
+    )
     for key, row in sorted(r["rows"].items(), key=lambda kv: kv[0].split("@", 1)[1]):
         sent = row["submitted_lag"]
-        print(f"    {key}: submitted {sent if sent is None else round(sent, 2)} s, "
-              f"{row['launched_by']}; pre-armed run: {row['prearmed']}")
-    print(f"  baseline, empty cron job (* * * * *) as a Job → op started: p50 "
-          f"{r['baseline_p50']:.2f} s  p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} "
-          f"ticks; submitted p95 / baseline p95 = {ratio:.2f};  1-minute load "
-          f"{r['load1_min']:.1f}–{r['load1_max']:.1f} on {os.cpu_count()} cores")
+        print(
+            f"    {key}: submitted {sent if sent is None else round(sent, 2)} s, "
+            f"{row['launched_by']}; pre-armed run: {row['prearmed']}"
+        )
+    print(
+        f"  baseline, empty cron job (* * * * *) as a Job → op started: p50 "
+        f"{r['baseline_p50']:.2f} s  p95 {r['baseline_p95']:.2f} s over {r['baseline_n']} "
+        f"ticks; submitted p95 / baseline p95 = {ratio:.2f};  1-minute load "
+        f"{r['load1_min']:.1f}–{r['load1_max']:.1f} on {os.cpu_count()} cores"
+    )
     out = REPO / "var" / "bench"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "dagster_lag_jobs.json").write_text(json.dumps({**r, "ratio": ratio}, indent=2, default=str))
+    (out / "dagster_lag_jobs.json").write_text(
+        json.dumps({**r, "ratio": ratio}, indent=2, default=str)
+    )
     launched = {row["launched_by"] for row in r["rows"].values()}
     ok = r["boundaries"] >= args.boundaries and r["submitted_p95"] <= 1.0
     return 0 if ok and launched == {names.PREARM_SENSOR} else 1

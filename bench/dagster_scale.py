@@ -139,8 +139,9 @@ def ticks(url: str, pool_file: Path) -> dict[str, float]:
     today = datetime.now(zone).replace(hour=12, minute=0, second=0, microsecond=0)
     sunday = today + timedelta(days=(6 - today.weekday()) % 7 or 7)  # intent met: nothing to do
     clock = VirtualClock(sunday)
-    rt = build_runtime(settings_from_env({}, db_url=url, pool_file=str(pool_file)), clock=clock,
-                       reload_pool=True)
+    rt = build_runtime(
+        settings_from_env({}, db_url=url, pool_file=str(pool_file)), clock=clock, reload_pool=True
+    )
     started = time.perf_counter()
     served = rt.engine.reconcile_due(trigger="bench")
     visit = time.perf_counter() - started
@@ -155,8 +156,10 @@ def ticks(url: str, pool_file: Path) -> dict[str, float]:
         "sensor": best(lambda: boundary_tick_explained(rt, last)),
         "sleep_for": best(lambda: sleep_for(rt, 30)),
         "upcoming": best(lambda: upcoming(rt, now)),
-        "scan": best(lambda: [r.name for r in rt.store.list_schedules()
-                              if boundaries(r.spec, last, now)], repeat=1),
+        "scan": best(
+            lambda: [r.name for r in rt.store.list_schedules() if boundaries(r.spec, last, now)],
+            repeat=1,
+        ),
     }
     _, lines, _ = boundary_tick_explained(rt, last)
     print(f"quiet boundary tick says: {lines}", flush=True)

@@ -38,13 +38,24 @@ OLD_SPAN_DAYS = 1 + 8 + 32 + 400
 
 
 def every_minute(n: int) -> Schedule:
-    return load_schedule({
-        "name": "dense", "timezone": "UTC",
-        "targets": [{"model_deploy_id": "a", "default_state": "stopped"}],
-        "windows": [{"name": f"w{i}", "kind": "recurring", "priority": i + 1, "cron": "* * * * *",
-                     "duration": "1m", "states": [{"model_deploy_id": "a", "desired_state": "running"}]}
-                    for i in range(n)],
-    })
+    return load_schedule(
+        {
+            "name": "dense",
+            "timezone": "UTC",
+            "targets": [{"model_deploy_id": "a", "default_state": "stopped"}],
+            "windows": [
+                {
+                    "name": f"w{i}",
+                    "kind": "recurring",
+                    "priority": i + 1,
+                    "cron": "* * * * *",
+                    "duration": "1m",
+                    "states": [{"model_deploy_id": "a", "desired_state": "running"}],
+                }
+                for i in range(n)
+            ],
+        }
+    )
 
 
 def _secs(fn: Callable[[], object]) -> float:
@@ -72,11 +83,15 @@ def evaluation(name: str, s: Schedule) -> None:
     with counting() as work:
         new = _secs(lambda: [current_interval(s, t, AT) for t in s.target_ids])
     old, listed = old_listing(s)
-    print(f"{name:32} new {new * 1000:9.1f} ms {work.units:7d} units | old path (listing only) "
-          f"{old * 1000:9.1f} ms {listed:9d} occurrences | ratio {old / new:8.1f}x")
+    print(
+        f"{name:32} new {new * 1000:9.1f} ms {work.units:7d} units | old path (listing only) "
+        f"{old * 1000:9.1f} ms {listed:9d} occurrences | ratio {old / new:8.1f}x"
+    )
 
 
-def simulated(name: str, schedule: Path, pool: Path, span: timedelta, baseline_span: timedelta) -> None:
+def simulated(
+    name: str, schedule: Path, pool: Path, span: timedelta, baseline_span: timedelta
+) -> None:
     """``simulate`` of ``span`` as it runs by default (MemoryStore + MemoryPool; goal <= 10 s),
     beside the same replay on the SQL store and SimPool over ``baseline_span``, in this run."""
     s = load_schedule(json.loads(schedule.read_text()))
@@ -85,28 +100,53 @@ def simulated(name: str, schedule: Path, pool: Path, span: timedelta, baseline_s
     cpu = time.process_time()
     took = _secs(lambda: simulate(s, p, start, start + span))
     cpu = time.process_time() - cpu
-    sql = _secs(lambda: simulate(s, p, start, start + baseline_span, memory_store=False, memory_pool=False))
+    sql = _secs(
+        lambda: simulate(s, p, start, start + baseline_span, memory_store=False, memory_pool=False)
+    )
     days, base_days = span / timedelta(days=1), baseline_span / timedelta(days=1)
-    verdict = "meets" if cpu <= 10 else "MISSES"  # CPU: the wall time of a loaded machine counts others' work
-    print(f"simulate {name:5} {days:6.1f} days in {cpu:6.2f} s CPU ({verdict} <= 10 s), {took:6.2f} s wall at load "
-          f"{os.getloadavg()[0]:.1f} | "
-          f"SQL store + SimPool: {base_days:5.2f} days in {sql:6.2f} s = {sql / base_days:7.1f} s per day | "
-          f"ratio per simulated day {sql / base_days / (took / days):6.1f}x")
+    verdict = (
+        "meets" if cpu <= 10 else "MISSES"
+    )  # CPU: the wall time of a loaded machine counts others' work
+    print(
+        f"simulate {name:5} {days:6.1f} days in {cpu:6.2f} s CPU ({verdict} <= 10 s), {took:6.2f} s wall at load "
+        f"{os.getloadavg()[0]:.1f} | "
+        f"SQL store + SimPool: {base_days:5.2f} days in {sql:6.2f} s = {sql / base_days:7.1f} s per day | "
+        f"ratio per simulated day {sql / base_days / (took / days):6.1f}x"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--demo-days", type=float, default=1.0, help="demo span to simulate (the issue: a day)")
-    parser.add_argument("--seed-days", type=float, default=365.0, help="seed span to simulate (the issue: a year)")
+    parser.add_argument(
+        "--demo-days", type=float, default=1.0, help="demo span to simulate (the issue: a day)"
+    )
+    parser.add_argument(
+        "--seed-days", type=float, default=365.0, help="seed span to simulate (the issue: a year)"
+    )
     args = parser.parse_args()
     evaluation("1 x '* * * * *' 1m", every_minute(1))
     evaluation("200 x '* * * * *' 1m", every_minute(200))
-    evaluation("demo '*/4 * * * *' 2m", load_schedule(json.loads((ROOT / "examples/demo-schedule.json").read_text())))
-    evaluation("seed", load_schedule(json.loads((ROOT / "examples/seed-schedule.json").read_text())))
-    simulated("demo", ROOT / "examples/demo-schedule.json", ROOT / "examples/demo-pool.yaml",
-              timedelta(days=args.demo_days), timedelta(hours=1))
-    simulated("seed", ROOT / "examples/seed-schedule.json", ROOT / "examples/seed-pool-10.yaml",
-              timedelta(days=args.seed_days), timedelta(days=7))
+    evaluation(
+        "demo '*/4 * * * *' 2m",
+        load_schedule(json.loads((ROOT / "examples/demo-schedule.json").read_text())),
+    )
+    evaluation(
+        "seed", load_schedule(json.loads((ROOT / "examples/seed-schedule.json").read_text()))
+    )
+    simulated(
+        "demo",
+        ROOT / "examples/demo-schedule.json",
+        ROOT / "examples/demo-pool.yaml",
+        timedelta(days=args.demo_days),
+        timedelta(hours=1),
+    )
+    simulated(
+        "seed",
+        ROOT / "examples/seed-schedule.json",
+        ROOT / "examples/seed-pool-10.yaml",
+        timedelta(days=args.seed_days),
+        timedelta(days=7),
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,10 @@ def _window(rng: random.Random, i: int, targets: list[str]) -> dict[str, Any]:
     named = rng.sample(targets, rng.randint(1, len(targets)))
     states = []
     for t in named:
-        state: dict[str, Any] = {"model_deploy_id": t, "desired_state": rng.choice(["running", "stopped"])}
+        state: dict[str, Any] = {
+            "model_deploy_id": t,
+            "desired_state": rng.choice(["running", "stopped"]),
+        }
         if state["desired_state"] == "running" and rng.random() < 0.3:
             state["replicas"] = rng.randint(1, 3)
         states.append(state)
@@ -43,9 +46,19 @@ def _window(rng: random.Random, i: int, targets: list[str]) -> dict[str, Any]:
     if rng.random() < 0.2:
         start = WEEK_START + timedelta(minutes=rng.randrange(0, 7 * 1440, 15))
         until = start + timedelta(minutes=rng.randrange(15, 2 * 1440, 15))
-        return {**base, "kind": "one_shot", "active_from": start.isoformat(), "active_until": until.isoformat()}
+        return {
+            **base,
+            "kind": "one_shot",
+            "active_from": start.isoformat(),
+            "active_until": until.isoformat(),
+        }
     cron = f"{rng.randrange(0, 60, 5)} {rng.randrange(24)} * * {rng.choice(DOWS)}"
-    return {**base, "kind": "recurring", "cron": cron, "duration": f"{rng.randint(1, 20)}h{rng.choice([0, 30])}m"}
+    return {
+        **base,
+        "kind": "recurring",
+        "cron": cron,
+        "duration": f"{rng.randint(1, 20)}h{rng.choice([0, 30])}m",
+    }
 
 
 def make_schedule(rng: random.Random, n: int) -> Schedule:
@@ -53,7 +66,10 @@ def make_schedule(rng: random.Random, n: int) -> Schedule:
     doc = {
         "name": f"bench-{n}",
         "timezone": rng.choice(ZONES),
-        "targets": [{"model_deploy_id": t, "default_state": rng.choice(["running", "stopped"])} for t in targets],
+        "targets": [
+            {"model_deploy_id": t, "default_state": rng.choice(["running", "stopped"])}
+            for t in targets
+        ],
         "windows": [_window(rng, i, targets) for i in range(rng.randint(2, 4))],
     }
     return Schedule.model_validate(doc)
@@ -61,8 +77,15 @@ def make_schedule(rng: random.Random, n: int) -> Schedule:
 
 def _as_rows(s: Schedule, start: datetime, end: datetime) -> dict[str, list[tuple[Any, ...]]]:
     return {
-        t: [(int(r.start.timestamp()), int(r.end.timestamp()) if r.end else None, r.intent.key, r.intent.source)
-            for r in rows]
+        t: [
+            (
+                int(r.start.timestamp()),
+                int(r.end.timestamp()) if r.end else None,
+                r.intent.key,
+                r.intent.source,
+            )
+            for r in rows
+        ]
         for t, rows in intervals(s, start, end).items()
     }
 
@@ -90,9 +113,13 @@ def main() -> None:
     for s, want in zip(sample, expected, strict=True):
         assert _as_rows(s, start, end) == want, f"evaluator and oracle disagree on {s.name}"
 
-    print(f"evaluator: {len(schedules)} weekly timelines (3 targets, 2-4 windows) in {elapsed:.2f} s "
-          f"= {len(schedules) / elapsed:,.0f} schedules/s ({total} intervals)")
-    print(f"oracle (minute by minute): {1 / per_oracle:,.1f} schedules/s on a sample of {len(sample)}")
+    print(
+        f"evaluator: {len(schedules)} weekly timelines (3 targets, 2-4 windows) in {elapsed:.2f} s "
+        f"= {len(schedules) / elapsed:,.0f} schedules/s ({total} intervals)"
+    )
+    print(
+        f"oracle (minute by minute): {1 / per_oracle:,.1f} schedules/s on a sample of {len(sample)}"
+    )
     print(f"speed-up vs oracle: {per_oracle / per_eval:,.0f}x   goal: < 5 s and >= 100x")
 
 

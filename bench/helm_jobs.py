@@ -54,12 +54,19 @@ EVERY_MINUTE = {
         {"model_deploy_id": A, "default_state": "stopped", "default_allow_downtime": True},
         {"model_deploy_id": B, "default_state": "running", "default_allow_downtime": True},
     ],
-    "windows": [{
-        "name": "every-minute", "kind": "recurring", "priority": 10, "cron": "* * * * *",
-        "duration": "30s",
-        "states": [{"model_deploy_id": A, "desired_state": "running"},
-                   {"model_deploy_id": B, "desired_state": "stopped"}],
-    }],
+    "windows": [
+        {
+            "name": "every-minute",
+            "kind": "recurring",
+            "priority": 10,
+            "cron": "* * * * *",
+            "duration": "30s",
+            "states": [
+                {"model_deploy_id": A, "desired_state": "running"},
+                {"model_deploy_id": B, "desired_state": "stopped"},
+            ],
+        }
+    ],
 }
 
 
@@ -87,7 +94,8 @@ def baseline_chart(root: Path) -> Path:
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: baseline\nversion: 0.1.0\n")
     (chart / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: baseline}\ndata: {a: b}\n")
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: baseline}\ndata: {a: b}\n"
+    )
     return chart
 
 
@@ -106,8 +114,12 @@ def install_times(kubeconfig: str, server_url: str, root: Path, n: int) -> dict[
             base.append(time.monotonic() - began)
         finally:
             rel.close()
-    return {"chart_s": ours, "baseline_s": base,
-            "chart_p50": statistics.median(ours), "baseline_p50": statistics.median(base)}
+    return {
+        "chart_s": ours,
+        "baseline_s": base,
+        "chart_p50": statistics.median(ours),
+        "baseline_p50": statistics.median(base),
+    }
 
 
 def release_lags(runs: list[dict[str, Any]], since: datetime) -> list[float]:
@@ -128,8 +140,9 @@ def release_lags(runs: list[dict[str, Any]], since: datetime) -> list[float]:
 
 def lag(kubeconfig: str, server_url: str, root: Path, boundaries: int, k8s: bool) -> list[float]:
     root.mkdir(parents=True, exist_ok=True)
-    with jobs_world(kubeconfig, fresh_db(server_url), root, WallClock(), first=EVERY_MINUTE,
-                    k8s_launcher=k8s) as w:
+    with jobs_world(
+        kubeconfig, fresh_db(server_url), root, WallClock(), first=EVERY_MINUTE, k8s_launcher=k8s
+    ) as w:
         since = datetime.now(UTC)
         deadline = time.monotonic() + 35 * boundaries + 120
         found: list[float] = []
@@ -168,18 +181,25 @@ def main(argv: list[str] | None = None) -> int:
         local = lag(kubeconfig, server_url, root / "local", args.boundaries, False)
     result = {
         "install": installs,
-        "lag_jobs_s": jobs, "lag_local_s": local,
-        "lag_jobs_p50": percentile(jobs, 0.5), "lag_jobs_max": max(jobs, default=float("nan")),
-        "lag_local_p50": percentile(local, 0.5), "lag_local_max": max(local, default=float("nan")),
+        "lag_jobs_s": jobs,
+        "lag_local_s": local,
+        "lag_jobs_p50": percentile(jobs, 0.5),
+        "lag_jobs_max": max(jobs, default=float("nan")),
+        "lag_local_p50": percentile(local, 0.5),
+        "lag_local_max": max(local, default=float("nan")),
     }
-    print(f"\nhelm install --wait: chart p50 {installs['chart_p50']:.1f} s "
-          f"(runs {', '.join(f'{t:.1f}' for t in installs['chart_s'])}), "
-          f"one-ConfigMap baseline p50 {installs['baseline_p50']:.1f} s, "
-          f"ratio {installs['chart_p50'] / installs['baseline_p50']:.1f}x")
-    print(f"boundary -> release op started: as a Job p50 {result['lag_jobs_p50']:.1f} s "
-          f"max {result['lag_jobs_max']:.1f} s (n={len(jobs)}); local subprocess p50 "
-          f"{result['lag_local_p50']:.1f} s max {result['lag_local_max']:.1f} s (n={len(local)}); "
-          f"ratio {result['lag_jobs_p50'] / result['lag_local_p50']:.2f}x")
+    print(
+        f"\nhelm install --wait: chart p50 {installs['chart_p50']:.1f} s "
+        f"(runs {', '.join(f'{t:.1f}' for t in installs['chart_s'])}), "
+        f"one-ConfigMap baseline p50 {installs['baseline_p50']:.1f} s, "
+        f"ratio {installs['chart_p50'] / installs['baseline_p50']:.1f}x"
+    )
+    print(
+        f"boundary -> release op started: as a Job p50 {result['lag_jobs_p50']:.1f} s "
+        f"max {result['lag_jobs_max']:.1f} s (n={len(jobs)}); local subprocess p50 "
+        f"{result['lag_local_p50']:.1f} s max {result['lag_local_max']:.1f} s (n={len(local)}); "
+        f"ratio {result['lag_jobs_p50'] / result['lag_local_p50']:.2f}x"
+    )
     out = REPO / "var" / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "helm_jobs.json").write_text(json.dumps(result, indent=2))

@@ -74,7 +74,10 @@ def one_round(kube: Kube, core: K8sCore, ns: str) -> tuple[float, float]:
     kubelet_s = engine_s = None
     while kubelet_s is None or engine_s is None:
         now = time.perf_counter() - t0
-        if kubelet_s is None and not kube.core.list_namespaced_pod(ns, label_selector=f"app={name}").items:
+        if (
+            kubelet_s is None
+            and not kube.core.list_namespaced_pod(ns, label_selector=f"app={name}").items
+        ):
             kubelet_s = now
         view = core.get_deploys([name])[name]
         if engine_s is None and view.state is DeployState.STOPPED and view.terminating_pods == 0:
@@ -91,13 +94,18 @@ def acquire_round(kube: Kube, core: K8sCore, ns: str) -> tuple[float, float]:
     kube.apps.create_namespaced_deployment(ns, deployment(b, replicas=0, gpus=3))
     while (kube.apps.read_namespaced_deployment(holder, ns).status.ready_replicas or 0) < 1:
         time.sleep(0.2)
-    assert not isinstance(core.preview_capacity(b, delta_replicas=1), Fits), "B fits before the release"
+    assert not isinstance(core.preview_capacity(b, delta_replicas=1), Fits), (
+        "B fits before the release"
+    )
     t0 = time.perf_counter()
     kube.apps.patch_namespaced_deployment_scale(holder, ns, {"spec": {"replicas": 0}})
     kubelet_s = engine_s = None
     while kubelet_s is None or engine_s is None:
         now = time.perf_counter() - t0
-        if kubelet_s is None and not kube.core.list_namespaced_pod(ns, label_selector=f"app={holder}").items:
+        if (
+            kubelet_s is None
+            and not kube.core.list_namespaced_pod(ns, label_selector=f"app={holder}").items
+        ):
             kubelet_s = now
         if engine_s is None:
             view = core.get_deploys([holder])[holder]
@@ -129,17 +137,23 @@ def main() -> None:
         plane = cp.start()
         node = None
         try:
-            node = realnode.start(plane.root / "node", plane.kubeconfig, uuids=realnode.gpu_uuids(4))
+            node = realnode.start(
+                plane.root / "node", plane.kubeconfig, uuids=realnode.gpu_uuids(4)
+            )
             print(f"  real node Ready in {node.started_s:.1f} s", flush=True)
             kube = Kube(connect(str(plane.kubeconfig), None))
             ns = "bench-real"
             kube.core.create_namespace({"metadata": {"name": ns}})
             cp._wait_default_token(plane, ns, time.monotonic() + 30)
             core = K8sCore(kube, clock=WallClock(), namespaces=[ns])
-            report("release 2-pod Deployment -> STOPPED seen by the engine",
-                   [one_round(kube, core, ns) for _ in range(ROUNDS)])
-            report("capacity published -> acquire submitted",
-                   [acquire_round(kube, core, ns) for _ in range(ROUNDS)])
+            report(
+                "release 2-pod Deployment -> STOPPED seen by the engine",
+                [one_round(kube, core, ns) for _ in range(ROUNDS)],
+            )
+            report(
+                "capacity published -> acquire submitted",
+                [acquire_round(kube, core, ns) for _ in range(ROUNDS)],
+            )
         finally:
             with signals_held():
                 if node is not None:

@@ -45,18 +45,31 @@ def pod_body(i: int) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {
             "name": f"tenant-{i:05d}",
-            "labels": {"app": f"svc-{i % 500}", "tier": "serving", "team": f"t{i % 40}",
-                       names.DEPLOY_ID: f"rss-d{i}", "pod-template-hash": "5d8f7c9b4"},
-            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9090",
-                            "example.com/owner": f"team-{i % 40}@example.com"},
+            "labels": {
+                "app": f"svc-{i % 500}",
+                "tier": "serving",
+                "team": f"t{i % 40}",
+                names.DEPLOY_ID: f"rss-d{i}",
+                "pod-template-hash": "5d8f7c9b4",
+            },
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": "9090",
+                "example.com/owner": f"team-{i % 40}@example.com",
+            },
         },
         "spec": {
             "schedulerName": "gps-bench-no-scheduler",
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {"name": "serve", "image": "registry.example.com/serve:1.2.3", "env": env,
-                 "ports": [{"containerPort": 8000}], "resources": res},
+                {
+                    "name": "serve",
+                    "image": "registry.example.com/serve:1.2.3",
+                    "env": env,
+                    "ports": [{"containerPort": 8000}],
+                    "resources": res,
+                },
                 {"name": "sidecar", "image": "registry.example.com/proxy:4.5", "resources": res},
             ],
         },
@@ -78,8 +91,16 @@ def measure(kubeconfig: str, namespace: str, out: Any) -> None:
     pods = len(cache.pods() or [])
     gc.collect()
     after = status_mb("VmRSS")
-    out.put({"before": before, "after": after, "peak": status_mb("VmHWM"), "pods": pods,
-             "synced": synced, "took": took})
+    out.put(
+        {
+            "before": before,
+            "after": after,
+            "peak": status_mb("VmHWM"),
+            "pods": pods,
+            "synced": synced,
+            "took": took,
+        }
+    )
     cache.stop()
 
 
@@ -91,13 +112,24 @@ def rss_rows(kubeconfig: str, admin: Kube) -> list[str]:
         wait_default_tokens(admin, [ns])
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(lambda i: admin.call(admin.core.create_namespaced_pod, ns, pod_body(i),
-                                               what="create pod", mutating=True), range(PODS)))
+            list(
+                pool.map(
+                    lambda i: admin.call(
+                        admin.core.create_namespaced_pod,
+                        ns,
+                        pod_body(i),
+                        what="create pod",
+                        mutating=True,
+                    ),
+                    range(PODS),
+                )
+            )
         made = time.perf_counter() - start
         sample = admin.call(admin.core.read_namespaced_pod, "tenant-00000", ns, what="read")
         size = len(json.dumps(sample))
-        print(f"  RSS: {PODS:,} pods created in {made:.0f} s ({size} bytes of JSON each)",
-              flush=True)
+        print(
+            f"  RSS: {PODS:,} pods created in {made:.0f} s ({size} bytes of JSON each)", flush=True
+        )
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
         proc = ctx.Process(target=measure, args=(kubeconfig, ns, out))

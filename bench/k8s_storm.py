@@ -90,8 +90,17 @@ class Requests:
 def _collection(path: str) -> bool:
     last = path.rsplit("/", 1)[-1]
     return last in {
-        "pods", "nodes", "deployments", "services", "horizontalpodautoscalers",
-        "leaderworkersets", "resourcequotas", "events", "statefulsets", "daemonsets", "jobs",
+        "pods",
+        "nodes",
+        "deployments",
+        "services",
+        "horizontalpodautoscalers",
+        "leaderworkersets",
+        "resourcequotas",
+        "events",
+        "statefulsets",
+        "daemonsets",
+        "jobs",
     }
 
 
@@ -132,9 +141,9 @@ def schedule_doc(i: int) -> dict[str, Any]:
     }
 
 
-def steady_passes(core: K8sCore, kube_requests: Requests, db_url: str, clock: WallClock) -> tuple[
-    float, float, float
-]:
+def steady_passes(
+    core: K8sCore, kube_requests: Requests, db_url: str, clock: WallClock
+) -> tuple[float, float, float]:
     """Median requests, LISTs and seconds per steady pass (after one warm-up pass)."""
     store = Store.open(db_url)
     now = clock.now()
@@ -174,14 +183,18 @@ def steady(kubeconfig: str, admin: Kube, tmp: Path) -> list[str]:
     clock = WallClock()
     began = time.perf_counter()
     cluster = ClusterPool(admin, clock, load_pool(pool_doc()), prefix="storm").create()
-    print(f"  pool: {NODES} nodes x 8 GPUs, {DEPLOYS} deploys ({DEPLOYS // 2} running) laid out "
-          f"in {time.perf_counter() - began:.1f} s", flush=True)
+    print(
+        f"  pool: {NODES} nodes x 8 GPUs, {DEPLOYS} deploys ({DEPLOYS // 2} running) laid out "
+        f"in {time.perf_counter() - began:.1f} s",
+        flush=True,
+    )
     try:
         cluster.settle()
         direct_api = Kube(connect(kubeconfig, None))
         direct = K8sCore(direct_api, clock=clock, namespaces=cluster.namespaces)
-        d_req, d_list, d_s = steady_passes(direct, Requests(direct_api), f"sqlite:///{tmp / 'd.sqlite'}",
-                                           clock)
+        d_req, d_list, d_s = steady_passes(
+            direct, Requests(direct_api), f"sqlite:///{tmp / 'd.sqlite'}", clock
+        )
         cached_api = Kube(connect(kubeconfig, None))
         counted = Requests(cached_api)
         cache = ClusterCache(cached_api, cluster.namespaces, lws=cached_api.has_lws()).start()
@@ -208,10 +221,14 @@ def main() -> None:
     if os.environ.get("GPS_BENCH_LOG"):  # a debugging aid: the engine's and adapter's log
         import logging
 
-        logging.basicConfig(filename=os.environ["GPS_BENCH_LOG"], level=logging.DEBUG,
-                            format="%(relativeCreated)d %(threadName)s %(name)s %(message)s")
-    print(f"bench/k8s_storm.py — fleet scale on Kubernetes ({datetime.now(UTC):%Y-%m-%d})",
-          flush=True)
+        logging.basicConfig(
+            filename=os.environ["GPS_BENCH_LOG"],
+            level=logging.DEBUG,
+            format="%(relativeCreated)d %(threadName)s %(name)s %(message)s",
+        )
+    print(
+        f"bench/k8s_storm.py — fleet scale on Kubernetes ({datetime.now(UTC):%Y-%m-%d})", flush=True
+    )
     print("  not measured: 3 engine replicas vs 1 behind 20 ms of added latency", flush=True)
     with exit_on_signals():
         kubeconfig = os.environ.get("GPS_BENCH_KUBECONFIG")

@@ -69,8 +69,9 @@ def pool_doc(n: int, nodes: int) -> dict[str, Any]:
         {"id": "solo-b", "gpus_per_replica": 8, "flavor": SOLO_FLAVOR},
     ]
     for i in range(n):
-        deploys.append({"id": f"d{i}-a", "gpus_per_replica": 1, "state": "running",
-                        "flavor": "H100-80GB"})
+        deploys.append(
+            {"id": f"d{i}-a", "gpus_per_replica": 1, "state": "running", "flavor": "H100-80GB"}
+        )
         deploys.append({"id": f"d{i}-b", "gpus_per_replica": 1, "flavor": "H100-80GB"})
     node_docs = [{"name": f"swap-n{j:03d}", "gpus": 8} for j in range(nodes)]
     node_docs.append({"name": "swap-solo", "gpus": 8, "flavor": SOLO_FLAVOR})
@@ -121,11 +122,24 @@ class Witness:
     def start(self) -> Witness:
         core, apps = self.kube.core, self.kube.apps
         self.informers = [
-            Informer(self.kube, "pods", core.list_pod_for_all_namespaces, on_event=self._pod,
-                     label_selector=names.DEPLOY_ID),
-            *(Informer(self.kube, "deployments", apps.list_namespaced_deployment, ns,
-                       on_event=self._deploy, label_selector=names.DEPLOY_ID)
-              for ns in self.namespaces),
+            Informer(
+                self.kube,
+                "pods",
+                core.list_pod_for_all_namespaces,
+                on_event=self._pod,
+                label_selector=names.DEPLOY_ID,
+            ),
+            *(
+                Informer(
+                    self.kube,
+                    "deployments",
+                    apps.list_namespaced_deployment,
+                    ns,
+                    on_event=self._deploy,
+                    label_selector=names.DEPLOY_ID,
+                )
+                for ns in self.namespaces
+            ),
         ]
         for i in self.informers:
             i.start()
@@ -171,8 +185,18 @@ class Sent:
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         parts = [x for x in url.split("?", 1)[0].split("/") if x]
-        plural = {"pods", "nodes", "deployments", "services", "resourcequotas", "events",
-                  "namespaces", "configmaps", "horizontalpodautoscalers", "leaderworkersets"}
+        plural = {
+            "pods",
+            "nodes",
+            "deployments",
+            "services",
+            "resourcequotas",
+            "events",
+            "namespaces",
+            "configmaps",
+            "horizontalpodautoscalers",
+            "leaderworkersets",
+        }
         kinds = [x for x in parts if x in plural]
         what = kinds[-1] if kinds else parts[-1]
         if kinds and parts[-1] != what:
@@ -215,8 +239,15 @@ def wait_for(what: str, done: Callable[[], bool], timeout_s: float) -> None:
 
 
 def run_phase(
-    engine: Engine, cache: ClusterCache, clock: ShiftedClock, witness: Witness, at: datetime,
-    pairs: list[tuple[str, str]], sent: Sent, *, timeout_s: float,
+    engine: Engine,
+    cache: ClusterCache,
+    clock: ShiftedClock,
+    witness: Witness,
+    at: datetime,
+    pairs: list[tuple[str, str]],
+    sent: Sent,
+    *,
+    timeout_s: float,
 ) -> Phase:
     """Jump to ``at``, run the engine loop until every pair's acquire is accepted (and its pods
     Ready: the next phase starts from a quiet fleet), stop the loop."""
@@ -239,8 +270,10 @@ def run_phase(
     try:
         wait_for("every acquire", lambda: all(b in witness.scaled_up for _, b in pairs), timeout_s)
     except TimeoutError:
-        print(f"    passes {loop.passes} failures {loop.failures} now {clock.now()} next due "
-              f"{engine.next_due(clock.now())} actions {len(engine.store.list_actions())}")
+        print(
+            f"    passes {loop.passes} failures {loop.failures} now {clock.now()} next due "
+            f"{engine.next_due(clock.now())} actions {len(engine.store.list_actions())}"
+        )
         for a in engine.store.list_actions()[-6:]:
             print(f"    step {a.deploy_id} {a.order} {a.step} {a.state} {a.detail}", flush=True)
         raise
@@ -269,8 +302,9 @@ def plain_scale_writes(kubeconfig: str, targets: list[tuple[str, str]], replicas
     body = {"spec": {"replicas": replicas}}
 
     def one(t: tuple[str, str]) -> None:
-        kube.call(kube.apps.patch_namespaced_deployment, t[1], t[0], body, what="scale",
-                  mutating=True)
+        kube.call(
+            kube.apps.patch_namespaced_deployment, t[1], t[0], body, what="scale", mutating=True
+        )
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=WRITE_CONCURRENCY) as pool:
@@ -285,14 +319,18 @@ def storm(kubeconfig: str, admin: Kube, tmp: Path, n: int, nodes: int) -> list[s
     cluster = ClusterPool(admin, clock, spec, prefix="swap").create(settle_timeout_s=None)
     driver = cluster.drive()
     try:
-        wait_for("every running deploy's pod Ready", lambda: ready_pods(admin, cluster) >= n + 1,
-                 1200)
+        wait_for(
+            "every running deploy's pod Ready", lambda: ready_pods(admin, cluster) >= n + 1, 1200
+        )
     except BaseException:
         driver.stop()
         cluster.close()
         raise
-    print(f"  storm pool: {nodes} + 1 nodes x 8 GPUs, {2 * n + 2} Deployments ({n + 1} running) "
-          f"laid out in {time.perf_counter() - began:.0f} s", flush=True)
+    print(
+        f"  storm pool: {nodes} + 1 nodes x 8 GPUs, {2 * n + 2} Deployments ({n + 1} running) "
+        f"laid out in {time.perf_counter() - began:.0f} s",
+        flush=True,
+    )
     witness = Witness(Kube(connect(kubeconfig, None)), cluster.namespaces).start()
     api = Kube(connect(kubeconfig, None))
     sent = Sent(api)
@@ -303,18 +341,23 @@ def storm(kubeconfig: str, admin: Kube, tmp: Path, n: int, nodes: int) -> list[s
         core = K8sCore(api, clock=clock, namespaces=cluster.namespaces, cache=cache)
         store = Store.open(f"sqlite:///{tmp / 'swaps.sqlite'}")
         started = time.perf_counter()
-        store.apply_schedule(load_schedule(schedule_doc("solo", "solo-a", "solo-b", "30 21 * * *")),
-                             now=clock.now())
+        store.apply_schedule(
+            load_schedule(schedule_doc("solo", "solo-a", "solo-b", "30 21 * * *")), now=clock.now()
+        )
         for i in range(n):
             doc = schedule_doc(f"s{i:04d}", f"d{i}-a", f"d{i}-b", "0 22 * * *")
             store.apply_schedule(load_schedule(doc), now=clock.now())
         store.set_gate("enforce", now=clock.now())
         engine = Engine(store, core, clock, EngineConfig(page_size=1000))
         engine.run_pass()  # the first plan of every schedule: nothing to do before 21:30
-        print(f"  {n + 1} schedules applied and planned once in "
-              f"{time.perf_counter() - started:.0f} s", flush=True)
-        solo = run_phase(engine, cache, clock, witness, SOLO_AT, [("solo-a", "solo-b")],
-                         sent, timeout_s=120)
+        print(
+            f"  {n + 1} schedules applied and planned once in "
+            f"{time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+        solo = run_phase(
+            engine, cache, clock, witness, SOLO_AT, [("solo-a", "solo-b")], sent, timeout_s=120
+        )
         pairs = [(f"d{i}-a", f"d{i}-b") for i in range(n)]
         wait_for("solo-b Ready", lambda: ready_pods(admin, cluster) >= n + 1, 120)
         big = run_phase(engine, cache, clock, witness, STORM_AT, pairs, sent, timeout_s=900)
@@ -335,23 +378,25 @@ def ready_pods(admin: Kube, cluster: ClusterPool) -> int:
     """Pods of the pool's deploys the fake kubelet reports Ready."""
     count = 0
     for ns in cluster.namespaces:
-        for p in admin.items(admin.core.list_namespaced_pod, ns, what="pods",
-                             label_selector=names.DEPLOY_ID):
+        for p in admin.items(
+            admin.core.list_namespaced_pod, ns, what="pods", label_selector=names.DEPLOY_ID
+        ):
             conditions = (p.get("status") or {}).get("conditions") or []
-            count += any(c.get("type") == "Ready" and c.get("status") == "True"
-                         for c in conditions)
+            count += any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     return count
 
 
-def rows(n: int, nodes: int, solo: Phase, big: Phase, baseline: float,
-         errors: list[str]) -> list[str]:
+def rows(
+    n: int, nodes: int, solo: Phase, big: Phase, baseline: float, errors: list[str]
+) -> list[str]:
     release = max(big.releases.values()) if len(big.releases) == n else float("nan")
     last_gone = max(big.gone.values()) if big.gone else float("nan")
     last_acquire = max(big.acquires.values())
     idle_seen = solo.acquires["solo-b"] - solo.gone.get("solo-a", float("nan"))
     idle_sub = solo.submitted.get("solo-b", float("nan")) - solo.gone.get("solo-a", float("nan"))
-    per_swap = [big.acquires[f"d{i}-b"] - big.gone[f"d{i}-a"] for i in range(n)
-                if f"d{i}-a" in big.gone]
+    per_swap = [
+        big.acquires[f"d{i}-b"] - big.gone[f"d{i}-a"] for i in range(n) if f"d{i}-a" in big.gone
+    ]
     out = [
         f"{n:,} schedules x 2 Deployments on {nodes} fake nodes x 8 GPUs, one boundary -> every "
         f"release accepted by the API server: {release:.1f} s (goal <= 10 s and <= 2x baseline); "
@@ -369,8 +414,10 @@ def rows(n: int, nodes: int, solo: Phase, big: Phase, baseline: float,
         f"{solo.gone.get('solo-a', float('nan')):.2f} s; {solo.passes} passes",
     ]
     top = sorted(big.sent.items(), key=lambda kv: -kv[1])[:8]
-    out.append(f"  the engine's requests during the storm ({sum(big.sent.values())}): "
-               + ", ".join(f"{k} {v}" for k, v in top))
+    out.append(
+        f"  the engine's requests during the storm ({sum(big.sent.values())}): "
+        + ", ".join(f"{k} {v}" for k, v in top)
+    )
     if errors:
         out.append(f"  (fake cluster errors during the run: {len(errors)}, last: {errors[-1]})")
     return out

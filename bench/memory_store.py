@@ -45,17 +45,26 @@ def example(name: str) -> Any:
 
 
 def replays() -> None:
-    cases = [("demo 1 h", "demo-schedule.json", "demo-pool.yaml", DEMO_START, timedelta(hours=1)),
-             ("seed 1 day", "seed-schedule.json", "seed-pool-10.yaml", SEED_MONDAY, timedelta(days=1))]
+    cases = [
+        ("demo 1 h", "demo-schedule.json", "demo-pool.yaml", DEMO_START, timedelta(hours=1)),
+        ("seed 1 day", "seed-schedule.json", "seed-pool-10.yaml", SEED_MONDAY, timedelta(days=1)),
+    ]
     for label, schedule, pool, start, span in cases:
         for memory in (False, True):
             t0 = time.perf_counter()
-            rep = simulate(load_schedule(example(schedule)), load_pool(example(pool)), start, start + span,
-                           memory_store=memory)
+            rep = simulate(
+                load_schedule(example(schedule)),
+                load_pool(example(pool)),
+                start,
+                start + span,
+                memory_store=memory,
+            )
             took = time.perf_counter() - t0
             store = "memory" if memory else "sqlite"
-            print(f"{label:11} {store:7} {took:7.2f} s  {rep.passes:5} passes  "
-                  f"{1000 * took / max(rep.passes, 1):7.1f} ms/pass")
+            print(
+                f"{label:11} {store:7} {took:7.2f} s  {rep.passes:5} passes  "
+                f"{1000 * took / max(rep.passes, 1):7.1f} ms/pass"
+            )
 
 
 class Timed:
@@ -100,11 +109,16 @@ def growth(days: int, every_s: float) -> None:
             passes += 1
         took = time.perf_counter() - t0
         if day in (0, 1, days - 2, days - 1):
-            print(f"day {day + 1:3}: {passes} passes, {1000 * took / passes:5.2f} ms/pass, "
-                  f"store {1000 * (timed.spent - spent0) / passes:5.2f} ms/pass; "
-                  f"{len(store.transitions)} transitions, {len(store.actions)} steps, {len(store.events)} events")
+            print(
+                f"day {day + 1:3}: {passes} passes, {1000 * took / passes:5.2f} ms/pass, "
+                f"store {1000 * (timed.spent - spent0) / passes:5.2f} ms/pass; "
+                f"{len(store.transitions)} transitions, {len(store.actions)} steps, {len(store.events)} events"
+            )
 
 
 if __name__ == "__main__":
     replays()
-    growth(int(sys.argv[1]) if len(sys.argv) > 1 else 365, float(sys.argv[2]) if len(sys.argv) > 2 else 1800)
+    growth(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 365,
+        float(sys.argv[2]) if len(sys.argv) > 2 else 1800,
+    )

@@ -50,12 +50,25 @@ def pool_doc(n: int) -> dict:
 
 def schedule_doc(i: int) -> dict:
     return {
-        "name": f"s{i:05d}", "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [{"model_deploy_id": f"d{i}-a", "default_state": "running"},
-                    {"model_deploy_id": f"d{i}-b", "default_state": "stopped"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": 10, "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
-                                {"model_deploy_id": f"d{i}-b", "desired_state": "running"}]}],
+        "name": f"s{i:05d}",
+        "timezone": "Asia/Ho_Chi_Minh",
+        "targets": [
+            {"model_deploy_id": f"d{i}-a", "default_state": "running"},
+            {"model_deploy_id": f"d{i}-b", "default_state": "stopped"},
+        ],
+        "windows": [
+            {
+                "name": "night",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 22 * * *",
+                "duration": "6h",
+                "states": [
+                    {"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
+                    {"model_deploy_id": f"d{i}-b", "desired_state": "running"},
+                ],
+            }
+        ],
     }
 
 
@@ -83,7 +96,9 @@ def baseline(store: Store, n: int) -> float:
     start = time.perf_counter()
     with store.engine.connect() as conn:
         for i in range(2 * n):
-            conn.execute(sa.select(t.schedules.c.version).where(t.schedules.c.name == f"s{i // 2:05d}")).first()
+            conn.execute(
+                sa.select(t.schedules.c.version).where(t.schedules.c.name == f"s{i // 2:05d}")
+            ).first()
     return time.perf_counter() - start
 
 
@@ -92,14 +107,20 @@ def measure(url: str, n: int) -> None:
     first = sweep(engine, n)  # opens the initial plans (nothing to do: already converged)
     steady = sweep(engine, n)
     base = baseline(store, n)
-    clock.set(T0 + timedelta(hours=22))  # every schedule's night window starts: a stop and a start each
+    clock.set(
+        T0 + timedelta(hours=22)
+    )  # every schedule's night window starts: a stop and a start each
     boundary = sweep(engine, n)
     ops = len(engine.core.operation_log())  # type: ignore[attr-defined]
-    print(f"  {n:>6} schedules: first sweep {first:6.2f} s, steady sweep {steady:6.2f} s "
-          f"({steady / n * 1000:.2f} ms/schedule, {engine.config.page_size / (steady / max(1, n // engine.config.page_size)):.0f} schedules/s); "
-          f"baseline {2 * n} indexed reads {base:.2f} s; ratio sweep/baseline {steady / base:.1f}x")
-    print(f"  {n:>6} schedules all at one boundary: sweep {boundary:6.2f} s "
-          f"({boundary / n * 1000:.1f} ms/schedule, {ops} core mutations, {boundary / base:.0f}x baseline)")
+    print(
+        f"  {n:>6} schedules: first sweep {first:6.2f} s, steady sweep {steady:6.2f} s "
+        f"({steady / n * 1000:.2f} ms/schedule, {engine.config.page_size / (steady / max(1, n // engine.config.page_size)):.0f} schedules/s); "
+        f"baseline {2 * n} indexed reads {base:.2f} s; ratio sweep/baseline {steady / base:.1f}x"
+    )
+    print(
+        f"  {n:>6} schedules all at one boundary: sweep {boundary:6.2f} s "
+        f"({boundary / n * 1000:.1f} ms/schedule, {ops} core mutations, {boundary / base:.0f}x baseline)"
+    )
     store.engine.dispose()
 
 
@@ -111,10 +132,14 @@ def lag() -> None:
         lags: list[float] = []
         for _ in range(5):
             offset = timedelta(seconds=rng.uniform(0, 30))
-            rep = simulate(spec, pool, T0 + offset, T0 + offset + timedelta(days=2), wake_at_boundaries=wake)
+            rep = simulate(
+                spec, pool, T0 + offset, T0 + offset + timedelta(days=2), wake_at_boundaries=wake
+            )
             lags += rep.boundary_lag_seconds
         label = "woken at the boundary" if wake else "fixed 30 s tick     "
-        print(f"  boundary lag, {label}: p50 {statistics.median(lags):5.1f} s, max {max(lags):5.1f} s over {len(lags)} boundaries")
+        print(
+            f"  boundary lag, {label}: p50 {statistics.median(lags):5.1f} s, max {max(lags):5.1f} s over {len(lags)} boundaries"
+        )
 
 
 def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
@@ -128,31 +153,51 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
         store = Store.open(url)
         pool = SimPool.create(store.engine, load_pool(pool_doc(1)), clock, replace=True)
         first = clock.now().replace(microsecond=0) + timedelta(seconds=5)
-        windows = [{"name": f"w{k}", "kind": "one_shot", "priority": 10,
-                    "active_from": (first + timedelta(seconds=2 * k * gap_s)).isoformat(),
-                    "active_until": (first + timedelta(seconds=(2 * k + 1) * gap_s)).isoformat(),
-                    "states": [{"model_deploy_id": "d0-a", "desired_state": "stopped"},
-                               {"model_deploy_id": "d0-b", "desired_state": "running"}]} for k in range(boundaries)]
-        doc = {**schedule_doc(0), "name": f"wall-{int(wake)}-{int(time.time())}", "windows": windows}
+        windows = [
+            {
+                "name": f"w{k}",
+                "kind": "one_shot",
+                "priority": 10,
+                "active_from": (first + timedelta(seconds=2 * k * gap_s)).isoformat(),
+                "active_until": (first + timedelta(seconds=(2 * k + 1) * gap_s)).isoformat(),
+                "states": [
+                    {"model_deploy_id": "d0-a", "desired_state": "stopped"},
+                    {"model_deploy_id": "d0-b", "desired_state": "running"},
+                ],
+            }
+            for k in range(boundaries)
+        ]
+        doc = {
+            **schedule_doc(0),
+            "name": f"wall-{int(wake)}-{int(time.time())}",
+            "windows": windows,
+        }
         for name in [r.name for r in store.list_schedules()]:
             store.delete_schedule(name, now=clock.now(), force=True)
         store.apply_schedule(load_schedule(doc), now=clock.now())
         store.set_gate("enforce", now=clock.now())
         engine = Engine(store, pool, clock, EngineConfig(pass_interval_s=30))
-        rt = Runtime(settings=Settings(db_url=url), store=store, core=pool, engine=engine,
-                     clock=clock)
+        rt = Runtime(
+            settings=Settings(db_url=url), store=store, core=pool, engine=engine, clock=clock
+        )
         until = first + timedelta(seconds=2 * boundaries * gap_s)
         while clock.now() < until:
             rt.engine.run_pass()
             pause = sleep_for(rt, 30) if wake else 30 - (time.time() % 30)
             time.sleep(max(0.0, min(pause, (until - clock.now()).total_seconds())))
-        lags = [(a.submitted_at - tr.boundary_at).total_seconds()
-                for tr in store.list_transitions() if tr.boundary_at >= first
-                for a in store.list_actions(transition_id=tr.id) if a.order == "release" and a.submitted_at]
+        lags = [
+            (a.submitted_at - tr.boundary_at).total_seconds()
+            for tr in store.list_transitions()
+            if tr.boundary_at >= first
+            for a in store.list_actions(transition_id=tr.id)
+            if a.order == "release" and a.submitted_at
+        ]
         label = "woken at the boundary" if wake else "fixed 30 s tick     "
         if lags:
-            print(f"  wall-clock engine run, {label}: max {max(lags):5.2f} s, mean {statistics.mean(lags):5.2f} s; "
-                  f"acted on {len(lags)} of {2 * boundaries} boundaries (the rest fell between two ticks)")
+            print(
+                f"  wall-clock engine run, {label}: max {max(lags):5.2f} s, mean {statistics.mean(lags):5.2f} s; "
+                f"acted on {len(lags)} of {2 * boundaries} boundaries (the rest fell between two ticks)"
+            )
         store.engine.dispose()
 
 

@@ -34,7 +34,13 @@ def pool_doc(nodes: int, deploys: int) -> dict[str, object]:
     items: list[dict[str, object]] = []
     for i in range(deploys):
         gpus = (2, 4, 8)[i % 3] if i >= running else (2, 4)[i % 2]
-        items.append({"id": f"md-{i:05d}", "gpus_per_replica": gpus, "state": "running" if i < running else "stopped"})
+        items.append(
+            {
+                "id": f"md-{i:05d}",
+                "gpus_per_replica": gpus,
+                "state": "running" if i < running else "stopped",
+            }
+        )
     return {
         "name": "bench",
         "nodes": [{"name": f"node-{i:04d}", "gpus": 8} for i in range(nodes)],
@@ -72,7 +78,11 @@ def main() -> None:
 
     def baseline() -> None:
         with engine.begin() as conn:
-            conn.execute(sa.select(t.deploys.c.version).where(t.deploys.c.pool == "bench", t.deploys.c.id == eight)).scalar_one()
+            conn.execute(
+                sa.select(t.deploys.c.version).where(
+                    t.deploys.c.pool == "bench", t.deploys.c.id == eight
+                )
+            ).scalar_one()
 
     cycle_ids = iter(stopped * 4)
 
@@ -80,18 +90,33 @@ def main() -> None:
         dep = next(cycle_ids)
         view = sim.get_deploy(dep)
         op = sim.start(dep, etag=view.etag, idempotency_key=f"start-{dep}-{view.etag}")
-        sim.stop(dep, etag=op.etag_after, allow_aliased_downtime=False, idempotency_key=f"stop-{dep}-{view.etag}")
+        sim.stop(
+            dep,
+            etag=op.etag_after,
+            allow_aliased_downtime=False,
+            idempotency_key=f"stop-{dep}-{view.etag}",
+        )
         clock.advance(1)
 
     base = statistics.median(timed(baseline, args.runs))
-    preview = statistics.median(timed(lambda: sim.preview_capacity(eight, delta_replicas=1), args.runs))
-    preview_many = statistics.median(timed(lambda: sim.preview_capacity(eight, delta_replicas=50), args.runs // 4))
+    preview = statistics.median(
+        timed(lambda: sim.preview_capacity(eight, delta_replicas=1), args.runs)
+    )
+    preview_many = statistics.median(
+        timed(lambda: sim.preview_capacity(eight, delta_replicas=50), args.runs // 4)
+    )
     cycles = statistics.median(timed(cycle, min(100, len(stopped))))
     gpus = args.nodes * 8
-    print(f"pool: {args.nodes} nodes, {gpus} GPUs, {args.deploys} deploys ({engine.dialect.name}); loaded in {load_s:.1f} s")
+    print(
+        f"pool: {args.nodes} nodes, {gpus} GPUs, {args.deploys} deploys ({engine.dialect.name}); loaded in {load_s:.1f} s"
+    )
     print(f"baseline indexed SELECT (own transaction): {base:.3f} ms")
-    print(f"preview_capacity (+1 group of 8):   {preview:.3f} ms  = {preview / base:.1f}x baseline  (goal <= {GOAL_PREVIEW_MS} ms: {'met' if preview <= GOAL_PREVIEW_MS else 'MISSED'})")
-    print(f"preview_capacity (+50 groups of 8): {preview_many:.3f} ms  = {preview_many / base:.1f}x baseline")
+    print(
+        f"preview_capacity (+1 group of 8):   {preview:.3f} ms  = {preview / base:.1f}x baseline  (goal <= {GOAL_PREVIEW_MS} ms: {'met' if preview <= GOAL_PREVIEW_MS else 'MISSED'})"
+    )
+    print(
+        f"preview_capacity (+50 groups of 8): {preview_many:.3f} ms  = {preview_many / base:.1f}x baseline"
+    )
     print(f"start/stop cycle (get+start+stop):  {cycles:.3f} ms  = {cycles / base:.1f}x baseline")
     engine.dispose()
     tmp.cleanup()

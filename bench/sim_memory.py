@@ -31,9 +31,25 @@ CASES = {
     "seed-1y": (None, None, 365 * 24 * H),
 }
 CALLS = (
-    "get_deploy", "get_deploys", "preview_capacity", "alias_guard", "check_quota", "check_billing", "get_operation",
-    "list_members", "admission_preview", "witness", "reservation_deploys", "stop", "start", "set_replica_intent",
-    "submit_many", "settle", "observe", "usage_history", "operation_log",
+    "get_deploy",
+    "get_deploys",
+    "preview_capacity",
+    "alias_guard",
+    "check_quota",
+    "check_billing",
+    "get_operation",
+    "list_members",
+    "admission_preview",
+    "witness",
+    "reservation_deploys",
+    "stop",
+    "start",
+    "set_replica_intent",
+    "submit_many",
+    "settle",
+    "observe",
+    "usage_history",
+    "operation_log",
 )
 
 
@@ -69,7 +85,9 @@ def run(case: str, memory: bool) -> tuple[float, float, int]:
         setattr(cls, name, meter.wrap(fn))
     try:
         start = time.perf_counter()
-        rep = simulate(load_schedule(s), load_pool(p), SEED_MONDAY, SEED_MONDAY + span, memory_pool=memory)
+        rep = simulate(
+            load_schedule(s), load_pool(p), SEED_MONDAY, SEED_MONDAY + span, memory_pool=memory
+        )
         wall = time.perf_counter() - start
     finally:
         for name, fn in saved.items():
@@ -82,8 +100,11 @@ def main() -> None:
         for memory in (False, True):
             wall, pool_s, passes = run(case, memory)
             name = "MemoryPool" if memory else "SimPool"
-            print(f"{case:8} {name:10} passes={passes:5d} wall {wall:7.2f} s = {1000 * wall / passes:6.1f} ms/pass;"
-                  f" in pool calls {1000 * pool_s / passes:6.2f} ms/pass (CPU)", flush=True)
+            print(
+                f"{case:8} {name:10} passes={passes:5d} wall {wall:7.2f} s = {1000 * wall / passes:6.1f} ms/pass;"
+                f" in pool calls {1000 * pool_s / passes:6.2f} ms/pass (CPU)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

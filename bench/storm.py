@@ -110,8 +110,10 @@ def build(server: str, n: int) -> str:
     store.set_gate("enforce", now=clock.now())
     engine = Engine(store, pool, clock, CONFIG)
     engine.run_pass()  # every schedule due once: its first plan (nothing to do)
-    print(f"  [{n}] built: {n} schedules applied and planned in {time.perf_counter() - start:.0f} s",
-          flush=True)
+    print(
+        f"  [{n}] built: {n} schedules applied and planned in {time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
     store.engine.dispose()
     return name
 
@@ -142,18 +144,24 @@ def floor(url: str, count: int) -> float:
 def submitted(store: Store, order: str) -> int:
     a = t.actions
     with store.engine.connect() as conn:
-        return int(conn.execute(
-            sa.select(sa.func.count()).where(a.c.order == order, a.c.submitted_at.is_not(None))
-        ).scalar_one())
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).where(a.c.order == order, a.c.submitted_at.is_not(None))
+            ).scalar_one()
+        )
 
 
 def duplicates(store: Store) -> int:
     """Mutations of one deploy and kind beyond the first (each deploy is mutated once here)."""
     with store.engine.connect() as conn:
-        return int(conn.execute(sa.text(
-            "SELECT COALESCE(SUM(c - 1), 0) FROM (SELECT COUNT(*) c FROM gps.sim_operation "
-            "GROUP BY deploy, kind) x"
-        )).scalar_one())
+        return int(
+            conn.execute(
+                sa.text(
+                    "SELECT COALESCE(SUM(c - 1), 0) FROM (SELECT COUNT(*) c FROM gps.sim_operation "
+                    "GROUP BY deploy, kind) x"
+                )
+            ).scalar_one()
+        )
 
 
 def passes_until(engine: Engine, store: Store, order: str, n: int, limit_s: float = 3600) -> float:
@@ -198,16 +206,24 @@ def steady(server: str, template: str, n: int) -> dict[str, float]:
     sweep = time.perf_counter() - start
     now = clock.now()
     tick = best(lambda: (engine.next_due(now), engine.due_schedules(now, 1000)))
-    old_tick = best(lambda: [boundaries(spec, now - timedelta(seconds=1), now)
-                             for spec in parse_all(store)], repeat=1)
+    old_tick = best(
+        lambda: [boundaries(spec, now - timedelta(seconds=1), now) for spec in parse_all(store)],
+        repeat=1,
+    )
     old_sleep = best(lambda: [next_boundary(spec, now) for spec in parse_all(store)], repeat=1)
-    out = {"sweep": sweep, "tick": tick, "old_tick": old_tick, "old_sleep": old_sleep,
-           "floor1": floor(url, 1)}
+    out = {
+        "sweep": sweep,
+        "tick": tick,
+        "old_tick": old_tick,
+        "old_sleep": old_sleep,
+        "floor1": floor(url, 1),
+    }
     if n >= 10_000:
         history(store, HISTORY)
         out["scrape"] = best(lambda: render(store))
-        out["old_scrape"] = best(lambda: len(store.list_actions()) + len(store.list_transitions()),
-                                 repeat=1)
+        out["old_scrape"] = best(
+            lambda: len(store.list_actions()) + len(store.list_transitions()), repeat=1
+        )
         out["scrape_lines"] = float(render(store).count("\n"))
     store.engine.dispose()
     return out
@@ -229,22 +245,45 @@ def history(store: Store, count: int) -> None:
             trs, acts = [], []
             for k in range(chunk, min(count, chunk + 10_000), 2):
                 tid = f"tr-hist-{k}"
-                trs.append({"id": tid, "schedule_name": f"s{k % 10_000:05d}", "schedule_version": 1,
-                            "boundary_at": long_ago, "order": "release_first", "trigger": "tick",
-                            "state": "done", "targets": [], "created_at": long_ago,
-                            "lag_seconds": 1.0})
+                trs.append(
+                    {
+                        "id": tid,
+                        "schedule_name": f"s{k % 10_000:05d}",
+                        "schedule_version": 1,
+                        "boundary_at": long_ago,
+                        "order": "release_first",
+                        "trigger": "tick",
+                        "state": "done",
+                        "targets": [],
+                        "created_at": long_ago,
+                        "lag_seconds": 1.0,
+                    }
+                )
                 for j, step in enumerate(("stop", "start")):
-                    acts.append({"id": f"act-hist-{k}-{j}", "idempotency_key": f"hist/{k}/{j}",
-                                 "transition_id": tid, "schedule_name": f"s{k % 10_000:05d}",
-                                 "schedule_version": 1, "deploy_id": f"d{k % 10_000}-a",
-                                 "interval_start": long_ago, "step": step,
-                                 "order": "release" if j == 0 else "acquire", "seq": j,
-                                 "state": "converged", "created_at": long_ago,
-                                 "finished_at": long_ago, "updated_at": long_ago})
+                    acts.append(
+                        {
+                            "id": f"act-hist-{k}-{j}",
+                            "idempotency_key": f"hist/{k}/{j}",
+                            "transition_id": tid,
+                            "schedule_name": f"s{k % 10_000:05d}",
+                            "schedule_version": 1,
+                            "deploy_id": f"d{k % 10_000}-a",
+                            "interval_start": long_ago,
+                            "step": step,
+                            "order": "release" if j == 0 else "acquire",
+                            "seq": j,
+                            "state": "converged",
+                            "created_at": long_ago,
+                            "finished_at": long_ago,
+                            "updated_at": long_ago,
+                        }
+                    )
             conn.execute(t.transitions.insert(), trs)
             conn.execute(t.actions.insert(), acts)
-    print(f"  history: {count} finished steps written in {time.perf_counter() - start:.0f} s",
-          flush=True)
+    print(
+        f"  history: {count} finished steps written in {time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
 
 
 def best(fn: Any, repeat: int = 5) -> float:
@@ -268,13 +307,23 @@ def cursor(server: str, template: str, n: int) -> dict[str, float]:
     at = clock.now().replace(microsecond=0) + timedelta(seconds=12)
     doc = schedule_doc(n)  # its deploys do not exist: add a pair to the pool first
     doc["name"] = "zzzz-last-page"
-    doc["targets"] = [{"model_deploy_id": "d0-a", "default_state": "running"},
-                      {"model_deploy_id": "d0-b", "default_state": "stopped"}]
-    doc["windows"] = [{"name": "now", "kind": "one_shot", "priority": 10,
-                       "active_from": at.isoformat(),
-                       "active_until": (at + timedelta(hours=1)).isoformat(),
-                       "states": [{"model_deploy_id": "d0-a", "desired_state": "stopped"},
-                                  {"model_deploy_id": "d0-b", "desired_state": "running"}]}]
+    doc["targets"] = [
+        {"model_deploy_id": "d0-a", "default_state": "running"},
+        {"model_deploy_id": "d0-b", "default_state": "stopped"},
+    ]
+    doc["windows"] = [
+        {
+            "name": "now",
+            "kind": "one_shot",
+            "priority": 10,
+            "active_from": at.isoformat(),
+            "active_until": (at + timedelta(hours=1)).isoformat(),
+            "states": [
+                {"model_deploy_id": "d0-a", "desired_state": "stopped"},
+                {"model_deploy_id": "d0-b", "desired_state": "running"},
+            ],
+        }
+    ]
     engine = Engine(store, pool, clock, EngineConfig(page_size=100, holder="cursor-bench"))
     while (due := engine.next_due(clock.now())) is not None and due <= clock.now():
         engine.run_pass()  # the template's virtual October: catch up to today first
@@ -328,8 +377,9 @@ def replicas(server: str, template: str, n: int, count: int) -> dict[str, float]
     url = clone(server, template, f"storm_{n}_r{count}")
     ctx = multiprocessing.get_context("spawn")
     go, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=replica, args=(url, f"replica-{k}", n, go, out))
-             for k in range(count)]
+    procs = [
+        ctx.Process(target=replica, args=(url, f"replica-{k}", n, go, out)) for k in range(count)
+    ]
     for p in procs:
         p.start()
     time.sleep(3.0)  # every replica imported and connected
@@ -342,8 +392,12 @@ def replicas(server: str, template: str, n: int, count: int) -> dict[str, float]
     store = Store.open(url, upgrade=False)
     dup = duplicates(store)
     store.engine.dispose()
-    return {"elapsed": elapsed, "duplicates": float(dup),
-            "rss_mb": max(r[2] for r in results), "throughput": n / elapsed}
+    return {
+        "elapsed": elapsed,
+        "duplicates": float(dup),
+        "rss_mb": max(r[2] for r in results),
+        "throughput": n / elapsed,
+    }
 
 
 # -- takeover: one of 3 replicas killed at boundary + 2 s (issue 25) ----------------------
@@ -362,8 +416,10 @@ class RunningClock:
 
 def fast_pool_doc(n: int) -> dict[str, Any]:
     doc = pool_doc(n)
-    doc["sim"] = {"record_usage": False,
-                  "timings": {"stop_grace_s": 1, "publish_lag_s": 1, "start_delay_s": 1}}
+    doc["sim"] = {
+        "record_usage": False,
+        "timings": {"stop_grace_s": 1, "publish_lag_s": 1, "start_delay_s": 1},
+    }
     return doc
 
 
@@ -387,8 +443,9 @@ def loop_replica(url: str, holder: str, n: int, anchor: float, go: Any) -> None:
     """Default settings, the production loop's wake-ups, until every acquire is submitted."""
     clock = RunningClock(anchor)
     store = Store.open(url, upgrade=False)
-    engine = Engine(store, SimPool.open(store.engine, POOL, clock), clock,
-                    EngineConfig(holder=holder))
+    engine = Engine(
+        store, SimPool.open(store.engine, POOL, clock), clock, EngineConfig(holder=holder)
+    )
     loop = EngineLoop(engine, clock=clock, interval_s=30.0)
     go.wait()
     while submitted(store, "acquire") < n and time.monotonic() - anchor < 600:
@@ -402,8 +459,10 @@ def takeover(server: str, template: str, n: int, *, kill: bool) -> dict[str, flo
     ctx = multiprocessing.get_context("spawn")
     go = ctx.Event()
     anchor = time.monotonic() + 4.0  # the boundary: every replica imported and connected
-    procs = [ctx.Process(target=loop_replica, args=(url, f"replica-{k}", n, anchor, go))
-             for k in range(3)]
+    procs = [
+        ctx.Process(target=loop_replica, args=(url, f"replica-{k}", n, anchor, go))
+        for k in range(3)
+    ]
     for p in procs:
         p.start()
     time.sleep(max(0.0, anchor - time.monotonic()))
@@ -415,13 +474,21 @@ def takeover(server: str, template: str, n: int, *, kill: bool) -> dict[str, flo
     for p in procs:
         p.join(timeout=700)
     store = Store.open(url, upgrade=False)
-    starts = [o.created_at for o in SimPool.open(store.engine, POOL, VirtualClock(BOUNDARY))
-              .operation_log() if o.kind.value == "start"]
+    starts = [
+        o.created_at
+        for o in SimPool.open(store.engine, POOL, VirtualClock(BOUNDARY)).operation_log()
+        if o.kind.value == "start"
+    ]
     dup = duplicates(store)
     store.engine.dispose()
     last = (max(starts) - BOUNDARY).total_seconds() if len(starts) == n else float("nan")
-    return {"last_acquire": last, "starts": float(len(starts)), "duplicates": float(dup),
-            "killed_at": killed_at, "held": held}
+    return {
+        "last_acquire": last,
+        "starts": float(len(starts)),
+        "duplicates": float(dup),
+        "killed_at": killed_at,
+        "held": held,
+    }
 
 
 def kill_a_holder(url: str, procs: list[Any], anchor: float) -> tuple[float, float]:
@@ -434,8 +501,10 @@ def kill_a_holder(url: str, procs: list[Any], anchor: float) -> tuple[float, flo
         while time.monotonic() - anchor < 60:
             with engine.connect() as conn:
                 rows = conn.execute(
-                    sa.select(d.c.claimed_by, sa.func.count()).where(d.c.claimed_by.is_not(None))
-                    .group_by(d.c.claimed_by).order_by(sa.func.count().desc())
+                    sa.select(d.c.claimed_by, sa.func.count())
+                    .where(d.c.claimed_by.is_not(None))
+                    .group_by(d.c.claimed_by)
+                    .order_by(sa.func.count().desc())
                 ).all()
             if rows:
                 holder, count = rows[0]
@@ -454,13 +523,15 @@ def takeover_rows(server: str) -> list[str]:
     base = takeover(server, template, n, kill=False)
     killed = takeover(server, template, n, kill=True)
     lease = EngineConfig().claim_ttl_s
-    rows = [f"takeover, {n:,} schedules, 3 replicas: boundary → last acquire submitted "
-            f"{killed['last_acquire']:.1f} s with the replica holding {killed['held']:.0f} due claims "
-            f"SIGKILLed at boundary + {killed['killed_at']:.1f} s, "
-            f"{base['last_acquire']:.1f} s with none (baseline, same run): "
-            f"{killed['last_acquire'] - base['last_acquire']:+.1f} s (lease {lease:.0f} s; goal: "
-            f"takeover ≤ 15 s; before issue 25: the 120 s claim TTL); duplicate mutations "
-            f"{killed['duplicates']:.0f} / {base['duplicates']:.0f}"]
+    rows = [
+        f"takeover, {n:,} schedules, 3 replicas: boundary → last acquire submitted "
+        f"{killed['last_acquire']:.1f} s with the replica holding {killed['held']:.0f} due claims "
+        f"SIGKILLed at boundary + {killed['killed_at']:.1f} s, "
+        f"{base['last_acquire']:.1f} s with none (baseline, same run): "
+        f"{killed['last_acquire'] - base['last_acquire']:+.1f} s (lease {lease:.0f} s; goal: "
+        f"takeover ≤ 15 s; before issue 25: the 120 s claim TTL); duplicate mutations "
+        f"{killed['duplicates']:.0f} / {base['duplicates']:.0f}"
+    ]
     print("  " + rows[-1], flush=True)
     return rows
 
@@ -470,8 +541,9 @@ def takeover_rows(server: str) -> list[str]:
 
 def run_all(server: str) -> None:
     sizes = [int(x) for x in os.environ.get("GPS_BENCH_SIZES", "1000,10000").split(",")]
-    print("bench/storm.py — one boundary for every schedule, PostgreSQL + simulated pool",
-          flush=True)
+    print(
+        "bench/storm.py — one boundary for every schedule, PostgreSQL + simulated pool", flush=True
+    )
     rows: list[str] = []
     only = os.environ.get("GPS_BENCH_ONLY", "")  # "replicas" / "takeover": that figure alone
     if only == "takeover":
@@ -483,30 +555,40 @@ def run_all(server: str) -> None:
             rows += replica_rows(server, template, n)
             continue
         s = storm(server, template, n)
-        rows.append(f"{n:,} schedules × 2 targets: boundary → every release submitted: "
-                    f"{s['release']:.1f} s (goal {'≤ 5 s' if n <= 1000 else '≤ 40 s'}); "
-                    f"floor {n} fenced tx {s['floor']:.2f} s; ratio {s['release'] / s['floor']:.1f}×")
+        rows.append(
+            f"{n:,} schedules × 2 targets: boundary → every release submitted: "
+            f"{s['release']:.1f} s (goal {'≤ 5 s' if n <= 1000 else '≤ 40 s'}); "
+            f"floor {n} fenced tx {s['floor']:.2f} s; ratio {s['release'] / s['floor']:.1f}×"
+        )
         poll = CONFIG.follow_up_s
-        rows.append(f"{n:,}: capacity published → every acquire submitted: "
-                    f"{s['acquire']:.1f} s of passes + ≤ {poll:.0f} s poll = {s['acquire'] + poll:.1f} s"
-                    f" (goal ≤ 5 s at 1,000); ratio {s['acquire'] / s['floor']:.1f}× floor; "
-                    f"duplicate mutations {s['duplicates']:.0f}")
+        rows.append(
+            f"{n:,}: capacity published → every acquire submitted: "
+            f"{s['acquire']:.1f} s of passes + ≤ {poll:.0f} s poll = {s['acquire'] + poll:.1f} s"
+            f" (goal ≤ 5 s at 1,000); ratio {s['acquire'] / s['floor']:.1f}× floor; "
+            f"duplicate mutations {s['duplicates']:.0f}"
+        )
         print("  " + rows[-2] + "\n  " + rows[-1], flush=True)
         st = steady(server, template, n)
         rows.append(f"{n:,}: steady sweep {st['sweep']:.2f} s (goal ≤ 2 s at 10,000)")
-        rows.append(f"{n:,}: boundary sensor / sleep_for tick {st['tick'] * 1000:.1f} ms "
-                    f"(goal ≤ 50 ms); before: sensor {st['old_tick']:.2f} s, sleep_for "
-                    f"{st['old_sleep']:.2f} s ({st['old_tick'] / st['tick']:.0f}× faster); "
-                    f"one fenced tx {st['floor1'] * 1000:.1f} ms")
+        rows.append(
+            f"{n:,}: boundary sensor / sleep_for tick {st['tick'] * 1000:.1f} ms "
+            f"(goal ≤ 50 ms); before: sensor {st['old_tick']:.2f} s, sleep_for "
+            f"{st['old_sleep']:.2f} s ({st['old_tick'] / st['tick']:.0f}× faster); "
+            f"one fenced tx {st['floor1'] * 1000:.1f} ms"
+        )
         if "scrape" in st:
-            rows.append(f"{n:,} + {HISTORY:,} historic steps: metrics scrape "
-                        f"{st['scrape'] * 1000:.0f} ms ({st['scrape_lines']:.0f} lines; goal ≤ 100 ms);"
-                        f" before: reading every action {st['old_scrape']:.1f} s")
-        print("  " + "\n  ".join(rows[-3 if 'scrape' in st else -2:]), flush=True)
+            rows.append(
+                f"{n:,} + {HISTORY:,} historic steps: metrics scrape "
+                f"{st['scrape'] * 1000:.0f} ms ({st['scrape_lines']:.0f} lines; goal ≤ 100 ms);"
+                f" before: reading every action {st['old_scrape']:.1f} s"
+            )
+        print("  " + "\n  ".join(rows[-3 if "scrape" in st else -2 :]), flush=True)
         if n >= 10_000:
             c = cursor(server, template, n)
-            rows.append(f"{n:,}: due boundary on the last cursor page served {c['lag']:.2f} s after it "
-                        f"(goal ≤ 2 s; before: up to {c['old_worst'] / 60:.0f} min)")
+            rows.append(
+                f"{n:,}: due boundary on the last cursor page served {c['lag']:.2f} s after it "
+                f"(goal ≤ 2 s; before: up to {c['old_worst'] / 60:.0f} min)"
+            )
             print("  " + rows[-1], flush=True)
         rows += replica_rows(server, template, n)
     if only != "replicas":
@@ -517,11 +599,13 @@ def run_all(server: str) -> None:
 def replica_rows(server: str, template: str, n: int) -> list[str]:
     one = replicas(server, template, n, 1)
     three = replicas(server, template, n, 3)
-    rows = [f"{n:,}: 1 replica {one['elapsed']:.1f} s ({one['throughput']:.0f} schedules/s), "
-            f"3 replicas {three['elapsed']:.1f} s ({three['throughput']:.0f} schedules/s): "
-            f"{three['throughput'] / one['throughput']:.2f}× (goal ≥ 2.5×, {os.cpu_count()} cores); "
-            f"duplicate mutations {three['duplicates']:.0f}; engine RSS {one['rss_mb']:.0f} MB "
-            f"(peak of the replica process; goal ≤ 400 MB)"]
+    rows = [
+        f"{n:,}: 1 replica {one['elapsed']:.1f} s ({one['throughput']:.0f} schedules/s), "
+        f"3 replicas {three['elapsed']:.1f} s ({three['throughput']:.0f} schedules/s): "
+        f"{three['throughput'] / one['throughput']:.2f}× (goal ≥ 2.5×, {os.cpu_count()} cores); "
+        f"duplicate mutations {three['duplicates']:.0f}; engine RSS {one['rss_mb']:.0f} MB "
+        f"(peak of the replica process; goal ≤ 400 MB)"
+    ]
     print("  " + rows[-1], flush=True)
     return rows
 

@@ -333,8 +333,14 @@ class QuotaRefused(Permanent):
     http_status = 403
 
     def __init__(
-        self, message: str = "", *, project: str | None = None, quota: int | None = None, used: int = 0,
-        requested: int = 0, scope: str | None = None,
+        self,
+        message: str = "",
+        *,
+        project: str | None = None,
+        quota: int | None = None,
+        used: int = 0,
+        requested: int = 0,
+        scope: str | None = None,
     ) -> None:
         self.project, self.quota, self.used, self.requested = project, quota, used, requested
         self.scope = scope
@@ -403,7 +409,9 @@ class DeployWrites(Protocol):
     """Core role: the mutations. Each carries an ETag and an idempotency key (a replayed key
     returns the earlier ``Operation`` and mutates nothing)."""
 
-    def stop(self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str) -> Operation:
+    def stop(
+        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
+    ) -> Operation:
         """Stop; an aliased deploy needs ``allow_aliased_downtime=True`` (else ``AdmissionRefused``)."""
         ...
 
@@ -411,7 +419,9 @@ class DeployWrites(Protocol):
         """Start with the stored replicas; admission checks quota and billing."""
         ...
 
-    def set_replica_intent(self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str) -> Operation:
+    def set_replica_intent(
+        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
+    ) -> Operation:
         """Set workload replicas and roles ``{desired,min,max}`` together (R-SCALE-3).
 
         On a STOPPED deploy it only persists the intent and returns the new ETag (R-SCALE-5).
@@ -530,7 +540,9 @@ def submit_one(core: DeployWrites, s: Submission) -> Operation:
     """The single port call ``s`` stands for (raises what that call raises)."""
     if s.kind is OperationKind.STOP:
         return core.stop(
-            s.deploy_id, etag=s.etag, allow_aliased_downtime=s.allow_aliased_downtime,
+            s.deploy_id,
+            etag=s.etag,
+            allow_aliased_downtime=s.allow_aliased_downtime,
             idempotency_key=s.idempotency_key,
         )
     if s.kind is OperationKind.START:
@@ -542,7 +554,9 @@ def submit_one(core: DeployWrites, s: Submission) -> Operation:
     )
 
 
-def submit_each(core: DeployWrites, submissions: Sequence[Submission]) -> list[Operation | Exception]:
+def submit_each(
+    core: DeployWrites, submissions: Sequence[Submission]
+) -> list[Operation | Exception]:
     """``submit_many`` one call at a time, through ``core``'s own single calls (a core with no
     shared form, or a wrapper that must see every call). ``BaseException`` (a crash) propagates."""
     out: list[Operation | Exception] = []

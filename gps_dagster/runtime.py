@@ -325,7 +325,11 @@ class _Reader:
             number = None
         if number is None or not math.isfinite(number) or number < least:
             kind = "a whole number" if integer else "a number"
-            self.fail(where, f"invalid_{name}", f"{_show(value)} is not {kind} ≥ {least:g}: e.g. {default:g}")
+            self.fail(
+                where,
+                f"invalid_{name}",
+                f"{_show(value)} is not {kind} ≥ {least:g}: e.g. {default:g}",
+            )
             return default
         return number
 

@@ -101,15 +101,29 @@ class SimulationReport:
                 return [conv(v) for v in obj]
             return iso(obj)
 
-        out: dict[str, Any] = conv({
-            "schedule": self.schedule, "pool": self.pool, "from": self.start, "to": self.end,
-            "capacity": self.capacity, "max_gpus_in_use": self.max_gpus_in_use,
-            "max_gpus_desired": self.max_gpus_desired, "downtime_seconds": self.downtime_seconds,
-            "gpu_idle_seconds": self.gpu_idle_seconds, "boundary_lag_seconds": self.boundary_lag_seconds,
-            "passes": self.passes, "final_status": self.final_status, "transitions": self.transitions,
-            "events": self.events, "gpu_usage": self.gpu_usage, "operations": self.operations,
-            "witness": self.witness, "engine_restarts": self.restarts, "ready_by": self.ready_by,
-        })
+        out: dict[str, Any] = conv(
+            {
+                "schedule": self.schedule,
+                "pool": self.pool,
+                "from": self.start,
+                "to": self.end,
+                "capacity": self.capacity,
+                "max_gpus_in_use": self.max_gpus_in_use,
+                "max_gpus_desired": self.max_gpus_desired,
+                "downtime_seconds": self.downtime_seconds,
+                "gpu_idle_seconds": self.gpu_idle_seconds,
+                "boundary_lag_seconds": self.boundary_lag_seconds,
+                "passes": self.passes,
+                "final_status": self.final_status,
+                "transitions": self.transitions,
+                "events": self.events,
+                "gpu_usage": self.gpu_usage,
+                "operations": self.operations,
+                "witness": self.witness,
+                "engine_restarts": self.restarts,
+                "ready_by": self.ready_by,
+            }
+        )
         return out
 
 
@@ -173,8 +187,14 @@ def simulate(
 class _Engines:
     """The engine process of the replay; a simulated crash replaces it with a new one."""
 
-    def __init__(self, store: SimStore, pool: Pool, clock: VirtualClock, config: EngineConfig,
-                 restarts: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        store: SimStore,
+        pool: Pool,
+        clock: VirtualClock,
+        config: EngineConfig,
+        restarts: list[dict[str, Any]],
+    ) -> None:
         self.store, self.pool, self.clock, self.config = store, pool, clock, config
         self.restarts = restarts
         self.engine = self._start(config)
@@ -192,8 +212,13 @@ class _Engines:
 
 
 def _drive(
-    engines: _Engines, pool: Pool, schedule: Schedule, clock: VirtualClock, end: datetime,
-    config: EngineConfig, wake_at_boundaries: bool,
+    engines: _Engines,
+    pool: Pool,
+    schedule: Schedule,
+    clock: VirtualClock,
+    end: datetime,
+    config: EngineConfig,
+    wake_at_boundaries: bool,
 ) -> tuple[list[Sample], int]:
     tick = timedelta(seconds=config.pass_interval_s)
     samples: list[Sample] = []
@@ -227,7 +252,9 @@ def _ready(pool: Pool, schedule: Schedule) -> dict[str, int]:
     """Ready replica groups per target; a CMP endpoint target is the aggregate of its members."""
     out = {}
     for target, d in _targets(pool.observe(), schedule).items():
-        out[target] = d.ready_replicas if d.state in (DeployState.READY, DeployState.UPDATING) else 0
+        out[target] = (
+            d.ready_replicas if d.state in (DeployState.READY, DeployState.UPDATING) else 0
+        )
     return out
 
 
@@ -244,48 +271,103 @@ def _targets(deploys: dict[str, DeployView], schedule: Schedule) -> dict[str, De
 
 
 def _report(
-    store: SimStore, pool: Pool, schedule: Schedule, pool_spec: PoolSpec, start: datetime, end: datetime,
+    store: SimStore,
+    pool: Pool,
+    schedule: Schedule,
+    pool_spec: PoolSpec,
+    start: datetime,
+    end: datetime,
     samples: list[Sample],
 ) -> SimulationReport:
     rep = SimulationReport(schedule.name, pool_spec.name, start, end, pool_spec.capacity)
     rep.events = [
         {"at": e.at, "target": e.deploy_id, "kind": e.kind, "phase": e.phase, "reason": e.reason}
-        for e in store.list_events(limit=1_000_000) if e.deploy_id is not None
+        for e in store.list_events(limit=1_000_000)
+        if e.deploy_id is not None
     ]
     for tr in store.list_transitions():
         steps = [
-            {"step": a.step, "target": a.deploy_id, "order": a.order, "state": a.state, "reason": a.reason,
-             "submitted_at": a.submitted_at, "accepted_at": a.accepted_at, "finished_at": a.finished_at}
+            {
+                "step": a.step,
+                "target": a.deploy_id,
+                "order": a.order,
+                "state": a.state,
+                "reason": a.reason,
+                "submitted_at": a.submitted_at,
+                "accepted_at": a.accepted_at,
+                "finished_at": a.finished_at,
+            }
             for a in store.list_actions(transition_id=tr.id)
         ]
-        rep.transitions.append({"id": tr.id, "boundary": tr.boundary_at, "opened_at": tr.created_at,
-                                "state": tr.state, "targets": tr.targets, "steps": steps})
-        submits = [a.submitted_at for a in store.list_actions(transition_id=tr.id) if a.order == "release" and a.submitted_at]
+        rep.transitions.append(
+            {
+                "id": tr.id,
+                "boundary": tr.boundary_at,
+                "opened_at": tr.created_at,
+                "state": tr.state,
+                "targets": tr.targets,
+                "steps": steps,
+            }
+        )
+        submits = [
+            a.submitted_at
+            for a in store.list_actions(transition_id=tr.id)
+            if a.order == "release" and a.submitted_at
+        ]
         first = min(submits, default=None)
-        if first is not None and tr.boundary_at >= start:  # boundaries before the replay are not lag
+        if (
+            first is not None and tr.boundary_at >= start
+        ):  # boundaries before the replay are not lag
             rep.boundary_lag_seconds.append((first - tr.boundary_at).total_seconds())
-    rep.final_status = {s.deploy_id: {"phase": s.phase, "reason": s.reason, "fix": s.fix} for s in store.list_status(schedule.name)}
+    rep.final_status = {
+        s.deploy_id: {"phase": s.phase, "reason": s.reason, "fix": s.fix}
+        for s in store.list_status(schedule.name)
+    }
     usage = [p for p in pool.usage_history() if p.at < end]
-    rep.gpu_usage = [{"at": max(p.at, start), "in_use": p.total_in_use, "by_holder": p.in_use,
-                      "terminating": p.terminating, "unpublished": p.unpublished, "free": p.free} for p in usage]
+    rep.gpu_usage = [
+        {
+            "at": max(p.at, start),
+            "in_use": p.total_in_use,
+            "by_holder": p.in_use,
+            "terminating": p.terminating,
+            "unpublished": p.unpublished,
+            "free": p.free,
+        }
+        for p in usage
+    ]
     for item, p in zip(rep.gpu_usage, usage, strict=True):
         if p.shared:
-            item["shared"] = p.shared  # fractional pods per time-sliced reservation (holder included)
+            item["shared"] = (
+                p.shared
+            )  # fractional pods per time-sliced reservation (holder included)
     deploys = pool.observe()
-    rep.witness = {t: list(pool.witness(t).uuids) for t in schedule.target_ids
-                   if (d := deploys.get(t)) is not None and d.reservation}
+    rep.witness = {
+        t: list(pool.witness(t).uuids)
+        for t in schedule.target_ids
+        if (d := deploys.get(t)) is not None and d.reservation
+    }
     rep.max_gpus_in_use = max((p.total_in_use for p in usage), default=0)
     timeline = gpu_timeline(schedule, pool_spec, start, end)
     rep.max_gpus_desired = max((g.desired_gpus for g in timeline), default=0)
     rep.downtime_seconds = _downtime(schedule, pool_spec, samples, end)
     rep.gpu_idle_seconds = _idle(rep, usage, timeline, end)
-    rep.operations = [{"id": o.id, "deploy": o.deploy_id, "kind": o.kind.value, "key": o.idempotency_key,
-                       "at": o.created_at} for o in pool.operation_log()]
+    rep.operations = [
+        {
+            "id": o.id,
+            "deploy": o.deploy_id,
+            "kind": o.kind.value,
+            "key": o.idempotency_key,
+            "at": o.created_at,
+        }
+        for o in pool.operation_log()
+    ]
     rep.ready_by = _ready_by(store, pool_spec, rep.transitions)
     return rep
 
 
-def _ready_by(store: SimStore, pool_spec: PoolSpec, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _ready_by(
+    store: SimStore, pool_spec: PoolSpec, transitions: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The idle report of ready-by: what each early plan cost its releasing targets in GPU-hours."""
     out = []
     leads = {}
@@ -293,8 +375,9 @@ def _ready_by(store: SimStore, pool_spec: PoolSpec, transitions: list[dict[str, 
         if e.kind == "ready_by_lead" and e.detail:
             leads[(e.detail["boundary"], e.schedule)] = e.detail
     for tr in transitions:
-        lead = next((d for (b, _), d in leads.items()
-                     if datetime.fromisoformat(b) == tr["boundary"]), None)
+        lead = next(
+            (d for (b, _), d in leads.items() if datetime.fromisoformat(b) == tr["boundary"]), None
+        )
         if lead is None:
             continue
         ready = {s["target"]: s["finished_at"] for s in tr["steps"] if s["order"] == "acquire"}
@@ -303,27 +386,47 @@ def _ready_by(store: SimStore, pool_spec: PoolSpec, transitions: list[dict[str, 
             spec = pool_spec.deploy(s["target"])
             if s["order"] == "release" and s["accepted_at"] is not None and spec is not None:
                 early_s = max(0.0, (tr["boundary"] - s["accepted_at"]).total_seconds())
-                lost[s["target"]] = {"stopped_early_s": early_s,
-                                     "gpu_hours": early_s * spec.gpus_per_replica / 3600}
-        out.append({"boundary": tr["boundary"], "early_start": datetime.fromisoformat(lead["early_start"]),
-                    "lead_s": lead["lead_s"], "reason": lead["reason"], "ready_at": ready, "releasing": lost})
+                lost[s["target"]] = {
+                    "stopped_early_s": early_s,
+                    "gpu_hours": early_s * spec.gpus_per_replica / 3600,
+                }
+        out.append(
+            {
+                "boundary": tr["boundary"],
+                "early_start": datetime.fromisoformat(lead["early_start"]),
+                "lead_s": lead["lead_s"],
+                "reason": lead["reason"],
+                "ready_at": ready,
+                "releasing": lost,
+            }
+        )
     return out
 
 
-def _downtime(schedule: Schedule, pool_spec: PoolSpec, samples: list[Sample], end: datetime) -> dict[str, float]:
+def _downtime(
+    schedule: Schedule, pool_spec: PoolSpec, samples: list[Sample], end: datetime
+) -> dict[str, float]:
     """Seconds an aliased target's intent was running while it had no ready replica."""
     aliased = [
-        t for t in schedule.target_ids
+        t
+        for t in schedule.target_ids
         if any(d.aliases for d in (pool_spec.deploy(t), *pool_spec.members(t)) if d is not None)
     ]
     out = {t: 0.0 for t in aliased}
     if not aliased or not samples:
         return out
     running = {  # each target's intervals of a running intent, walked once with the samples
-        t: [(floor_ts(iv.start), floor_ts(iv.end)) for iv in ivs
-            if iv.end is not None and iv.intent.desired_state is DesiredState.RUNNING]
-        for t, ivs in intervals(schedule, samples[0].at, max(end, samples[-1].at + timedelta(seconds=1)),
-                                targets=aliased).items()
+        t: [
+            (floor_ts(iv.start), floor_ts(iv.end))
+            for iv in ivs
+            if iv.end is not None and iv.intent.desired_state is DesiredState.RUNNING
+        ]
+        for t, ivs in intervals(
+            schedule,
+            samples[0].at,
+            max(end, samples[-1].at + timedelta(seconds=1)),
+            targets=aliased,
+        ).items()
     }
     at = {t: 0 for t in aliased}
     for here, nxt in zip(samples, [*samples[1:], None], strict=True):
@@ -343,7 +446,8 @@ def _idle(rep: SimulationReport, usage: list[Any], timeline: list[Any], end: dat
     """GPU-seconds, inside swap windows, that the desired line wanted but nothing held."""
     windows: list[tuple[datetime, datetime]] = sorted(
         (tr["boundary"], max((s["finished_at"] or end) for s in tr["steps"]))
-        for tr in rep.transitions if tr["steps"] and tr["boundary"].year > 1970
+        for tr in rep.transitions
+        if tr["steps"] and tr["boundary"].year > 1970
     )
     starts = [a for a, _ in windows]
     longest = max((b - a for a, b in windows), default=timedelta(0))
@@ -359,7 +463,9 @@ def _idle(rep: SimulationReport, usage: list[Any], timeline: list[Any], end: dat
             continue
         # only the windows that can overlap [here.at, stop): started before stop, not before
         # here.at minus the longest window
-        for a, b in windows[bisect.bisect_left(starts, here.at - longest):bisect.bisect_left(starts, stop)]:
+        for a, b in windows[
+            bisect.bisect_left(starts, here.at - longest) : bisect.bisect_left(starts, stop)
+        ]:
             lo, hi = max(a, here.at), min(b, stop)
             if hi > lo:
                 total += gap * (hi - lo).total_seconds()

@@ -20,8 +20,17 @@ from importlinter.application import use_cases
 
 PKG = Path(__file__).resolve().parents[1] / "gps_dagster"
 ROOT = PKG.parent
-CLOCK_CALLS = {"now", "utcnow", "today", "time", "time_ns", "monotonic", "monotonic_ns", "perf_counter",
-               "process_time"}
+CLOCK_CALLS = {
+    "now",
+    "utcnow",
+    "today",
+    "time",
+    "time_ns",
+    "monotonic",
+    "monotonic_ns",
+    "perf_counter",
+    "process_time",
+}
 
 
 def files(under: Path) -> list[Path]:
@@ -41,19 +50,33 @@ def imports(path: Path) -> Iterator[tuple[int, str]]:
 @pytest.fixture(scope="module")
 def contracts() -> tuple[object, grimp.ImportGraph]:
     configuration.configure()
-    use_cases._register_contract_types(options := use_cases.read_user_options(str(ROOT / "pyproject.toml")))
+    use_cases._register_contract_types(
+        options := use_cases.read_user_options(str(ROOT / "pyproject.toml"))
+    )
     graph = grimp.build_graph("gps_dagster", include_external_packages=True, cache_dir=None)
     return options, graph
 
 
-def broken(contracts: tuple[object, grimp.ImportGraph], extra: tuple[str, str] | None = None) -> list[str]:
+def broken(
+    contracts: tuple[object, grimp.ImportGraph], extra: tuple[str, str] | None = None
+) -> list[str]:
     options, graph = contracts
     graph = copy.deepcopy(graph)
     if extra is not None:
-        graph.add_import(importer=extra[0], imported=extra[1], line_number=1, line_contents="injected")
-    report = use_cases._build_report(graph=graph, graph_building_duration=0, user_options=options,
-                                     limit_to_contracts=(), show_timings=False, verbose=False)
-    return sorted(contract.name for contract, check in report.get_contracts_and_checks() if not check.kept)
+        graph.add_import(
+            importer=extra[0], imported=extra[1], line_number=1, line_contents="injected"
+        )
+    report = use_cases._build_report(
+        graph=graph,
+        graph_building_duration=0,
+        user_options=options,
+        limit_to_contracts=(),
+        show_timings=False,
+        verbose=False,
+    )
+    return sorted(
+        contract.name for contract, check in report.get_contracts_and_checks() if not check.kept
+    )
 
 
 def test_the_package_keeps_every_contract(contracts: tuple[object, grimp.ImportGraph]) -> None:
@@ -68,11 +91,23 @@ def test_the_package_keeps_every_contract(contracts: tuple[object, grimp.ImportG
         ("gps_dagster.domain.evaluator", "os", "The domain is pure"),
         ("gps_dagster.engine.steps", "gps_dagster.backends.sim", "The engine never names"),
         ("gps_dagster.engine.steps", "gps_dagster.clocks", "The engine never names"),
-        ("gps_dagster.engine.batch", "gps_dagster.store.repository", "The engine is typed by store Protocols"),
+        (
+            "gps_dagster.engine.batch",
+            "gps_dagster.store.repository",
+            "The engine is typed by store Protocols",
+        ),
         ("gps_dagster.engine.metrics", "sqlalchemy", "The engine is typed by store Protocols"),
         ("gps_dagster.engine.steps", "gps_dagster.store.records", None),
-        ("gps_dagster.backends.sim.reserved", "gps_dagster.store.reservations", "The adapters never import the store"),
-        ("gps_dagster.backends.k8s.gps", "gps_dagster.store", "The adapters never import the store"),
+        (
+            "gps_dagster.backends.sim.reserved",
+            "gps_dagster.store.reservations",
+            "The adapters never import the store",
+        ),
+        (
+            "gps_dagster.backends.k8s.gps",
+            "gps_dagster.store",
+            "The adapters never import the store",
+        ),
         ("gps_dagster.backends.sim.ledger", "gps_dagster.ports", None),
         ("gps_dagster.store.db", "dagster", "Only dagster_defs imports dagster"),
         ("gps_dagster.engine.engine", "kubernetes", "Only backends.k8s imports kubernetes"),
@@ -81,7 +116,11 @@ def test_the_package_keeps_every_contract(contracts: tuple[object, grimp.ImportG
         ("gps_dagster.cli.main", "gps_dagster.demo.main", "The product never imports"),
         ("gps_dagster.runtime", "gps_dagster.testing", "The product never imports"),
         ("gps_dagster.engine.steps", "gps_dagster.testing.fake_core", "The product never imports"),
-        ("gps_dagster.store.repository", "gps_dagster.testing.fake_pool", "The product never imports"),
+        (
+            "gps_dagster.store.repository",
+            "gps_dagster.testing.fake_pool",
+            "The product never imports",
+        ),
         ("gps_dagster.testing.k8s.pools", "gps_dagster.backends.k8s.names", None),
         ("gps_dagster.demo.main", "gps_dagster.cli.dagster_client", None),
         ("gps_dagster.domain.planner", "gps_dagster.domain.gps.witness", None),
@@ -129,14 +168,20 @@ NOW, TODAY, TIME, WALL = "now", "today", "time", "Wall" + "Clock"
 
 def test_the_clock_scan_catches_clock_reads(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
-    sample.write_text("import datetime\nfrom time import monotonic\n"
-                      f"x = datetime.datetime.{NOW}()\ny = datetime.date.{TODAY}()\nz = open('f')\n")
+    sample.write_text(
+        "import datetime\nfrom time import monotonic\n"
+        f"x = datetime.datetime.{NOW}()\ny = datetime.date.{TODAY}()\nz = open('f')\n"
+    )
     assert sorted(clock_reads(sample)) == [(2, "monotonic"), (3, "now"), (4, "today"), (5, "open")]
 
 
 WALL_CLOCK_ATTRS = {
-    ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
-    ("time", "time"), ("time", "time_ns"),
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("datetime", "today"),
+    ("date", "today"),
+    ("time", "time"),
+    ("time", "time_ns"),
 }
 WALL_CLOCK_NAMES = {"WallClock"}
 
@@ -198,6 +243,9 @@ def test_the_wall_clock_scan_catches_wall_clock_reads(tmp_path: Path) -> None:
         f"h = datetime.date.{TODAY}()\n"
     )
     assert sorted(wall_clock_reads(sample)) == [
-        (3, "datetime.now"), (4, "datetime.now"), (5, "time.time"), (6, "WallClock"),
+        (3, "datetime.now"),
+        (4, "datetime.now"),
+        (5, "time.time"),
+        (6, "WallClock"),
         (10, "date.today"),
     ]

@@ -1,7 +1,7 @@
 """Write the served OpenAPI document of ``gps-dagster serve`` to docs/openapi.json.
 
-    .venv/bin/python tools/openapi.py          # rewrite docs/openapi.json
-    .venv/bin/python tools/openapi.py --check  # exit 1 when it differs (tests/api do the same)
+.venv/bin/python tools/openapi.py          # rewrite docs/openapi.json
+.venv/bin/python tools/openapi.py --check  # exit 1 when it differs (tests/api do the same)
 """
 
 from __future__ import annotations

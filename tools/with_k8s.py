@@ -63,7 +63,10 @@ def _run(plane: cp.ControlPlane, command: list[str], *, with_node: bool) -> int:
         print(f"with_k8s: {exc}", file=sys.stderr)
         return 1
     try:
-        print(f"with_k8s: real node {node.name} Ready in {node.started_s:.1f} s ({node.root})", flush=True)
+        print(
+            f"with_k8s: real node {node.name} Ready in {node.started_s:.1f} s ({node.root})",
+            flush=True,
+        )
         return subprocess.call(command, env={**env, **node.env()})
     finally:
         with signals_held():

@@ -11,7 +11,6 @@ timeline page, outside the OpenAPI document.
 # * “The API is FastAPI on uvicorn, one process”
 # * “API bodies are JSON only; HEAD as GET; no slash redirects”
 
-
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query
@@ -57,8 +56,14 @@ class _Api(FastAPI):
 
 def create_app(services: ApiServices) -> FastAPI:
     """The app over ``services`` (store, core, engine, clock, pool, limits)."""
-    app = _Api(title="gps-dagster schedule API", version=__version__, description=DESCRIPTION,
-                  docs_url="/docs", redoc_url=None, redirect_slashes=False)
+    app = _Api(
+        title="gps-dagster schedule API",
+        version=__version__,
+        description=DESCRIPTION,
+        docs_url="/docs",
+        redoc_url=None,
+        redirect_slashes=False,
+    )
     app.router.route_class = DocumentRoute  # a key given twice is refused at its path (R-MODEL-7)
     app.state.services = services
     errors.install(app, on_refused=RefusalLog().record)
@@ -104,17 +109,36 @@ def _tighten_document(app: FastAPI) -> None:
 def _audit_route(app: FastAPI, admin: Any, services: ApiServices) -> None:
     limits = services.limits
 
-    @app.get(f"{ADMIN}/audit", response_model=AuditPage, tags=["admin"], operation_id="admin_audit",
-             responses=errors.error_responses(400, 401, 403), summary="Every write: who, what, when, version")
-    def audit(c: Annotated[Caller, Depends(admin)],
-              limit: Annotated[int, Query(ge=1, le=limits.max_page_size)] = limits.default_page_size,
-              page_token: Annotated[int, Query(ge=0, le=2**62)] = 0,
-              name: Annotated[str | None, Query(max_length=200)] = None) -> AuditPage:
+    @app.get(
+        f"{ADMIN}/audit",
+        response_model=AuditPage,
+        tags=["admin"],
+        operation_id="admin_audit",
+        responses=errors.error_responses(400, 401, 403),
+        summary="Every write: who, what, when, version",
+    )
+    def audit(
+        c: Annotated[Caller, Depends(admin)],
+        limit: Annotated[int, Query(ge=1, le=limits.max_page_size)] = limits.default_page_size,
+        page_token: Annotated[int, Query(ge=0, le=2**62)] = 0,
+        name: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> AuditPage:
         rows = c.services.store.list_audit(after_id=page_token, limit=limit + 1, name=name)
         more = len(rows) > limit
         rows = rows[:limit]
-        items = [AuditEntry(id=r.id, at=r.at, actor=r.actor, actor_token_id=r.token_id, action=r.action,
-                            object_kind=r.object_kind,
-                            object_name=r.object_name, scope=r.scope, version=r.version, detail=r.detail)
-                 for r in rows]
+        items = [
+            AuditEntry(
+                id=r.id,
+                at=r.at,
+                actor=r.actor,
+                actor_token_id=r.token_id,
+                action=r.action,
+                object_kind=r.object_kind,
+                object_name=r.object_name,
+                scope=r.scope,
+                version=r.version,
+                detail=r.detail,
+            )
+            for r in rows
+        ]
         return AuditPage(items=items, next_page_token=str(rows[-1].id) if more else None)

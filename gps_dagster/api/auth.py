@@ -44,15 +44,21 @@ def presented_token(request: Request) -> str | None:
     if cookie is None:
         return None
     if request.method not in _SAFE and request.headers.get(CSRF_HEADER) != CSRF_VALUE:
-        raise ApiError(403, "csrf_refused", "a write carried only by the session cookie was refused",
-                       f"send the header X-Requested-With: {CSRF_VALUE} (the timeline page does), "
-                       "or use Authorization: Bearer <token>")
+        raise ApiError(
+            403,
+            "csrf_refused",
+            "a write carried only by the session cookie was refused",
+            f"send the header X-Requested-With: {CSRF_VALUE} (the timeline page does), "
+            "or use Authorization: Bearer <token>",
+        )
     return cookie
 
 
 def unauthenticated(detail: str) -> ApiError:
     return ApiError(
-        401, "unauthenticated", detail,
+        401,
+        "unauthenticated",
+        detail,
         "send Authorization: Bearer <token>; an operator creates one with `gps-dagster tokens create`",
         headers={"WWW-Authenticate": 'Bearer realm="gps-dagster"'},
     )
@@ -72,7 +78,9 @@ def principal(request: Request) -> TokenRecord:
         session = services.sessions.resolve(secret, now=now)
         record = services.tokens.live(session.token_id, now=now) if session is not None else None
         if record is None:
-            raise unauthenticated("the session is unknown, signed out or expired: sign in again at /ui/login")
+            raise unauthenticated(
+                "the session is unknown, signed out or expired: sign in again at /ui/login"
+            )
     else:
         token = presented_token(request)
         if token is None:
@@ -86,15 +94,23 @@ def principal(request: Request) -> TokenRecord:
 
 def require_admin(who: TokenRecord) -> None:
     if who.scope != "admin":
-        raise ApiError(403, "forbidden", "this surface needs an admin token",
-                       "use /api/v1/cmp/projects/<your project>/… with a project token")
+        raise ApiError(
+            403,
+            "forbidden",
+            "this surface needs an admin token",
+            "use /api/v1/cmp/projects/<your project>/… with a project token",
+        )
 
 
 def require_write(who: TokenRecord) -> None:
     """403 for a read-only token (``cmp:<project>:read``, R-API) on a write."""
     if who.read_only:
-        raise ApiError(403, "read_only_token", f"token scope '{who.scope}' may only read",
-                       f"use a token of scope cmp:{who.project} for changes and apply-now")
+        raise ApiError(
+            403,
+            "read_only_token",
+            f"token scope '{who.scope}' may only read",
+            f"use a token of scope cmp:{who.project} for changes and apply-now",
+        )
 
 
 def tenant_scope(who: TokenRecord, project: str) -> str:
@@ -105,5 +121,9 @@ def tenant_scope(who: TokenRecord, project: str) -> str:
 
 
 def project_not_found(project: str) -> ApiError:
-    return ApiError(404, "project_not_found", f"no project '{project}' is visible to this token",
-                    "use the project your token was created for (`gps-dagster tokens list`)")
+    return ApiError(
+        404,
+        "project_not_found",
+        f"no project '{project}' is visible to this token",
+        "use the project your token was created for (`gps-dagster tokens list`)",
+    )

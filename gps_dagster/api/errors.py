@@ -44,29 +44,49 @@ class ErrorBody(BaseModel):
     """The body of every error answer."""
 
     status: int
-    reason: str = Field(description="Stable machine code, e.g. target_owned, busy, version_mismatch.")
+    reason: str = Field(
+        description="Stable machine code, e.g. target_owned, busy, version_mismatch."
+    )
     message: str
     fix: str
     path: str | None = None
     errors: list[FieldProblem] = Field(default_factory=list)
-    request_id: str | None = Field(default=None, description="Set on 500s: quote it to the operator.")
+    request_id: str | None = Field(
+        default=None, description="Set on 500s: quote it to the operator."
+    )
 
 
 class ApiError(Exception):
     """An error the API raises itself (auth, limits, surface rules)."""
 
     def __init__(
-        self, status: int, reason: str, message: str, fix: str, *, path: str | None = None,
-        errors: Sequence[FieldError] = (), headers: dict[str, str] | None = None,
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        fix: str,
+        *,
+        path: str | None = None,
+        errors: Sequence[FieldError] = (),
+        headers: dict[str, str] | None = None,
     ) -> None:
-        self.status, self.reason, self.message, self.fix, self.path = status, reason, message, fix, path
+        self.status, self.reason, self.message, self.fix, self.path = (
+            status,
+            reason,
+            message,
+            fix,
+            path,
+        )
         self.errors, self.headers = tuple(errors), headers or {}
         super().__init__(message)
 
 
 _RESERVATION_STATUS = {
-    "reservation_not_found": 404, "reservation_exists": 409, "stale_generation": 412,
-    "invalid_transition": 409, "gpu_already_reserved": 409,
+    "reservation_not_found": 404,
+    "reservation_exists": 409,
+    "stale_generation": 412,
+    "invalid_transition": 409,
+    "gpu_already_reserved": 409,
 }
 
 
@@ -86,12 +106,20 @@ STORE_STATUSES = (StoreUnavailable.http_status,)
 
 def _core_problem(exc: CoreError) -> ApiError:
     if exc.http_status == 503:
-        return ApiError(503, CORE_UNAVAILABLE, f"the deploy backend did not answer ({exc.reason}): {exc}",
-                        "retry shortly; if it persists, ask the operator to check the backend the server "
-                        "runs against (the Kubernetes API server, or the simulated pool's database)",
-                        headers={"Retry-After": "5"})
-    return ApiError(502, CORE_REFUSED, f"the deploy backend refused a read ({exc.reason}): {exc}",
-                    "retry; if it persists, give the operator this message (the backend's reason is in it)")
+        return ApiError(
+            503,
+            CORE_UNAVAILABLE,
+            f"the deploy backend did not answer ({exc.reason}): {exc}",
+            "retry shortly; if it persists, ask the operator to check the backend the server "
+            "runs against (the Kubernetes API server, or the simulated pool's database)",
+            headers={"Retry-After": "5"},
+        )
+    return ApiError(
+        502,
+        CORE_REFUSED,
+        f"the deploy backend refused a read ({exc.reason}): {exc}",
+        "retry; if it persists, give the operator this message (the backend's reason is in it)",
+    )
 
 
 def problem(exc: BaseException) -> ApiError:
@@ -103,32 +131,55 @@ def problem(exc: BaseException) -> ApiError:
     if isinstance(exc, SpecInvalid):
         first = exc.errors[0] if exc.errors else None
         return ApiError(
-            422, "invalid_document", f"{len(exc.errors)} problem(s) in the document",
-            first.fix if first else "fix the document", path=first.path if first else None, errors=exc.errors,
+            422,
+            "invalid_document",
+            f"{len(exc.errors)} problem(s) in the document",
+            first.fix if first else "fix the document",
+            path=first.path if first else None,
+            errors=exc.errors,
         )
     if isinstance(exc, ReservationError):
-        return ApiError(_RESERVATION_STATUS.get(exc.reason, 409), exc.reason, str(exc).split("; ")[0], exc.fix)
+        return ApiError(
+            _RESERVATION_STATUS.get(exc.reason, 409), exc.reason, str(exc).split("; ")[0], exc.fix
+        )
     status = getattr(exc, "http_status", None)
     if isinstance(exc, GpsError) and isinstance(status, int):
         reason = str(getattr(exc, "reason", type(exc).__name__))
-        fix = str(getattr(exc, "fix", "") or ("retry shortly" if isinstance(exc, TemporaryError) else ""))
+        fix = str(
+            getattr(exc, "fix", "") or ("retry shortly" if isinstance(exc, TemporaryError) else "")
+        )
         headers = {"Retry-After": "5"} if isinstance(exc, TemporaryError) else None
-        return ApiError(status if 400 <= status < 600 else 500, reason, str(exc), fix,
-                        path=getattr(exc, "path", None) or None, headers=headers)
+        return ApiError(
+            status if 400 <= status < 600 else 500,
+            reason,
+            str(exc),
+            fix,
+            path=getattr(exc, "path", None) or None,
+            headers=headers,
+        )
     raise TypeError("not a product error")
 
 
 def respond(err: ApiError, request_id: str | None = None) -> JSONResponse:
     body = ErrorBody(
-        status=err.status, reason=err.reason, message=err.message, fix=err.fix, path=err.path,
-        errors=[FieldProblem(**e.as_dict()) for e in err.errors], request_id=request_id,
+        status=err.status,
+        reason=err.reason,
+        message=err.message,
+        fix=err.fix,
+        path=err.path,
+        errors=[FieldProblem(**e.as_dict()) for e in err.errors],
+        request_id=request_id,
     )
     return JSONResponse(body.model_dump(), status_code=err.status, headers=err.headers)
 
 
 def internal_error(request_id: str) -> ApiError:
-    return ApiError(500, "internal_error", "the server failed to handle the request",
-                    f"retry; if it persists, give the operator request id {request_id}")
+    return ApiError(
+        500,
+        "internal_error",
+        "the server failed to handle the request",
+        f"retry; if it persists, give the operator request id {request_id}",
+    )
 
 
 def _validation(exc: RequestValidationError) -> ApiError:
@@ -137,17 +188,35 @@ def _validation(exc: RequestValidationError) -> ApiError:
         loc = tuple(err.get("loc", ()))
         in_body = in_body or (bool(loc) and loc[0] == "body")
         where = [p for p in loc[1:] if isinstance(p, (str, int))]
-        problems.append(FieldError(format_path(where, "" if loc[:1] == ("body",) else str(loc[0])),
-                                   str(err.get("type", "invalid")), str(err.get("msg", "fix the value"))))
+        problems.append(
+            FieldError(
+                format_path(where, "" if loc[:1] == ("body",) else str(loc[0])),
+                str(err.get("type", "invalid")),
+                str(err.get("msg", "fix the value")),
+            )
+        )
     status = 422 if in_body else 400
     first = problems[0] if problems else FieldError("", "invalid", "fix the request")
     if any(p.reason == "json_invalid" for p in problems):
-        return ApiError(400, "invalid_json", "the body is not valid JSON", "send a JSON object", errors=problems)
-    return ApiError(status, "invalid_request", f"{len(problems)} problem(s) in the request", first.fix,
-                    path=first.path or None, errors=problems)
+        return ApiError(
+            400, "invalid_json", "the body is not valid JSON", "send a JSON object", errors=problems
+        )
+    return ApiError(
+        status,
+        "invalid_request",
+        f"{len(problems)} problem(s) in the request",
+        first.fix,
+        path=first.path or None,
+        errors=problems,
+    )
 
 
-_HTTP_REASONS = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+_HTTP_REASONS = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+}
 
 
 OnRefused = Callable[[Request, "ApiError"], Awaitable[None]]
@@ -182,16 +251,30 @@ def install(app: FastAPI, on_refused: OnRefused | None = None) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400 and "parsing the body" in str(exc.detail):  # undecodable, too deep
-            return await refused(request, ApiError(
-                400, "invalid_json", "the body is not valid JSON (undecodable, or nested too deep)",
-                "send a UTF-8 JSON object nested at most 32 levels"))
+        if exc.status_code == 400 and "parsing the body" in str(
+            exc.detail
+        ):  # undecodable, too deep
+            return await refused(
+                request,
+                ApiError(
+                    400,
+                    "invalid_json",
+                    "the body is not valid JSON (undecodable, or nested too deep)",
+                    "send a UTF-8 JSON object nested at most 32 levels",
+                ),
+            )
         reason = _HTTP_REASONS.get(exc.status_code, "http_error")
-        fix = "see /docs for the operations of this API" if exc.status_code in (404, 405) else "fix the request"
+        fix = (
+            "see /docs for the operations of this API"
+            if exc.status_code in (404, 405)
+            else "fix the request"
+        )
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(_allowed(request))
-        return await refused(request, ApiError(exc.status_code, reason, str(exc.detail), fix, headers=headers))
+        return await refused(
+            request, ApiError(exc.status_code, reason, str(exc.detail), fix, headers=headers)
+        )
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
@@ -200,8 +283,14 @@ def install(app: FastAPI, on_refused: OnRefused | None = None) -> None:
 
 def _allowed(request: Request) -> list[str]:
     """Every method some route serves at this path (Starlette's own Allow names only the first route)."""
-    return [m for m in ("DELETE", "GET", "POST", "PUT")
-            if any(route.matches({**request.scope, "method": m})[0] is Match.FULL for route in request.app.routes)]
+    return [
+        m
+        for m in ("DELETE", "GET", "POST", "PUT")
+        if any(
+            route.matches({**request.scope, "method": m})[0] is Match.FULL
+            for route in request.app.routes
+        )
+    ]
 
 
 def _unexpected(request: Request, exc: BaseException) -> JSONResponse:

@@ -54,7 +54,9 @@ class RateLimiter:
                 wait = (1.0 - tokens) / self._rate
                 self._buckets[key] = (tokens, now)
                 raise ApiError(
-                    429, "rate_limited", f"too many apply-now requests for '{key}'",
+                    429,
+                    "rate_limited",
+                    f"too many apply-now requests for '{key}'",
                     f"wait {wait:.0f} s (Retry-After); a schedule takes at most "
                     f"{self._rate * 60:g} apply-now per minute after a burst of {self._burst:g}",
                     headers={"Retry-After": str(max(1, round(wait + 0.5)))},
@@ -104,7 +106,9 @@ class BodyLimit:
                 return
             chunks.append(chunk)
             more = bool(message.get("more_body", False))
-        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        replay: list[Message] = [
+            {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        ]
 
         async def replayed() -> Message:
             return replay.pop() if replay else await receive()
@@ -113,10 +117,15 @@ class BodyLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = ErrorBody(
-            status=413, reason="body_too_large", message=f"the request body is over {self.max_bytes} bytes",
+            status=413,
+            reason="body_too_large",
+            message=f"the request body is over {self.max_bytes} bytes",
             fix=f"send at most {self.max_bytes // 1024} KiB (split the schedule, or drop unused windows)",
         ).model_dump()
         payload = json.dumps(body).encode()
-        headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        headers: list[Any] = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": payload})

@@ -34,7 +34,8 @@ def in_range(value: datetime) -> datetime:
     if not EARLIEST <= value < LATEST:
         raise PydanticCustomError(
             "instant_out_of_range",
-            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, e.g. 2026-10-21T13:00:00+07:00")
+            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, e.g. 2026-10-21T13:00:00+07:00",
+        )
     return value
 
 
@@ -47,8 +48,10 @@ class Strict(BaseModel):
 
 class ScheduleOut(BaseModel):
     name: str = Field(description="The name on this surface (unique within its scope).")
-    id: str = Field(description="The identity the CLI and Dagster show: the name, qualified by the "
-                    "project on a tenant surface (``vision/gpu42-shared``).")
+    id: str = Field(
+        description="The identity the CLI and Dagster show: the name, qualified by the "
+        "project on a tenant surface (``vision/gpu42-shared``)."
+    )
     version: int = Field(description="Bumped by every change; send it back in If-Match.")
     scope: str
     enabled: bool
@@ -56,13 +59,16 @@ class ScheduleOut(BaseModel):
     updated_at: AwareDatetime
     document: dict[str, Any] = Field(description="The schedule as stored.")
     warnings: list[FieldProblem] = Field(
-        default_factory=list, description="Fields dropped from the request (tenant placement fields, Q5)."
+        default_factory=list,
+        description="Fields dropped from the request (tenant placement fields, Q5).",
     )
 
 
 class SchedulePage(BaseModel):
     items: list[ScheduleOut]
-    next_page_token: str | None = Field(description="Pass as page_token for the next page; null at the end.")
+    next_page_token: str | None = Field(
+        description="Pass as page_token for the next page; null at the end."
+    )
 
 
 class LastAction(BaseModel):
@@ -124,8 +130,12 @@ class SkippedDay(BaseModel):
     end: str
     date: str = Field(description="The local date the occurrence would have started on.")
     reason: str = Field(description="The holiday's name, or 'listed date'.")
-    calendar: str | None = Field(default=None, description="e.g. 'VN public'; null for a listed date.")
-    decided_by: str | None = Field(default=None, description="The holidays package version that decided.")
+    calendar: str | None = Field(
+        default=None, description="e.g. 'VN public'; null for a listed date."
+    )
+    decided_by: str | None = Field(
+        default=None, description="The holidays package version that decided."
+    )
 
 
 class WindowBand(BaseModel):
@@ -135,7 +145,8 @@ class WindowBand(BaseModel):
     targets: list[str]
     occurrences: list[Occurrence]
     skipped: list[SkippedOccurrence] | None = Field(
-        default=None, description="Occurrences its skip removed (holidays, listed dates); null without a skip."
+        default=None,
+        description="Occurrences its skip removed (holidays, listed dates); null without a skip.",
     )
 
 
@@ -145,13 +156,17 @@ class TimelineOut(BaseModel):
     from_: str = Field(alias="from")
     to: str
     targets: dict[str, list[Interval]]
-    gpu: list[GpuPoint] | None = Field(default=None, description="Desired GPUs vs capacity; null without a pool.")
+    gpu: list[GpuPoint] | None = Field(
+        default=None, description="Desired GPUs vs capacity; null without a pool."
+    )
     windows: list[WindowBand]
     skipped: list[SkippedDay] | None = Field(
-        default=None, description="Occurrences removed by skips in the range; null when no window skips."
+        default=None,
+        description="Occurrences removed by skips in the range; null when no window skips.",
     )
     ready_by: list[dict[str, Any]] | None = Field(
-        default=None, description="Planned early starts (boundary, early_start, lead_s, reason, figures); "
+        default=None,
+        description="Planned early starts (boundary, early_start, lead_s, reason, figures); "
         "null without ready_by.",
     )
 
@@ -164,7 +179,9 @@ class DryRunIn(Strict):
     at: Instant | None = None
     from_: Instant | None = Field(default=None, alias="from")
     to: Instant | None = None
-    schedule: dict[str, Any] | None = Field(default=None, description="An edited schedule document.")
+    schedule: dict[str, Any] | None = Field(
+        default=None, description="An edited schedule document."
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -176,7 +193,9 @@ class DryRunAt(BaseModel):
     steps: list[dict[str, Any]]
     warnings: list[dict[str, Any]]
     ready_by: list[dict[str, Any]] | None = Field(
-        default=None, description="Ready-by leads in force or in the day ahead; null without ready_by.")
+        default=None,
+        description="Ready-by leads in force or in the day ahead; null without ready_by.",
+    )
 
 
 class DryRunOut(BaseModel):
@@ -184,9 +203,12 @@ class DryRunOut(BaseModel):
     version: int | None = Field(description="The stored version dry-run; null for an unsaved edit.")
     instant: DryRunAt = Field(description="The plan at ``at`` (or at ``from`` for a range).")
     boundaries: list[DryRunAt] = Field(
-        default_factory=list, description="A range: the plan at every intent boundary after ``from``."
+        default_factory=list,
+        description="A range: the plan at every intent boundary after ``from``.",
     )
-    warnings: list[dict[str, Any]] = Field(default_factory=list, description="Overcommit over the range.")
+    warnings: list[dict[str, Any]] = Field(
+        default_factory=list, description="Overcommit over the range."
+    )
 
 
 class StepOut(BaseModel):
@@ -216,7 +238,8 @@ class AuditEntry(BaseModel):
     at: AwareDatetime
     actor: str
     actor_token_id: str | None = Field(
-        default=None, description="The id of the API token that made the write (null: the CLI, the system)."
+        default=None,
+        description="The id of the API token that made the write (null: the CLI, the system).",
     )
     action: str
     object_kind: str
@@ -247,7 +270,9 @@ class ReservationOut(BaseModel):
     gpus: list[str]
     gpu_memory_mib: int
     headroom: str
-    budget_mib: int = Field(description="floor(GPU memory × headroom): e.g. 143771 × 0.95 = 136582.")
+    budget_mib: int = Field(
+        description="floor(GPU memory × headroom): e.g. 143771 × 0.95 = 136582."
+    )
     members: list[Member]
 
 
@@ -258,8 +283,12 @@ class ReservationList(BaseModel):
 class AdmissionIn(Strict):
     deploy_id: StrictStr = Field(min_length=1, max_length=200)
     memory_mib: StrictInt = Field(ge=1, le=10_000_000, description="The changed memory_mib to try.")
-    at: Instant | None = Field(default=None, description="Whose members run: intents at this instant.")
-    schedule: StrictStr | None = Field(default=None, max_length=128, description="The schedule deciding intents.")
+    at: Instant | None = Field(
+        default=None, description="Whose members run: intents at this instant."
+    )
+    schedule: StrictStr | None = Field(
+        default=None, max_length=128, description="The schedule deciding intents."
+    )
 
 
 class AdmissionOut(BaseModel):
@@ -276,7 +305,9 @@ class AdmissionOut(BaseModel):
     members: list[Member]
 
 
-GPU_UUID_PATTERN = "^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+GPU_UUID_PATTERN = (
+    "^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
 """What ``nvidia-smi -L`` prints (the reservation file's rule, ``invalid_gpu_uuid``), as a schema says it."""
 
 
@@ -286,11 +317,16 @@ _GPU_UUID = re.compile(GPU_UUID_PATTERN)
 def _gpu_uuid(value: str) -> str:
     if not _GPU_UUID.fullmatch(value):  # fullmatch: `$` alone would take a trailing newline
         raise PydanticCustomError(
-            "invalid_gpu_uuid", "use the UUID nvidia-smi -L prints, e.g. GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3")
+            "invalid_gpu_uuid",
+            "use the UUID nvidia-smi -L prints, e.g. GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3",
+        )
     return value
 
 
 class RepinIn(Strict):
-    gpu_uuids: list[Annotated[str, AfterValidator(_gpu_uuid), Field(json_schema_extra={"pattern": GPU_UUID_PATTERN})]] = (
-        Field(min_length=1, max_length=64, json_schema_extra={"uniqueItems": True}))
+    gpu_uuids: list[
+        Annotated[
+            str, AfterValidator(_gpu_uuid), Field(json_schema_extra={"pattern": GPU_UUID_PATTERN})
+        ]
+    ] = Field(min_length=1, max_length=64, json_schema_extra={"uniqueItems": True})
     generation: int = Field(ge=1, description="The generation you read (the fence of R-GPS-9).")

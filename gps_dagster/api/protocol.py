@@ -43,9 +43,16 @@ class Protocol:
             return
         headers = {k.lower(): v for k, v in (scope.get("headers") or [])}
         method, path = scope["method"], str(scope.get("path", ""))
-        has_body = headers.get(b"content-length", b"0") not in (b"0", b"") or b"transfer-encoding" in headers
-        if (method in ("POST", "PUT", "PATCH") and has_body and not path.startswith(FORM_PATHS)
-                and not _is_json(headers.get(b"content-type", b"").decode("latin-1"))):
+        has_body = (
+            headers.get(b"content-length", b"0") not in (b"0", b"")
+            or b"transfer-encoding" in headers
+        )
+        if (
+            method in ("POST", "PUT", "PATCH")
+            and has_body
+            and not path.startswith(FORM_PATHS)
+            and not _is_json(headers.get(b"content-type", b"").decode("latin-1"))
+        ):
             await _unsupported(send, headers.get(b"content-type", b"").decode("latin-1"))
             return
         if method != "HEAD":
@@ -63,11 +70,22 @@ class Protocol:
 async def _unsupported(send: Send, content_type: str) -> None:
     shown = content_type[:60] or "none"
     body = ErrorBody(
-        status=415, reason="unsupported_media_type", message=f"the body's Content-Type is {shown!r}, not JSON",
+        status=415,
+        reason="unsupported_media_type",
+        message=f"the body's Content-Type is {shown!r}, not JSON",
         fix="send the document as JSON with Content-Type: application/json (a YAML file: "
-        "`gps-dagster schedules apply -f FILE`)", path="Content-Type",
+        "`gps-dagster schedules apply -f FILE`)",
+        path="Content-Type",
     ).model_dump()
     payload = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": 415, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 415,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})

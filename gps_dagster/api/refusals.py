@@ -50,7 +50,9 @@ class RefusalLog:
         try:
             await run_in_threadpool(self._write, request, err)
         except Exception:  # the answer stands; the trace is best effort, said so in the log
-            log.warning("could not audit the refused %s %s", request.method, request.url.path, exc_info=True)
+            log.warning(
+                "could not audit the refused %s %s", request.method, request.url.path, exc_info=True
+            )
 
     def _write(self, request: Request, err: ApiError) -> None:
         services = request.app.state.services
@@ -63,11 +65,20 @@ class RefusalLog:
                 self._suppressed[actor] = self._suppressed.get(actor, 0) + 1
                 return
             suppressed = self._suppressed.pop(actor, 0)
-        detail: dict[str, Any] = {"method": request.method, "status": err.status, "reason": err.reason}
+        detail: dict[str, Any] = {
+            "method": request.method,
+            "status": err.status,
+            "reason": err.reason,
+        }
         if suppressed:
             detail["suppressed"] = suppressed
         services.store.add_audit(
-            at=services.clock.now(), actor=actor, action="refused", kind="request",
-            name=request.url.path[:200], scope=who.scope if who is not None else None, version=None,
+            at=services.clock.now(),
+            actor=actor,
+            action="refused",
+            kind="request",
+            name=request.url.path[:200],
+            scope=who.scope if who is not None else None,
+            version=None,
             detail=detail,
         )

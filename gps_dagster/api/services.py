@@ -61,7 +61,9 @@ class ApiServices:
     def apply_now_rate(self) -> RateLimiter:
         if self._rate is None:
             self._rate = RateLimiter(
-                self.clock, burst=self.limits.apply_now_burst, per_minute=self.limits.apply_now_per_minute
+                self.clock,
+                burst=self.limits.apply_now_burst,
+                per_minute=self.limits.apply_now_per_minute,
             )
         return self._rate
 

@@ -42,7 +42,9 @@ def plotly_js() -> Path:
     """plotly.min.js as the installed plotly wheel ships it."""
     path = Path(str(resources.files("plotly"))) / "package_data" / "plotly.min.js"
     if not path.is_file():
-        raise RuntimeError(f"plotly.min.js is missing from the plotly package ({path}): reinstall plotly")
+        raise RuntimeError(
+            f"plotly.min.js is missing from the plotly package ({path}): reinstall plotly"
+        )
     return path
 
 
@@ -84,8 +86,12 @@ BAD_QUERY = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title
 def _query_error(name: str, field: str, value: str, reason: str, fix: str) -> HTMLResponse:
     """A page that says which query field is wrong and how to fix it (never a blank page)."""
     return HTMLResponse(
-        BAD_QUERY.format(title=html.escape(name), field=html.escape(field),
-                         reason=html.escape(f"{value!r} {reason}"), fix=html.escape(fix)),
+        BAD_QUERY.format(
+            title=html.escape(name),
+            field=html.escape(field),
+            reason=html.escape(f"{value!r} {reason}"),
+            fix=html.escape(fix),
+        ),
         status_code=400,
     )
 
@@ -96,13 +102,22 @@ def _check_query(name: str, week: str | None, span: str | None) -> HTMLResponse 
             date.fromisoformat(week)
         except ValueError:
             return _query_error(
-                name, "week", week, "is not a date (YYYY-MM-DD)",
+                name,
+                "week",
+                week,
+                "is not a date (YYYY-MM-DD)",
                 f"open /ui/schedules/{name}?week=2026-10-19 (any day of the week wanted), "
-                "or leave ?week= out to open at now")
+                "or leave ?week= out to open at now",
+            )
     if span is not None and span not in SPANS:
-        return _query_error(name, "span", span, f"is not one of {', '.join(SPANS)}",
-                            "use ?span=1h (or day, 6h, week), or leave it out: the page picks "
-                            "the widest span in which the shortest window stays readable")
+        return _query_error(
+            name,
+            "span",
+            span,
+            f"is not one of {', '.join(SPANS)}",
+            "use ?span=1h (or day, 6h, week), or leave it out: the page picks "
+            "the widest span in which the shortest window stays readable",
+        )
     return None
 
 
@@ -115,7 +130,12 @@ def _reservations(svc: ApiServices, targets: tuple[str, ...]) -> list[str]:
         views = svc.core.get_deploys(list(targets))
     except CoreError:
         return []
-    ids = {r for v in views.values() if v.reservation is not None for r in v.reservation.reservation_ids}
+    ids = {
+        r
+        for v in views.values()
+        if v.reservation is not None
+        for r in v.reservation.reservation_ids
+    }
     return sorted(ids)
 
 
@@ -132,8 +152,12 @@ def _same_origin(request: Request) -> None:
     else:
         ok = request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
     if not ok:
-        raise ApiError(403, "cross_site_refused", "a sign-in or sign-out posted from another site was refused",
-                       "sign in from this server's own /ui/login page")
+        raise ApiError(
+            403,
+            "cross_site_refused",
+            "a sign-in or sign-out posted from another site was refused",
+            "sign in from this server's own /ui/login page",
+        )
 
 
 def install(app: FastAPI, svc: ApiServices) -> None:
@@ -154,12 +178,20 @@ def install(app: FastAPI, svc: ApiServices) -> None:
         record = await run_in_threadpool(svc.tokens.verify, token, now=now)
         if record is None:
             error = '<p class="error" id="login-error">That token is unknown, malformed, revoked or expired.</p>'
-            return HTMLResponse(LOGIN.format(error=error, next=html.escape(target)), status_code=401)
+            return HTMLResponse(
+                LOGIN.format(error=error, next=html.escape(target)), status_code=401
+            )
         secret, session = await run_in_threadpool(svc.sessions.open, record.id, now=now)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(auth.COOKIE, secret, httponly=True, samesite="strict", path="/",
-                            max_age=int((session.expires_at - now).total_seconds()),
-                            secure=svc.secure_cookies or request.url.scheme == "https")
+        response.set_cookie(
+            auth.COOKIE,
+            secret,
+            httponly=True,
+            samesite="strict",
+            path="/",
+            max_age=int((session.expires_at - now).total_seconds()),
+            secure=svc.secure_cookies or request.url.scheme == "https",
+        )
         return response
 
     @app.post("/ui/logout", include_in_schema=False)
@@ -187,11 +219,16 @@ def install(app: FastAPI, svc: ApiServices) -> None:
             return RedirectResponse("/ui/login", status_code=303)
         scope = None if who.scope == "admin" else who.scope
         rows = [r for r in svc.store.list_schedules() if scope is None or r.spec.scope == scope]
-        items = "".join(f'<li><a href="/ui/schedules/{quote(r.name)}">{html.escape(r.name)}</a> '
-                        f'<span class="scope">{html.escape(r.spec.scope)}</span></li>' for r in rows)
-        return HTMLResponse(f'<!doctype html><html><head><meta charset="utf-8"><title>gps-dagster</title>'
-                            f'<link rel="stylesheet" href="/ui/static/timeline.css"></head><body><header>'
-                            f'<h1>Schedules</h1></header><ul class="schedules">{items}</ul></body></html>')
+        items = "".join(
+            f'<li><a href="/ui/schedules/{quote(r.name)}">{html.escape(r.name)}</a> '
+            f'<span class="scope">{html.escape(r.spec.scope)}</span></li>'
+            for r in rows
+        )
+        return HTMLResponse(
+            f'<!doctype html><html><head><meta charset="utf-8"><title>gps-dagster</title>'
+            f'<link rel="stylesheet" href="/ui/static/timeline.css"></head><body><header>'
+            f'<h1>Schedules</h1></header><ul class="schedules">{items}</ul></body></html>'
+        )
 
     @app.get("/ui/schedules/{name:path}", include_in_schema=False)
     def schedule_page(
@@ -199,7 +236,9 @@ def install(app: FastAPI, svc: ApiServices) -> None:
     ) -> Response:
         who = _who(request)
         if who is None:
-            return RedirectResponse(f"/ui/login?next={quote('/ui/schedules/' + name)}", status_code=303)
+            return RedirectResponse(
+                f"/ui/login?next={quote('/ui/schedules/' + name)}", status_code=303
+            )
         if who.scope != "admin" and "/" not in name:  # a tenant's own name means its project's
             name = f"{who.project}/{name}"
         try:
@@ -214,14 +253,25 @@ def install(app: FastAPI, svc: ApiServices) -> None:
         spec = record.spec
         base = "/admin" if spec.scope == "admin" else f"/api/v1/cmp/projects/{spec.project}"
         config = {
-            "name": spec.local_name, "scope": spec.scope, "timezone": spec.timezone, "week": week,
+            "name": spec.local_name,
+            "scope": spec.scope,
+            "timezone": spec.timezone,
+            "week": week,
             "span": span,
-            "now": svc.clock.now().astimezone(spec.tz).isoformat(), "targets": list(spec.target_ids),
-            "schedules": f"{base}/deploy-schedules", "reservationsBase": f"{base}/reservations",
+            "now": svc.clock.now().astimezone(spec.tz).isoformat(),
+            "targets": list(spec.target_ids),
+            "schedules": f"{base}/deploy-schedules",
+            "reservationsBase": f"{base}/reservations",
             "reservations": _reservations(svc, spec.target_ids),
         }
-        return HTMLResponse(PAGE.format(title=html.escape(record.name), scope=html.escape(spec.scope),
-                                        tz=html.escape(spec.timezone), config=_safe_json(config)))
+        return HTMLResponse(
+            PAGE.format(
+                title=html.escape(record.name),
+                scope=html.escape(spec.scope),
+                tz=html.escape(spec.timezone),
+                config=_safe_json(config),
+            )
+        )
 
     def _who(request: Request) -> Any:
         try:

@@ -18,7 +18,9 @@ from typing import Any
 def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
     """POST one query to ``<url>/graphql``; GraphQL errors raise."""
     body = json.dumps({"query": query, "variables": variables or {}}).encode()
-    req = urllib.request.Request(f"{url}/graphql", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         data: dict[str, Any] = json.loads(resp.read())
     if data.get("errors"):

@@ -25,7 +25,10 @@ from gps_dagster.runtime import Settings
 from gps_dagster.store.errors import StoreError
 
 URL_OPTION = click.option(
-    "--url", default="http://127.0.0.1:3000", show_default=True, envvar="GPS_DAGSTER_URL",
+    "--url",
+    default="http://127.0.0.1:3000",
+    show_default=True,
+    envvar="GPS_DAGSTER_URL",
     help="Dagster webserver URL ($GPS_DAGSTER_URL).",
 )
 
@@ -69,13 +72,21 @@ def runs_cmd(name: str, url: str, settings: Settings) -> None:
         click.echo(f"cannot read runs: {exc}", err=True)
         sys.exit(1)
     if not runs:
-        click.echo(f"no transition run of '{identity}' on {url} yet (the first one appears at its next "
-                   "boundary, or run `gps-dagster apply-now NAME --queue`)")
+        click.echo(
+            f"no transition run of '{identity}' on {url} yet (the first one appears at its next "
+            "boundary, or run `gps-dagster apply-now NAME --queue`)"
+        )
         return
-    click.echo(f"{'RUN':8} {'STATUS':9} {'STARTED':25} {'PHASE':8} {'TRIGGER':14} {'SCHEDULE':24} TARGETS")
+    click.echo(
+        f"{'RUN':8} {'STATUS':9} {'STARTED':25} {'PHASE':8} {'TRIGGER':14} {'SCHEDULE':24} TARGETS"
+    )
     for run in runs:
         tags = {t["key"]: t["value"] for t in run["tags"]}
-        started = datetime.fromtimestamp(run["startTime"], UTC).isoformat(timespec="seconds") if run["startTime"] else "-"
+        started = (
+            datetime.fromtimestamp(run["startTime"], UTC).isoformat(timespec="seconds")
+            if run["startTime"]
+            else "-"
+        )
         click.echo(
             f"{run['runId'][:8]} {run['status']:9} {started:25} {tags.get(names.TAG_PHASE, ''):8} "
             f"{tags.get(names.TAG_TRIGGER, ''):14} {tags.get(names.TAG_SCHEDULE, identity):24} "

@@ -45,11 +45,14 @@ EXIT_BUSY = 3
 
 def refuse(exc: StoreError) -> NoReturn:
     path = getattr(exc, "path", "") or ""
-    click.echo(f"error: {path + ': ' if path else ''}{exc.reason} — {exc} — fix: {exc.fix}", err=True)
+    click.echo(
+        f"error: {path + ': ' if path else ''}{exc.reason} — {exc} — fix: {exc.fix}", err=True
+    )
     sys.exit(1)
 
 
 # -- schedules -------------------------------------------------------------------------------
+
 
 @click.group("schedules")
 def schedules() -> None:
@@ -57,7 +60,14 @@ def schedules() -> None:
 
 
 @schedules.command("apply")
-@click.option("-f", "--file", "file", required=True, type=click.Path(exists=True, dir_okay=False), help="Schedule file.")
+@click.option(
+    "-f",
+    "--file",
+    "file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Schedule file.",
+)
 @core_options
 def schedules_apply(file: str, settings: Settings) -> None:
     """Create or update the schedule in FILE (validated whole; nothing persisted on any error)."""
@@ -70,7 +80,9 @@ def schedules_apply(file: str, settings: Settings) -> None:
     state = rt.store.schedule_state(spec.name)
     before = state[0] if state is not None else None
     try:
-        record = operations.apply(rt.store, rt.core, spec, now=rt.clock.now(), actor=cli_actor(), source=file)
+        record = operations.apply(
+            rt.store, rt.core, spec, now=rt.clock.now(), actor=cli_actor(), source=file
+        )
     except SpecInvalid as exc:
         fail(exc)
     except StoreError as exc:  # TargetOwned, ScheduleConflict (409)
@@ -78,10 +90,15 @@ def schedules_apply(file: str, settings: Settings) -> None:
     if before == record.version:
         click.echo(f"schedule '{record.name}' unchanged: still version {record.version}")
     else:
-        click.echo(f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))")
+        click.echo(
+            f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))"
+        )
     _request_reload()
     if rt.store.get_gate() != "enforce":
-        click.echo(f"note: the execution gate is '{rt.store.get_gate()}': run `gps-dagster gate enforce` to act", err=True)
+        click.echo(
+            f"note: the execution gate is '{rt.store.get_gate()}': run `gps-dagster gate enforce` to act",
+            err=True,
+        )
 
 
 def _request_reload() -> None:
@@ -96,22 +113,43 @@ def _request_reload() -> None:
     try:
         click.echo(f"dagster code location {location}: {reload_code_location(url, location)}")
     except (OSError, RuntimeError) as exc:
-        click.echo(f"warning: could not reload the dagster code location ({exc}); the reconcile sensor still serves the schedule", err=True)
+        click.echo(
+            f"warning: could not reload the dagster code location ({exc}); the reconcile sensor still serves the schedule",
+            err=True,
+        )
 
 
 @schedules.command("list")
 @store_options
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 def schedules_list(settings: Settings, fmt: str) -> None:
     """List schedules with their version, scope and targets."""
     records = wiring.store(settings).list_schedules()
-    rows: list[dict[str, Any]] = [{"name": r.name, "version": r.version, "scope": r.spec.scope, "enabled": r.enabled,
-             "mode": r.spec.mode.value, "targets": list(r.spec.target_ids)} for r in records]
+    rows: list[dict[str, Any]] = [
+        {
+            "name": r.name,
+            "version": r.version,
+            "scope": r.spec.scope,
+            "enabled": r.enabled,
+            "mode": r.spec.mode.value,
+            "targets": list(r.spec.target_ids),
+        }
+        for r in records
+    ]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(render.table(["NAME", "VERSION", "SCOPE", "MODE", "TARGETS"],
-                            [[r["name"], str(r["version"]), r["scope"], r["mode"], ", ".join(r["targets"])] for r in rows]))
+    click.echo(
+        render.table(
+            ["NAME", "VERSION", "SCOPE", "MODE", "TARGETS"],
+            [
+                [r["name"], str(r["version"]), r["scope"], r["mode"], ", ".join(r["targets"])]
+                for r in rows
+            ],
+        )
+    )
 
 
 @schedules.command("show")
@@ -129,8 +167,9 @@ def schedules_show(name: str, settings: Settings) -> None:
 
 @schedules.command("delete")
 @click.argument("name")
-@click.option("--force", is_flag=True,
-              help="Delete even with steps in flight (they are no longer tracked).")
+@click.option(
+    "--force", is_flag=True, help="Delete even with steps in flight (they are no longer tracked)."
+)
 @store_options
 def schedules_delete(name: str, force: bool, settings: Settings) -> None:
     """Delete schedule NAME and release its claims (running deploys are left as they are).
@@ -141,7 +180,10 @@ def schedules_delete(name: str, force: bool, settings: Settings) -> None:
         store = wiring.store(settings)
         name = store.resolve_name(name)
         abandoned = operations.delete(
-            store, name, now=build_clock(settings).now(), actor=cli_actor(),
+            store,
+            name,
+            now=build_clock(settings).now(),
+            actor=cli_actor(),
             force=force,
         ).abandoned
     except StoreError as exc:
@@ -173,8 +215,10 @@ def schedules_clear_skew(name: str, settings: Settings) -> None:
     if not cleared:
         click.echo(f"schedule '{name}': no stored interval ahead of now; nothing to clear")
         return
-    click.echo(f"schedule '{name}': cleared the future intervals of {', '.join(cleared)}; "
-               "the next pass plans the present intent")
+    click.echo(
+        f"schedule '{name}': cleared the future intervals of {', '.join(cleared)}; "
+        "the next pass plans the present intent"
+    )
 
 
 @schedules.command("reclaim")
@@ -192,24 +236,34 @@ def schedules_reclaim(name: str, deploy_id: str, settings: Settings) -> None:
     store = wiring.store(settings)
     try:
         store.get_schedule(name)
-        forgotten = store.reclaim(name, deploy_id, now=build_clock(settings).now(), actor=cli_actor())
+        forgotten = store.reclaim(
+            name, deploy_id, now=build_clock(settings).now(), actor=cli_actor()
+        )
     except StoreError as exc:
         refuse(exc)
     except KeyError as exc:
-        click.echo(f"error: deploy_id: not_claimed — {exc.args[0]} — fix: name a target of the "
-                   "schedule (`gps-dagster schedules show NAME`)", err=True)
+        click.echo(
+            f"error: deploy_id: not_claimed — {exc.args[0]} — fix: name a target of the "
+            "schedule (`gps-dagster schedules show NAME`)",
+            err=True,
+        )
         sys.exit(1)
     was = f" (was {forgotten})" if forgotten else " (it was not pinned yet)"
-    click.echo(f"schedule '{name}': {deploy_id} re-claimed{was}; the next pass pins the object "
-               f"it sees; `gps-dagster apply-now {name}` re-plans the targets its refusal ended")
+    click.echo(
+        f"schedule '{name}': {deploy_id} re-claimed{was}; the next pass pins the object "
+        f"it sees; `gps-dagster apply-now {name}` re-plans the targets its refusal ended"
+    )
 
 
 # -- status, gate, metrics, db ------------------------------------------------------------------
 
+
 @click.command("status")
 @click.argument("name", required=False)
 @store_options
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 def status(name: str | None, settings: Settings, fmt: str) -> None:
     """Per target: phase, reason, fix text, interval, last action."""
     store = wiring.store(settings)
@@ -222,11 +276,24 @@ def status(name: str | None, settings: Settings, fmt: str) -> None:
         click.echo(json.dumps({"gate": store.get_gate(), "targets": rows}, indent=2))
         return
     click.echo(f"execution gate: {store.get_gate()}")
-    click.echo(render.table(
-        ["SCHEDULE", "TARGET", "PHASE", "REASON", "INTERVAL START", "LAST ACTION"],
-        [[r["schedule"], r["target"], r["phase"], r["reason"] or "", r["interval_start"] or "",
-          "" if r["last_action"] is None else f"{r['last_action']['step']}:{r['last_action']['state']}"] for r in rows],
-    ))
+    click.echo(
+        render.table(
+            ["SCHEDULE", "TARGET", "PHASE", "REASON", "INTERVAL START", "LAST ACTION"],
+            [
+                [
+                    r["schedule"],
+                    r["target"],
+                    r["phase"],
+                    r["reason"] or "",
+                    r["interval_start"] or "",
+                    ""
+                    if r["last_action"] is None
+                    else f"{r['last_action']['step']}:{r['last_action']['state']}",
+                ]
+                for r in rows
+            ],
+        )
+    )
     for r in rows:
         if r["fix"]:
             click.echo(f"  {r['target']}: fix: {r['fix']}")
@@ -269,8 +336,13 @@ def db_upgrade(settings: Settings) -> None:
 
 
 @db.command("prune")
-@click.option("--older-than", "days", type=click.FloatRange(min=0), default=None,
-              help="Days of finished history to keep (default: the retention, 30).")
+@click.option(
+    "--older-than",
+    "days",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Days of finished history to keep (default: the retention, 30).",
+)
 @store_options
 def db_prune(days: float | None, settings: Settings) -> None:
     """Delete finished plans, steps and events older than the retention (never one in flight)."""
@@ -279,16 +351,22 @@ def db_prune(days: float | None, settings: Settings) -> None:
     keep = EngineConfig().retention_days if days is None else days
     now = build_clock(settings).now()
     done = prune(wiring.store(settings).engine, before=now - timedelta(days=keep))
-    click.echo(f"pruned history older than {keep:g} day(s): {done.transitions} plan(s), "
-               f"{done.actions} step(s), {done.events} event(s), {done.requests} apply-now request(s)")
+    click.echo(
+        f"pruned history older than {keep:g} day(s): {done.transitions} plan(s), "
+        f"{done.actions} step(s), {done.events} event(s), {done.requests} apply-now request(s)"
+    )
 
 
 # -- a frozen clock never mutates the core unless asked (R-NEXT-4) ----------------------------
 
 FROZEN_CLOCK_WRITES = click.option(
-    "--frozen-clock-writes", "frozen_writes", is_flag=True, envvar="GPS_CLOCK_WRITES",
+    "--frozen-clock-writes",
+    "frozen_writes",
+    is_flag=True,
+    envvar="GPS_CLOCK_WRITES",
     help="With GPS_CLOCK set: act on the core at that instant anyway (tests, a simulated "
-         "what-if); env GPS_CLOCK_WRITES=1.")
+    "what-if); env GPS_CLOCK_WRITES=1.",
+)
 
 
 def refuse_frozen_clock(settings: Settings, command: str, *, allowed: bool, what_if: str) -> None:
@@ -311,27 +389,43 @@ def refuse_frozen_clock(settings: Settings, command: str, *, allowed: bool, what
 
 # -- apply-now, dry-run, engine run -------------------------------------------------------------
 
+
 @click.command("apply-now")
 @click.argument("name")
 @core_options
-@click.option("--queue", is_flag=True, help="Only record the request for the Dagster apply-now sensor.")
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=0, show_default=True,
-              help="With --queue: wait up to this many seconds for the sensor's answer.")
+@click.option(
+    "--queue", is_flag=True, help="Only record the request for the Dagster apply-now sensor."
+)
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --queue: wait up to this many seconds for the sensor's answer.",
+)
 @FROZEN_CLOCK_WRITES
-def apply_now(name: str, settings: Settings, queue: bool, wait_s: float,
-              frozen_writes: bool) -> None:
+def apply_now(
+    name: str, settings: Settings, queue: bool, wait_s: float, frozen_writes: bool
+) -> None:
     """Run a pass for schedule NAME now (exit 3 when another pass holds the lock: 409 busy)."""
     if not queue:
-        refuse_frozen_clock(settings, "apply-now", allowed=frozen_writes,
-                            what_if=f"`dry-run` of {name}'s file --at that instant")
+        refuse_frozen_clock(
+            settings,
+            "apply-now",
+            allowed=frozen_writes,
+            what_if=f"`dry-run` of {name}'s file --at that instant",
+        )
     rt = wiring.runtime(settings)
     try:
         name = rt.store.resolve_name(name)
         if queue:
             request = rt.store.request_apply_now(name, now=rt.clock.now())
-            click.echo(f"apply-now request {request} recorded for '{name}': the gps_apply_now "
-                       "sensor serves it within ~5 s (its tick names the run, or why none was "
-                       "needed)")
+            click.echo(
+                f"apply-now request {request} recorded for '{name}': the gps_apply_now "
+                "sensor serves it within ~5 s (its tick names the run, or why none was "
+                "needed)"
+            )
             _await_answer(rt, request, wait_s)
             return
         report = operations.apply_now(rt.engine, rt.store, name, actor=cli_actor())
@@ -341,7 +435,9 @@ def apply_now(name: str, settings: Settings, queue: bool, wait_s: float,
     except StoreError as exc:
         refuse(exc)
     for outcome in report.schedules:
-        click.echo(f"{outcome.schedule} v{outcome.version}: opened {len(outcome.opened)} plan(s), refused {len(outcome.refused)}")
+        click.echo(
+            f"{outcome.schedule} v{outcome.version}: opened {len(outcome.opened)} plan(s), refused {len(outcome.refused)}"
+        )
     for line in step_lines(report.steps):
         click.echo(line)
 
@@ -360,9 +456,11 @@ def _await_answer(rt: Runtime, request: int, wait_s: float) -> None:
             return
         if time.monotonic() >= deadline:
             if wait_s:
-                click.echo(f"apply-now request {request}: no answer within {wait_s:.0f} s (is "
-                           "Dagster running? `make demo`, or dagster dev -f definitions.py)",
-                           err=True)
+                click.echo(
+                    f"apply-now request {request}: no answer within {wait_s:.0f} s (is "
+                    "Dagster running? `make demo`, or dagster dev -f definitions.py)",
+                    err=True,
+                )
                 sys.exit(1)
             return
         time.sleep(0.5)
@@ -386,9 +484,13 @@ def _step_line(step: StepOutcome) -> str:
 
 @click.command("dry-run")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--at", "at", type=IsoDateTime(), default=None, help="Instant to evaluate (default: now).")
+@click.option(
+    "--at", "at", type=IsoDateTime(), default=None, help="Instant to evaluate (default: now)."
+)
 @core_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) -> None:
     """The plan schedule FILE would execute at --at, and every warning; submits nothing."""
     clock = build_clock(settings)
@@ -397,24 +499,35 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
     except SpecInvalid as exc:
         fail(exc)
     rt = wiring.runtime(settings, clock=clock)
-    rep = engine_dry_run(rt.store, rt.engine.planner.ready_by, spec, rt.core, at or rt.clock.now(), pool=rt.pool)
+    rep = engine_dry_run(
+        rt.store, rt.engine.planner.ready_by, spec, rt.core, at or rt.clock.now(), pool=rt.pool
+    )
     if fmt == "json":
         click.echo(json.dumps(rep.as_dict(), indent=2))
         return
     click.echo(f"dry-run of '{spec.name}' at {rep.at.isoformat()} — nothing submitted")
     for target, intent in rep.intents.items():
-        click.echo(f"  intent {target}: {intent['desired_state']} replicas={intent['replicas']} (source {intent['source']})")
+        click.echo(
+            f"  intent {target}: {intent['desired_state']} replicas={intent['replicas']} (source {intent['source']})"
+        )
         for note in intent.get("skipped", []):
             click.echo(f"    {note}")
     for s in rep.steps:
-        click.echo(f"  step {s['order']:7} {s['step']:10} {s['target']}"
-                   + (f" capacity={s['capacity']}" if "capacity" in s else "") + (f" REFUSED {s['refused']}" if "refused" in s else ""))
+        click.echo(
+            f"  step {s['order']:7} {s['step']:10} {s['target']}"
+            + (f" capacity={s['capacity']}" if "capacity" in s else "")
+            + (f" REFUSED {s['refused']}" if "refused" in s else "")
+        )
     for lead in rep.ready_by or []:
         when = "in force" if lead.get("in_force") else "planned"
-        click.echo(f"  ready-by {when}: early start {lead['early_start']} (lead {lead['lead_s']:.0f} s) — "
-                   f"{lead['reason']}")
+        click.echo(
+            f"  ready-by {when}: early start {lead['early_start']} (lead {lead['lead_s']:.0f} s) — "
+            f"{lead['reason']}"
+        )
     for w in rep.warnings:
-        click.echo(f"  warning: {w['kind']}: " + ", ".join(f"{k}={v}" for k, v in w.items() if k != "kind"))
+        click.echo(
+            f"  warning: {w['kind']}: " + ", ".join(f"{k}={v}" for k, v in w.items() if k != "kind")
+        )
     if not rep.steps and not rep.warnings:
         click.echo("  nothing to do: every target is already at its intent (no step would run)")
 
@@ -426,20 +539,50 @@ def engine_group() -> None:
 
 @engine_group.command("run")
 @click.option("--once", is_flag=True, help="Run one pass and exit.")
-@click.option("--interval", default=30.0, show_default=True, type=click.FloatRange(min=0.5), help="Seconds between passes.")
-@click.option("--wake-at-boundaries/--fixed-interval", default=True, show_default=True,
-              help="Also wake exactly at the next intent boundary instead of waiting for the next tick.")
-@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-              help="Serve /metrics (Prometheus) and /healthz (pass loop alive) on this port.")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True,
-              help="Address of the metrics server (0.0.0.0 in a pod).")
-@click.option("--what-if", "what_if", is_flag=True,
-              help="Read-only: print each schedule's plan at the runtime's clock (GPS_CLOCK); "
-                   "nothing is written, nothing submitted.")
+@click.option(
+    "--interval",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0.5),
+    help="Seconds between passes.",
+)
+@click.option(
+    "--wake-at-boundaries/--fixed-interval",
+    default=True,
+    show_default=True,
+    help="Also wake exactly at the next intent boundary instead of waiting for the next tick.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve /metrics (Prometheus) and /healthz (pass loop alive) on this port.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the metrics server (0.0.0.0 in a pod).",
+)
+@click.option(
+    "--what-if",
+    "what_if",
+    is_flag=True,
+    help="Read-only: print each schedule's plan at the runtime's clock (GPS_CLOCK); "
+    "nothing is written, nothing submitted.",
+)
 @FROZEN_CLOCK_WRITES
 @core_options
-def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_port: int | None,
-               metrics_host: str, what_if: bool, frozen_writes: bool, settings: Settings) -> None:
+def engine_run(
+    once: bool,
+    interval: float,
+    wake_at_boundaries: bool,
+    metrics_port: int | None,
+    metrics_host: str,
+    what_if: bool,
+    frozen_writes: bool,
+    settings: Settings,
+) -> None:
     """Run passes forever (every --interval seconds), or once.
 
     A failed pass (a database outage included) is logged and the next tick tries again;
@@ -450,12 +593,16 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_po
         _what_if(settings)
         return
     if settings.clock is not None and not once:
-        raise click.UsageError("GPS_CLOCK is a frozen instant: no boundary would ever come; "
-                               "run `engine run --once`, or set GPS_CLOCK=wall")
-    refuse_frozen_clock(settings, "engine run", allowed=frozen_writes,
-                        what_if="`engine run --what-if`")
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        raise click.UsageError(
+            "GPS_CLOCK is a frozen instant: no boundary would ever come; "
+            "run `engine run --once`, or set GPS_CLOCK=wall"
+        )
+    refuse_frozen_clock(
+        settings, "engine run", allowed=frozen_writes, what_if="`engine run --what-if`"
+    )
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     # a store that is not up yet is a clear error (exit 1): the supervisor restarts us
     rt = wiring.runtime(settings, config=EngineConfig(pass_interval_s=interval))
     beat = Heartbeat(stale_after_s=3 * interval + 300)  # a long pass on a slow database is alive
@@ -469,8 +616,13 @@ def engine_run(once: bool, interval: float, wake_at_boundaries: bool, metrics_po
         click.echo(f"pass failed: {exc}", err=True)
 
     loop = production_loop(
-        rt.engine, clock=rt.clock, interval_s=interval, wake_at_boundaries=wake_at_boundaries,
-        on_pass=on_pass, on_error=on_error, wakeup=_wakeup(rt),
+        rt.engine,
+        clock=rt.clock,
+        interval_s=interval,
+        wake_at_boundaries=wake_at_boundaries,
+        on_pass=on_pass,
+        on_error=on_error,
+        wakeup=_wakeup(rt),
     )
     server = _metrics_server(rt, metrics_host, metrics_port, beat)
 
@@ -514,29 +666,41 @@ def _what_if(settings: Settings) -> None:
     at = rt.clock.now()
     click.echo(f"what-if at {at.isoformat()} — nothing written, nothing submitted")
     for record in rt.store.list_schedules():
-        rep = engine_dry_run(rt.store, rt.engine.planner.ready_by, record.spec, rt.core, at, pool=rt.pool)
+        rep = engine_dry_run(
+            rt.store, rt.engine.planner.ready_by, record.spec, rt.core, at, pool=rt.pool
+        )
         steps = ", ".join(f"{s['step']} {s['target']}" for s in rep.steps) or "nothing to do"
         click.echo(f"  {record.name} v{record.version}: {steps}")
 
 
-def _metrics_server(rt: Runtime, host: str, port: int | None, beat: Heartbeat) -> MetricsServer | None:
+def _metrics_server(
+    rt: Runtime, host: str, port: int | None, beat: Heartbeat
+) -> MetricsServer | None:
     if port is None:
         return None
     from gps_dagster.engine.metrics import render as render_metrics
 
     try:
-        server = MetricsServer(lambda: render_metrics(rt.store) + _core_metrics(rt), host=host,
-                               port=port, alive=beat.alive)
+        server = MetricsServer(
+            lambda: render_metrics(rt.store) + _core_metrics(rt),
+            host=host,
+            port=port,
+            alive=beat.alive,
+        )
     except OSError as exc:
-        raise click.UsageError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc})") from exc
+        raise click.UsageError(
+            f"--metrics-port {port}: cannot listen on {host}:{port} ({exc})"
+        ) from exc
     click.echo(f"metrics on http://{host}:{server.port}/metrics", err=True)
     return server.start()
 
 
 def _print_pass(report: PassReport) -> None:
-    click.echo(f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
-               f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)} "
-               f"errors={len(report.errors)}")
+    click.echo(
+        f"{report.at.isoformat()} gate={report.gate} busy={report.busy} "
+        f"plans={sum(len(s.opened) for s in report.schedules)} steps={len(report.steps)} "
+        f"errors={len(report.errors)}"
+    )
     for error in report.errors:
         click.echo(f"  error: {error}", err=True)
 

@@ -30,16 +30,24 @@ class IsoDateTime(click.ParamType):  # type: ignore[type-arg]  # generic only in
 
     name = "ISO"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
         if isinstance(value, datetime):
             parsed = value
         else:
             try:
                 parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
             except ValueError:
-                self.fail(f"'{value}' is not an ISO 8601 instant, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
+                self.fail(
+                    f"'{value}' is not an ISO 8601 instant, e.g. 2026-10-19T00:00:00+07:00",
+                    param,
+                    ctx,
+                )
         if parsed.tzinfo is None or parsed.utcoffset() is None:
-            self.fail(f"'{value}' has no UTC offset; add one, e.g. 2026-10-19T00:00:00+07:00", param, ctx)
+            self.fail(
+                f"'{value}' has no UTC offset; add one, e.g. 2026-10-19T00:00:00+07:00", param, ctx
+            )
         if not EARLIEST <= parsed < LATEST:
             self.fail(f"'{value}' is outside {EARLIEST.date()} .. {LATEST.date()}", param, ctx)
         return parsed
@@ -58,7 +66,9 @@ def read_text(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecInvalid([FieldError("", "unreadable_file", f"cannot read the file: {exc}")], source=path) from None
+        raise SpecInvalid(
+            [FieldError("", "unreadable_file", f"cannot read the file: {exc}")], source=path
+        ) from None
 
 
 def load_schedule_file(path: str) -> Schedule:

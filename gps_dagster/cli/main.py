@@ -72,8 +72,14 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
 def validate(file: str, fmt: str) -> None:
     """Check a schedule FILE (JSON or YAML); print every problem at once.
 
@@ -86,8 +92,10 @@ def validate(file: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(render.errors_json(file, ()), indent=2))
     else:
-        click.echo(f"{file}: ok — schedule '{schedule.name}', {len(schedule.targets)} target(s), "
-                   f"{len(schedule.windows)} window(s), time zone {schedule.timezone}")
+        click.echo(
+            f"{file}: ok — schedule '{schedule.name}', {len(schedule.targets)} target(s), "
+            f"{len(schedule.windows)} window(s), time zone {schedule.timezone}"
+        )
 
 
 def _warn_overcommit(gpu: list[GpuSegment]) -> None:
@@ -102,20 +110,44 @@ def _warn_overcommit(gpu: list[GpuSegment]) -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--from", "start", type=IsoDateTime(), required=True, help="Range start, RFC 3339 with offset.")
-@click.option("--to", "end", type=IsoDateTime(), required=True, help="Range end (exclusive), RFC 3339 with offset.")
-@click.option("--pool", type=click.Path(exists=True, dir_okay=False),
-              help="Pool file (GPUs per deploy, capacity): adds the desired-GPU line.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="Output format; json is a contract read by other tools.")
-@click.option("--png", type=click.Path(dir_okay=False, writable=True),
-              help="Also draw the timeline picture to this PNG file.")
-def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: str, png: str | None) -> None:
+@click.option(
+    "--from", "start", type=IsoDateTime(), required=True, help="Range start, RFC 3339 with offset."
+)
+@click.option(
+    "--to",
+    "end",
+    type=IsoDateTime(),
+    required=True,
+    help="Range end (exclusive), RFC 3339 with offset.",
+)
+@click.option(
+    "--pool",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Pool file (GPUs per deploy, capacity): adds the desired-GPU line.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format; json is a contract read by other tools.",
+)
+@click.option(
+    "--png",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also draw the timeline picture to this PNG file.",
+)
+def timeline(
+    file: str, start: datetime, end: datetime, pool: str | None, fmt: str, png: str | None
+) -> None:
     """Intent intervals per target of schedule FILE over [--from, --to), and desired GPUs vs capacity."""
     if end <= start:
         raise click.BadParameter("--to must be after --from", param_hint="--to")
     if end - start > MAX_RANGE:
-        raise click.BadParameter(f"the range is longer than {MAX_RANGE.days} days", param_hint="--to")
+        raise click.BadParameter(
+            f"the range is longer than {MAX_RANGE.days} days", param_hint="--to"
+        )
     try:
         schedule = load_schedule_file(file)
         pool_spec = load_pool_file(pool) if pool else None
@@ -135,9 +167,22 @@ def timeline(file: str, start: datetime, end: datetime, pool: str | None, fmt: s
 
 
 for _command in (
-    engine_cmds.schedules, engine_cmds.status, engine_cmds.gate, engine_cmds.apply_now, engine_cmds.dry_run_cmd,
-    engine_cmds.engine_group, engine_cmds.db, engine_cmds.metrics, simulate_cmd, pool_group, reservations_group, dagster_group,
-    serve, tokens_group, node_agent, examples_cmd,
+    engine_cmds.schedules,
+    engine_cmds.status,
+    engine_cmds.gate,
+    engine_cmds.apply_now,
+    engine_cmds.dry_run_cmd,
+    engine_cmds.engine_group,
+    engine_cmds.db,
+    engine_cmds.metrics,
+    simulate_cmd,
+    pool_group,
+    reservations_group,
+    dagster_group,
+    serve,
+    tokens_group,
+    node_agent,
+    examples_cmd,
 ):
     cli.add_command(_command)
 

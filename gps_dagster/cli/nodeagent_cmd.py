@@ -17,17 +17,52 @@ import click
 
 
 @click.command("node-agent")
-@click.option("--node", envvar="NODE_NAME", required=True, help="This node's name (downward API spec.nodeName).")
-@click.option("--pod-resources-socket", envvar="GPS_POD_RESOURCES_SOCKET", default=None,
-              help="The kubelet's PodResources socket (usually /var/lib/kubelet/pod-resources/kubelet.sock).")
-@click.option("--dcgm-url", envvar="GPS_DCGM_URL", default=None,
-              help="A dcgm-exporter metrics URL, used when no PodResources socket is given.")
-@click.option("--interval", "interval_s", type=float, default=5.0, show_default=True, help="Seconds between syncs.")
-@click.option("--kubeconfig", envvar="GPS_KUBECONFIG", default=None, help="Else the in-cluster service account.")
-@click.option("--namespaces", envvar="GPS_NAMESPACES", default="",
-              help="Comma-separated namespaces whose pods it annotates (its role's scope); empty = all.")
-def node_agent(node: str, pod_resources_socket: str | None, dcgm_url: str | None, interval_s: float,
-               kubeconfig: str | None, namespaces: str) -> None:
+@click.option(
+    "--node",
+    envvar="NODE_NAME",
+    required=True,
+    help="This node's name (downward API spec.nodeName).",
+)
+@click.option(
+    "--pod-resources-socket",
+    envvar="GPS_POD_RESOURCES_SOCKET",
+    default=None,
+    help="The kubelet's PodResources socket (usually /var/lib/kubelet/pod-resources/kubelet.sock).",
+)
+@click.option(
+    "--dcgm-url",
+    envvar="GPS_DCGM_URL",
+    default=None,
+    help="A dcgm-exporter metrics URL, used when no PodResources socket is given.",
+)
+@click.option(
+    "--interval",
+    "interval_s",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds between syncs.",
+)
+@click.option(
+    "--kubeconfig",
+    envvar="GPS_KUBECONFIG",
+    default=None,
+    help="Else the in-cluster service account.",
+)
+@click.option(
+    "--namespaces",
+    envvar="GPS_NAMESPACES",
+    default="",
+    help="Comma-separated namespaces whose pods it annotates (its role's scope); empty = all.",
+)
+def node_agent(
+    node: str,
+    pod_resources_socket: str | None,
+    dcgm_url: str | None,
+    interval_s: float,
+    kubeconfig: str | None,
+    namespaces: str,
+) -> None:
     """Publish the device ids the kubelet gave each GPU pod of NODE, for the placement witness."""
     from gps_dagster.backends.k8s import (  # the kubernetes client: only here
         Kube,
@@ -53,5 +88,13 @@ def node_agent(node: str, pod_resources_socket: str | None, dcgm_url: str | None
     clock = clock_from_env()  # the heartbeat stamp's clock: the wall clock, or GPS_CLOCK
     kube = Kube(connect(kubeconfig, None))
     scope = tuple(n.strip() for n in namespaces.split(",") if n.strip())
-    nodeagent.run(kube, node, source, interval_s=interval_s, stop=stop, log=logging.getLogger("gps.nodeagent"),
-                  clock=clock, namespaces=scope)
+    nodeagent.run(
+        kube,
+        node,
+        source,
+        interval_s=interval_s,
+        stop=stop,
+        log=logging.getLogger("gps.nodeagent"),
+        clock=clock,
+        namespaces=scope,
+    )

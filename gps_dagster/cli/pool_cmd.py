@@ -50,19 +50,38 @@ def pool_group() -> None:
 
 
 @pool_group.command("show")
-@click.option("--pool", "pool_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A pool file (YAML/JSON).")
-@click.option("--db", "db", default=None,
-              help="Database URL of the store (default: GPS_DB_URL or var/gps.sqlite).")
+@click.option(
+    "--pool",
+    "pool_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A pool file (YAML/JSON).",
+)
+@click.option(
+    "--db",
+    "db",
+    default=None,
+    help="Database URL of the store (default: GPS_DB_URL or var/gps.sqlite).",
+)
 @wiring.BACKEND_OPTIONS[0]
 @wiring.BACKEND_OPTIONS[1]
 @wiring.BACKEND_OPTIONS[2]
 @click.option("--name", default=None, help="Pool name in the store (default: every pool).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig: str | None,
-         kube_context: str | None, name: str | None, fmt: str) -> None:
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def show(
+    pool_file: Path | None,
+    db: str | None,
+    backend: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    name: str | None,
+    fmt: str,
+) -> None:
     """Print nodes, GPUs (UUID -> holder) and deploys."""
-    settings = wiring.settings(db_url=db, backend=backend, kubeconfig=kubeconfig,
-                               kube_context=kube_context)
+    settings = wiring.settings(
+        db_url=db, backend=backend, kubeconfig=kubeconfig, kube_context=kube_context
+    )
     if settings.backend != "sim":
         _show_cluster(settings, fmt)
         return
@@ -88,19 +107,29 @@ def show(pool_file: Path | None, db: str | None, backend: str | None, kubeconfig
 @wiring.BACKEND_OPTIONS[0]
 @wiring.BACKEND_OPTIONS[1]
 @wiring.BACKEND_OPTIONS[2]
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def describe(deploy: str, backend: str | None, kubeconfig: str | None, kube_context: str | None,
-             fmt: str) -> None:
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def describe(
+    deploy: str, backend: str | None, kubeconfig: str | None, kube_context: str | None, fmt: str
+) -> None:
     """One deploy on the cluster: conditions, Warning events and pods, in the API's own words."""
     settings = wiring.settings(backend=backend, kubeconfig=kubeconfig, kube_context=kube_context)
     rt = wiring.runtime(settings)
     try:
         read = getattr(rt.core, "describe", None)
         if read is None:
-            fail(SettingsInvalid([FieldError(
-                "--backend", "pool_describe_unsupported",
-                f"the {settings.backend} core keeps no events; use `gps-dagster pool show`",
-            )]))
+            fail(
+                SettingsInvalid(
+                    [
+                        FieldError(
+                            "--backend",
+                            "pool_describe_unsupported",
+                            f"the {settings.backend} core keeps no events; use `gps-dagster pool show`",
+                        )
+                    ]
+                )
+            )
         story = read(deploy)
     except CoreError as exc:
         raise click.ClickException(f"{exc.reason}: {exc}") from None
@@ -118,13 +147,17 @@ def describe(deploy: str, backend: str | None, kubeconfig: str | None, kube_cont
         why = f" (direct reads of {', '.join(direct)})" if direct else ""
         click.echo(f"  cache {cache['mode']}{said}{why}")
     for c in story["conditions"]:
-        click.echo(f"  condition {c['type']}={c['status']} {c.get('reason') or ''} {c.get('message') or ''}")
+        click.echo(
+            f"  condition {c['type']}={c['status']} {c.get('reason') or ''} {c.get('message') or ''}"
+        )
     for w in story["warnings"]:
         click.echo(f"  warning {w['object']}: {w['reason']}: {w['message']} (x{w['count']})")
     for p in story["pods"]:
         where = p["node"] or "not placed"
-        click.echo(f"  pod {p['name']} on {where}: {p['phase']}, {p['gpus']} GPU(s) "
-                   f"{','.join(p['devices']) or ''} {p['scheduling']}".rstrip())
+        click.echo(
+            f"  pod {p['name']} on {where}: {p['phase']}, {p['gpus']} GPU(s) "
+            f"{','.join(p['devices']) or ''} {p['scheduling']}".rstrip()
+        )
 
 
 def _show_cluster(settings: Settings, fmt: str) -> None:
@@ -132,10 +165,17 @@ def _show_cluster(settings: Settings, fmt: str) -> None:
     try:
         inventory = getattr(rt.core, "inventory", None)  # read-back beyond the port, if offered
         if inventory is None:
-            fail(SettingsInvalid([FieldError(
-                "--backend", "pool_show_unsupported",
-                f"the {settings.backend} core cannot list its nodes; use kubectl get nodes,pods -A",
-            )]))
+            fail(
+                SettingsInvalid(
+                    [
+                        FieldError(
+                            "--backend",
+                            "pool_show_unsupported",
+                            f"the {settings.backend} core cannot list its nodes; use kubectl get nodes,pods -A",
+                        )
+                    ]
+                )
+            )
         inv = inventory()
     except CoreError as exc:
         raise click.ClickException(f"{exc.reason}: {exc}") from None
@@ -153,8 +193,19 @@ def render_inventory(inv: Any) -> str:
     head = f"cluster: {inv.gpus} GPUs on {len(inv.nodes)} node(s), {requested} requested"
     nodes = render.table(
         ["NODE", "FLAVOR", "REGION", "GPUS", "ALLOCATABLE", "REQUESTED", "FREE", "READY"],
-        [[n.name, n.flavor, n.region, str(n.capacity), str(n.allocatable), str(n.requested),
-          str(n.free), "yes" if n.ready else "no"] for n in inv.nodes],
+        [
+            [
+                n.name,
+                n.flavor,
+                n.region,
+                str(n.capacity),
+                str(n.allocatable),
+                str(n.requested),
+                str(n.free),
+                "yes" if n.ready else "no",
+            ]
+            for n in inv.nodes
+        ],
     )
     rows = [_pod_row(p, n.name) for n in inv.nodes for p in n.pods]
     rows += [_pod_row(p, "-") for p in inv.pending]
@@ -168,8 +219,16 @@ def _pod_row(p: Any, node: str) -> list[str]:
         state = "pending"
     else:
         state = "terminating" if p.terminating else ("ready" if p.ready else "not ready")
-    return [p.namespace, p.name, node, p.deploy or "-", str(p.gpus), p.phase or "Pending", state,
-            ",".join(p.devices) or "-"]
+    return [
+        p.namespace,
+        p.name,
+        node,
+        p.deploy or "-",
+        str(p.gpus),
+        p.phase or "Pending",
+        state,
+        ",".join(p.devices) or "-",
+    ]
 
 
 def _from_file(path: Path, clock: Clock) -> list[PoolSnapshot]:
@@ -199,32 +258,67 @@ def render_table(snap: PoolSnapshot) -> str:
     """Human-readable: a nodes table, a GPU table and a deploy table."""
     used = sum(1 for g in snap.gpus if g.state == "held")
     head = f"pool {snap.name}: {snap.capacity} GPUs on {len(snap.nodes)} node(s), {used} held — at {snap.at.isoformat()}"
-    nodes = render.table(["NODE", "FLAVOR", "REGION", "GPUS", "FREE"], [[n.name, n.flavor, n.region, str(n.gpus), str(n.free)] for n in snap.nodes])
+    nodes = render.table(
+        ["NODE", "FLAVOR", "REGION", "GPUS", "FREE"],
+        [[n.name, n.flavor, n.region, str(n.gpus), str(n.free)] for n in snap.nodes],
+    )
     gpus = render.table(
         ["GPU UUID", "NODE", "#", "STATE", "HOLDER"],
         [[g.uuid, g.node, str(g.index), g.state, g.holder or "-"] for g in snap.gpus],
     )
     deploys = render.table(
-        ["DEPLOY", "KIND", "STATE", "GPUS/REPLICA", "NODES/REPLICA", "REPLICAS", "READY", "ALIASES", "PROJECT"],
         [
-            [d.id, d.kind.value, d.state.value, str(d.gpus_per_replica), str(d.nodes_per_replica), str(d.desired_replicas), str(d.ready_replicas), ",".join(d.aliases) or "-", d.project or "-"]
+            "DEPLOY",
+            "KIND",
+            "STATE",
+            "GPUS/REPLICA",
+            "NODES/REPLICA",
+            "REPLICAS",
+            "READY",
+            "ALIASES",
+            "PROJECT",
+        ],
+        [
+            [
+                d.id,
+                d.kind.value,
+                d.state.value,
+                str(d.gpus_per_replica),
+                str(d.nodes_per_replica),
+                str(d.desired_replicas),
+                str(d.ready_replicas),
+                ",".join(d.aliases) or "-",
+                d.project or "-",
+            ]
             for d in snap.deploys
         ],
     )
     parts = [head, "", nodes, "", gpus, "", deploys]
     if snap.foreign:
-        parts += ["", render.table(["FOREIGN", "KIND", "GPUS"], [[f.id, f.kind, str(f.gpus)] for f in snap.foreign])]
+        parts += [
+            "",
+            render.table(
+                ["FOREIGN", "KIND", "GPUS"], [[f.id, f.kind, str(f.gpus)] for f in snap.foreign]
+            ),
+        ]
     return "\n".join(parts)
 
 
 def _act(settings: Any, deploy_id: str, what: str, call: Callable[[Any, str, str], Any]) -> None:
     """One manual operation on ``deploy_id``: read its ETag, call the core, print the outcome."""
     if settings.backend != "sim":
-        fail(SettingsInvalid([FieldError(
-            "--backend", "pool_actions_sim_only",
-            f"`pool {what}` acts on the simulated pool, not {settings.backend}: use kubectl "
-            "(kubectl scale deploy/NAME --replicas=N)",
-        )]))
+        fail(
+            SettingsInvalid(
+                [
+                    FieldError(
+                        "--backend",
+                        "pool_actions_sim_only",
+                        f"`pool {what}` acts on the simulated pool, not {settings.backend}: use kubectl "
+                        "(kubectl scale deploy/NAME --replicas=N)",
+                    )
+                ]
+            )
+        )
     rt = wiring.runtime(settings)
     key = f"operator/{what}/{uuid.uuid4().hex[:12]}"
     try:
@@ -238,8 +332,10 @@ def _act(settings: Any, deploy_id: str, what: str, call: Callable[[Any, str, str
         rt.close()
     click.echo(f"{what} {deploy_id}: operation {op.id} {op.state.value} (idempotency key {key})")
     if owner:
-        click.echo(f"note: {deploy_id} belongs to schedule '{owner}': once it had converged, the "
-                   "engine records drift_detected and respects this until the intent changes")
+        click.echo(
+            f"note: {deploy_id} belongs to schedule '{owner}': once it had converged, the "
+            "engine records drift_detected and respects this until the intent changes"
+        )
 
 
 def _fix(exc: CoreError) -> str:
@@ -259,8 +355,14 @@ def _fix(exc: CoreError) -> str:
 @wiring.core_options
 def stop_cmd(deploy_id: str, allow_downtime: bool, settings: Any) -> None:
     """Stop DEPLOY by hand (an operator's action)."""
-    _act(settings, deploy_id, "stop", lambda core, etag, key: core.stop(
-        deploy_id, etag=etag, allow_aliased_downtime=allow_downtime, idempotency_key=key))
+    _act(
+        settings,
+        deploy_id,
+        "stop",
+        lambda core, etag, key: core.stop(
+            deploy_id, etag=etag, allow_aliased_downtime=allow_downtime, idempotency_key=key
+        ),
+    )
 
 
 @pool_group.command("start")
@@ -268,8 +370,12 @@ def stop_cmd(deploy_id: str, allow_downtime: bool, settings: Any) -> None:
 @wiring.core_options
 def start_cmd(deploy_id: str, settings: Any) -> None:
     """Start DEPLOY by hand (through the core's admission: quota, reservation budget)."""
-    _act(settings, deploy_id, "start", lambda core, etag, key: core.start(
-        deploy_id, etag=etag, idempotency_key=key))
+    _act(
+        settings,
+        deploy_id,
+        "start",
+        lambda core, etag, key: core.start(deploy_id, etag=etag, idempotency_key=key),
+    )
 
 
 @pool_group.command("scale")
@@ -278,5 +384,11 @@ def start_cmd(deploy_id: str, settings: Any) -> None:
 @wiring.core_options
 def scale_cmd(deploy_id: str, replicas: int, settings: Any) -> None:
     """Set DEPLOY's replicas by hand (``pool stop`` for zero)."""
-    _act(settings, deploy_id, "scale", lambda core, etag, key: core.set_replica_intent(
-        deploy_id, replicas, etag=etag, idempotency_key=key))
+    _act(
+        settings,
+        deploy_id,
+        "scale",
+        lambda core, etag, key: core.set_replica_intent(
+            deploy_id, replicas, etag=etag, idempotency_key=key
+        ),
+    )

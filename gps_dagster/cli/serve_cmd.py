@@ -31,8 +31,14 @@ def build_services(settings: Settings) -> Any:
 
     holder = f"api@{socket.gethostname()}:{os.getpid()}"
     rt = wiring.runtime(settings, config=EngineConfig(holder=holder))
-    return ApiServices(store=rt.store, core=rt.core, engine=rt.engine, clock=rt.clock, pool=rt.pool,
-                       on_schedule_change=_reload_in_background)
+    return ApiServices(
+        store=rt.store,
+        core=rt.core,
+        engine=rt.engine,
+        clock=rt.clock,
+        pool=rt.pool,
+        on_schedule_change=_reload_in_background,
+    )
 
 
 def _reload_in_background(_name: str) -> None:
@@ -54,13 +60,21 @@ def _reload_in_background(_name: str) -> None:
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--secure-cookies", is_flag=True,
-              help="Mark the page's session cookie Secure (serving behind TLS or an ingress).")
-@click.option("--forwarded-allow-ips", default=None, metavar="IPS",
-              help="Proxies (e.g. the ingress) whose X-Forwarded-Proto/For are trusted (uvicorn's option).")
+@click.option(
+    "--secure-cookies",
+    is_flag=True,
+    help="Mark the page's session cookie Secure (serving behind TLS or an ingress).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    metavar="IPS",
+    help="Proxies (e.g. the ingress) whose X-Forwarded-Proto/For are trusted (uvicorn's option).",
+)
 @core_options
-def serve(host: str, port: int, secure_cookies: bool, forwarded_allow_ips: str | None,
-          settings: Settings) -> None:
+def serve(
+    host: str, port: int, secure_cookies: bool, forwarded_allow_ips: str | None, settings: Settings
+) -> None:
     """Serve the schedule API (/admin, /api/v1/cmp/projects/…), /docs and the timeline page /ui."""
     import uvicorn
 
@@ -68,6 +82,15 @@ def serve(host: str, port: int, secure_cookies: bool, forwarded_allow_ips: str |
 
     services = build_services(settings)
     services.secure_cookies = secure_cookies
-    click.echo(f"gps-dagster serve: http://{host}:{port}  (API docs /docs, timeline /ui/)", err=True)
-    uvicorn.run(create_app(services), host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
-                proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
+    click.echo(
+        f"gps-dagster serve: http://{host}:{port}  (API docs /docs, timeline /ui/)", err=True
+    )
+    uvicorn.run(
+        create_app(services),
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips,
+    )

@@ -15,7 +15,9 @@ from gps_dagster.simulation import SimulationReport
 
 def draw(path: str, report: SimulationReport) -> None:
     tz = report.start.tzinfo
-    fig, (ax_states, ax_gpu) = plt.subplots(2, 1, figsize=(14, 6), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
+    fig, (ax_states, ax_gpu) = plt.subplots(
+        2, 1, figsize=(14, 6), sharex=True, gridspec_kw={"height_ratios": [1, 2]}
+    )
     holders = sorted({h for p in report.gpu_usage for h in p["by_holder"]})
     for row, holder in enumerate(holders):
         spans = _spans(report, holder)

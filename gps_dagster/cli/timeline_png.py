@@ -31,7 +31,9 @@ def _num(value: datetime) -> float:
     return float(mdates.date2num(value))  # type: ignore[no-untyped-call]
 
 
-def _window_bars(schedule: Schedule, start: datetime, end: datetime) -> dict[str, list[tuple[datetime, datetime]]]:
+def _window_bars(
+    schedule: Schedule, start: datetime, end: datetime
+) -> dict[str, list[tuple[datetime, datetime]]]:
     """Occurrence spans per window, clipped to the range."""
     bars: dict[str, list[tuple[datetime, datetime]]] = {w.name: [] for w in schedule.windows}
     open_at: dict[str, datetime] = {}
@@ -50,18 +52,38 @@ SKIPPED_COLOR = "#d2691e"
 """Hatched bars: occurrences a skip removed (a holiday or a listed date), labelled with why."""
 
 
-def _mark_skipped(ax: Axes, schedule: Schedule, start: datetime, end: datetime, names: list[str]) -> None:
+def _mark_skipped(
+    ax: Axes, schedule: Schedule, start: datetime, end: datetime, names: list[str]
+) -> None:
     rows = skipped_occurrences(schedule, start, end)
     for row in rows:
         a, b = datetime.fromisoformat(row["start"]), datetime.fromisoformat(row["end"])
         y = names.index(row["window"])
-        ax.barh(y, _num(min(b, end)) - _num(max(a, start)), left=_num(max(a, start)), fill=False,
-                hatch="//", edgecolor=SKIPPED_COLOR)
-        ax.text(_num(max(a, start)), y, f" {row['reason'][:22]}", va="center", fontsize="x-small",
-                color=SKIPPED_COLOR, clip_on=True)
+        ax.barh(
+            y,
+            _num(min(b, end)) - _num(max(a, start)),
+            left=_num(max(a, start)),
+            fill=False,
+            hatch="//",
+            edgecolor=SKIPPED_COLOR,
+        )
+        ax.text(
+            _num(max(a, start)),
+            y,
+            f" {row['reason'][:22]}",
+            va="center",
+            fontsize="x-small",
+            color=SKIPPED_COLOR,
+            clip_on=True,
+        )
     if rows:
-        ax.legend(handles=[Patch(fill=False, hatch="//", edgecolor=SKIPPED_COLOR, label="skipped (holiday)")],
-                  loc="upper right", fontsize="small")
+        ax.legend(
+            handles=[
+                Patch(fill=False, hatch="//", edgecolor=SKIPPED_COLOR, label="skipped (holiday)")
+            ],
+            loc="upper right",
+            fontsize="small",
+        )
 
 
 LEAD_COLOR = "#6a3d9a"
@@ -72,8 +94,14 @@ def _mark_leads(ax: Axes, leads: list[dict[str, Any]], targets: list[str]) -> No
     for lead in leads:
         a, b = datetime.fromisoformat(lead["early_start"]), datetime.fromisoformat(lead["boundary"])
         for target in lead["acquiring"] + lead["releasing"]:
-            ax.barh(targets.index(target), _num(b) - _num(a), left=_num(a), fill=False, hatch="xx",
-                    edgecolor=LEAD_COLOR)
+            ax.barh(
+                targets.index(target),
+                _num(b) - _num(a),
+                left=_num(a),
+                fill=False,
+                hatch="xx",
+                edgecolor=LEAD_COLOR,
+            )
 
 
 def draw(
@@ -88,8 +116,13 @@ def draw(
     """Write the PNG to ``path``; ``leads``: the timeline's ``ready_by`` rows (early starts)."""
     tz = schedule.tz
     panels = 3 if gpu is not None else 2
-    fig, axes = plt.subplots(panels, 1, figsize=(14, 2.2 + 1.6 * panels), sharex=True,
-                             gridspec_kw={"height_ratios": [1, 1.2, 1.6][:panels]})
+    fig, axes = plt.subplots(
+        panels,
+        1,
+        figsize=(14, 2.2 + 1.6 * panels),
+        sharex=True,
+        gridspec_kw={"height_ratios": [1, 1.2, 1.6][:panels]},
+    )
     ax_w, ax_t = axes[0], axes[1]
     bars = _window_bars(schedule, start, end)
     for y, (_name, spans) in enumerate(bars.items()):
@@ -97,7 +130,9 @@ def draw(
             ax_w.barh(y, _num(b) - _num(a), left=_num(a), color="#4682b4")
     _mark_skipped(ax_w, schedule, start, end, list(bars))
     ax_w.set_yticks(range(len(bars)), list(bars))
-    ax_w.set_title(f"{schedule.name} — windows, effective state, desired GPUs ({schedule.timezone})")
+    ax_w.set_title(
+        f"{schedule.name} — windows, effective state, desired GPUs ({schedule.timezone})"
+    )
     for y, (_target, intervals) in enumerate(rows.items()):
         for r in intervals:
             stop = r.end or end
@@ -108,14 +143,19 @@ def draw(
     handles = [Patch(color=_RUNNING, label="running"), Patch(color=_STOPPED, label="stopped")]
     if leads:
         handles.append(Patch(fill=False, hatch="xx", edgecolor=LEAD_COLOR, label="ready-by lead"))
-    ax_t.legend(handles=handles,
-                loc="upper right", fontsize="small")
+    ax_t.legend(handles=handles, loc="upper right", fontsize="small")
     if gpu is not None:
         ax_g = axes[2]
         xs = [_num(s.start) for s in gpu] + [_num(gpu[-1].end)]
         ys = [s.desired_gpus for s in gpu] + [gpu[-1].desired_gpus]
         ax_g.step(xs, ys, where="post", label="desired GPUs", color="#1f3b73")
-        ax_g.step(xs, [s.capacity for s in gpu] + [gpu[-1].capacity], where="post", color="red", label="capacity")
+        ax_g.step(
+            xs,
+            [s.capacity for s in gpu] + [gpu[-1].capacity],
+            where="post",
+            color="red",
+            label="capacity",
+        )
         ax_g.set_ylim(0, max(max(ys), gpu[0].capacity) + 2)
         ax_g.set_ylabel("GPUs")
         ax_g.legend(loc="upper right", fontsize="small")

@@ -28,9 +28,15 @@ def _repo(settings: Settings) -> TokenRepository:
 
 
 def _row(t: TokenRecord) -> dict[str, str | None]:
-    return {"id": t.id, "name": t.name, "scope": t.scope, "created_at": t.created_at.isoformat(),
-            "created_by": t.created_by, "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None,
-            "expires_at": t.expires_at.isoformat() if t.expires_at else None}
+    return {
+        "id": t.id,
+        "name": t.name,
+        "scope": t.scope,
+        "created_at": t.created_at.isoformat(),
+        "created_by": t.created_by,
+        "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None,
+        "expires_at": t.expires_at.isoformat() if t.expires_at else None,
+    }
 
 
 def _expiry(text: str | None, now: datetime) -> datetime | None:
@@ -46,9 +52,12 @@ def _expiry(text: str | None, now: datetime) -> datetime | None:
     except ValueError:
         at = None
     if at is None or at.utcoffset() is None:
-        click.echo(f"error: --expires: invalid_expiry — {text[:60]!r} is neither a duration nor an "
-                   "instant — fix: give e.g. --expires 30d, --expires 12h or "
-                   "--expires 2027-01-01T00:00:00+00:00", err=True)
+        click.echo(
+            f"error: --expires: invalid_expiry — {text[:60]!r} is neither a duration nor an "
+            "instant — fix: give e.g. --expires 30d, --expires 12h or "
+            "--expires 2027-01-01T00:00:00+00:00",
+            err=True,
+        )
         raise SystemExit(1)
     return at
 
@@ -60,10 +69,17 @@ def tokens_group() -> None:
 
 @tokens_group.command("create")
 @click.option("--name", required=True, help="Who or what holds the token (shown in the audit log).")
-@click.option("--scope", required=True,
-              help="admin, cmp:<project> for a tenant, or cmp:<project>:read (read and dry-run only).")
-@click.option("--expires", default=None, metavar="WHEN",
-              help="Expiry: a duration from now (30d, 12h) or an RFC 3339 instant; default never.")
+@click.option(
+    "--scope",
+    required=True,
+    help="admin, cmp:<project> for a tenant, or cmp:<project>:read (read and dry-run only).",
+)
+@click.option(
+    "--expires",
+    default=None,
+    metavar="WHEN",
+    help="Expiry: a duration from now (30d, 12h) or an RFC 3339 instant; default never.",
+)
 @store_options
 def create(name: str, scope: str, expires: str | None, settings: Settings) -> None:
     """Create a token and print it once (it cannot be shown again)."""
@@ -75,16 +91,24 @@ def create(name: str, scope: str, expires: str | None, settings: Settings) -> No
     except StoreError as exc:
         refuse(exc)
     until = f", expires {record.expires_at.isoformat()}" if record.expires_at else ""
-    click.echo(f"created token {record.id} '{record.name}' scope {record.scope}{until}; store it now, "
-               "it is not shown again", err=True)
+    click.echo(
+        f"created token {record.id} '{record.name}' scope {record.scope}{until}; store it now, "
+        "it is not shown again",
+        err=True,
+    )
     click.echo(token)
 
 
 @tokens_group.command("import")
 @click.option("--name", required=True, help="Who or what holds the token (shown in the audit log).")
 @click.option("--scope", required=True, help="admin, or cmp:<project> for a tenant.")
-@click.option("--from-env", "from_env", required=True, metavar="VAR",
-              help="Environment variable holding the token (never on the command line).")
+@click.option(
+    "--from-env",
+    "from_env",
+    required=True,
+    metavar="VAR",
+    help="Environment variable holding the token (never on the command line).",
+)
 @store_options
 def import_(name: str, scope: str, from_env: str, settings: Settings) -> None:
     """Register an existing token (e.g. the Helm chart's Secret); its hash only is stored.
@@ -93,8 +117,11 @@ def import_(name: str, scope: str, from_env: str, settings: Settings) -> None:
     """
     token = os.environ.get(from_env, "").strip()
     if not token:
-        click.echo(f"error: token_missing — ${from_env} is empty or unset — fix: set it to the "
-                   "token (e.g. from the chart's api-token Secret)", err=True)
+        click.echo(
+            f"error: token_missing — ${from_env} is empty or unset — fix: set it to the "
+            "token (e.g. from the chart's api-token Secret)",
+            err=True,
+        )
         raise SystemExit(1)
     try:
         record, stored = _repo(settings).adopt(
@@ -109,7 +136,9 @@ def import_(name: str, scope: str, from_env: str, settings: Settings) -> None:
 
 @tokens_group.command("list")
 @store_options
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 def list_(settings: Settings, fmt: str) -> None:
     """List tokens (never their secrets)."""
     rows = [_row(t) for t in _repo(settings).list()]
@@ -118,9 +147,22 @@ def list_(settings: Settings, fmt: str) -> None:
         return
     from gps_dagster.cli import render
 
-    click.echo(render.table(["ID", "NAME", "SCOPE", "CREATED", "EXPIRES", "REVOKED"],
-                            [[r["id"] or "", r["name"] or "", r["scope"] or "", r["created_at"] or "",
-                              r["expires_at"] or "never", r["revoked_at"] or ""] for r in rows]))
+    click.echo(
+        render.table(
+            ["ID", "NAME", "SCOPE", "CREATED", "EXPIRES", "REVOKED"],
+            [
+                [
+                    r["id"] or "",
+                    r["name"] or "",
+                    r["scope"] or "",
+                    r["created_at"] or "",
+                    r["expires_at"] or "never",
+                    r["revoked_at"] or "",
+                ]
+                for r in rows
+            ],
+        )
+    )
 
 
 @tokens_group.command("revoke")

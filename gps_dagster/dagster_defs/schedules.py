@@ -54,8 +54,10 @@ def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
         for line in skipped:
             context.log.info(f"skipped {line}")
         if not requests:
-            why = "; ".join(skipped) or _skip_reason(runtime, schedule_name, window) or (
-                "intent unchanged or already processed"
+            why = (
+                "; ".join(skipped)
+                or _skip_reason(runtime, schedule_name, window)
+                or ("intent unchanged or already processed")
             )
             yield dg.SkipReason(f"no transition to run ({why})")
         yield from requests
@@ -231,4 +233,3 @@ def build_minute_schedule(
         description="Boundaries of every deploy schedule (the fleet is too large for one Dagster "
         "schedule per window): a pass over the schedules due this minute.",
     )
-

@@ -116,7 +116,9 @@ class DagsterDev:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"dagster dev exited with {self.proc.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"dagster dev exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
             try:
                 with urllib.request.urlopen(f"{self.url}/server_info", timeout=2) as resp:
                     if resp.status == 200:
@@ -210,10 +212,23 @@ def materialize_timeline(
     """
     exe = Path(sys.executable).with_name("dagster")
     cmd = [
-        *command_prefix, str(exe), "asset", "materialize", "-f", str(REPO / "definitions.py"),
-        "--select", "schedule_timeline", "--partition-range", f"{first}...{last}",
+        *command_prefix,
+        str(exe),
+        "asset",
+        "materialize",
+        "-f",
+        str(REPO / "definitions.py"),
+        "--select",
+        "schedule_timeline",
+        "--partition-range",
+        f"{first}...{last}",
     ]
     return subprocess.run(
-        cmd, cwd=cwd or REPO, env=dict(os.environ, **env), capture_output=True, text=True,
-        timeout=timeout, check=False,
+        cmd,
+        cwd=cwd or REPO,
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )

@@ -65,7 +65,9 @@ def check_calendar(country: str, subdivision: str | None, categories: Iterable[s
 
 
 @lru_cache(maxsize=256)
-def _table(country: str, subdivision: str | None, categories: tuple[str, ...]) -> _holidays.HolidayBase:
+def _table(
+    country: str, subdivision: str | None, categories: tuple[str, ...]
+) -> _holidays.HolidayBase:
     return _holidays.country_holidays(
         country, subdiv=subdivision, years=[], categories=categories or None
     )

@@ -55,28 +55,53 @@ def structure_checks(s: Schedule) -> list[FieldError]:
     targets: dict[str, int] = {}
     for i, t in enumerate(s.targets):
         if t.model_deploy_id in targets:
-            problems.append(FieldError(f"targets[{i}].model_deploy_id", "duplicate_target",
-                                       f"'{t.model_deploy_id}' is also targets[{targets[t.model_deploy_id]}]; declare each deploy once"))
+            problems.append(
+                FieldError(
+                    f"targets[{i}].model_deploy_id",
+                    "duplicate_target",
+                    f"'{t.model_deploy_id}' is also targets[{targets[t.model_deploy_id]}]; declare each deploy once",
+                )
+            )
         targets.setdefault(t.model_deploy_id, i)
     names: dict[str, int] = {}
     for i, w in enumerate(s.windows):
         if w.name in names:
-            problems.append(FieldError(f"windows[{i}].name", "duplicate_window",
-                                       f"'{w.name}' is also windows[{names[w.name]}]; give every window a unique name"))
+            problems.append(
+                FieldError(
+                    f"windows[{i}].name",
+                    "duplicate_window",
+                    f"'{w.name}' is also windows[{names[w.name]}]; give every window a unique name",
+                )
+            )
         names.setdefault(w.name, i)
         seen: dict[str, int] = {}
         for j, st in enumerate(w.states):
             path = f"windows[{i}].states[{j}].model_deploy_id"
             if st.model_deploy_id not in targets:
-                problems.append(FieldError(path, "unknown_target",
-                                           f"'{st.model_deploy_id}' is not a target; add it under targets or fix the id"))
+                problems.append(
+                    FieldError(
+                        path,
+                        "unknown_target",
+                        f"'{st.model_deploy_id}' is not a target; add it under targets or fix the id",
+                    )
+                )
             if st.model_deploy_id in seen:
-                problems.append(FieldError(path, "duplicate_state",
-                                           f"'{st.model_deploy_id}' is also states[{seen[st.model_deploy_id]}]; name each target once per window"))
+                problems.append(
+                    FieldError(
+                        path,
+                        "duplicate_state",
+                        f"'{st.model_deploy_id}' is also states[{seen[st.model_deploy_id]}]; name each target once per window",
+                    )
+                )
             seen.setdefault(st.model_deploy_id, j)
         if isinstance(w, OneShotWindow) and w.active_from >= w.active_until:
-            problems.append(FieldError(f"windows[{i}].active_until", "empty_window",
-                                       "active_until must be after active_from"))
+            problems.append(
+                FieldError(
+                    f"windows[{i}].active_until",
+                    "empty_window",
+                    "active_until must be after active_from",
+                )
+            )
     return problems
 
 
@@ -92,11 +117,13 @@ def overlap_checks(s: Schedule, c: CompiledSchedule) -> dict[int, FieldError]:
         gap = min_gap(w.cron, c.tz.key)
         if gap is not None and w.duration > gap[0]:
             problems[w.index] = FieldError(
-                f"windows[{w.index}].duration", "overlapping_occurrences",
+                f"windows[{w.index}].duration",
+                "overlapping_occurrences",
                 f"duration {format_duration(raw.duration)} is longer than the shortest gap between "
                 f"two fires of '{raw.cron}' ({format_duration(timedelta(seconds=gap[0]))} = "
                 f"{gap[0] // 60} min, from {_iso(gap[1], c)}); shorten the duration "
-                "to at most that gap or fire less often")
+                "to at most that gap or fire less often",
+            )
     return problems
 
 
@@ -122,7 +149,8 @@ def both_active(a: CompiledWindow, b: CompiledWindow, key: str) -> int | None:
 def lead_bounds(s: Schedule, c: CompiledSchedule, cap_s: int = LEAD_CAP_S) -> dict[int, int]:
     """Window index -> seconds its start may act early: ``cap_s`` where it runs a ready-by target."""
     return {
-        w.index: cap_s for w in c.windows
+        w.index: cap_s
+        for w in c.windows
         if any(k[0] is DesiredState.RUNNING and s.is_ready_by(t) for t, k in w.states.items())
     }
 
@@ -135,7 +163,9 @@ def _widened(w: CompiledWindow, extra: int, key: str) -> Recurrence:
     return Recurrence(w.cron, min(duration, gap[0]) if gap is not None else duration)
 
 
-def active_with_leads(a: CompiledWindow, b: CompiledWindow, key: str, la: int, lb: int) -> int | None:
+def active_with_leads(
+    a: CompiledWindow, b: CompiledWindow, key: str, la: int, lb: int
+) -> int | None:
     """The first instant ``a`` and ``b`` are both acting, each start reached back by its lead.
 
     ``[fa - la, fa + da)`` meets ``[fb - lb, fb + db)`` iff ``[fa, fa + da + lb)`` meets
@@ -148,7 +178,9 @@ def active_with_leads(a: CompiledWindow, b: CompiledWindow, key: str, la: int, l
     if a.cron is None or b.cron is None:
         (shot, ls), (rec, lr) = ((a, la), (b, lb)) if a.cron is None else ((b, lb), (a, la))
         assert rec.cron is not None
-        return one_shot_meets(Recurrence(rec.cron, rec.duration), key, shot.start - ls, shot.end + lr)
+        return one_shot_meets(
+            Recurrence(rec.cron, rec.duration), key, shot.start - ls, shot.end + lr
+        )
     return first_overlap(_widened(a, lb, key), _widened(b, la, key), key)
 
 
@@ -184,22 +216,26 @@ def _first_clash(
         at = both_active(a, b, c.tz.key)
         if at is not None:
             return FieldError(
-                f"windows[{b.index}].priority", "ambiguous_priority",
+                f"windows[{b.index}].priority",
+                "ambiguous_priority",
                 f"windows '{a.name}' and '{b.name}' both have priority {a.priority}, are both "
                 f"active at {_iso(at, c)} and disagree on {', '.join(targets)}; give one of "
-                "them a higher priority")
+                "them a higher priority",
+            )
         la, lb = leads.get(a.index, 0), leads.get(b.index, 0)
         at = active_with_leads(a, b, c.tz.key, la, lb) if la or lb else None
         if at is not None:
             early = " and ".join(w.name for w, n in ((a, la), (b, lb)) if n)
             return FieldError(
-                f"windows[{b.index}].priority", "ambiguous_priority",
+                f"windows[{b.index}].priority",
+                "ambiguous_priority",
                 f"windows '{a.name}' and '{b.name}' both have priority {a.priority} and disagree "
                 f"on {', '.join(targets)}; counting the ready-by lead of '{early}' (up to "
                 f"{max(la, lb) // 60} min early, the cap) they are both acting within the cap "
                 f"of {_iso(at, c)}; "
                 "give one of them a higher priority, leave at least the cap between them, or "
-                "set ready_by: false on its targets")
+                "set ready_by: false on its targets",
+            )
     return None
 
 
@@ -222,13 +258,17 @@ def density_checks(c: CompiledSchedule) -> list[FieldError]:
     limit = WORK_BUDGET // DENSITY_SHARE
     if price.of(DENSITY_DAYS) <= limit:
         return []
-    return [FieldError(
-        "windows", "schedule_too_dense",
-        f"a week of this schedule costs {price.of(DENSITY_DAYS)} evaluation units (runs of occurrences of "
-        f"every window, for every target it names) and one evaluation may spend at most {limit}; "
-        "fire less often (e.g. '*/15 * * * *' rather than '*/2 * * * *'), let occurrences meet "
-        "(a duration equal to the gap between fires makes them one run), merge windows into one "
-        "cron list, or split the targets into several schedules")]
+    return [
+        FieldError(
+            "windows",
+            "schedule_too_dense",
+            f"a week of this schedule costs {price.of(DENSITY_DAYS)} evaluation units (runs of occurrences of "
+            f"every window, for every target it names) and one evaluation may spend at most {limit}; "
+            "fire less often (e.g. '*/15 * * * *' rather than '*/2 * * * *'), let occurrences meet "
+            "(a duration equal to the gap between fires makes them one run), merge windows into one "
+            "cron list, or split the targets into several schedules",
+        )
+    ]
 
 
 def schedule_checks(s: Schedule) -> list[FieldError]:

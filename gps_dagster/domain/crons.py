@@ -49,7 +49,9 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
 )
 _FIX = "use 5 fields 'minute hour day-of-month month day-of-week', e.g. '0 8 * * 1-5', or a macro such as @daily"
 _NUMBER = re.compile(r"^[0-9]{1,4}\Z")
-_YEARS = re.compile(r"^[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?(?:,[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?)*\Z")
+_YEARS = re.compile(
+    r"^[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?(?:,[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?)*\Z"
+)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _MAX_DAY = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 
@@ -274,7 +276,10 @@ def _parse(text: str) -> CronExpr:
         raise _six_fields(parts)
     if len(parts) != 5:
         raise _bad(f"'{text[:80]}' has {len(parts)} fields")
-    sets = [_field(p, lo, hi, names, what) for p, (what, lo, hi, names) in zip(parts, _FIELDS, strict=True)]
+    sets = [
+        _field(p, lo, hi, names, what)
+        for p, (what, lo, hi, names) in zip(parts, _FIELDS, strict=True)
+    ]
     weekdays = frozenset(d % 7 for d in sets[4])
     days_restricted = not parts[2].startswith("*")
     weekdays_restricted = not parts[4].startswith("*")

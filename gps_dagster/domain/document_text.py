@@ -57,8 +57,9 @@ def too_deep() -> Refused:
 
 
 def too_long_int(digits: int) -> Refused:
-    return Refused("number_too_long", f"an integer has {digits} digits; use at most "
-                                      f"{yaml12.MAX_INT_DIGITS}")
+    return Refused(
+        "number_too_long", f"an integer has {digits} digits; use at most {yaml12.MAX_INT_DIGITS}"
+    )
 
 
 def json_int(text: str) -> int | Refused:
@@ -102,9 +103,7 @@ class _NodeWalk:
 
     def run(self, root: yaml.Node) -> Any:
         out: list[Any] = [None]
-        stack: list[tuple[yaml.Node, list[Any], int | str, list[int | str]]] = [
-            (root, out, 0, [])
-        ]
+        stack: list[tuple[yaml.Node, list[Any], int | str, list[int | str]]] = [(root, out, 0, [])]
         while stack:
             node, parent, slot, path = stack.pop()
             self.seen += 1
@@ -210,4 +209,3 @@ def _problem(exc: BaseException) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
     return f"{where}{getattr(exc, 'problem', None) or exc}"
-

@@ -29,7 +29,7 @@ M = TypeVar("M", bound=BaseModel)
 
 _TOO_LONG = 10**yaml12.MAX_INT_DIGITS
 
-_WHOLE = "use a whole number, e.g. 10 (not \"10\" or 10.0)"
+_WHOLE = 'use a whole number, e.g. 10 (not "10" or 10.0)'
 
 # pydantic error type -> (reason code, fix template)
 _GENERIC_FIXES: dict[str, tuple[str, str]] = {
@@ -61,9 +61,18 @@ _GENERIC_FIXES: dict[str, tuple[str, str]] = {
     "dict_type": ("not_an_object", "use an object (a mapping of fields)"),
     "model_type": ("not_an_object", "use an object (a mapping of fields)"),
     "model_attributes_type": ("not_an_object", "use an object (a mapping of fields)"),
-    "datetime_parsing": ("invalid_datetime", "use RFC 3339 with an offset, e.g. 2026-10-21T13:00:00+07:00"),
-    "datetime_type": ("invalid_datetime", "use RFC 3339 with an offset, e.g. 2026-10-21T13:00:00+07:00"),
-    "datetime_from_date_parsing": ("invalid_datetime", "use RFC 3339 with an offset, e.g. 2026-10-21T13:00:00+07:00"),
+    "datetime_parsing": (
+        "invalid_datetime",
+        "use RFC 3339 with an offset, e.g. 2026-10-21T13:00:00+07:00",
+    ),
+    "datetime_type": (
+        "invalid_datetime",
+        "use RFC 3339 with an offset, e.g. 2026-10-21T13:00:00+07:00",
+    ),
+    "datetime_from_date_parsing": (
+        "invalid_datetime",
+        "use RFC 3339 with an offset, e.g. 2026-10-21T13:00:00+07:00",
+    ),
     "date_parsing": ("invalid_date", "use a local date YYYY-MM-DD, e.g. 2026-12-31"),
     "date_type": ("invalid_date", "use a local date YYYY-MM-DD, e.g. 2026-12-31"),
     "date_from_datetime_parsing": ("invalid_date", "use a local date YYYY-MM-DD, e.g. 2026-12-31"),
@@ -111,7 +120,9 @@ def field_errors(exc: ValidationError, *, tags: frozenset[str] = frozenset()) ->
             out.append(FieldError(full, carried.reason, carried.fix))
             continue
         reason, fix = _GENERIC_FIXES.get(kind, (kind, str(err.get("msg", "fix the value"))))
-        with contextlib.suppress(KeyError, IndexError):  # a template naming what pydantic did not give
+        with contextlib.suppress(
+            KeyError, IndexError
+        ):  # a template naming what pydantic did not give
             fix = fix.format(**ctx)
         out.append(FieldError(format_path(loc), reason, fix))
     return out
@@ -143,8 +154,12 @@ def parse_text(text: str, *, source: str = "<input>") -> Any:
 
 def _parse_json(text: str, source: str) -> Any:
     try:
-        return json.loads(text, parse_int=dt.json_int, parse_constant=dt.json_constant,
-                          object_pairs_hook=dt.json_pairs)
+        return json.loads(
+            text,
+            parse_int=dt.json_int,
+            parse_constant=dt.json_constant,
+            object_pairs_hook=dt.json_pairs,
+        )
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}: {exc.msg}"
         raise SpecInvalid([FieldError("", "invalid_json", where)], source=source) from None

@@ -107,7 +107,11 @@ _Segment = tuple[int, IntentKey, str, int | None]  # start, key, source, occurre
 
 
 def _sweep(
-    c: CompiledSchedule, target: str, s: int, e: int, occs: dict[int, list[tuple[int, int]]],
+    c: CompiledSchedule,
+    target: str,
+    s: int,
+    e: int,
+    occs: dict[int, list[tuple[int, int]]],
     by_source: bool = False,
 ) -> list[_Segment]:
     """Maximal segments of constant intent key (and source, with ``by_source``) over [s, e)."""
@@ -143,7 +147,12 @@ def _sweep(
 
 
 def _winner(
-    windows: tuple[CompiledWindow, ...], count: list[int], occ_start: list[int], target: str, default: IntentKey, at: int
+    windows: tuple[CompiledWindow, ...],
+    count: list[int],
+    occ_start: list[int],
+    target: str,
+    default: IntentKey,
+    at: int,
 ) -> _Segment:
     for rank, w in enumerate(windows):
         if count[rank] > 0:
@@ -151,7 +160,9 @@ def _winner(
     return (at, default, "default", None)
 
 
-def _occurrences(c: CompiledSchedule, targets: list[str], s: int, e: int) -> dict[int, list[tuple[int, int]]]:
+def _occurrences(
+    c: CompiledSchedule, targets: list[str], s: int, e: int
+) -> dict[int, list[tuple[int, int]]]:
     wanted = {w.index for t in targets for w in c.by_target[t]}
     return {w.index: w.occurrences(c.tz, s, e) for w in c.windows if w.index in wanted}
 
@@ -194,7 +205,11 @@ def _intent(seg: _Segment, clock: _Clock) -> Intent:
 
 
 def intervals(
-    schedule: Schedule, start: datetime, end: datetime, *, targets: list[str] | tuple[str, ...] | None = None,
+    schedule: Schedule,
+    start: datetime,
+    end: datetime,
+    *,
+    targets: list[str] | tuple[str, ...] | None = None,
     by_source: bool = False,
 ) -> dict[str, list[IntentInterval]]:
     """Intent intervals per target over ``[start, end)``, clipped to the range (R-EVAL-3).
@@ -292,7 +307,9 @@ def _change_before(c: CompiledSchedule, target: str, t: int) -> tuple[int | None
     return None, segs[0]
 
 
-def _change_after(c: CompiledSchedule, targets: list[str], t: int) -> tuple[int | None, dict[str, list[_Segment]]]:
+def _change_after(
+    c: CompiledSchedule, targets: list[str], t: int
+) -> tuple[int | None, dict[str, list[_Segment]]]:
     """The first intent change of any of ``targets`` strictly after ``t``, with the segments of
     the span swept to find it (every change of that span)."""
     by_target: dict[str, list[_Segment]] = {}
@@ -330,9 +347,18 @@ def current_interval(schedule: Schedule, target: str, at: datetime) -> IntentInt
     found = IntentInterval(target, start, None if nxt is None else clock(nxt), _intent(seg, clock))
     if change is not None and nxt is not None:
         later = ahead[target][1:]
-        _remember(_KNOWN_INTERVALS, (id(c), target), _KnownIntervals(
-            c, target, _chunks(c)[-1] * DAY, [change, *(x[0] for x in later)], [seg, *later], clock,
-        ))
+        _remember(
+            _KNOWN_INTERVALS,
+            (id(c), target),
+            _KnownIntervals(
+                c,
+                target,
+                _chunks(c)[-1] * DAY,
+                [change, *(x[0] for x in later)],
+                [seg, *later],
+                clock,
+            ),
+        )
     return found
 
 
@@ -353,8 +379,15 @@ class _KnownIntervals:
 
     __slots__ = ("clock", "compiled", "horizon", "points", "segs", "target")
 
-    def __init__(self, compiled: CompiledSchedule, target: str, horizon: int, points: list[int],
-                 segs: list[_Segment], clock: _Clock) -> None:
+    def __init__(
+        self,
+        compiled: CompiledSchedule,
+        target: str,
+        horizon: int,
+        points: list[int],
+        segs: list[_Segment],
+        clock: _Clock,
+    ) -> None:
         self.compiled, self.target, self.horizon = compiled, target, horizon
         self.points, self.segs, self.clock = points, segs, clock
 
@@ -365,8 +398,12 @@ class _KnownIntervals:
         if i < 0 or i + 1 >= len(self.points) or self.points[i] <= t - self.horizon:
             return None
         clock = self.clock
-        return IntentInterval(self.target, clock(self.points[i]), clock(self.points[i + 1]),
-                              _intent(self.segs[i], clock))
+        return IntentInterval(
+            self.target,
+            clock(self.points[i]),
+            clock(self.points[i + 1]),
+            _intent(self.segs[i], clock),
+        )
 
 
 _KNOWN_INTERVALS: dict[tuple[int, str], _KnownIntervals] = {}

@@ -27,7 +27,9 @@ class DeployKind(StrEnum):
     """A workload kind the product does not manage (a labelled StatefulSet, DaemonSet, ...)."""
 
 
-UNSUPPORTED_KINDS = frozenset({DeployKind.FINETUNE, DeployKind.BATCH, DeployKind.FWC, DeployKind.OTHER})
+UNSUPPORTED_KINDS = frozenset(
+    {DeployKind.FINETUNE, DeployKind.BATCH, DeployKind.FWC, DeployKind.OTHER}
+)
 """Kinds a schedule may not touch at all: ``ineligible{unsupported_kind}``."""
 
 

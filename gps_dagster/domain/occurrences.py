@@ -99,16 +99,24 @@ def floor_ts(value: datetime) -> int:
     return math.floor(value.timestamp())
 
 
-def _compile_window(index: int, win: RecurringWindow | OneShotWindow, sched: Schedule) -> CompiledWindow:
+def _compile_window(
+    index: int, win: RecurringWindow | OneShotWindow, sched: Schedule
+) -> CompiledWindow:
     defaults = {t.model_deploy_id: t.default_allow_downtime for t in sched.targets}
     states: dict[str, IntentKey] = {}
     for st in win.states:
-        allow = st.allow_downtime if st.allow_downtime is not None else defaults.get(st.model_deploy_id, False)
+        allow = (
+            st.allow_downtime
+            if st.allow_downtime is not None
+            else defaults.get(st.model_deploy_id, False)
+        )
         states[st.model_deploy_id] = (st.desired_state, st.replicas, allow)
     if isinstance(win, RecurringWindow):
         secs = int(win.duration.total_seconds())
         skip = win.skip.days() if win.skip is not None else None
-        return CompiledWindow(index, win.name, win.priority, win.cron_expr, secs, 0, 0, states, skip)
+        return CompiledWindow(
+            index, win.name, win.priority, win.cron_expr, secs, 0, 0, states, skip
+        )
     start, end = floor_ts(win.active_from), floor_ts(win.active_until)
     return CompiledWindow(index, win.name, win.priority, None, end - start, start, end, states)
 
@@ -132,11 +140,16 @@ def compile_schedule(sched: Schedule) -> CompiledSchedule:
         return hit[1]
     windows = tuple(_compile_window(i, w, sched) for i, w in enumerate(sched.windows))
     targets = sched.target_ids
-    defaults = {t.model_deploy_id: (t.default_state, t.default_replicas, t.default_allow_downtime) for t in sched.targets}
+    defaults = {
+        t.model_deploy_id: (t.default_state, t.default_replicas, t.default_allow_downtime)
+        for t in sched.targets
+    }
     ranked = sorted(windows, key=lambda w: (-w.priority, w.index))
     by_target = {t: tuple(w for w in ranked if t in w.states) for t in targets}
     edges = sorted({e for w in windows if w.cron is None for e in (w.start, w.end)})
-    compiled = CompiledSchedule(zone(sched.timezone), targets, defaults, windows, by_target, tuple(edges))
+    compiled = CompiledSchedule(
+        zone(sched.timezone), targets, defaults, windows, by_target, tuple(edges)
+    )
     if len(_CACHE) > 20_000:
         _CACHE.clear()
     _CACHE[id(sched)] = (weakref.ref(sched), compiled)
@@ -245,7 +258,9 @@ def _local_ordinal(ts: int, tz: ZoneInfo) -> int:
 _DST_RUNS: dict[tuple[int, int, str, int], tuple[tuple[int, int], ...]] = {}
 
 
-def _day_runs(expr: CronExpr, duration: int, tz: ZoneInfo, ordinal: int) -> Iterable[tuple[int, int]]:
+def _day_runs(
+    expr: CronExpr, duration: int, tz: ZoneInfo, ordinal: int
+) -> Iterable[tuple[int, int]]:
     base, plain = _day(tz, ordinal)
     if plain:
         return [(base + a, base + b) for a, b in day_pattern(expr, duration)]
@@ -270,7 +285,13 @@ def _merge_fires(fires: Iterable[int], duration: int) -> tuple[tuple[int, int], 
 
 
 def runs(
-    expr: CronExpr, duration: int, tz: ZoneInfo, start: int, end: int, *, skip: SkipDays | None = None
+    expr: CronExpr,
+    duration: int,
+    tz: ZoneInfo,
+    start: int,
+    end: int,
+    *,
+    skip: SkipDays | None = None,
 ) -> list[tuple[int, int]]:
     """Maximal runs of activity of a recurring window that intersect ``[start, end)``.
 
@@ -295,7 +316,9 @@ def runs(
             ordinal = nxt.toordinal()
             continue
         stepped += 1
-        if expr.matches_day(day) and (skip is None or not skip.skips(day)):  # a day's runs start on it
+        if expr.matches_day(day) and (
+            skip is None or not skip.skips(day)
+        ):  # a day's runs start on it
             for a, b in _day_runs(expr, duration, tz, ordinal):
                 if a >= end:
                     break

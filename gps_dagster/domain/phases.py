@@ -51,7 +51,7 @@ TERMINAL = frozenset(Phase) - NON_TERMINAL
 FIXES: dict[Phase, str] = {
     Phase.ALIAS_BLOCKED: (
         "the deploy has an alias and the intent stops it without consent (or the alias guard is not "
-        "wired / failed to read): add \"allow_downtime\": true to the window state, or fix the alias "
+        'wired / failed to read): add "allow_downtime": true to the window state, or fix the alias '
         "guard wiring, then apply-now"
     ),
     Phase.QUOTA_REFUSED: "raise the project's GPU quota (or free GPUs in it), then apply-now",
@@ -92,7 +92,7 @@ INELIGIBLE_FIXES: dict[str, str] = {
     "unsupported_kind": "fine-tune, batch and fwc deploys cannot be scheduled: remove the target",
     "unsupported_scale_for_mode": (
         "this deploy kind cannot be scaled by a schedule (autoscaler, KServe/Knative, disaggregated, CMP "
-        "endpoint): drop \"replicas\" from its window states and default_replicas"
+        'endpoint): drop "replicas" from its window states and default_replicas'
     ),
     "scope_changed": "the deploy no longer belongs to this schedule's project: move it to the right schedule",
     "endpoint_partially_running": (

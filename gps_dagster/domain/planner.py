@@ -81,9 +81,13 @@ def steps_for(wanted: Wanted, observed: Observed) -> tuple[PlannedStep, ...]:
         persist = wanted.replicas is not None and wanted.replicas != observed.replicas
         return (PlannedStep(wanted.deploy_id, StepKind.START, target, target, persist),)
     if target < observed.replicas:
-        return (PlannedStep(wanted.deploy_id, StepKind.SCALE_DOWN, target, target - observed.replicas),)
+        return (
+            PlannedStep(wanted.deploy_id, StepKind.SCALE_DOWN, target, target - observed.replicas),
+        )
     if target > observed.replicas:
-        return (PlannedStep(wanted.deploy_id, StepKind.SCALE_UP, target, target - observed.replicas),)
+        return (
+            PlannedStep(wanted.deploy_id, StepKind.SCALE_UP, target, target - observed.replicas),
+        )
     return ()
 
 

@@ -83,13 +83,19 @@ class Lead:
     @property
     def reason(self) -> str:
         start = " + ".join(
-            f"{t} start p90 {v.seconds:.0f} s ({v.source}, {v.samples} obs.)" for t, v in self.start.items()
+            f"{t} start p90 {v.seconds:.0f} s ({v.source}, {v.samples} obs.)"
+            for t, v in self.start.items()
         )
         stop = " + ".join(
-            f"{t} stop p90 {v.seconds:.0f} s ({v.source}, {v.samples} obs.)" for t, v in self.stop.items()
+            f"{t} stop p90 {v.seconds:.0f} s ({v.source}, {v.samples} obs.)"
+            for t, v in self.stop.items()
         )
-        tail = " (capped)" if self.capped else " (from the previous boundary)" if self.clamped else ""
-        return f"ready by {self.boundary.isoformat()}: {start}{' + max ' + stop if stop else ''}{tail}"
+        tail = (
+            " (capped)" if self.capped else " (from the previous boundary)" if self.clamped else ""
+        )
+        return (
+            f"ready by {self.boundary.isoformat()}: {start}{' + max ' + stop if stop else ''}{tail}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -98,10 +104,14 @@ class Lead:
             "lead_s": self.seconds,
             "acquiring": list(self.acquiring),
             "releasing": list(self.releasing),
-            "start_s": {t: {"p90_s": v.seconds, "samples": v.samples, "source": v.source}
-                        for t, v in self.start.items()},
-            "stop_s": {t: {"p90_s": v.seconds, "samples": v.samples, "source": v.source}
-                       for t, v in self.stop.items()},
+            "start_s": {
+                t: {"p90_s": v.seconds, "samples": v.samples, "source": v.source}
+                for t, v in self.start.items()
+            },
+            "stop_s": {
+                t: {"p90_s": v.seconds, "samples": v.samples, "source": v.source}
+                for t, v in self.stop.items()
+            },
             "capped": self.capped,
             "clamped": self.clamped,
             "reason": self.reason,
@@ -120,7 +130,11 @@ def _acquires(before: Intent, after: Intent) -> bool:
         return False
     if before.desired_state is DesiredState.STOPPED:
         return True
-    return after.replicas is not None and before.replicas is not None and after.replicas > before.replicas
+    return (
+        after.replicas is not None
+        and before.replicas is not None
+        and after.replicas > before.replicas
+    )
 
 
 def _releases(before: Intent, after: Intent) -> bool:
@@ -128,7 +142,11 @@ def _releases(before: Intent, after: Intent) -> bool:
         return False
     if after.desired_state is DesiredState.STOPPED:
         return True
-    return after.replicas is not None and before.replicas is not None and after.replicas < before.replicas
+    return (
+        after.replicas is not None
+        and before.replicas is not None
+        and after.replicas < before.replicas
+    )
 
 
 def leads_in(
@@ -164,8 +182,10 @@ def _lead(
     cap_s: float,
 ) -> Lead | None:
     acquiring = tuple(
-        b.target for b in group
-        if schedule.is_ready_by(b.target) and _acquires(b.before, b.after)
+        b.target
+        for b in group
+        if schedule.is_ready_by(b.target)
+        and _acquires(b.before, b.after)
         and _priority(schedule, b.before.source) < _priority(schedule, b.after.source)
     )
     if not acquiring:
@@ -174,11 +194,16 @@ def _lead(
     releasing = tuple(b.target for b in group if release_first and _releases(b.before, b.after))
     start = {t: start_times[t] for t in acquiring}
     stop = {t: stop_times[t] for t in releasing}
-    seconds = max(v.seconds for v in start.values()) + max((v.seconds for v in stop.values()), default=0.0)
+    seconds = max(v.seconds for v in start.values()) + max(
+        (v.seconds for v in stop.values()), default=0.0
+    )
     capped = seconds > cap_s
     seconds = min(seconds, cap_s)
     early = at - timedelta(seconds=seconds)
-    floor = max(current_interval(schedule, t, at - timedelta(seconds=1)).start for t in acquiring + releasing)
+    floor = max(
+        current_interval(schedule, t, at - timedelta(seconds=1)).start
+        for t in acquiring + releasing
+    )
     clamped = early < floor
     if clamped:
         early, seconds = floor, (at - floor).total_seconds()
@@ -200,8 +225,14 @@ def early_targets(
     cap_s: float,
 ) -> tuple[dict[str, datetime], Lead | None]:
     """Targets to plan *as of their boundary* at ``now`` (inside a lead), and that lead."""
-    for lead in leads_in(schedule, now, now + _window(cap_s), start_times=start_times,
-                         stop_times=stop_times, cap_s=cap_s):
+    for lead in leads_in(
+        schedule,
+        now,
+        now + _window(cap_s),
+        start_times=start_times,
+        stop_times=stop_times,
+        cap_s=cap_s,
+    ):
         if lead.early_at <= now < lead.boundary:
             return {t: lead.boundary for t in lead.targets}, lead
     return {}, None
@@ -218,8 +249,14 @@ def next_early(
     """The first early start strictly after ``after`` (boundaries up to 8 days ahead), for the due
     index: the schedule is due then, before its boundary."""
     for days in (1, 8):
-        for lead in leads_in(schedule, after, after + timedelta(days=days) + _window(cap_s),
-                             start_times=start_times, stop_times=stop_times, cap_s=cap_s):
+        for lead in leads_in(
+            schedule,
+            after,
+            after + timedelta(days=days) + _window(cap_s),
+            start_times=start_times,
+            stop_times=stop_times,
+            cap_s=cap_s,
+        ):
             if lead.early_at > after:
                 return lead.early_at
     return None

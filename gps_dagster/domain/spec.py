@@ -97,9 +97,12 @@ def _bounded(value: timedelta | None) -> timedelta:
         raise FieldErrorCarrier(
             "duration_too_long",
             f"use at most {MAX_DURATION.days}d; a window longer than every gap between its fires "
-            "overlaps itself anyway")
+            "overlaps itself anyway",
+        )
     if value <= timedelta(0):
-        raise FieldErrorCarrier("duration_not_positive", "use a duration greater than zero, e.g. 10h")
+        raise FieldErrorCarrier(
+            "duration_not_positive", "use a duration greater than zero, e.g. 10h"
+        )
     return value
 
 
@@ -148,11 +151,15 @@ class TargetSpec(Frozen):
         default=False, strict=True, description="Consent to stop an aliased deploy outside windows."
     )
     default_replicas: int | None = Field(
-        default=None, ge=1, le=MAX_REPLICAS, strict=True,
+        default=None,
+        ge=1,
+        le=MAX_REPLICAS,
+        strict=True,
         description="Replicas outside windows; None = never touch scale there.",
     )
     ready_by: bool | None = Field(
-        default=None, strict=True,
+        default=None,
+        strict=True,
         description="Act early so the deploy is READY at each boundary that starts it (R-NEXT-1); "
         "None = the schedule's ready_by.",
     )
@@ -174,7 +181,9 @@ class StateSpec(Frozen):
     @classmethod
     def _replicas(cls, value: int | None) -> int | None:
         if value is not None and value == 0:
-            raise FieldErrorCarrier("replicas_zero", 'use "desired_state": "stopped" to stop a deploy')
+            raise FieldErrorCarrier(
+                "replicas_zero", 'use "desired_state": "stopped" to stop a deploy'
+            )
         if value is not None and value < 0:
             raise FieldErrorCarrier("replicas_negative", "use a replica count >= 1")
         if value is not None and value > MAX_REPLICAS:
@@ -185,7 +194,9 @@ class StateSpec(Frozen):
 class _WindowBase(Frozen):
     name: str = Field(min_length=1, max_length=128, description="Unique in the schedule.")
     priority: int = Field(
-        strict=True, ge=-MAX_PRIORITY, le=MAX_PRIORITY,
+        strict=True,
+        ge=-MAX_PRIORITY,
+        le=MAX_PRIORITY,
         description="Higher wins when windows overlap.",
     )
     states: tuple[StateSpec, ...] = Field(min_length=1)
@@ -196,14 +207,18 @@ class HolidayCalendar(Frozen):
 
     country: str = Field(description="ISO 3166-1 alpha-2 code, e.g. VN, US, DE.")
     subdivision: str | None = Field(
-        default=None, description="ISO 3166-2 subdivision of the country, e.g. CA for US; None = national."
+        default=None,
+        description="ISO 3166-2 subdivision of the country, e.g. CA for US; None = national.",
     )
     categories: tuple[str, ...] = Field(
-        default=("public",), min_length=1, max_length=8,
+        default=("public",),
+        min_length=1,
+        max_length=8,
         description="Holiday categories of that country, e.g. public, bank, optional.",
     )
     decided_by: str = Field(
-        default=PACKAGE, validate_default=True,
+        default=PACKAGE,
+        validate_default=True,
         description="Set on validation: the package version whose tables decide (any given value is replaced).",
     )
 
@@ -212,7 +227,8 @@ class HolidayCalendar(Frozen):
     def _country(cls, value: str) -> str:
         if not _COUNTRY.match(value):
             raise FieldErrorCarrier(
-                "unknown_country", f"'{value[:40]}' is not a country code; use ISO 3166-1 alpha-2 in capitals, e.g. VN"
+                "unknown_country",
+                f"'{value[:40]}' is not a country code; use ISO 3166-1 alpha-2 in capitals, e.g. VN",
             )
         return value
 
@@ -236,7 +252,8 @@ class SkipSpec(Frozen):
 
     holidays: HolidayCalendar | None = Field(default=None, description="A public-holiday calendar.")
     dates: tuple[date, ...] = Field(
-        default=(), max_length=MAX_SKIP_DATES,
+        default=(),
+        max_length=MAX_SKIP_DATES,
         description="Explicit local dates (YYYY-MM-DD) to skip, e.g. company days.",
     )
 
@@ -246,14 +263,17 @@ class SkipSpec(Frozen):
         if isinstance(value, (list, tuple)):
             for item in value:
                 if not isinstance(item, (str, date)) or isinstance(item, datetime):
-                    raise FieldErrorCarrier("invalid_date", "list local dates as text, e.g. \"2026-12-31\"")
+                    raise FieldErrorCarrier(
+                        "invalid_date", 'list local dates as text, e.g. "2026-12-31"'
+                    )
         return value
 
     @model_validator(mode="after")
     def _not_empty(self) -> SkipSpec:
         if self.holidays is None and not self.dates:
             raise FieldErrorCarrier(
-                "empty_skip", "name a holiday calendar ({holidays: {country: VN}}) or dates, or drop skip"
+                "empty_skip",
+                "name a holiday calendar ({holidays: {country: VN}}) or dates, or drop skip",
             )
         return self
 
@@ -325,13 +345,18 @@ class Schedule(Frozen):
     timezone: str = Field(description="IANA time zone name, e.g. Asia/Ho_Chi_Minh.")
     mode: Mode = Mode.ENFORCE
     transition_order: TransitionOrder = TransitionOrder.RELEASE_FIRST
-    scope: str = Field(default="admin", description="admin, or cmp:<project> for a tenant schedule.")
+    scope: str = Field(
+        default="admin", description="admin, or cmp:<project> for a tenant schedule."
+    )
     enabled: bool = Field(default=True, strict=True)
     ready_by: bool = Field(
         default=False, strict=True, description="Default of every target's ready_by (R-NEXT-1)."
     )
     unschedulable_grace_s: float | None = Field(
-        default=None, ge=0, le=MAX_GRACE_S, strict=True,
+        default=None,
+        ge=0,
+        le=MAX_GRACE_S,
+        strict=True,
         description=(
             "Seconds the pods of a start in this pool may stay unschedulable before "
             "start_unschedulable; None = the engine's unschedulable_grace_s (120 s). Raise it for "
@@ -359,8 +384,13 @@ class Schedule(Frozen):
         """A tenant schedule's identity is ``<project>/<name>``: one namespace per scope."""
         if isinstance(data, dict):
             scope, name = data.get("scope"), data.get("name")
-            if (isinstance(scope, str) and _SCOPE.match(scope) and scope.startswith("cmp:")
-                    and isinstance(name, str) and "/" not in name):
+            if (
+                isinstance(scope, str)
+                and _SCOPE.match(scope)
+                and scope.startswith("cmp:")
+                and isinstance(name, str)
+                and "/" not in name
+            ):
                 data = {**data, "name": f"{scope[4:]}/{name}"}
         return data
 
@@ -369,8 +399,9 @@ class Schedule(Frozen):
     def _name(cls, value: str) -> str:
         if not _NAME.match(value) or len(value) > MAX_NAME:
             raise FieldErrorCarrier(
-                "invalid_name", f"use lowercase letters, digits, '.', '_' or '-' (at most {MAX_NAME} "
-                "characters, a tenant schedule's '<project>/' prefix included)"
+                "invalid_name",
+                f"use lowercase letters, digits, '.', '_' or '-' (at most {MAX_NAME} "
+                "characters, a tenant schedule's '<project>/' prefix included)",
             )
         return value
 

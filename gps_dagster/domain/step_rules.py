@@ -104,8 +104,10 @@ def forward_ok(
 
 def alias_refusal(deploy_id: str, aliases: Sequence[str]) -> tuple[str, str, dict[str, Any]]:
     """The alias guard's refusal of a stop without ``allow_downtime``: reason, text, detail."""
-    text = (f"{deploy_id} serves alias(es) {', '.join(aliases)} and the intent stops it "
-            "without allow_downtime")
+    text = (
+        f"{deploy_id} serves alias(es) {', '.join(aliases)} and the intent stops it "
+        "without allow_downtime"
+    )
     return "alias_without_consent", text, {"aliases": list(aliases)}
 
 
@@ -134,8 +136,10 @@ def recheck_culprit(
 
 def recheck_text(release: str, culprit: str, reason: str | None, fix: str) -> str:
     """The phase text of a release stopped by ``culprit``'s refusal (``reason``, ``fix``)."""
-    return (f"{culprit} failed preflight ({reason}) when the release was due; {release} left "
-            f"as it is — {fix}")
+    return (
+        f"{culprit} failed preflight ({reason}) when the release was due; {release} left "
+        f"as it is — {fix}"
+    )
 
 
 Fence = Literal["submit", "stay", "superseded"]

@@ -52,30 +52,47 @@ def _gpus_per_replica(schedule: Schedule, pool: PoolSpec) -> dict[str, tuple[int
             out[t.model_deploy_id] = (sum(m.gpus_per_replica * m.replicas for m in members), 1)
             continue
         if dep is None:
-            problems.append(FieldError(
-                f"targets[{i}].model_deploy_id", "unknown_deploy",
-                f"'{t.model_deploy_id}' is not a deploy of pool '{pool.name}'; add it under deploys or fix the id"))
+            problems.append(
+                FieldError(
+                    f"targets[{i}].model_deploy_id",
+                    "unknown_deploy",
+                    f"'{t.model_deploy_id}' is not a deploy of pool '{pool.name}'; add it under deploys or fix the id",
+                )
+            )
             continue
-        per = 0 if _time_sliced(dep) else dep.gpus_per_replica  # its reservation's GPU is counted once, below
+        per = (
+            0 if _time_sliced(dep) else dep.gpus_per_replica
+        )  # its reservation's GPU is counted once, below
         out[t.model_deploy_id] = (per, t.default_replicas or dep.replicas)
     if problems:
         raise SpecInvalid(problems, source=f"pool {pool.name}")
     return out
 
 
-def gpu_timeline(schedule: Schedule, pool: PoolSpec, start: datetime, end: datetime) -> list[GpuSegment]:
+def gpu_timeline(
+    schedule: Schedule, pool: PoolSpec, start: datetime, end: datetime
+) -> list[GpuSegment]:
     """Desired GPUs per maximal segment of ``[start, end)``, in the schedule's time zone."""
     sizes = _gpus_per_replica(schedule, pool)
     owned = set(schedule.target_ids)
     always_on = sum(
-        d.gpus_per_replica * d.replicas for d in pool.deploys
-        if d.id not in owned and d.endpoint not in owned
-        and d.state == "running" and not _time_sliced(d)
+        d.gpus_per_replica * d.replicas
+        for d in pool.deploys
+        if d.id not in owned
+        and d.endpoint not in owned
+        and d.state == "running"
+        and not _time_sliced(d)
     )
     # A time-sliced reservation holds its GPU whether members run or not (the holder, R-GPS-6).
-    shared = {d.reservation.reservation for d in pool.deploys if isinstance(d.reservation, TimeSlicedBinding)}
+    shared = {
+        d.reservation.reservation
+        for d in pool.deploys
+        if isinstance(d.reservation, TimeSlicedBinding)
+    }
     always_on += sum(len(r.gpu_uuids) for r in pool.reservations if r.id in shared)
-    always_on += sum(f.gpus for f in pool.sim.foreign if f.kind == "static")  # workloads no schedule owns
+    always_on += sum(
+        f.gpus for f in pool.sim.foreign if f.kind == "static"
+    )  # workloads no schedule owns
     c = compile_schedule(schedule)
     s, e = floor_ts(start), floor_ts(end)
     if e <= s:

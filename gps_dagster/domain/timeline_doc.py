@@ -54,7 +54,9 @@ def build_timeline(
     gpu = gpu_timeline(schedule, pool, start, end) if pool is not None else None
     doc = timeline_json(schedule, start, end, rows, gpu)
     if any(schedule.is_ready_by(t) for t in schedule.target_ids):
-        doc["ready_by"] = ready_by_rows(schedule, start, end, timings or ReadyByTimings.defaults(schedule))
+        doc["ready_by"] = ready_by_rows(
+            schedule, start, end, timings or ReadyByTimings.defaults(schedule)
+        )
     return doc, gpu
 
 
@@ -79,8 +81,14 @@ def ready_by_rows(
     schedule: Schedule, start: datetime, end: datetime, timings: ReadyByTimings
 ) -> list[dict[str, Any]]:
     """Every planned early start in ``[start, end)``: boundary, early start, reason, figures."""
-    leads = leads_in(schedule, start, end, start_times=timings.start, stop_times=timings.stop,
-                     cap_s=timings.cap_s)
+    leads = leads_in(
+        schedule,
+        start,
+        end,
+        start_times=timings.start,
+        stop_times=timings.stop,
+        cap_s=timings.cap_s,
+    )
     tz = schedule.tz
     rows = []
     for lead in leads:
@@ -155,15 +163,21 @@ def skipped_occurrences(schedule: Schedule, start: datetime, end: datetime) -> l
         cal = getattr(getattr(spec, "skip", None), "holidays", None)
         for a, b, why in compiled.skipped(c.tz, s, e):
             listed = why == "listed date"
-            rows.append((a, spec.name, {
-                "window": spec.name,
-                "start": iso(local_time(a, c.tz)),
-                "end": iso(local_time(b, c.tz)),
-                "date": local_time(a, c.tz).date().isoformat(),
-                "reason": why,
-                "calendar": None if listed or cal is None else _calendar_name(cal.key),
-                "decided_by": None if listed or cal is None else cal.decided_by,
-            }))
+            rows.append(
+                (
+                    a,
+                    spec.name,
+                    {
+                        "window": spec.name,
+                        "start": iso(local_time(a, c.tz)),
+                        "end": iso(local_time(b, c.tz)),
+                        "date": local_time(a, c.tz).date().isoformat(),
+                        "reason": why,
+                        "calendar": None if listed or cal is None else _calendar_name(cal.key),
+                        "decided_by": None if listed or cal is None else cal.decided_by,
+                    },
+                )
+            )
     return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
 
 

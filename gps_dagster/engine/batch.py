@@ -160,7 +160,9 @@ class BatchRunner:
     def _observe_open(self, schedules: list[str]) -> list[StepOutcome]:
         """Judge the open plans' accepted steps on one fresh read of their deploys."""
         accepted = [
-            a for _tr, steps in self.store.open_plans(schedules) for a in steps
+            a
+            for _tr, steps in self.store.open_plans(schedules)
+            for a in steps
             if a.state == "accepted"
         ]
         if not accepted:
@@ -314,8 +316,11 @@ class BatchRunner:
             return False
         if call == "enter":
             waits.append(capacity_write(a, preview, deadline, statuses[(a.schedule, a.deploy_id)]))
-        out.append(StepOutcome(a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value,
-                               preview.reason))
+        out.append(
+            StepOutcome(
+                a.id, a.deploy_id, "capacity_wait", Phase.CAPACITY_WAIT.value, preview.reason
+            )
+        )
         return False
 
     def _waited(
@@ -360,9 +365,7 @@ class BatchRunner:
 
     # -- the batch's one core call (``Core.submit_many``) -------------------------------------
 
-    def _call_all(
-        self, go: list[tuple[ActionRow, TargetStatusRow]], out: list[StepOutcome]
-    ) -> int:
+    def _call_all(self, go: list[tuple[ActionRow, TargetStatusRow]], out: list[StepOutcome]) -> int:
         calls: dict[str, list[object] | Exception] = {}
         single = [(a, s) for a, _ in go if (s := submission(a)) is not None]
         if single:

@@ -109,9 +109,7 @@ class Observer:
             self.converged(a, deploy)
         return StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
 
-    def judge(
-        self, a: ActionRow, deploy: DeployView, now: datetime
-    ) -> tuple[bool, Verdict | None]:
+    def judge(self, a: ActionRow, deploy: DeployView, now: datetime) -> tuple[bool, Verdict | None]:
         """(converged, terminal verdict) of accepted step ``a`` on ``deploy`` at ``now``."""
         return self._judge(a, deploy, now)
 

@@ -41,15 +41,25 @@ class DryRunReport:
     """Ready-by leads (R-NEXT-1) in force at ``at`` or in the day ahead; None without ready_by."""
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"schedule": self.schedule, "at": self.at.isoformat(), "intents": self.intents,
-               "steps": self.steps, "warnings": self.warnings}
+        out = {
+            "schedule": self.schedule,
+            "at": self.at.isoformat(),
+            "intents": self.intents,
+            "steps": self.steps,
+            "warnings": self.warnings,
+        }
         if self.ready_by is not None:
             out["ready_by"] = self.ready_by
         return out
 
 
 def engine_dry_run(
-    store: DryRunStore, ready_by: ReadyBy, schedule: Schedule, core: PreviewingReads, at: datetime, *,
+    store: DryRunStore,
+    ready_by: ReadyBy,
+    schedule: Schedule,
+    core: PreviewingReads,
+    at: datetime,
+    *,
     pool: PoolSpec | None = None,
 ) -> DryRunReport:
     """The dry-run a pass over ``store`` would agree with: the same learned ready-by figures
@@ -58,13 +68,24 @@ def engine_dry_run(
     The one way every surface (CLI ``dry-run``, the API's ``:dry-run``) builds its plan at an
     instant, so no surface can report a plan the engine would not make.
     """
-    return dry_run(schedule, core, at, pool=pool, timings=ready_by.for_timeline(store, schedule),
-                   pins=store.pins_for(list(schedule.target_ids)))
+    return dry_run(
+        schedule,
+        core,
+        at,
+        pool=pool,
+        timings=ready_by.for_timeline(store, schedule),
+        pins=store.pins_for(list(schedule.target_ids)),
+    )
 
 
 def dry_run(
-    schedule: Schedule, core: PreviewingReads, at: datetime, *, pool: PoolSpec | None = None,
-    deploys: Mapping[str, DeployView] | None = None, timings: ReadyByTimings | None = None,
+    schedule: Schedule,
+    core: PreviewingReads,
+    at: datetime,
+    *,
+    pool: PoolSpec | None = None,
+    deploys: Mapping[str, DeployView] | None = None,
+    timings: ReadyByTimings | None = None,
     pins: Mapping[str, str | None] | None = None,
 ) -> DryRunReport:
     """The plan at ``at``; ``deploys`` replaces the core's reads of targets (a supposed state).
@@ -80,20 +101,31 @@ def dry_run(
     early: dict[str, datetime] = {}
     if any(schedule.is_ready_by(t) for t in schedule.target_ids):
         timings = timings or ReadyByTimings.defaults(schedule)
-        early, lead = early_targets(schedule, at, start_times=timings.start, stop_times=timings.stop,
-                                    cap_s=timings.cap_s)
+        early, lead = early_targets(
+            schedule, at, start_times=timings.start, stop_times=timings.stop, cap_s=timings.cap_s
+        )
         ahead = ready_by_rows(schedule, at, at + timedelta(days=1), timings)
         rep.ready_by = ([{**lead.as_dict(), "in_force": True}] if lead is not None else []) + ahead
     for target in schedule.target_ids:
         when = early.get(target, at)  # inside a ready-by lead: as of the boundary (R-NEXT-1)
         interval = current_interval(schedule, target, when)
-        in_force = effective_intent(schedule, target, when).source  # not the merged interval's first window
-        rep.intents[target] = {**intent_doc(interval), "source": in_force, "interval_start": interval.start.isoformat(),
-                               "interval_end": interval.end.isoformat() if interval.end else None}
+        in_force = effective_intent(
+            schedule, target, when
+        ).source  # not the merged interval's first window
+        rep.intents[target] = {
+            **intent_doc(interval),
+            "source": in_force,
+            "interval_start": interval.start.isoformat(),
+            "interval_end": interval.end.isoformat() if interval.end else None,
+        }
         if target in skipped:  # a holiday removed the occurrence that would be in force (R-NEXT-2)
             rep.intents[target]["skipped"] = skipped[target]
         try:
-            deploy = deploys[target] if deploys is not None and target in deploys else core.get_deploy(target)
+            deploy = (
+                deploys[target]
+                if deploys is not None and target in deploys
+                else core.get_deploy(target)
+            )
         except NotFound:
             deploy = None
         except CoreError as exc:
@@ -112,12 +144,24 @@ def dry_run(
     )
     for step in ordered([p[0] for p in planned], schedule.transition_order):
         want, deploy = by_deploy[step.deploy_id]
-        row: dict[str, Any] = {"target": step.deploy_id, "step": step.kind.value, "order": step.order.value,
-                               "replicas": step.replicas, "delta_replicas": step.delta_replicas}
+        row: dict[str, Any] = {
+            "target": step.deploy_id,
+            "step": step.kind.value,
+            "order": step.order.value,
+            "replicas": step.replicas,
+            "delta_replicas": step.delta_replicas,
+        }
         refusal = check_step(core, step, want, deploy, ledger=ledger)
         if refusal is not None:
             row["refused"] = refusal.phase.value
-            rep.warnings.append({"target": step.deploy_id, "kind": refusal.phase.value, "reason": refusal.reason, "fix": refusal.fix})
+            rep.warnings.append(
+                {
+                    "target": step.deploy_id,
+                    "kind": refusal.phase.value,
+                    "reason": refusal.reason,
+                    "fix": refusal.fix,
+                }
+            )
         if step.order.value == "acquire":
             preview = core.preview_capacity(step.deploy_id, delta_replicas=step.delta_replicas)
             row["capacity"] = "insufficient" if isinstance(preview, Insufficient) else "fits"
@@ -125,6 +169,13 @@ def dry_run(
     if pool is not None:
         for seg in gpu_timeline(schedule, pool, at, at + timedelta(days=7)):
             if seg.overcommit:
-                rep.warnings.append({"kind": "overcommit", "from": seg.start.isoformat(), "to": seg.end.isoformat(),
-                                     "desired_gpus": seg.desired_gpus, "capacity": seg.capacity})
+                rep.warnings.append(
+                    {
+                        "kind": "overcommit",
+                        "from": seg.start.isoformat(),
+                        "to": seg.end.isoformat(),
+                        "desired_gpus": seg.desired_gpus,
+                        "capacity": seg.capacity,
+                    }
+                )
     return rep

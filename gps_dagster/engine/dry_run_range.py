@@ -42,7 +42,12 @@ class RangeReport:
 
 
 def dry_run_range(
-    schedule: Schedule, core: PreviewingReads, start: datetime, end: datetime, *, pool: PoolSpec | None = None,
+    schedule: Schedule,
+    core: PreviewingReads,
+    start: datetime,
+    end: datetime,
+    *,
+    pool: PoolSpec | None = None,
     pins: Mapping[str, str | None] | None = None,
 ) -> RangeReport:
     """Plans at ``start`` and at each boundary in ``(start, end)`` (at most ``MAX_BOUNDARIES``).
@@ -56,16 +61,27 @@ def dry_run_range(
         for at in instants[:MAX_BOUNDARIES]:
             if work.units > RANGE_BUDGET - WORK_BUDGET:
                 break
-            supposed = {t: _converged(v, effective_intent(schedule, t, _just_before(at))) for t, v in live.items()}
+            supposed = {
+                t: _converged(v, effective_intent(schedule, t, _just_before(at)))
+                for t, v in live.items()
+            }
             report.at_boundaries.append(dry_run(schedule, core, at, deploys=supposed, pins=pins))
     if len(instants) > len(report.at_boundaries):
         report.warnings.append(
-            {"kind": "truncated", "boundaries": len(instants), "planned": len(report.at_boundaries)})
+            {"kind": "truncated", "boundaries": len(instants), "planned": len(report.at_boundaries)}
+        )
     if pool is not None:
         for seg in gpu_timeline(schedule, pool, start, end):
             if seg.overcommit:
-                report.warnings.append({"kind": "overcommit", "from": seg.start.isoformat(), "to": seg.end.isoformat(),
-                                        "desired_gpus": seg.desired_gpus, "capacity": seg.capacity})
+                report.warnings.append(
+                    {
+                        "kind": "overcommit",
+                        "from": seg.start.isoformat(),
+                        "to": seg.end.isoformat(),
+                        "desired_gpus": seg.desired_gpus,
+                        "capacity": seg.capacity,
+                    }
+                )
     return report
 
 
@@ -84,8 +100,20 @@ def _just_before(at: datetime) -> datetime:
 def _converged(deploy: DeployView, intent: Intent) -> DeployView:
     """``deploy`` as the interval of ``intent`` leaves it, once converged."""
     if intent.desired_state is DesiredState.STOPPED:
-        return dataclasses.replace(deploy, state=DeployState.STOPPED, ready_replicas=0, terminating_pods=0,
-                                   unschedulable=False)
+        return dataclasses.replace(
+            deploy,
+            state=DeployState.STOPPED,
+            ready_replicas=0,
+            terminating_pods=0,
+            unschedulable=False,
+        )
     replicas = intent.replicas or deploy.desired_replicas or 1
-    return dataclasses.replace(deploy, state=DeployState.READY, desired_replicas=replicas, ready_replicas=replicas,
-                               applied_generation=deploy.generation, terminating_pods=0, unschedulable=False)
+    return dataclasses.replace(
+        deploy,
+        state=DeployState.READY,
+        desired_replicas=replicas,
+        ready_replicas=replicas,
+        applied_generation=deploy.generation,
+        terminating_pods=0,
+        unschedulable=False,
+    )

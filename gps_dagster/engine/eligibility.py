@@ -26,7 +26,11 @@ def declares_replicas(schedule: Schedule, deploy_id: str) -> bool:
     target = schedule.target(deploy_id)
     if target.default_replicas is not None:
         return True
-    return any(s.model_deploy_id == deploy_id and s.replicas is not None for w in schedule.windows for s in w.states)
+    return any(
+        s.model_deploy_id == deploy_id and s.replicas is not None
+        for w in schedule.windows
+        for s in w.states
+    )
 
 
 def replaced(deploy: DeployView, pinned: str | None) -> bool:

@@ -76,12 +76,22 @@ def aggregate(endpoint: str, members: tuple[DeployView, ...]) -> DeployView:
     first = members[0]
     etag = hashlib.sha256("|".join(f"{m.id}:{m.etag}" for m in members).encode()).hexdigest()[:16]
     return DeployView(
-        id=endpoint, kind=first.kind, state=state, etag=etag,
-        aliases=tuple(sorted({a for m in members for a in m.aliases})), project=first.project, cmp_managed=True,
-        endpoint=endpoint, gpus_per_replica=sum(m.gpus_per_replica for m in members), nodes_per_replica=1,
-        desired_replicas=1, ready_replicas=1 if state is DeployState.READY else 0,
-        generation=max(m.generation for m in members), applied_generation=min(m.applied_generation for m in members),
-        terminating_pods=sum(m.terminating_pods for m in members), unschedulable=any(m.unschedulable for m in members),
+        id=endpoint,
+        kind=first.kind,
+        state=state,
+        etag=etag,
+        aliases=tuple(sorted({a for m in members for a in m.aliases})),
+        project=first.project,
+        cmp_managed=True,
+        endpoint=endpoint,
+        gpus_per_replica=sum(m.gpus_per_replica for m in members),
+        nodes_per_replica=1,
+        desired_replicas=1,
+        ready_replicas=1 if state is DeployState.READY else 0,
+        generation=max(m.generation for m in members),
+        applied_generation=min(m.applied_generation for m in members),
+        terminating_pods=sum(m.terminating_pods for m in members),
+        unschedulable=any(m.unschedulable for m in members),
     )
 
 
@@ -103,24 +113,44 @@ def start_members(core: DeployControl, endpoint: str, key: str) -> list[Operatio
     return ops
 
 
-def _compensate(core: DeployControl, started: list[DeployView], key: str, receipt: dict[str, dict[str, Any]]) -> None:
+def _compensate(
+    core: DeployControl, started: list[DeployView], key: str, receipt: dict[str, dict[str, Any]]
+) -> None:
     for m in started:
         try:
             fresh = core.get_deploy(m.id)
-            core.stop(m.id, etag=fresh.etag, allow_aliased_downtime=True, idempotency_key=f"{key}/{m.id}/compensate")
+            core.stop(
+                m.id,
+                etag=fresh.etag,
+                allow_aliased_downtime=True,
+                idempotency_key=f"{key}/{m.id}/compensate",
+            )
             receipt[m.id] = {**receipt[m.id], "result": "compensated"}
         except CoreError as exc:
-            receipt[m.id] = {**receipt[m.id], "result": "compensation_failed", "error": f"{type(exc).__name__}: {exc}"}
+            receipt[m.id] = {
+                **receipt[m.id],
+                "result": "compensation_failed",
+                "error": f"{type(exc).__name__}: {exc}",
+            }
 
 
-def stop_members(core: DeployControl, endpoint: str, key: str, *, allow_aliased_downtime: bool) -> list[Operation]:
+def stop_members(
+    core: DeployControl, endpoint: str, key: str, *, allow_aliased_downtime: bool
+) -> list[Operation]:
     """Stop every member; a failure mid-group is reported, the others keep going."""
     members = core.list_members(endpoint)
     receipt: dict[str, dict[str, Any]] = {}
     ops: list[Operation] = []
     for m in members:
         try:
-            ops.append(core.stop(m.id, etag=m.etag, allow_aliased_downtime=allow_aliased_downtime, idempotency_key=f"{key}/{m.id}"))
+            ops.append(
+                core.stop(
+                    m.id,
+                    etag=m.etag,
+                    allow_aliased_downtime=allow_aliased_downtime,
+                    idempotency_key=f"{key}/{m.id}",
+                )
+            )
             receipt[m.id] = {"result": "ok", "operation": ops[-1].id}
         except Transient:
             raise

@@ -54,6 +54,8 @@ LOCK_NAME = "deploy-schedule-pass"
 def one_lock_name(schedule: str) -> str:
     """The lock of one schedule's pass (fits the lease key's 64 characters)."""
     return "pass-of:" + hashlib.sha256(schedule.encode()).hexdigest()[:32]
+
+
 IN_FLIGHT = ("pending", "capacity_wait", "submitting", "accepted")
 
 
@@ -121,7 +123,9 @@ class Engine:
         """Serve only the schedules due now (claimed, in batches), opening plans without running
         their steps: the boundary sensor's one call per tick (no sweep page, no pass lock)."""
         now = self.clock.now()
-        report = PassReport(at=now, trigger=trigger, gate=read_gate(self.store, self.clock, self.config.holder))
+        report = PassReport(
+            at=now, trigger=trigger, gate=read_gate(self.store, self.clock, self.config.holder)
+        )
         with self.heartbeat():
             self._serve_due(report, now=now, trigger=trigger, execute=False, stop=None)
         return report
@@ -144,7 +148,9 @@ class Engine:
         stop: Callable[[], bool] | None = None,
     ) -> PassReport:
         now = self.clock.now()
-        report = PassReport(at=now, trigger=trigger, gate=read_gate(self.store, self.clock, self.config.holder))
+        report = PassReport(
+            at=now, trigger=trigger, gate=read_gate(self.store, self.clock, self.config.holder)
+        )
         if schedule is not None:
             return self._one(schedule, report, trigger=trigger, execute=execute)
         with self.heartbeat():
@@ -184,14 +190,17 @@ class Engine:
             # visit would carry (and overwrite with the stale version's next due: decision "The sweep skips a schedule whose version moved under it").
             # The due path serves it, on this replica's next wake-up or another's.
             records = [
-                r for r in page
-                if r.name not in served and r.name in rows
+                r
+                for r in page
+                if r.name not in served
+                and r.name in rows
                 and rows[r.name].version == r.version
                 and not _claimed_elsewhere(rows[r.name], self.config.holder, now_)
             ]
             claims = [rows[r.name] for r in records]
-            self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop,
-                        page=True)
+            self._serve(
+                records, claims, report, trigger=trigger, execute=execute, stop=stop, page=True
+            )
         return report
 
     def _observe_claimed_elsewhere(self, report: PassReport, served: set[str]) -> None:
@@ -224,14 +233,23 @@ class Engine:
         Targets belong to one schedule (R-MODEL-6): the schedule's lock is its targets'.
         """
         with self.store.lock(
-            one_lock_name(name), holder=self.config.holder, now=report.at, ttl_s=self.config.lock_ttl_s
+            one_lock_name(name),
+            holder=self.config.holder,
+            now=report.at,
+            ttl_s=self.config.lock_ttl_s,
         ) as lock:
             if not lock.acquired or not self._sweep_idle(report.at):
                 raise Busy(name)
             record = self.store.get_schedule(name)
             claims = list(self.store.due_rows([name]).values())
-            self._serve([record], claims, report, trigger=trigger, execute=execute,
-                        force=trigger == "apply_now")
+            self._serve(
+                [record],
+                claims,
+                report,
+                trigger=trigger,
+                execute=execute,
+                force=trigger == "apply_now",
+            )
         return report
 
     def _sweep_idle(self, now: datetime) -> bool:
@@ -301,8 +319,16 @@ class Engine:
             self.planner.drafts = drafts
             try:
                 with core_session(self.core):
-                    self._visit_all(records, report, prefetch, visited, trigger=trigger,
-                                    force=force, stop=stop, page=page)
+                    self._visit_all(
+                        records,
+                        report,
+                        prefetch,
+                        visited,
+                        trigger=trigger,
+                        force=force,
+                        stop=stop,
+                        page=page,
+                    )
             finally:
                 self.planner.drafts = None
             fresh = self._open_drafts(drafts, report)
@@ -388,9 +414,16 @@ class Engine:
             if claim is None:
                 continue
             failed = not ok or bool(getattr(outcomes.get(record.name), "errors", None))
-            due = next_due(record, claim, at, report.gate, self.config, failed=failed,
-                           in_flight=record.name in flying,
-                           early=self.planner.ready_by.next_early(self.store, record.spec, at))
+            due = next_due(
+                record,
+                claim,
+                at,
+                report.gate,
+                self.config,
+                failed=failed,
+                in_flight=record.name in flying,
+                early=self.planner.ready_by.next_early(self.store, record.spec, at),
+            )
             if due == claim.due_at and claim.claimed_by != self.config.holder:
                 continue  # a sweep visit that changed nothing: nothing to write
             out.append(NextDue(record.name, claim.revision, due))
@@ -407,7 +440,10 @@ class Engine:
         report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
         try:
             self.store.add_event(
-                self.clock.now(), name, None, "schedule_error",
+                self.clock.now(),
+                name,
+                None,
+                "schedule_error",
                 reason=str(getattr(exc, "reason", "") or type(exc).__name__),
                 detail={"error": f"{type(exc).__name__}: {exc}", "holder": self.config.holder},
             )
@@ -425,8 +461,12 @@ class Engine:
         for a in self.store.list_actions(schedules=names, states=IN_FLIGHT):
             in_flight.setdefault(a.schedule, []).append(a)
         statuses = self.store.statuses_for(names)
-        missing = [(r.name, t, r.version) for r in records for t in r.spec.target_ids
-                   if (r.name, t) not in statuses]
+        missing = [
+            (r.name, t, r.version)
+            for r in records
+            for t in r.spec.target_ids
+            if (r.name, t) not in statuses
+        ]
         if missing:  # first sight of these targets: create their rows in one statement
             self.store.ensure_statuses(missing, now=self.clock.now())
             statuses = self.store.statuses_for(names)
@@ -556,11 +596,22 @@ class Engine:
         tr = self.store.get_transition(transition_id)
         if tr is None:
             raise KeyError(transition_id)
-        steps = [{"id": a.id, "deploy_id": a.deploy_id, "step": a.step, "order": a.order,
-                  "seq": a.seq} for a in self.store.list_actions(transition_id=transition_id)]
-        return plan_ref({"id": tr.id, "schedule_name": tr.schedule, "targets": tr.targets,
-                         "schedule_version": tr.schedule_version, "boundary_at": tr.boundary_at,
-                         "trigger": tr.trigger, "order": tr.order}, steps)
+        steps = [
+            {"id": a.id, "deploy_id": a.deploy_id, "step": a.step, "order": a.order, "seq": a.seq}
+            for a in self.store.list_actions(transition_id=transition_id)
+        ]
+        return plan_ref(
+            {
+                "id": tr.id,
+                "schedule_name": tr.schedule,
+                "targets": tr.targets,
+                "schedule_version": tr.schedule_version,
+                "boundary_at": tr.boundary_at,
+                "trigger": tr.trigger,
+                "order": tr.order,
+            },
+            steps,
+        )
 
 
 def _claimed_elsewhere(row: DueClaim, holder: str, now: datetime) -> bool:

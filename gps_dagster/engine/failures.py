@@ -130,7 +130,9 @@ def judge(
             return End(from_core_error(exc))
         return End(_permanent(exc))
     reason = _temporary_reason(exc)
-    too_late = now + timedelta(seconds=retry_in_s) > clock.deadline  # the next try: past the deadline?
+    too_late = (
+        now + timedelta(seconds=retry_in_s) > clock.deadline
+    )  # the next try: past the deadline?
     if too_late:  # then end now
         return End(late(step, clock, reason=reason, error=error))
     return Retry(reason, error, clock.deadline)

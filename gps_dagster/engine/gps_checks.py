@@ -52,12 +52,16 @@ def placement_check(repo: LedgerReader, core: Placement, reservation_id: str) ->
         if not got.uuids:
             continue
         allowed = {u for rid in deploy.reservation.reservation_ids for u in repo.get(rid).gpu_uuids}
-        verdict = judge(got.uuids, "+".join(deploy.reservation.reservation_ids), allowed, source=got.source)
+        verdict = judge(
+            got.uuids, "+".join(deploy.reservation.reservation_ids), allowed, source=got.source
+        )
         witnessed[deploy.id] = list(got.uuids)
         if isinstance(verdict, Mismatch):
             bad.append(verdict)
     meta: dict[str, Any] = {
-        "reservation": rsv.id, "node": rsv.node, "reserved_uuids": ", ".join(rsv.gpu_uuids),
+        "reservation": rsv.id,
+        "node": rsv.node,
+        "reserved_uuids": ", ".join(rsv.gpu_uuids),
         "witnessed": "; ".join(f"{d}: {', '.join(u)}" for d, u in sorted(witnessed.items())),
         "mismatches": len(bad),
     }
@@ -66,15 +70,23 @@ def placement_check(repo: LedgerReader, core: Placement, reservation_id: str) ->
         outside = ", ".join(u for m in bad for u in m.outside)
         return CheckOutcome(False, f"placement_mismatch: {outside} outside '{rsv.id}'", meta)
     if not witnessed:
-        return CheckOutcome(True, f"no ready replica bound to '{rsv.id}' yet: nothing to witness", meta)
-    return CheckOutcome(True, f"{len(witnessed)} deploy(s) on '{rsv.id}': every UUID inside the reservation", meta)
+        return CheckOutcome(
+            True, f"no ready replica bound to '{rsv.id}' yet: nothing to witness", meta
+        )
+    return CheckOutcome(
+        True, f"{len(witnessed)} deploy(s) on '{rsv.id}': every UUID inside the reservation", meta
+    )
 
 
 def overcommit_check(repo: LedgerReader, core: Placement, reservation_id: str) -> CheckOutcome:
     """Passed when started time-sliced members fit the VRAM budget (exclusive: no budget)."""
     rsv = repo.get(reservation_id)
     if rsv.mode is not SharingMode.TIME_SLICED:
-        return CheckOutcome(True, f"'{rsv.id}' is exclusive: whole GPUs, no VRAM budget", {"reservation": rsv.id, "mode": rsv.mode.value})
+        return CheckOutcome(
+            True,
+            f"'{rsv.id}' is exclusive: whole GPUs, no VRAM budget",
+            {"reservation": rsv.id, "mode": rsv.mode.value},
+        )
     started = {
         d.id: d.reservation.memory_mib or 0
         for d in core.reservation_deploys(reservation_id)
@@ -82,8 +94,11 @@ def overcommit_check(repo: LedgerReader, core: Placement, reservation_id: str) -
     }
     total = sum(started.values())
     meta: dict[str, Any] = {
-        "reservation": rsv.id, "budget_mib": rsv.budget_mib, "started_mib": total,
-        "free_mib": rsv.budget_mib - total, "members": ", ".join(f"{d}={m}" for d, m in sorted(started.items())),
+        "reservation": rsv.id,
+        "budget_mib": rsv.budget_mib,
+        "started_mib": total,
+        "free_mib": rsv.budget_mib - total,
+        "members": ", ".join(f"{d}={m}" for d, m in sorted(started.items())),
     }
     figures = f"{format_mib(total)} of {format_mib(rsv.budget_mib)} MiB"
     if total > rsv.budget_mib:

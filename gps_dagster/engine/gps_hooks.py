@@ -59,18 +59,31 @@ class ReservationRoles(Preflight, Placement, Protocol):
 def reservation_check(core: Preflight) -> ReservationCheck:
     """Preflight refusal when the core's admission would refuse the acquiring step."""
 
-    def check(deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = frozenset()) -> Verdict | None:
+    def check(
+        deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = frozenset()
+    ) -> Verdict | None:
         if deploy.reservation is None or step.delta_replicas <= 0:
             return None
-        seen = core.admission_preview(deploy.id, delta_replicas=step.delta_replicas, releasing=sorted(releasing))
+        seen = core.admission_preview(
+            deploy.id, delta_replicas=step.delta_replicas, releasing=sorted(releasing)
+        )
         if seen.admitted:
             return None
-        phase = Phase.RESERVATION_OVERCOMMITTED if seen.reason == "reservation_overcommitted" else Phase.INELIGIBLE
+        phase = (
+            Phase.RESERVATION_OVERCOMMITTED
+            if seen.reason == "reservation_overcommitted"
+            else Phase.INELIGIBLE
+        )
         return verdict(
-            phase, seen.reason if phase is Phase.INELIGIBLE else None, extra=seen.message,
+            phase,
+            seen.reason if phase is Phase.INELIGIBLE else None,
+            extra=seen.message,
             detail={
-                "reservation": seen.reservation_id, "budget_mib": seen.budget_mib, "running_mib": seen.running_mib,
-                "in_flight_mib": seen.in_flight_mib, "proposed_mib": seen.proposed_mib,
+                "reservation": seen.reservation_id,
+                "budget_mib": seen.budget_mib,
+                "running_mib": seen.running_mib,
+                "in_flight_mib": seen.in_flight_mib,
+                "proposed_mib": seen.proposed_mib,
             },
         )
 
@@ -101,8 +114,14 @@ def witness(core: Placement, ledger: Ledger) -> Witness:
             return True
         if isinstance(result, Mismatch):
             return verdict(
-                Phase.PLACEMENT_MISMATCH, extra=result.fix,
-                detail={"uuids": list(result.uuids), "outside": list(result.outside), "reservation": name, "source": result.source},
+                Phase.PLACEMENT_MISMATCH,
+                extra=result.fix,
+                detail={
+                    "uuids": list(result.uuids),
+                    "outside": list(result.outside),
+                    "reservation": name,
+                    "source": result.source,
+                },
             )
         return None
 
@@ -138,5 +157,3 @@ def hooks(store: EngineStore, core: ReservationRoles) -> Hooks:
         "witness": witness(core, store.ledger()),
         "after_converged": holder_release(store, core),
     }
-
-

@@ -104,8 +104,12 @@ class ClaimHeartbeat:
             self.store.renew_claims(holder=self.holder, now=self.clock.now(), lease_s=self.lease_s)
         except Exception as exc:  # the claims expire instead: the safe side (module docstring)
             if not self._failing:
-                log.warning("claims heartbeat of %s failed (retried every %.1f s): %s",
-                            self.holder, self.every_s, exc)
+                log.warning(
+                    "claims heartbeat of %s failed (retried every %.1f s): %s",
+                    self.holder,
+                    self.every_s,
+                    exc,
+                )
             self._failing = True
             return
         self._failing = False

@@ -28,7 +28,12 @@ def transition_id(schedule: str, version: int, targets: Iterable[tuple[str, date
 
 
 def idempotency_key(
-    schedule: str, version: int, deploy_id: str, interval_start: datetime, step: str, generation: int
+    schedule: str,
+    version: int,
+    deploy_id: str,
+    interval_start: datetime,
+    step: str,
+    generation: int,
 ) -> str:
     """(schedule, target, interval, step) — plus the attempt (target generation), so an
     apply-now after a terminal phase is a new, equally deterministic attempt."""

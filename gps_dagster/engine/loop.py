@@ -137,8 +137,12 @@ class EngineLoop:
         failures: at debug for a database outage (its cause is the line), at error for
         anything else (a fault of ours). 20 s of outage used to log 781 tracebacks (R-PASS-15)."""
         self.streak += 1
-        log.error("engine pass failed (%d in a row); next try in %.0f s: %s",
-                  self.streak, self.interval_s, exc)
+        log.error(
+            "engine pass failed (%d in a row); next try in %.0f s: %s",
+            self.streak,
+            self.interval_s,
+            exc,
+        )
         if self.streak == 1:
             level = logging.DEBUG if isinstance(exc, StoreUnavailable) else logging.ERROR
             log.log(level, "the first failed pass of this streak raised:", exc_info=exc)
@@ -147,7 +151,9 @@ class EngineLoop:
         """Retention, once per ``prune_interval_s`` (R-PASS-15: a failure is logged, not raised)."""
         every = self.engine.config.prune_interval_s
         now = self.clock.now()
-        if every <= 0 or (self.pruned_at is not None and now - self.pruned_at < timedelta(seconds=every)):
+        if every <= 0 or (
+            self.pruned_at is not None and now - self.pruned_at < timedelta(seconds=every)
+        ):
             return
         self.pruned_at = now
         try:

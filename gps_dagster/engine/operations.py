@@ -57,26 +57,54 @@ def target_problems(core: DeployReads, spec: Schedule) -> list[FieldError]:
             out.append(_unknown(path, deploy_id, project))
             continue
         if project is None and view.cmp_managed:
-            out.append(FieldError(path, "cmp_managed", (
-                f"'{deploy_id}' is managed by CMP project '{view.project}': an admin schedule may not "
-                f"target it; schedule it through /api/v1/cmp/projects/{view.project}/deploy-schedules")))
+            out.append(
+                FieldError(
+                    path,
+                    "cmp_managed",
+                    (
+                        f"'{deploy_id}' is managed by CMP project '{view.project}': an admin schedule may not "
+                        f"target it; schedule it through /api/v1/cmp/projects/{view.project}/deploy-schedules"
+                    ),
+                )
+            )
             continue
-        if declares_replicas(spec, deploy_id) and ineligible_reason(spec, view) == "unsupported_scale_for_mode":
-            out.append(FieldError(path, "unsupported_scale_for_mode", (
-                f"{view.id} is a {view.kind.value} deploy that a schedule cannot scale: "
-                f"drop \"replicas\" for it")))
+        if (
+            declares_replicas(spec, deploy_id)
+            and ineligible_reason(spec, view) == "unsupported_scale_for_mode"
+        ):
+            out.append(
+                FieldError(
+                    path,
+                    "unsupported_scale_for_mode",
+                    (
+                        f"{view.id} is a {view.kind.value} deploy that a schedule cannot scale: "
+                        f'drop "replicas" for it'
+                    ),
+                )
+            )
     return out
 
 
 def _unknown(path: str, deploy_id: str, project: str) -> FieldError:
-    return FieldError(path, "unknown_deploy", (
-        f"no deploy or endpoint '{deploy_id}' in project '{project}': "
-        "name one of the project's own deploys or endpoints"))
+    return FieldError(
+        path,
+        "unknown_deploy",
+        (
+            f"no deploy or endpoint '{deploy_id}' in project '{project}': "
+            "name one of the project's own deploys or endpoints"
+        ),
+    )
 
 
 def apply(
-    store: EngineStore, core: DeployReads, spec: Schedule, *, now: datetime, actor: str,
-    expected_version: int | None = None, source: str = "<schedule>",
+    store: EngineStore,
+    core: DeployReads,
+    spec: Schedule,
+    *,
+    now: datetime,
+    actor: str,
+    expected_version: int | None = None,
+    source: str = "<schedule>",
 ) -> ScheduleRecord:
     """Check the targets, then create or update ``spec`` (nothing is written on any problem)."""
     problems = target_problems(core, spec)
@@ -86,7 +114,12 @@ def apply(
 
 
 def delete(
-    store: EngineStore, name: str, *, now: datetime, actor: str, expected_version: int | None = None,
+    store: EngineStore,
+    name: str,
+    *,
+    now: datetime,
+    actor: str,
+    expected_version: int | None = None,
     force: bool = False,
 ) -> Deleted:
     """Delete schedule ``name`` (claims released, deploys left as they are).
@@ -103,8 +136,14 @@ def apply_now(engine: Engine, store: EngineStore, name: str, *, actor: str) -> P
     record = store.get_schedule(name)
     report = engine.run_pass(schedule=name, trigger="apply_now")
     store.add_audit(
-        at=report.at, actor=actor, action="apply_now", kind="schedule", name=name,
-        scope=record.spec.scope, version=record.version, detail=_counts(report),
+        at=report.at,
+        actor=actor,
+        action="apply_now",
+        kind="schedule",
+        name=name,
+        scope=record.spec.scope,
+        version=record.version,
+        detail=_counts(report),
     )
     return report
 
@@ -119,11 +158,22 @@ def pass_summary(report: PassReport) -> dict[str, Any]:
         "at": report.at.isoformat(),
         "gate": report.gate,
         "schedules": [
-            {"schedule": o.schedule, "version": o.version, "opened": len(o.opened), "refused": len(o.refused)}
+            {
+                "schedule": o.schedule,
+                "version": o.version,
+                "opened": len(o.opened),
+                "refused": len(o.refused),
+            }
             for o in report.schedules
         ],
         "steps": [
-            {"target": s.deploy_id, "state": s.state, "phase": s.phase, "reason": s.reason, "fix": s.fix}
+            {
+                "target": s.deploy_id,
+                "state": s.state,
+                "phase": s.phase,
+                "reason": s.reason,
+                "fix": s.fix,
+            }
             for s in report.steps
         ],
     }
@@ -134,12 +184,20 @@ def status_rows(store: EngineStore, name: str | None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for s in store.list_status(name):
         last = store.get_action(s.last_action) if s.last_action else None
-        rows.append({
-            "schedule": s.schedule, "target": s.deploy_id, "phase": s.phase, "reason": s.reason, "fix": s.fix,
-            "interval_start": s.interval_start.isoformat() if s.interval_start else None,
-            "interval_end": s.interval_end.isoformat() if s.interval_end else None,
-            "intent": s.intent,
-            "last_action": None if last is None else {"step": last.step, "state": last.state, "reason": last.reason},
-            "since": s.phase_since.isoformat(),
-        })
+        rows.append(
+            {
+                "schedule": s.schedule,
+                "target": s.deploy_id,
+                "phase": s.phase,
+                "reason": s.reason,
+                "fix": s.fix,
+                "interval_start": s.interval_start.isoformat() if s.interval_start else None,
+                "interval_end": s.interval_end.isoformat() if s.interval_end else None,
+                "intent": s.intent,
+                "last_action": None
+                if last is None
+                else {"step": last.step, "state": last.state, "reason": last.reason},
+                "since": s.phase_since.isoformat(),
+            }
+        )
     return rows

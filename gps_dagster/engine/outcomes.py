@@ -31,10 +31,21 @@ class Verdict:
     detail: dict[str, Any] | None = None
 
     def changes(self) -> dict[str, Any]:
-        return {"phase": self.phase.value, "reason": self.reason, "fix": self.fix, "detail": self.detail}
+        return {
+            "phase": self.phase.value,
+            "reason": self.reason,
+            "fix": self.fix,
+            "detail": self.detail,
+        }
 
 
-def verdict(phase: Phase, reason: str | None = None, *, extra: str = "", detail: dict[str, Any] | None = None) -> Verdict:
+def verdict(
+    phase: Phase,
+    reason: str | None = None,
+    *,
+    extra: str = "",
+    detail: dict[str, Any] | None = None,
+) -> Verdict:
     fix = fix_for(phase, reason)
     return Verdict(phase, reason or phase.value, f"{extra} — {fix}" if extra else fix, detail)
 
@@ -43,11 +54,24 @@ def from_core_error(exc: CoreError) -> Verdict:
     """The terminal verdict for a permanent refusal by the core."""
     message = str(exc)
     if isinstance(exc, QuotaRefused):
-        return verdict(Phase.QUOTA_REFUSED, extra=message, detail={"project": exc.project, "quota": exc.quota, "used": exc.used, "requested": exc.requested})
+        return verdict(
+            Phase.QUOTA_REFUSED,
+            extra=message,
+            detail={
+                "project": exc.project,
+                "quota": exc.quota,
+                "used": exc.used,
+                "requested": exc.requested,
+            },
+        )
     if isinstance(exc, BillingRefused):
         return verdict(Phase.BILLING_REFUSED, extra=message, detail={"project": exc.project})
     if isinstance(exc, AliasGuardUnavailable):
-        return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}: {message}")
+        return verdict(
+            Phase.ALIAS_BLOCKED,
+            f"alias_guard_{exc.reason}",
+            extra=f"alias guard {exc.reason}: {message}",
+        )
     if isinstance(exc, AdmissionRefused):
         if exc.reason == "reservation_overcommitted":
             return verdict(Phase.RESERVATION_OVERCOMMITTED, extra=message)

@@ -176,7 +176,13 @@ class Planner:
         candidates: list[Candidate] = []
         for target in spec.target_ids:
             cand = self._examine(
-                spec, version, target, now=now, force=force, out=out, prefetch=prefetch,
+                spec,
+                version,
+                target,
+                now=now,
+                force=force,
+                out=out,
+                prefetch=prefetch,
                 plan_at=early.get(target, now),
             )
             if cand is not None:
@@ -323,7 +329,12 @@ class Planner:
             reason=said.reason,
             fix=said.fix,
             detail=said.detail,
-            events=[{"kind": "crash_loop", "detail": {"restarts": deploy.restarts, "message": deploy.crash_loop}}],
+            events=[
+                {
+                    "kind": "crash_loop",
+                    "detail": {"restarts": deploy.restarts, "message": deploy.crash_loop},
+                }
+            ],
         )
 
     def _pinned(
@@ -369,9 +380,20 @@ class Planner:
             }
             verdict = skew.blame(**offsets, bound_s=self.max_clock_skew_s)
             self.store.add_event(
-                now, status.schedule, status.deploy_id, "clock_skew", reason=verdict.reason,
-                detail=skew.detail(verdict, schedule=status.schedule, stored=stored, now=now,
-                                   skew_s=ahead_s, bound_s=self.max_clock_skew_s, **offsets),
+                now,
+                status.schedule,
+                status.deploy_id,
+                "clock_skew",
+                reason=verdict.reason,
+                detail=skew.detail(
+                    verdict,
+                    schedule=status.schedule,
+                    stored=stored,
+                    now=now,
+                    skew_s=ahead_s,
+                    bound_s=self.max_clock_skew_s,
+                    **offsets,
+                ),
             )
         return True
 
@@ -446,7 +468,11 @@ class Planner:
         boundary = max(c.interval.start for c in cands)
         # Boundary lag (R-PASS-5): from the boundary, or from the edit that created the interval;
         # a ready-by plan from its early start (R-NEXT-1).
-        due = out.lead.early_at if out.lead is not None and out.lead.boundary == boundary else boundary
+        due = (
+            out.lead.early_at
+            if out.lead is not None and out.lead.boundary == boundary
+            else boundary
+        )
         lag = (now - max(due, since)).total_seconds() if boundary > SENTINEL_START else None
         transition = {
             "id": tid,
@@ -476,8 +502,14 @@ class Planner:
         if out.lead is None:
             return
         for target in out.lead.acquiring:
-            self.store.add_event(now, out.schedule, target, "ready_by_lead", reason="ready_by",
-                                 detail=out.lead.as_dict())
+            self.store.add_event(
+                now,
+                out.schedule,
+                target,
+                "ready_by_lead",
+                reason="ready_by",
+                detail=out.lead.as_dict(),
+            )
 
     def _step_rows(
         self, spec: Schedule, version: int, tid: str, cands: list[Candidate], now: datetime

@@ -38,7 +38,9 @@ class ReservationCheck(Protocol):
     (release-first), whose VRAM the preview must not count.
     """
 
-    def __call__(self, deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = ...) -> Verdict | None: ...
+    def __call__(
+        self, deploy: DeployView, step: PlannedStep, *, releasing: frozenset[str] = ...
+    ) -> Verdict | None: ...
 
 
 @dataclass
@@ -61,17 +63,23 @@ class QuotaLedger:
     scopes: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
-    def for_plan(cls, steps: Mapping[str, tuple[PlannedStep, Wanted, DeployView]], *, release_first: bool) -> QuotaLedger:
+    def for_plan(
+        cls, steps: Mapping[str, tuple[PlannedStep, Wanted, DeployView]], *, release_first: bool
+    ) -> QuotaLedger:
         ledger = cls()
         if not release_first:
             return ledger
-        ledger.releasing = frozenset(d for d, (step, _w, _v) in steps.items() if step.order.value == "release")
+        ledger.releasing = frozenset(
+            d for d, (step, _w, _v) in steps.items() if step.order.value == "release"
+        )
         for step, _wanted, deploy in steps.values():
             if step.order.value != "release" or deploy.project is None:
                 continue
             held = deploy.role_max if deploy.role_max is not None else deploy.desired_replicas
             groups = held if step.kind is StepKind.STOP else held - (step.replicas or held)
-            ledger.freed[deploy.project] = ledger.freed.get(deploy.project, 0) + max(groups, 0) * deploy.gpus_per_replica
+            ledger.freed[deploy.project] = (
+                ledger.freed.get(deploy.project, 0) + max(groups, 0) * deploy.gpus_per_replica
+            )
         for step, _wanted, deploy in steps.values():
             if step.order.value == "release":
                 held = deploy.role_max if deploy.role_max is not None else deploy.desired_replicas
@@ -97,7 +105,13 @@ class QuotaLedger:
             project, quota, used, requested, refused = q.project, q.quota, q.used, q.requested, None
             scope = q.scope
         except QuotaRefused as exc:
-            project, quota, used, requested, refused = exc.project, exc.quota, exc.used, exc.requested, exc
+            project, quota, used, requested, refused = (
+                exc.project,
+                exc.quota,
+                exc.used,
+                exc.requested,
+                exc,
+            )
             scope = exc.scope
         if quota is None or (scope is None and project is None):
             if refused is not None:
@@ -115,7 +129,11 @@ class QuotaLedger:
             raise QuotaRefused(
                 f"{what}: {used} GPUs held - {freed} released by the plan + {granted + requested} "
                 f"requested > quota {quota}",
-                project=project, quota=quota, used=used - freed + granted, requested=requested, scope=scope,
+                project=project,
+                quota=quota,
+                used=used - freed + granted,
+                requested=requested,
+                scope=scope,
             )
         self.granted[key] = granted + requested
 
@@ -144,9 +162,15 @@ def check_step(
             ledger.charge(core, deploy_id, step.delta_replicas if deploy_id == deploy.id else 1)
             core.check_billing(deploy_id)
         if deploy.endpoint is not None and step.kind is StepKind.START:
-            busy = [m.id for m in core.list_members(deploy.endpoint) if m.state is not DeployState.STOPPED and m.id != deploy.id]
+            busy = [
+                m.id
+                for m in core.list_members(deploy.endpoint)
+                if m.state is not DeployState.STOPPED and m.id != deploy.id
+            ]
             if busy:
-                return verdict(Phase.INELIGIBLE, "endpoint_partially_running", detail={"running_members": busy})
+                return verdict(
+                    Phase.INELIGIBLE, "endpoint_partially_running", detail={"running_members": busy}
+                )
         if reservation_check is not None:
             return reservation_check(deploy, step, releasing=ledger.releasing)
     except Transient:
@@ -161,9 +185,13 @@ def _alias(core: PreviewingReads, wanted: Wanted, deploy_id: str) -> Verdict | N
     try:
         info = core.alias_guard(deploy_id)
     except AliasGuardUnavailable as exc:
-        return verdict(Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}")
+        return verdict(
+            Phase.ALIAS_BLOCKED, f"alias_guard_{exc.reason}", extra=f"alias guard {exc.reason}"
+        )
     except CoreError as exc:  # any read error of the guard: fail closed, never "no alias"
-        return verdict(Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=f"alias guard read error: {exc}")
+        return verdict(
+            Phase.ALIAS_BLOCKED, "alias_guard_read_error", extra=f"alias guard read error: {exc}"
+        )
     if info.has_alias and not wanted.allow_downtime:
         reason, text, detail = step_rules.alias_refusal(deploy_id, info.aliases)
         return verdict(Phase.ALIAS_BLOCKED, reason, extra=text, detail=detail)

@@ -29,7 +29,9 @@ class ReadyBy:
     cap_s: float = 1800.0
     history: int = 20
 
-    def timings(self, store: HistoryStore, spec: Schedule) -> tuple[dict[str, Timing], dict[str, Timing]]:
+    def timings(
+        self, store: HistoryStore, spec: Schedule
+    ) -> tuple[dict[str, Timing], dict[str, Timing]]:
         """Learned start and stop times of the schedule's targets (p90 of the last N, or the default)."""
         ids = list(spec.target_ids)
         starts = store.start_durations(ids, self.history)
@@ -44,7 +46,9 @@ class ReadyBy:
         starts, stops = self.timings(store, spec)
         return ReadyByTimings(starts, stops, self.cap_s)
 
-    def early(self, store: HistoryStore, spec: Schedule, now: datetime) -> tuple[dict[str, datetime], Lead | None]:
+    def early(
+        self, store: HistoryStore, spec: Schedule, now: datetime
+    ) -> tuple[dict[str, datetime], Lead | None]:
         """Targets to plan as of their boundary now, and the lead (nothing without ready_by)."""
         if not any(spec.is_ready_by(t) for t in spec.target_ids):
             return {}, None

@@ -55,7 +55,9 @@ Plan = tuple[TransitionRow, list[ActionRow]]
 class StepBatch(BatchRunner):
     """Given steps of one order (a batch op's releases, or its acquires), moved together."""
 
-    def execute(self, step_ids: Sequence[str], *, fresh: set[str] | None = None) -> list[StepOutcome]:
+    def execute(
+        self, step_ids: Sequence[str], *, fresh: set[str] | None = None
+    ) -> list[StepOutcome]:
         """The outcome of each of ``step_ids``, in that order; never raises for a step.
 
         ``fresh``: plans the caller's own pass opened and preflighted moments ago; their

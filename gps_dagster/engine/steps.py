@@ -212,9 +212,15 @@ class StepRunner:
     def _prerequisite(self, a: ActionRow) -> StepOutcome | None:
         tr = self.store.get_transition(a.transition_id)
         first = first_order(tr.order if tr is not None else None)
-        before = [] if a.order == first else [  # the plan's first half (read only when asked)
-            x for x in self.store.list_actions(transition_id=a.transition_id) if x.order == first
-        ]
+        before = (
+            []
+            if a.order == first
+            else [  # the plan's first half (read only when asked)
+                x
+                for x in self.store.list_actions(transition_id=a.transition_id)
+                if x.order == first
+            ]
+        )
         move = step_rules.may_move(a.order, first, [x.state for x in before])
         if move.verdict == "broken" and move.index is not None:
             return self.endings.cancel(a, before[move.index])
@@ -355,7 +361,9 @@ class StepRunner:
             ops = self._call_core(a)
         except Exception as exc:
             return self.submit_failed(a, exc)
-        self.store.write_steps([accepted_write(a, ops, status, self.config, now, resubmit)], now=now)
+        self.store.write_steps(
+            [accepted_write(a, ops, status, self.config, now, resubmit)], now=now
+        )
         return self._outcome(a, "accepted")
 
     def submit_failed(self, a: ActionRow, exc: Exception) -> StepOutcome:

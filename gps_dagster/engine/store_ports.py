@@ -53,7 +53,9 @@ from gps_dagster.store.shapes import (
 class ScheduleStore(Protocol):
     def get_schedule(self, name: str) -> ScheduleRecord: ...
     def list_schedules(self) -> list[ScheduleRecord]: ...
-    def page_schedules(self, after: str | None, limit: int, *, scope: str | None = ...) -> list[ScheduleRecord]: ...
+    def page_schedules(
+        self, after: str | None, limit: int, *, scope: str | None = ...
+    ) -> list[ScheduleRecord]: ...
     def schedules_named(self, names: Sequence[str]) -> list[ScheduleRecord]: ...
     def schedule_state(self, name: str) -> tuple[int, bool] | None: ...
     def schedule_states(self, names: Sequence[str]) -> dict[str, tuple[int, bool]]: ...
@@ -61,7 +63,12 @@ class ScheduleStore(Protocol):
         self, spec: Schedule, *, now: datetime, actor: str = ..., expected_version: int | None = ...
     ) -> ScheduleRecord: ...
     def delete_schedule(
-        self, name: str, *, now: datetime, actor: str = ..., expected_version: int | None = ...,
+        self,
+        name: str,
+        *,
+        now: datetime,
+        actor: str = ...,
+        expected_version: int | None = ...,
         force: bool = ...,
     ) -> Deleted: ...
     def get_gate(self) -> str: ...
@@ -73,39 +80,65 @@ class ScheduleStore(Protocol):
 
 class PlanStore(Protocol):
     def open_transition(
-        self, transition: Mapping[str, Any], steps: Sequence[Mapping[str, Any]],
-        updates: list[tuple[TargetStatusRow, dict[str, Any]]], *, now: datetime, supersede: Sequence[str] = ...,
+        self,
+        transition: Mapping[str, Any],
+        steps: Sequence[Mapping[str, Any]],
+        updates: list[tuple[TargetStatusRow, dict[str, Any]]],
+        *,
+        now: datetime,
+        supersede: Sequence[str] = ...,
     ) -> bool: ...
     def open_many(self, drafts: Sequence[Draft], *, now: datetime) -> set[str]: ...
-    def open_plans(self, schedules: Sequence[str]) -> list[tuple[TransitionRow, list[ActionRow]]]: ...
+    def open_plans(
+        self, schedules: Sequence[str]
+    ) -> list[tuple[TransitionRow, list[ActionRow]]]: ...
     def get_transition(self, transition_id: str) -> TransitionRow | None: ...
     def list_transitions(
         self, schedule: str | None = ..., *, states: Iterable[str] | None = ...
     ) -> list[TransitionRow]: ...
     def list_actions(
-        self, *, transition_id: str | None = ..., schedule: str | None = ..., deploy_id: str | None = ...,
-        states: Iterable[str] | None = ..., schedules: Sequence[str] | None = ...,
+        self,
+        *,
+        transition_id: str | None = ...,
+        schedule: str | None = ...,
+        deploy_id: str | None = ...,
+        states: Iterable[str] | None = ...,
+        schedules: Sequence[str] | None = ...,
     ) -> list[ActionRow]: ...
     def get_action(self, action_id: str) -> ActionRow | None: ...
     def actions_by_id(self, ids: Sequence[str]) -> dict[str, ActionRow]: ...
     def write_steps(self, writes: Sequence[StepWrite], *, now: datetime) -> bool: ...
     def write_each(self, writes: Sequence[StepWrite], *, now: datetime) -> dict[str, str]: ...
-    def update_action(self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any) -> bool: ...
+    def update_action(
+        self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any
+    ) -> bool: ...
 
 
 class StatusStore(Protocol):
     def ensure_status(
         self, schedule: str, deploy_id: str, *, schedule_version: int, now: datetime
     ) -> TargetStatusRow: ...
-    def ensure_statuses(self, targets: Sequence[tuple[str, str, int]], *, now: datetime) -> None: ...
+    def ensure_statuses(
+        self, targets: Sequence[tuple[str, str, int]], *, now: datetime
+    ) -> None: ...
     def get_status(self, schedule: str, deploy_id: str) -> TargetStatusRow | None: ...
     def list_status(self, schedule: str | None = ...) -> list[TargetStatusRow]: ...
     def statuses_for(self, schedules: Sequence[str]) -> dict[tuple[str, str], TargetStatusRow]: ...
     def cas_status(
-        self, seen: TargetStatusRow, *, now: datetime, events: Iterable[Mapping[str, Any]] = ..., **changes: Any
+        self,
+        seen: TargetStatusRow,
+        *,
+        now: datetime,
+        events: Iterable[Mapping[str, Any]] = ...,
+        **changes: Any,
     ) -> TargetStatusRow | None: ...
     def fence(
-        self, action: ActionRow, seen: TargetStatusRow, *, now: datetime, status_changes: dict[str, Any],
+        self,
+        action: ActionRow,
+        seen: TargetStatusRow,
+        *,
+        now: datetime,
+        status_changes: dict[str, Any],
         expect_states: Iterable[str] = ...,
     ) -> FenceResult: ...
     def fence_check(self, action: ActionRow) -> str | None: ...
@@ -115,8 +148,12 @@ class StatusStore(Protocol):
 
 
 class DueIndex(Protocol):
-    def claim_due(self, *, holder: str, now: datetime, limit: int, lease_s: float) -> list[DueClaim]: ...
-    def claimed_elsewhere_in_flight(self, *, holder: str, now: datetime, limit: int) -> list[str]: ...
+    def claim_due(
+        self, *, holder: str, now: datetime, limit: int, lease_s: float
+    ) -> list[DueClaim]: ...
+    def claimed_elsewhere_in_flight(
+        self, *, holder: str, now: datetime, limit: int
+    ) -> list[str]: ...
     def due_names(self, now: datetime, limit: int) -> list[str]: ...
     def due_rows(self, names: Sequence[str]) -> dict[str, DueClaim]: ...
     def finish_due(self, visited: Iterable[NextDue], *, holder: str) -> None: ...
@@ -128,10 +165,20 @@ class DueIndex(Protocol):
 
 
 class EventLog(Protocol):
-    def add_event(self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any) -> None: ...
+    def add_event(
+        self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any
+    ) -> None: ...
     def add_audit(
-        self, *, at: datetime, actor: str, action: str, kind: str, name: str, scope: str | None = ...,
-        version: int | None = ..., detail: dict[str, Any] | None = ...,
+        self,
+        *,
+        at: datetime,
+        actor: str,
+        action: str,
+        kind: str,
+        name: str,
+        scope: str | None = ...,
+        version: int | None = ...,
+        detail: dict[str, Any] | None = ...,
     ) -> None: ...
 
 
@@ -161,7 +208,9 @@ class StepStore(PlanStore, StatusStore, ScheduleStore, Protocol):
     """What running a step needs: its plan, its target's status and fence, its schedule."""
 
 
-class PlannerStore(PlanStore, StatusStore, PinStore, EventLog, HistoryStore, ScheduleStore, Protocol):
+class PlannerStore(
+    PlanStore, StatusStore, PinStore, EventLog, HistoryStore, ScheduleStore, Protocol
+):
     """What opening a plan needs: statuses, plans, pins, events, learned durations, the database's clock."""
 
 

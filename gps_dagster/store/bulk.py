@@ -144,9 +144,7 @@ def insert_events(conn: Connection, events: Sequence[Mapping[str, Any]]) -> None
         conn.execute(t.events.insert(), [dict(e) for e in part])
 
 
-def apply_writes(
-    conn: Connection, writes: Sequence[StepWrite], now: datetime
-) -> dict[str, str]:
+def apply_writes(conn: Connection, writes: Sequence[StepWrite], now: datetime) -> dict[str, str]:
     """Apply independent step writes; returns the moved steps (id -> transition id).
 
     Each write is what ``plans._write_step`` does for it alone: the step moves only from one
@@ -158,8 +156,15 @@ def apply_writes(
     ids = sorted({w.action_id for w in writes})
     rows: dict[str, Any] = {}
     for part in chunks(ids):
-        query = sa.select(a.c.id, a.c.state, a.c.schedule_name, a.c.deploy_id,
-                          a.c.transition_id, a.c.step, a.c.reason)
+        query = sa.select(
+            a.c.id,
+            a.c.state,
+            a.c.schedule_name,
+            a.c.deploy_id,
+            a.c.transition_id,
+            a.c.step,
+            a.c.reason,
+        )
         query = query.where(a.c.id.in_(list(part))).order_by(a.c.id).with_for_update()
         rows.update({r.id: SimpleNamespace(**r._mapping) for r in conn.execute(query)})
     moved: list[tuple[StepWrite, Any]] = []
@@ -167,11 +172,14 @@ def apply_writes(
         row = rows.get(w.action_id)
         if row is not None and row.state in w.expect:
             moved.append((w, row))
-            rows[w.action_id] = SimpleNamespace(**{**vars(row), "state": w.changes.get("state", row.state)})
+            rows[w.action_id] = SimpleNamespace(
+                **{**vars(row), "state": w.changes.get("state", row.state)}
+            )
     if not moved:
         return {}
-    update_rows(conn, a, ("id",), [{"id": w.action_id, "updated_at": now, **w.changes}
-                                   for w, _ in moved])
+    update_rows(
+        conn, a, ("id",), [{"id": w.action_id, "updated_at": now, **w.changes} for w, _ in moved]
+    )
     current = lock_statuses(
         conn, [(r.schedule_name, r.deploy_id) for w, r in moved if w.status is not None]
     )
@@ -193,14 +201,25 @@ def apply_writes(
             events += evs
             continue
         events += [
-            event_values(None, now, ev["kind"], ev.get("phase"), ev.get("reason"), ev.get("detail"),
-                   schedule=r.schedule_name, deploy_id=r.deploy_id)
+            event_values(
+                None,
+                now,
+                ev["kind"],
+                ev.get("phase"),
+                ev.get("reason"),
+                ev.get("detail"),
+                schedule=r.schedule_name,
+                deploy_id=r.deploy_id,
+            )
             for ev in w.events
         ]
     update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
     insert_events(conn, events)
-    finished = [(r.step, w.changes["state"], w.changes.get("reason", r.reason))
-                for w, r in moved if w.changes.get("state") in FINISHED]
+    finished = [
+        (r.step, w.changes["state"], w.changes.get("reason", r.reason))
+        for w, r in moved
+        if w.changes.get("state") in FINISHED
+    ]
     metric_totals.count_finished(conn, finished)
     close(conn, {str(r.transition_id) for w, r in moved if w.changes.get("state") in FINISHED})
     metric_totals.flush(conn)
@@ -215,8 +234,9 @@ def close(conn: Connection, transition_ids: Iterable[str]) -> None:
     a, tr = t.actions, t.transitions
     states: dict[str, list[str]] = {}
     for part in chunks(ids):
-        rows = conn.execute(sa.select(a.c.transition_id, a.c.state).where(
-            a.c.transition_id.in_(list(part))))
+        rows = conn.execute(
+            sa.select(a.c.transition_id, a.c.state).where(a.c.transition_id.in_(list(part)))
+        )
         for tid, state in rows:
             states.setdefault(tid, []).append(state)
     by_state: dict[str, list[str]] = {}
@@ -226,8 +246,11 @@ def close(conn: Connection, transition_ids: Iterable[str]) -> None:
             by_state.setdefault(closed, []).append(tid)
     for closed, tids in sorted(by_state.items()):
         for part in chunks(tids):
-            conn.execute(tr.update().where(tr.c.id.in_(list(part)), tr.c.state == "open")
-                         .values(state=closed))
+            conn.execute(
+                tr.update()
+                .where(tr.c.id.in_(list(part)), tr.c.state == "open")
+                .values(state=closed)
+            )
 
 
 def fence_many(
@@ -246,8 +269,9 @@ def fence_many(
     scheds: dict[str, Any] = {}
     for part in chunks(names):
         query = sa.select(s.c.name, s.c.version, s.c.enabled).where(s.c.name.in_(list(part)))
-        scheds.update({r.name: r for r in conn.execute(query.order_by(s.c.name)
-                                                     .with_for_update(read=True))})
+        scheds.update(
+            {r.name: r for r in conn.execute(query.order_by(s.c.name).with_for_update(read=True))}
+        )
     gate = conn.execute(
         sa.select(t.control.c.value).where(t.control.c.key == "execution")
     ).scalar_one_or_none()
@@ -277,7 +301,9 @@ def fence_many(
     won: list[str] = []
     for x, seen, changes in passing:
         key = (x.schedule, x.deploy_id)
-        if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(current.get(key), seen):
+        if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(
+            current.get(key), seen
+        ):
             out[x.id] = Fenced(False, "lost_race")
             continue
         values, current[key], evs = status_move(seen, now, {**changes, "last_action_id": x.id})
@@ -286,13 +312,14 @@ def fence_many(
         won.append(x.id)
         out[x.id] = Fenced(True, None, current[key])
     for part in chunks(won):
-        conn.execute(a.update().where(a.c.id.in_(list(part)))
-                     .values(state="submitting", submitted_at=now, updated_at=now))
+        conn.execute(
+            a.update()
+            .where(a.c.id.in_(list(part)))
+            .values(state="submitting", submitted_at=now, updated_at=now)
+        )
     update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
     insert_events(conn, events)
     return out
-
-
 
 
 def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[str]:
@@ -314,8 +341,10 @@ def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[s
         if str(d.transition["id"]) in existing:
             continue
         cur = [current.get((seen.schedule, seen.deploy_id)) for seen, _ in d.updates]
-        if all(same_row(c, seen) and forward_ok(c, ch)  # type: ignore[arg-type]
-               for c, (seen, ch) in zip(cur, d.updates, strict=True)):
+        if all(
+            same_row(c, seen) and forward_ok(c, ch)  # type: ignore[arg-type]
+            for c, (seen, ch) in zip(cur, d.updates, strict=True)
+        ):
             winners.append(d)
             existing.add(str(d.transition["id"]))
     if not winners:

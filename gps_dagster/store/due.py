@@ -180,13 +180,16 @@ class DueMixin:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(
-                    d.c.name, d.c.version, d.c.revision, d.c.due_at, d.c.claimed_by,
+                    d.c.name,
+                    d.c.version,
+                    d.c.revision,
+                    d.c.due_at,
+                    d.c.claimed_by,
                     d.c.claimed_until,
                 ).where(d.c.name.in_(list(names)))
             ).all()
         return {
-            r.name: DueClaim(r.name, r.version, r.revision, r.due_at, r.claimed_by,
-                             r.claimed_until)
+            r.name: DueClaim(r.name, r.version, r.revision, r.due_at, r.claimed_by, r.claimed_until)
             for r in rows
         }
 
@@ -257,9 +260,7 @@ class DueMixin:
 
     def due_at(self, name: str) -> datetime | None:
         with self.engine.connect() as conn:
-            return conn.execute(
-                sa.select(d.c.due_at).where(d.c.name == name)
-            ).scalar_one_or_none()
+            return conn.execute(sa.select(d.c.due_at).where(d.c.name == name)).scalar_one_or_none()
 
 
 def _finish(conn: Connection, items: Sequence[NextDue], holder: str) -> None:
@@ -267,7 +268,9 @@ def _finish(conn: Connection, items: Sequence[NextDue], holder: str) -> None:
     if conn.dialect.name != "postgresql":
         for v in items:  # SQLite: in-process, a statement per row costs microseconds
             conn.execute(
-                d.update().where(d.c.name == v.name, d.c.revision == v.revision).values(due_at=v.due_at)
+                d.update()
+                .where(d.c.name == v.name, d.c.revision == v.revision)
+                .values(due_at=v.due_at)
             )
         conn.execute(
             d.update()
@@ -276,7 +279,9 @@ def _finish(conn: Connection, items: Sequence[NextDue], holder: str) -> None:
         )
         return
     rows = sa.values(
-        sa.column("n", sa.String), sa.column("r", sa.Integer), sa.column("at", d.c.due_at.type),
+        sa.column("n", sa.String),
+        sa.column("r", sa.Integer),
+        sa.column("at", d.c.due_at.type),
         name="v",
     ).data([(v.name, v.revision, v.due_at) for v in items])
     mine = d.c.claimed_by == holder

@@ -125,7 +125,7 @@ class VersionMismatch(StoreError):
         self.name, self.expected, self.actual = name, expected, actual
         super().__init__(
             f"schedule '{name}' is at version {actual}, not {expected}",
-            fix=f"re-read the schedule and retry with If-Match: \"{actual}\" if the change still applies",
+            fix=f're-read the schedule and retry with If-Match: "{actual}" if the change still applies',
         )
 
 

@@ -34,8 +34,18 @@ from gps_dagster.store.shapes import (
 )
 
 __all__ = [
-    "ACTIONS", "LAG_BUCKET", "LAG_BUCKETS", "LAG_COUNT", "LAG_SUM", "add", "count_finished",
-    "count_lags", "finished_deltas", "flush", "lag_deltas", "read",
+    "ACTIONS",
+    "LAG_BUCKET",
+    "LAG_BUCKETS",
+    "LAG_COUNT",
+    "LAG_SUM",
+    "add",
+    "count_finished",
+    "count_lags",
+    "finished_deltas",
+    "flush",
+    "lag_deltas",
+    "read",
 ]
 
 Key = tuple[str, str]
@@ -71,7 +81,8 @@ def flush(conn: Connection) -> None:
         stmt = insert(m).values(metric=metric, labels=labels, value=float(delta))
         conn.execute(
             stmt.on_conflict_do_update(
-                index_elements=[m.c.metric, m.c.labels], set_={"value": m.c.value + stmt.excluded.value}
+                index_elements=[m.c.metric, m.c.labels],
+                set_={"value": m.c.value + stmt.excluded.value},
             )
         )
 

@@ -79,12 +79,22 @@ class PinsMixin:
             detail = {"forgotten": row.instance}
             conn.execute(
                 t.events.insert().values(
-                    at=now, schedule_name=schedule, deploy_id=deploy_id, kind="target_reclaimed",
+                    at=now,
+                    schedule_name=schedule,
+                    deploy_id=deploy_id,
+                    kind="target_reclaimed",
                     detail=detail,
                 )
             )
-            audit.record(conn, at=now, actor=actor, action="target_reclaimed", kind="schedule",
-                         name=schedule, detail={"deploy_id": deploy_id, **detail})
+            audit.record(
+                conn,
+                at=now,
+                actor=actor,
+                action="target_reclaimed",
+                kind="schedule",
+                name=schedule,
+                detail={"deploy_id": deploy_id, **detail},
+            )
             d = schedule_due.c
             conn.execute(
                 schedule_due.update()

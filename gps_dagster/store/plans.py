@@ -94,9 +94,7 @@ class PlansMixin:
             return False
         return True
 
-    def open_plans(
-        self, schedules: Sequence[str]
-    ) -> list[tuple[TransitionRow, list[ActionRow]]]:
+    def open_plans(self, schedules: Sequence[str]) -> list[tuple[TransitionRow, list[ActionRow]]]:
         """The open plans of these schedules with all their steps (two indexed reads)."""
         tr, a = t.transitions, t.actions
         plans: dict[str, TransitionRow] = {}
@@ -252,7 +250,10 @@ def _supersede(
         a.c.transition_id != keep,
     )
     rows = conn.execute(
-        sa.select(a.c.id, a.c.transition_id, a.c.step).where(*where).order_by(a.c.id).with_for_update()
+        sa.select(a.c.id, a.c.transition_id, a.c.step)
+        .where(*where)
+        .order_by(a.c.id)
+        .with_for_update()
     ).all()
     older = {r.transition_id for r in rows}
     if not older:

@@ -100,7 +100,11 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
     # -- schedules ---------------------------------------------------------
 
     def apply_schedule(
-        self, spec: Schedule, *, now: datetime, actor: str = audit.SYSTEM_ACTOR,
+        self,
+        spec: Schedule,
+        *,
+        now: datetime,
+        actor: str = audit.SYSTEM_ACTOR,
         expected_version: int | None = None,
     ) -> ScheduleRecord:
         """Create or update ``spec``; claims its targets; bumps the version (R-MODEL-8).
@@ -113,15 +117,21 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
         with self.begin() as conn:
             row = conn.execute(
                 sa.select(
-                    t.schedules.c.version, t.schedules.c.created_at, t.schedules.c.updated_at,
-                    t.schedules.c.document, t.schedules.c.scope, t.schedules.c.enabled,
+                    t.schedules.c.version,
+                    t.schedules.c.created_at,
+                    t.schedules.c.updated_at,
+                    t.schedules.c.document,
+                    t.schedules.c.scope,
+                    t.schedules.c.enabled,
                 )
                 .where(t.schedules.c.name == spec.name)
                 .with_for_update()
             ).first()
             check_expected(spec.name, row.version if row is not None else None, expected_version)
             if row is not None and (row.document, row.scope, row.enabled) == (
-                doc, spec.scope, spec.enabled
+                doc,
+                spec.scope,
+                spec.enabled,
             ):  # the same document again: nothing changed, so the version stays (R-MODEL-8)
                 return ScheduleRecord(
                     spec.name, row.version, spec, spec.enabled, row.created_at, row.updated_at
@@ -132,37 +142,61 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
                     with conn.begin_nested():
                         conn.execute(
                             t.schedules.insert().values(
-                                name=spec.name, version=version, scope=spec.scope, enabled=spec.enabled,
-                                document=doc, created_at=now, updated_at=now,
+                                name=spec.name,
+                                version=version,
+                                scope=spec.scope,
+                                enabled=spec.enabled,
+                                document=doc,
+                                created_at=now,
+                                updated_at=now,
                             )
                         )
                 except IntegrityError:  # a concurrent create committed first (PostgreSQL)
-                    lost = ScheduleExists if expected_version == MUST_NOT_EXIST else ScheduleConflict
+                    lost = (
+                        ScheduleExists if expected_version == MUST_NOT_EXIST else ScheduleConflict
+                    )
                     raise lost(spec.name) from None
             else:
                 version, created = row.version + 1, row.created_at
                 conn.execute(
                     t.schedules.update()
                     .where(t.schedules.c.name == spec.name)
-                    .values(version=version, scope=spec.scope, enabled=spec.enabled, document=doc, updated_at=now)
+                    .values(
+                        version=version,
+                        scope=spec.scope,
+                        enabled=spec.enabled,
+                        document=doc,
+                        updated_at=now,
+                    )
                 )
             self._claim(conn, spec, now)
             due.mark_due(conn, spec.name, version, doc, now)  # a new version is planned at once
             self._event(conn, now, spec.name, None, "schedule_applied", detail={"version": version})
-            audit.record(conn, at=now, actor=actor, action="schedule_created" if version == 1 else "schedule_replaced",
-                         kind="schedule", name=spec.name, scope=spec.scope, version=version)
+            audit.record(
+                conn,
+                at=now,
+                actor=actor,
+                action="schedule_created" if version == 1 else "schedule_replaced",
+                kind="schedule",
+                name=spec.name,
+                scope=spec.scope,
+                version=version,
+            )
         return ScheduleRecord(spec.name, version, spec, spec.enabled, created, now)
 
     def _claim(self, conn: Connection, spec: Schedule, now: datetime) -> None:
         wanted = list(spec.target_ids)
         conn.execute(
             t.target_claims.delete().where(
-                t.target_claims.c.schedule_name == spec.name, t.target_claims.c.deploy_id.not_in(wanted)
+                t.target_claims.c.schedule_name == spec.name,
+                t.target_claims.c.deploy_id.not_in(wanted),
             )
         )
         held = set(
             conn.execute(
-                sa.select(t.target_claims.c.deploy_id).where(t.target_claims.c.schedule_name == spec.name)
+                sa.select(t.target_claims.c.deploy_id).where(
+                    t.target_claims.c.schedule_name == spec.name
+                )
             ).scalars()
         )
         for index, deploy_id in enumerate(wanted):
@@ -171,16 +205,23 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
             try:
                 with conn.begin_nested():
                     conn.execute(
-                        t.target_claims.insert().values(deploy_id=deploy_id, schedule_name=spec.name, claimed_at=now)
+                        t.target_claims.insert().values(
+                            deploy_id=deploy_id, schedule_name=spec.name, claimed_at=now
+                        )
                     )
             except IntegrityError:
                 owner = conn.execute(
-                    sa.select(t.target_claims.c.schedule_name).where(t.target_claims.c.deploy_id == deploy_id)
+                    sa.select(t.target_claims.c.schedule_name).where(
+                        t.target_claims.c.deploy_id == deploy_id
+                    )
                 ).scalar_one_or_none()
-                raise TargetOwned(deploy_id, owner or "<unknown>", f"targets[{index}].model_deploy_id") from None
+                raise TargetOwned(
+                    deploy_id, owner or "<unknown>", f"targets[{index}].model_deploy_id"
+                ) from None
         conn.execute(
             t.target_status.delete().where(
-                t.target_status.c.schedule_name == spec.name, t.target_status.c.deploy_id.not_in(wanted)
+                t.target_status.c.schedule_name == spec.name,
+                t.target_status.c.deploy_id.not_in(wanted),
             )
         )
 
@@ -199,12 +240,20 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
         """
         s = t.schedules.c
         with self.engine.connect() as conn:
-            if conn.execute(sa.select(s.name).where(s.name == name)).first() is not None or "/" in name:
+            if (
+                conn.execute(sa.select(s.name).where(s.name == name)).first() is not None
+                or "/" in name
+            ):
                 return name
             like = "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            found = list(conn.execute(
-                sa.select(s.name).where(s.name.like(like, escape="\\")).order_by(s.name).limit(10)
-            ).scalars())
+            found = list(
+                conn.execute(
+                    sa.select(s.name)
+                    .where(s.name.like(like, escape="\\"))
+                    .order_by(s.name)
+                    .limit(10)
+                ).scalars()
+            )
         if len(found) > 1:
             raise AmbiguousScheduleName(name, found)
         return found[0] if found else name
@@ -219,7 +268,9 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
         """(version, enabled) of a schedule without parsing its document; None when absent."""
         with self.engine.connect() as conn:
             row = conn.execute(
-                sa.select(t.schedules.c.version, t.schedules.c.enabled).where(t.schedules.c.name == name)
+                sa.select(t.schedules.c.version, t.schedules.c.enabled).where(
+                    t.schedules.c.name == name
+                )
             ).first()
         return None if row is None else (int(row.version), bool(row.enabled))
 
@@ -230,7 +281,9 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
         with self.engine.connect() as conn:
             for i in range(0, len(names), 1000):
                 chunk = list(names[i : i + 1000])
-                rows = conn.execute(sa.select(s.c.name, s.c.version, s.c.enabled).where(s.c.name.in_(chunk)))
+                rows = conn.execute(
+                    sa.select(s.c.name, s.c.version, s.c.enabled).where(s.c.name.in_(chunk))
+                )
                 out.update({r.name: (int(r.version), bool(r.enabled)) for r in rows})
         return out
 
@@ -246,7 +299,9 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
                 out += specs.load(conn, t.schedules.c.name.in_(list(names[i : i + 1000])))
         return sorted(out, key=lambda r: r.name)
 
-    def page_schedules(self, after: str | None, limit: int, *, scope: str | None = None) -> list[ScheduleRecord]:
+    def page_schedules(
+        self, after: str | None, limit: int, *, scope: str | None = None
+    ) -> list[ScheduleRecord]:
         """Schedules named after ``after`` in name order: the durable-cursor page (R-PASS-3).
 
         ``scope`` keeps only the schedules of one scope (an API surface's page).
@@ -297,12 +352,17 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
             ending = conn.execute(
                 sa.select(a.c.step).where(a.c.schedule_name == name, a.c.state.in_(states))
             ).scalars()
-            metric_totals.count_finished(conn, [(step, "cancelled", "schedule_deleted") for step in ending])
+            metric_totals.count_finished(
+                conn, [(step, "cancelled", "schedule_deleted") for step in ending]
+            )
             conn.execute(
                 a.update()
                 .where(a.c.schedule_name == name, a.c.state.in_(states))
                 .values(
-                    state="cancelled", reason="schedule_deleted", finished_at=now, updated_at=now,
+                    state="cancelled",
+                    reason="schedule_deleted",
+                    finished_at=now,
+                    updated_at=now,
                     fix="the schedule was deleted; the deploy is left as it is",
                 )
             )
@@ -323,17 +383,33 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
             conn.execute(t.schedules.delete().where(t.schedules.c.name == name))
             conn.execute(t.target_claims.delete().where(t.target_claims.c.schedule_name == name))
             conn.execute(t.target_status.delete().where(t.target_status.c.schedule_name == name))
-            self._event(conn, now, name, None, "schedule_deleted",
-                        detail={"forced": force, "abandoned": abandoned})
+            self._event(
+                conn,
+                now,
+                name,
+                None,
+                "schedule_deleted",
+                detail={"forced": force, "abandoned": abandoned},
+            )
             metric_totals.flush(conn)
-            audit.record(conn, at=now, actor=actor, action="schedule_deleted", kind="schedule",
-                         name=name, scope=row.scope, version=row.version)
+            audit.record(
+                conn,
+                at=now,
+                actor=actor,
+                action="schedule_deleted",
+                kind="schedule",
+                name=name,
+                scope=row.scope,
+                version=row.version,
+            )
         return Deleted(int(row.version), abandoned)
 
     def owner_of(self, deploy_id: str) -> str | None:
         with self.engine.connect() as conn:
             return conn.execute(
-                sa.select(t.target_claims.c.schedule_name).where(t.target_claims.c.deploy_id == deploy_id)
+                sa.select(t.target_claims.c.schedule_name).where(
+                    t.target_claims.c.deploy_id == deploy_id
+                )
             ).scalar_one_or_none()
 
     # -- control: gate and cursor -------------------------------------------
@@ -360,7 +436,9 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
 
     def _get_control(self, key: str) -> str | None:
         with self.engine.connect() as conn:
-            return conn.execute(sa.select(t.control.c.value).where(t.control.c.key == key)).scalar_one_or_none()
+            return conn.execute(
+                sa.select(t.control.c.value).where(t.control.c.key == key)
+            ).scalar_one_or_none()
 
     def _set_control(self, key: str, value: str, now: datetime) -> None:
         with self.begin() as conn:
@@ -376,45 +454,90 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
                 with conn.begin_nested():
                     conn.execute(t.control.insert().values(key=key, value=value, updated_at=now))
             except IntegrityError:
-                conn.execute(t.control.update().where(t.control.c.key == key).values(value=value, updated_at=now))
+                conn.execute(
+                    t.control.update()
+                    .where(t.control.c.key == key)
+                    .values(value=value, updated_at=now)
+                )
 
     # -- events --------------------------------------------------------------
 
-    def add_event(self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any) -> None:
+    def add_event(
+        self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any
+    ) -> None:
         with self.begin() as conn:
             self._event(conn, at, schedule, deploy_id, kind, **kw)
 
     @staticmethod
     def _event(
-        conn: Connection, at: datetime, schedule: str | None, deploy_id: str | None, kind: str,
-        *, phase: str | None = None, reason: str | None = None, detail: dict[str, Any] | None = None,
+        conn: Connection,
+        at: datetime,
+        schedule: str | None,
+        deploy_id: str | None,
+        kind: str,
+        *,
+        phase: str | None = None,
+        reason: str | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         conn.execute(
             t.events.insert().values(
-                at=at, schedule_name=schedule, deploy_id=deploy_id, kind=kind, phase=phase, reason=reason, detail=detail
+                at=at,
+                schedule_name=schedule,
+                deploy_id=deploy_id,
+                kind=kind,
+                phase=phase,
+                reason=reason,
+                detail=detail,
             )
         )
 
-    def list_events(self, schedule: str | None = None, *, after_id: int = 0, limit: int = 100) -> list[EventRow]:
-        query = sa.select(t.events).where(t.events.c.id > after_id).order_by(t.events.c.id).limit(limit)
+    def list_events(
+        self, schedule: str | None = None, *, after_id: int = 0, limit: int = 100
+    ) -> list[EventRow]:
+        query = (
+            sa.select(t.events).where(t.events.c.id > after_id).order_by(t.events.c.id).limit(limit)
+        )
         if schedule is not None:
             query = query.where(t.events.c.schedule_name == schedule)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        return [EventRow(r.id, r.at, r.schedule_name, r.deploy_id, r.kind, r.phase, r.reason, r.detail) for r in rows]
+        return [
+            EventRow(r.id, r.at, r.schedule_name, r.deploy_id, r.kind, r.phase, r.reason, r.detail)
+            for r in rows
+        ]
 
     # -- audit log ---------------------------------------------------------------
 
     def add_audit(
-        self, *, at: datetime, actor: str, action: str, kind: str, name: str,
-        scope: str | None = None, version: int | None = None, detail: dict[str, Any] | None = None,
+        self,
+        *,
+        at: datetime,
+        actor: str,
+        action: str,
+        kind: str,
+        name: str,
+        scope: str | None = None,
+        version: int | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         """Record a write that is not one store transaction (an apply-now pass)."""
         with self.begin() as conn:
-            audit.record(conn, at=at, actor=actor, action=action, kind=kind, name=name,
-                         scope=scope, version=version, detail=detail)
+            audit.record(
+                conn,
+                at=at,
+                actor=actor,
+                action=action,
+                kind=kind,
+                name=name,
+                scope=scope,
+                version=version,
+                detail=detail,
+            )
 
-    def list_audit(self, *, after_id: int = 0, limit: int = 100, name: str | None = None) -> list[audit.AuditRow]:
+    def list_audit(
+        self, *, after_id: int = 0, limit: int = 100, name: str | None = None
+    ) -> list[audit.AuditRow]:
         return audit.page(self.engine, after_id=after_id, limit=limit, name=name)
 
     # -- apply-now requests ------------------------------------------------------
@@ -423,7 +546,9 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
         self.get_schedule(name)
         with self.begin() as conn:
             result = conn.execute(
-                t.apply_now_requests.insert().values(schedule_name=name, actor=actor, requested_at=now, state="pending")
+                t.apply_now_requests.insert().values(
+                    schedule_name=name, actor=actor, requested_at=now, state="pending"
+                )
             )
             key = result.inserted_primary_key
             assert key is not None
@@ -437,16 +562,23 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
 
     def get_apply_now(self, request_id: int) -> ApplyNowRequest:
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(t.apply_now_requests).where(t.apply_now_requests.c.id == request_id)).one()
+            row = conn.execute(
+                sa.select(t.apply_now_requests).where(t.apply_now_requests.c.id == request_id)
+            ).one()
         return _request(row)
 
-    def finish_apply_now(self, request_id: int, *, result: str, now: datetime, state: str = "done") -> bool:
+    def finish_apply_now(
+        self, request_id: int, *, result: str, now: datetime, state: str = "done"
+    ) -> bool:
         """Mark a pending request handled; False when another worker already did."""
         with self.begin() as conn:
             return bool(
                 conn.execute(
                     t.apply_now_requests.update()
-                    .where(t.apply_now_requests.c.id == request_id, t.apply_now_requests.c.state == "pending")
+                    .where(
+                        t.apply_now_requests.c.id == request_id,
+                        t.apply_now_requests.c.state == "pending",
+                    )
                     .values(state=state, result=result, handled_at=now)
                 ).rowcount
             )
@@ -467,7 +599,15 @@ def _first_version(conn: Connection, name: str) -> int:
 
 
 def _request(row: Any) -> ApplyNowRequest:
-    return ApplyNowRequest(row.id, row.schedule_name, row.actor, row.requested_at, row.state, row.result, row.handled_at)
+    return ApplyNowRequest(
+        row.id,
+        row.schedule_name,
+        row.actor,
+        row.requested_at,
+        row.state,
+        row.result,
+        row.handled_at,
+    )
 
 
 __all__ = ["GATES", "MUST_NOT_EXIST", "Store", "TargetStatusRow"]

@@ -44,14 +44,18 @@ reservation_gpu = sa.Table(
     "reservation_gpu",
     metadata,
     sa.Column("gpu_uuid", sa.String(64), primary_key=True, comment="lower-cased"),
-    sa.Column("reservation_id", sa.String(63), sa.ForeignKey("reservation.id"), nullable=False, index=True),
+    sa.Column(
+        "reservation_id", sa.String(63), sa.ForeignKey("reservation.id"), nullable=False, index=True
+    ),
 )
 
 reservation_audit = sa.Table(
     "reservation_audit",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("reservation_id", sa.String(63), sa.ForeignKey("reservation.id"), nullable=False, index=True),
+    sa.Column(
+        "reservation_id", sa.String(63), sa.ForeignKey("reservation.id"), nullable=False, index=True
+    ),
     sa.Column("at", UtcDateTime, nullable=False),
     sa.Column("actor", sa.String(255), nullable=False),
     sa.Column("action", sa.String(32), nullable=False),
@@ -65,7 +69,9 @@ reservation_state_history = sa.Table(
     "reservation_state_history",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("reservation_id", sa.String(63), sa.ForeignKey("reservation.id"), nullable=False, index=True),
+    sa.Column(
+        "reservation_id", sa.String(63), sa.ForeignKey("reservation.id"), nullable=False, index=True
+    ),
     sa.Column("at", UtcDateTime, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
 )
@@ -77,9 +83,17 @@ reservation_member = sa.Table(
     sa.Column("deploy_id", sa.String(255), primary_key=True),
     sa.Column("memory_mib", sa.Integer, nullable=False),
     sa.Column("status", sa.String(16), nullable=False, comment="in_flight | running"),
-    sa.Column("generation", sa.Integer, nullable=False, comment="reservation generation admitted at"),
+    sa.Column(
+        "generation", sa.Integer, nullable=False, comment="reservation generation admitted at"
+    ),
     sa.Column("updated_at", UtcDateTime, nullable=False),
 )
 
-TABLES = (reservation, reservation_gpu, reservation_audit, reservation_state_history, reservation_member)
+TABLES = (
+    reservation,
+    reservation_gpu,
+    reservation_audit,
+    reservation_state_history,
+    reservation_member,
+)
 """Every ledger table, in creation order."""

@@ -44,14 +44,21 @@ class SessionRepository:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def open(self, token_id: str, *, now: datetime, ttl: timedelta = DEFAULT_TTL) -> tuple[str, Session]:
+    def open(
+        self, token_id: str, *, now: datetime, ttl: timedelta = DEFAULT_TTL
+    ) -> tuple[str, Session]:
         """A new session of ``token_id``: (the cookie's secret, shown once; the session)."""
         secret = secrets.token_urlsafe(32)
         expires = now + ttl
         with self._engine.begin() as conn:
-            conn.execute(sa.delete(ui_sessions).where(ui_sessions.c.expires_at <= now))  # bounded table
-            conn.execute(ui_sessions.insert().values(
-                id=_digest(secret), token_id=token_id, created_at=now, expires_at=expires))
+            conn.execute(
+                sa.delete(ui_sessions).where(ui_sessions.c.expires_at <= now)
+            )  # bounded table
+            conn.execute(
+                ui_sessions.insert().values(
+                    id=_digest(secret), token_id=token_id, created_at=now, expires_at=expires
+                )
+            )
         return secret, Session(token_id, expires)
 
     def resolve(self, secret: str, *, now: datetime) -> Session | None:
@@ -59,7 +66,9 @@ class SessionRepository:
         if not secret or len(secret) > 2 * _SECRET:
             return None
         with self._engine.connect() as conn:
-            row = conn.execute(sa.select(ui_sessions).where(ui_sessions.c.id == _digest(secret))).first()
+            row = conn.execute(
+                sa.select(ui_sessions).where(ui_sessions.c.id == _digest(secret))
+            ).first()
         if row is None or row.revoked_at is not None or now >= row.expires_at:
             return None
         return Session(row.token_id, row.expires_at)

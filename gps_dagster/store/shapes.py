@@ -170,7 +170,10 @@ class PassLease(Protocol):
     def __enter__(self) -> PassLease: ...
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None: ...
 
     def release(self) -> None: ...
@@ -195,9 +198,12 @@ def spec_sha(document: object) -> str:
 def fence_checks(action: Any, sched: Any, gate: str | None, owner: str | None) -> str | None:
     """The fence's re-checks (``step_rules.fence_refusal``) on the rows one fence read."""
     return step_rules.fence_refusal(
-        schedule=action.schedule, version=action.schedule_version,
+        schedule=action.schedule,
+        version=action.schedule_version,
         stored_version=sched.version if sched is not None else None,
-        enabled=bool(sched.enabled) if sched is not None else False, gate=gate, owner=owner,
+        enabled=bool(sched.enabled) if sched is not None else False,
+        gate=gate,
+        owner=owner,
     )
 
 
@@ -205,8 +211,10 @@ def forward_ok(current: TargetStatusRow, changes: Mapping[str, Any]) -> bool:
     """R-PASS-14 (``step_rules.forward_ok``) for ``changes`` over the row as stored: the row a
     CAS matches (``_cas``) or a batch locked (``bulk``)."""
     return step_rules.forward_ok(
-        stored_version=current.schedule_version, stored_start=current.interval_start,
-        version=changes.get("schedule_version"), start=changes.get("interval_start"),
+        stored_version=current.schedule_version,
+        stored_start=current.interval_start,
+        version=changes.get("schedule_version"),
+        start=changes.get("interval_start"),
     )
 
 
@@ -260,12 +268,21 @@ def status_move(
     reason = values.get("reason", seen.reason)
     if phase != seen.phase or reason != seen.reason:
         out.append(
-            event_values(seen, now, "phase_changed", phase, reason,
-                   {"from": seen.phase, "fix": values.get("fix", seen.fix)})
+            event_values(
+                seen,
+                now,
+                "phase_changed",
+                phase,
+                reason,
+                {"from": seen.phase, "fix": values.get("fix", seen.fix)},
+            )
         )
     for ev in events:
-        out.append(event_values(seen, now, ev["kind"], ev.get("phase", phase), ev.get("reason"),
-                          ev.get("detail")))
+        out.append(
+            event_values(
+                seen, now, ev["kind"], ev.get("phase", phase), ev.get("reason"), ev.get("detail")
+            )
+        )
     fields = {STATUS_FIELDS.get(k, k): v for k, v in values.items()}
     row = {"schedule_name": seen.schedule, "deploy_id": seen.deploy_id, **values}
     return row, replace(seen, **fields), out

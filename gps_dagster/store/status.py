@@ -57,8 +57,11 @@ class StatusMixin:
         with self.engine.begin() as conn:
             cleared = clear_future_intervals(conn, schedule, now=now, bound_s=bound_s)
             if cleared:
-                conn.execute(d.update().where(d.c.name == schedule)
-                             .values(due_at=now, revision=d.c.revision + 1))
+                conn.execute(
+                    d.update()
+                    .where(d.c.name == schedule)
+                    .values(due_at=now, revision=d.c.revision + 1)
+                )
         return cleared
 
     def get_status(self, schedule: str, deploy_id: str) -> TargetStatusRow | None:
@@ -275,15 +278,26 @@ def clear_future_intervals(
         conn.execute(
             ts.update()
             .where(ts.c.schedule_name == schedule, ts.c.deploy_id == r.deploy_id)
-            .values(interval_start=None, interval_end=None, interval_writer=None,
-                    interval_writer_offset_s=None, status_version=ts.c.status_version + 1,
-                    updated_at=now)
+            .values(
+                interval_start=None,
+                interval_end=None,
+                interval_writer=None,
+                interval_writer_offset_s=None,
+                status_version=ts.c.status_version + 1,
+                updated_at=now,
+            )
         )
         conn.execute(
             t.events.insert().values(
-                at=now, schedule_name=schedule, deploy_id=r.deploy_id, kind="clock_skew_cleared",
-                reason="operator", detail={"stored_interval_start": r.interval_start.isoformat(),
-                                           "cleared_at": now.isoformat()},
+                at=now,
+                schedule_name=schedule,
+                deploy_id=r.deploy_id,
+                kind="clock_skew_cleared",
+                reason="operator",
+                detail={
+                    "stored_interval_start": r.interval_start.isoformat(),
+                    "cleared_at": now.isoformat(),
+                },
             )
         )
     return sorted(r.deploy_id for r in rows)

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 
-
-def start_durations(engine: Engine, deploy_ids: Sequence[str], limit: int) -> dict[str, list[float]]:
+def start_durations(
+    engine: Engine, deploy_ids: Sequence[str], limit: int
+) -> dict[str, list[float]]:
     """The last ``limit`` start -> READY durations (seconds) of each deploy, newest first."""
     a = t.actions
     out: dict[str, list[float]] = {d: [] for d in deploy_ids}
@@ -39,8 +40,13 @@ def start_durations(engine: Engine, deploy_ids: Sequence[str], limit: int) -> di
         for deploy in deploy_ids:
             rows = conn.execute(
                 sa.select(a.c.accepted_at, a.c.finished_at)
-                .where(a.c.deploy_id == deploy, a.c.step.in_(ACQUIRE_STEPS), a.c.state == "converged",
-                       a.c.accepted_at.is_not(None), a.c.finished_at.is_not(None))
+                .where(
+                    a.c.deploy_id == deploy,
+                    a.c.step.in_(ACQUIRE_STEPS),
+                    a.c.state == "converged",
+                    a.c.accepted_at.is_not(None),
+                    a.c.finished_at.is_not(None),
+                )
                 .order_by(a.c.finished_at.desc())
                 .limit(limit)
             ).all()
@@ -62,10 +68,17 @@ def stop_durations(engine: Engine, deploy_ids: Sequence[str], limit: int) -> dic
             )
             rows = conn.execute(
                 sa.select(a.c.accepted_at, a.c.finished_at, follow)
-                .where(a.c.deploy_id == deploy, a.c.step.in_(RELEASE_STEPS), a.c.state == "converged",
-                       a.c.accepted_at.is_not(None), a.c.finished_at.is_not(None))
+                .where(
+                    a.c.deploy_id == deploy,
+                    a.c.step.in_(RELEASE_STEPS),
+                    a.c.state == "converged",
+                    a.c.accepted_at.is_not(None),
+                    a.c.finished_at.is_not(None),
+                )
                 .order_by(a.c.finished_at.desc())
                 .limit(limit)
             ).all()
-            out[deploy] = [((n if n is not None and n > s else f) - s).total_seconds() for s, f, n in rows]
+            out[deploy] = [
+                ((n if n is not None and n > s else f) - s).total_seconds() for s, f, n in rows
+            ]
     return out

@@ -70,7 +70,10 @@ class InvalidScope(StoreError):
     reason = "invalid_scope"
 
     def __init__(self, scope: str) -> None:
-        super().__init__(f"'{scope}' is not a token scope", fix="use 'admin', 'cmp:<project>' or 'cmp:<project>:read'")
+        super().__init__(
+            f"'{scope}' is not a token scope",
+            fix="use 'admin', 'cmp:<project>' or 'cmp:<project>:read'",
+        )
 
 
 MAX_NAME = 64
@@ -100,8 +103,10 @@ class InvalidExpiry(StoreError):
     reason = "invalid_expiry"
 
     def __init__(self, at: datetime) -> None:
-        super().__init__(f"the expiry {at.isoformat()} is not in the future",
-                         fix="give --expires a duration (e.g. 30d, 12h) or a later RFC 3339 instant")
+        super().__init__(
+            f"the expiry {at.isoformat()} is not in the future",
+            fix="give --expires a duration (e.g. 30d, 12h) or a later RFC 3339 instant",
+        )
 
 
 class InvalidToken(StoreError):
@@ -139,8 +144,10 @@ class TokenNameTaken(StoreError):
     reason = "token_name_taken"
 
     def __init__(self, name: str, token_id: str) -> None:
-        super().__init__(f"a live token is already named '{name}' (id {token_id})",
-                         fix=f"choose another name, or revoke {token_id} first (`gps-dagster tokens revoke {token_id}`)")
+        super().__init__(
+            f"a live token is already named '{name}' (id {token_id})",
+            fix=f"choose another name, or revoke {token_id} first (`gps-dagster tokens revoke {token_id}`)",
+        )
 
 
 class AmbiguousToken(StoreError):
@@ -148,8 +155,10 @@ class AmbiguousToken(StoreError):
     reason = "ambiguous_token"
 
     def __init__(self, ref: str, ids: list[str]) -> None:
-        super().__init__(f"{len(ids)} tokens are named '{ref}': {', '.join(ids)}",
-                         fix=f"revoke by id, e.g. `gps-dagster tokens revoke {ids[0]}`")
+        super().__init__(
+            f"{len(ids)} tokens are named '{ref}': {', '.join(ids)}",
+            fix=f"revoke by id, e.g. `gps-dagster tokens revoke {ids[0]}`",
+        )
 
 
 def _digest(secret: str) -> str:
@@ -163,7 +172,13 @@ class TokenRepository:
         self._engine = engine
 
     def create(
-        self, name: str, scope: str, *, now: datetime, actor: str, expires_at: datetime | None = None,
+        self,
+        name: str,
+        scope: str,
+        *,
+        now: datetime,
+        actor: str,
+        expires_at: datetime | None = None,
     ) -> tuple[TokenRecord, str]:
         """A new token; returns its record and the plaintext, which is never readable again."""
         check_name(name)
@@ -173,17 +188,37 @@ class TokenRepository:
             raise InvalidExpiry(expires_at)
         token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         with self._engine.begin() as conn:
-            live = conn.execute(sa.select(api_tokens.c.id).where(
-                api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None))).first()
-            if live is not None:  # `tokens revoke NAME` must name one token (decision "A token name names one live token")
+            live = conn.execute(
+                sa.select(api_tokens.c.id).where(
+                    api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None)
+                )
+            ).first()
+            if (
+                live is not None
+            ):  # `tokens revoke NAME` must name one token (decision "A token name names one live token")
                 raise TokenNameTaken(name, live.id)
-            conn.execute(api_tokens.insert().values(
-                id=token_id, name=name, scope=scope, secret_sha256=_digest(secret),
-                created_at=now, created_by=actor, expires_at=expires_at,
-            ))
+            conn.execute(
+                api_tokens.insert().values(
+                    id=token_id,
+                    name=name,
+                    scope=scope,
+                    secret_sha256=_digest(secret),
+                    created_at=now,
+                    created_by=actor,
+                    expires_at=expires_at,
+                )
+            )
             detail = {"name": name, "expires_at": expires_at.isoformat() if expires_at else None}
-            audit.record(conn, at=now, actor=actor, action="token_created", kind="token",
-                         name=token_id, scope=scope, detail=detail)
+            audit.record(
+                conn,
+                at=now,
+                actor=actor,
+                action="token_created",
+                kind="token",
+                name=token_id,
+                scope=scope,
+                detail=detail,
+            )
         record = TokenRecord(token_id, name, scope, now, actor, None, expires_at)
         return record, f"{PREFIX}_{token_id}_{secret}"
 
@@ -208,24 +243,42 @@ class TokenRepository:
                 if not hmac.compare_digest(row.secret_sha256, digest):
                     raise TokenIdTaken(token_id)
                 return _record(row), False
-            conn.execute(api_tokens.insert().values(
-                id=token_id, name=name, scope=scope, secret_sha256=digest,
-                created_at=now, created_by=actor,
-            ))
-            audit.record(conn, at=now, actor=actor, action="token_imported", kind="token",
-                         name=token_id, scope=scope, detail={"name": name})
+            conn.execute(
+                api_tokens.insert().values(
+                    id=token_id,
+                    name=name,
+                    scope=scope,
+                    secret_sha256=digest,
+                    created_at=now,
+                    created_by=actor,
+                )
+            )
+            audit.record(
+                conn,
+                at=now,
+                actor=actor,
+                action="token_imported",
+                kind="token",
+                name=token_id,
+                scope=scope,
+                detail={"name": name},
+            )
         return TokenRecord(token_id, name, scope, now, actor, None), True
 
     def list(self) -> list[TokenRecord]:
         with self._engine.connect() as conn:
-            rows = conn.execute(sa.select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.id)).all()
+            rows = conn.execute(
+                sa.select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.id)
+            ).all()
         return [_record(r) for r in rows]
 
     def revoke(self, ref: str, *, now: datetime, actor: str) -> TokenRecord:
         """Revoke the token with id (or unique name) ``ref``; revoking twice is success."""
         with self._engine.begin() as conn:
             rows = conn.execute(
-                sa.select(api_tokens).where(sa.or_(api_tokens.c.id == ref, api_tokens.c.name == ref))
+                sa.select(api_tokens).where(
+                    sa.or_(api_tokens.c.id == ref, api_tokens.c.name == ref)
+                )
             ).all()
             by_id = [r for r in rows if r.id == ref]
             if by_id:
@@ -239,17 +292,33 @@ class TokenRepository:
                 raise TokenNotFound(ref)
             row = rows[0]
             if row.revoked_at is None:
-                conn.execute(api_tokens.update().where(api_tokens.c.id == row.id).values(revoked_at=now))
-                audit.record(conn, at=now, actor=actor, action="token_revoked", kind="token",
-                             name=row.id, scope=row.scope, detail={"name": row.name})
+                conn.execute(
+                    api_tokens.update().where(api_tokens.c.id == row.id).values(revoked_at=now)
+                )
+                audit.record(
+                    conn,
+                    at=now,
+                    actor=actor,
+                    action="token_revoked",
+                    kind="token",
+                    name=row.id,
+                    scope=row.scope,
+                    detail={"name": row.name},
+                )
             revoked = row.revoked_at or now
-        return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, revoked, row.expires_at)
+        return TokenRecord(
+            row.id, row.name, row.scope, row.created_at, row.created_by, revoked, row.expires_at
+        )
 
     def live(self, token_id: str, *, now: datetime) -> TokenRecord | None:
         """The token with id ``token_id`` if it is neither revoked nor expired at ``now``."""
         with self._engine.connect() as conn:
             row = conn.execute(sa.select(api_tokens).where(api_tokens.c.id == token_id)).first()
-        if row is None or row.revoked_at is not None or (row.expires_at is not None and now >= row.expires_at):
+        if (
+            row is None
+            or row.revoked_at is not None
+            or (row.expires_at is not None and now >= row.expires_at)
+        ):
             return None
         return _record(row)
 
@@ -272,5 +341,6 @@ class TokenRepository:
 
 
 def _record(row: sa.Row) -> TokenRecord:  # type: ignore[type-arg]
-    return TokenRecord(row.id, row.name, row.scope, row.created_at, row.created_by, row.revoked_at,
-                       row.expires_at)
+    return TokenRecord(
+        row.id, row.name, row.scope, row.created_at, row.created_by, row.revoked_at, row.expires_at
+    )

@@ -98,8 +98,14 @@ class _Op:
 class FakeCore:
     """The whole ``Core`` port over a ``FakePool``; ``handler`` sees every call."""
 
-    def __init__(self, spec: PoolSpec, clock: Clock, *, timings: Timings | None = None,
-                 handler: Handler = passthrough) -> None:
+    def __init__(
+        self,
+        spec: PoolSpec,
+        clock: Clock,
+        *,
+        timings: Timings | None = None,
+        handler: Handler = passthrough,
+    ) -> None:
         if spec.reservations or any(d.reservation is not None for d in spec.deploys):
             raise NotModelled("FakeCore does not model GPU reservations")
         if spec.sim.faults:
@@ -135,7 +141,9 @@ class FakeCore:
     def _tick(self) -> None:
         self.pool.advance(self._now())
 
-    def add_foreign(self, workload_id: str, gpus: int, *, kind: str = "static", flavor: str | None = None) -> None:
+    def add_foreign(
+        self, workload_id: str, gpus: int, *, kind: str = "static", flavor: str | None = None
+    ) -> None:
         """``static`` takes free GPUs of one node now; ``intruder`` grabs published ones."""
         self._tick()
         if kind == "intruder":
@@ -143,7 +151,9 @@ class FakeCore:
             return
         chosen = self.pool.choose_nodes(self.pool.free_by_node(), flavor, gpus, 1)
         if chosen is None:
-            raise AdmissionRefused("insufficient_capacity", f"{workload_id}: {gpus} free GPUs not on one node")
+            raise AdmissionRefused(
+                "insufficient_capacity", f"{workload_id}: {gpus} free GPUs not on one node"
+            )
         self.pool.allocate(chosen[0], gpus, workload_id, None)
 
     def remove_foreign(self, workload_id: str) -> None:
@@ -188,13 +198,25 @@ class FakeCore:
             state = DeployState.UPDATING if ready else DeployState.STARTING
         s = d.spec
         return DeployView(
-            id=s.id, kind=s.kind, state=state, etag=self._etag(d), aliases=s.aliases, project=s.project,
-            cmp_managed=s.project is not None, endpoint=s.endpoint, gpus_per_replica=s.gpus_per_replica,
-            nodes_per_replica=s.nodes_per_replica, desired_replicas=d.desired, ready_replicas=ready,
-            generation=d.generation, applied_generation=d.applied_generation,
+            id=s.id,
+            kind=s.kind,
+            state=state,
+            etag=self._etag(d),
+            aliases=s.aliases,
+            project=s.project,
+            cmp_managed=s.project is not None,
+            endpoint=s.endpoint,
+            gpus_per_replica=s.gpus_per_replica,
+            nodes_per_replica=s.nodes_per_replica,
+            desired_replicas=d.desired,
+            ready_replicas=ready,
+            generation=d.generation,
+            applied_generation=d.applied_generation,
             terminating_pods=self.pool.terminating_pods(s.id),
-            unschedulable=d.running and counts.get("pending", 0) > 0, hpa=s.hpa,
-            role_min=d.desired, role_max=d.desired,
+            unschedulable=d.running and counts.get("pending", 0) > 0,
+            hpa=s.hpa,
+            role_min=d.desired,
+            role_max=d.desired,
         )
 
     def _operation(self, op: _Op) -> Operation:
@@ -207,12 +229,21 @@ class FakeCore:
             if op.kind is OperationKind.STOP:
                 done = view.converged_stopped
             else:
-                done = (view.state is DeployState.READY and view.ready_replicas == view.desired_replicas
-                        and view.terminating_pods == 0)
+                done = (
+                    view.state is DeployState.READY
+                    and view.ready_replicas == view.desired_replicas
+                    and view.terminating_pods == 0
+                )
             state = OperationState.DONE if done else OperationState.ACCEPTED
         return Operation(
-            id=f"op-{op.seq:06d}", deploy_id=op.deploy, kind=op.kind, idempotency_key=op.key, state=state,
-            etag_after=op.etag_after, created_at=op.created_at, replicas=op.replicas,
+            id=f"op-{op.seq:06d}",
+            deploy_id=op.deploy,
+            kind=op.kind,
+            idempotency_key=op.key,
+            state=state,
+            etag_after=op.etag_after,
+            created_at=op.created_at,
+            replicas=op.replicas,
             persist_only=op.persist_only,
         )
 
@@ -223,7 +254,9 @@ class FakeCore:
 
     def get_deploys(self, deploy_ids: Sequence[str]) -> Mapping[str, DeployView]:
         def read() -> dict[str, DeployView]:
-            return {i: self._view(self.pool.deploys[i]) for i in deploy_ids if i in self.pool.deploys}
+            return {
+                i: self._view(self.pool.deploys[i]) for i in deploy_ids if i in self.pool.deploys
+            }
 
         return self._call("get_deploys", None, read, deploy_ids=tuple(deploy_ids))
 
@@ -248,8 +281,12 @@ class FakeCore:
     # -- Preflight --------------------------------------------------------------------------
 
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
-        return self._call("preview_capacity", deploy_id, lambda: self._preview(deploy_id, max(delta_replicas, 0)),
-                          delta_replicas=delta_replicas)
+        return self._call(
+            "preview_capacity",
+            deploy_id,
+            lambda: self._preview(deploy_id, max(delta_replicas, 0)),
+            delta_replicas=delta_replicas,
+        )
 
     def _preview(self, deploy_id: str, delta: int) -> CapacityPreview:
         d, pool = self._deploy(deploy_id), self.pool
@@ -260,18 +297,29 @@ class FakeCore:
         for node, free in matching.items():
             if free >= d.per_node:
                 by_flavor.setdefault(pool.flavors[node], []).append(free // d.per_node)
-        fitting = sum(groups_fitting(slots, d.spec.nodes_per_replica, delta) for slots in by_flavor.values())
+        fitting = sum(
+            groups_fitting(slots, d.spec.nodes_per_replica, delta) for slots in by_flavor.values()
+        )
         if fitting >= delta:
             return Fits(groups=delta)
-        return Insufficient("insufficient_capacity", dict(sorted(matching.items())), delta, min(fitting, delta))
+        return Insufficient(
+            "insufficient_capacity", dict(sorted(matching.items())), delta, min(fitting, delta)
+        )
 
     def alias_guard(self, deploy_id: str) -> AliasInfo:
-        return self._call("alias_guard", deploy_id,
-                          lambda: AliasInfo(deploy_id, self._deploy(deploy_id).spec.aliases))
+        return self._call(
+            "alias_guard",
+            deploy_id,
+            lambda: AliasInfo(deploy_id, self._deploy(deploy_id).spec.aliases),
+        )
 
     def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
-        return self._call("check_quota", deploy_id, lambda: self._quota(self._deploy(deploy_id), delta_replicas),
-                          delta_replicas=delta_replicas)
+        return self._call(
+            "check_quota",
+            deploy_id,
+            lambda: self._quota(self._deploy(deploy_id), delta_replicas),
+            delta_replicas=delta_replicas,
+        )
 
     def _quota(self, d: FakeDeploy, delta_replicas: int) -> QuotaStatus:
         requested = max(delta_replicas, 0) * d.spec.gpus_per_replica
@@ -280,11 +328,19 @@ class FakeCore:
             return QuotaStatus(project=None, quota=None, used=0, requested=requested)
         spec = self.projects.get(project)
         quota = spec.gpu_quota if spec is not None else None
-        used = sum(x.desired * x.spec.gpus_per_replica for x in self.pool.deploys.values()
-                   if x.running and x.spec.project == project)
+        used = sum(
+            x.desired * x.spec.gpus_per_replica
+            for x in self.pool.deploys.values()
+            if x.running and x.spec.project == project
+        )
         if quota is not None and used + requested > quota:
-            raise QuotaRefused(f"project {project}: {used} held + {requested} requested > quota {quota}",
-                               project=project, quota=quota, used=used, requested=requested)
+            raise QuotaRefused(
+                f"project {project}: {used} held + {requested} requested > quota {quota}",
+                project=project,
+                quota=quota,
+                used=used,
+                requested=requested,
+            )
         return QuotaStatus(project=project, quota=quota, used=used, requested=requested)
 
     def check_billing(self, deploy_id: str) -> None:
@@ -295,11 +351,17 @@ class FakeCore:
         if spec is not None and spec.billing == "unpaid":
             raise BillingRefused(f"project {d.spec.project} is unpaid", project=d.spec.project)
 
-    def admission_preview(self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()) -> AdmissionPreview:
+    def admission_preview(
+        self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()
+    ) -> AdmissionPreview:
         # No reservation exists in a FakeCore pool (refused at load): no VRAM budget applies.
-        return self._call("admission_preview", deploy_id,
-                          lambda: AdmissionPreview(self._deploy(deploy_id).spec.id, admitted=True),
-                          delta_replicas=delta_replicas, releasing=tuple(releasing))
+        return self._call(
+            "admission_preview",
+            deploy_id,
+            lambda: AdmissionPreview(self._deploy(deploy_id).spec.id, admitted=True),
+            delta_replicas=delta_replicas,
+            releasing=tuple(releasing),
+        )
 
     # -- Placement --------------------------------------------------------------------------
 
@@ -308,7 +370,11 @@ class FakeCore:
             d = self._deploy(deploy_id)
             ready = [grp for grp, g in sorted(d.groups.items()) if g.state == "ready"]
             replicas = tuple(
-                tuple(g.uuid for g in self.pool.gpus if g.holder == deploy_id and g.group == grp and g.state == "held")
+                tuple(
+                    g.uuid
+                    for g in self.pool.gpus
+                    if g.holder == deploy_id and g.group == grp and g.state == "held"
+                )
                 for grp in ready
             )
             return WitnessResult(deploy_id, replicas, "fake")
@@ -320,47 +386,90 @@ class FakeCore:
 
     # -- DeployWrites -----------------------------------------------------------------------
 
-    def stop(self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str) -> Operation:
+    def stop(
+        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
+    ) -> Operation:
         return self._call(
-            "stop", deploy_id,
-            lambda: self._mutate(OperationKind.STOP, deploy_id, etag, idempotency_key, None,
-                                 lambda d: self._stop(d, allow_aliased_downtime)),
-            etag=etag, allow_aliased_downtime=allow_aliased_downtime, idempotency_key=idempotency_key,
+            "stop",
+            deploy_id,
+            lambda: self._mutate(
+                OperationKind.STOP,
+                deploy_id,
+                etag,
+                idempotency_key,
+                None,
+                lambda d: self._stop(d, allow_aliased_downtime),
+            ),
+            etag=etag,
+            allow_aliased_downtime=allow_aliased_downtime,
+            idempotency_key=idempotency_key,
         )
 
     def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
         return self._call(
-            "start", deploy_id,
-            lambda: self._mutate(OperationKind.START, deploy_id, etag, idempotency_key, None, self._start),
-            etag=etag, idempotency_key=idempotency_key,
+            "start",
+            deploy_id,
+            lambda: self._mutate(
+                OperationKind.START, deploy_id, etag, idempotency_key, None, self._start
+            ),
+            etag=etag,
+            idempotency_key=idempotency_key,
         )
 
-    def set_replica_intent(self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str) -> Operation:
+    def set_replica_intent(
+        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
+    ) -> Operation:
         return self._call(
-            "set_replica_intent", deploy_id,
-            lambda: self._mutate(OperationKind.SET_REPLICA_INTENT, deploy_id, etag, idempotency_key, replicas,
-                                 lambda d: self._scale(d, replicas)),
-            replicas=replicas, etag=etag, idempotency_key=idempotency_key,
+            "set_replica_intent",
+            deploy_id,
+            lambda: self._mutate(
+                OperationKind.SET_REPLICA_INTENT,
+                deploy_id,
+                etag,
+                idempotency_key,
+                replicas,
+                lambda d: self._scale(d, replicas),
+            ),
+            replicas=replicas,
+            etag=etag,
+            idempotency_key=idempotency_key,
         )
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
         """One at a time through the single calls: the handler sees each."""
         return submit_each(self, submissions)
 
-    def _mutate(self, kind: OperationKind, deploy_id: str, etag: str, key: str, replicas: int | None,
-                apply: Callable[[FakeDeploy], bool]) -> Operation:
+    def _mutate(
+        self,
+        kind: OperationKind,
+        deploy_id: str,
+        etag: str,
+        key: str,
+        replicas: int | None,
+        apply: Callable[[FakeDeploy], bool],
+    ) -> Operation:
         seen = self._by_key.get(key)
         if seen is not None:
             if seen.deploy != deploy_id or seen.kind is not kind:
-                raise Permanent(f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
-                                reason="idempotency_key_reused")
+                raise Permanent(
+                    f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
+                    reason="idempotency_key_reused",
+                )
             return self._operation(seen)
         d = self._deploy(deploy_id)
         if etag != self._etag(d):
             raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {self._etag(d)})")
         persist_only = apply(d)
-        op = _Op(len(self.ops) + 1, key, deploy_id, kind, replicas, persist_only, self._etag(d),
-                 datetime.fromtimestamp(self.pool.now, UTC))
+        op = _Op(
+            len(self.ops) + 1,
+            key,
+            deploy_id,
+            kind,
+            replicas,
+            persist_only,
+            self._etag(d),
+            datetime.fromtimestamp(self.pool.now, UTC),
+        )
         self.ops.append(op)
         self._by_key[key] = op
         return self._operation(op)
@@ -383,7 +492,10 @@ class FakeCore:
         if self.forced.get(d.spec.id) is DeployState.DELETING:
             raise AdmissionRefused("deploy_deleting", f"{d.spec.id} is being deleted")
         if d.spec.aliases and not allow_aliased_downtime:
-            raise AdmissionRefused("alias_requires_consent", f"{d.spec.id} has an alias; pass allow_aliased_downtime=True")
+            raise AdmissionRefused(
+                "alias_requires_consent",
+                f"{d.spec.id} has an alias; pass allow_aliased_downtime=True",
+            )
         if d.running:
             self.pool.release(d.spec.id)
             d.groups.clear()
@@ -408,7 +520,9 @@ class FakeCore:
             raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
         refusal = scale_refusal(d.kind, hpa=d.spec.hpa, cmp_endpoint=d.spec.endpoint is not None)
         if refusal:
-            raise Unsupported(refusal, f"{d.spec.id} ({d.kind}) cannot be scaled by a schedule: {refusal}")
+            raise Unsupported(
+                refusal, f"{d.spec.id} ({d.kind}) cannot be scaled by a schedule: {refusal}"
+            )
         self._refuse_forced(d)
         if not d.running:
             d.desired = replicas
@@ -441,7 +555,6 @@ class FakeCore:
     def _place(self, d: FakeDeploy) -> None:
         if d.spec.id not in self.pool.place_pending():
             self.pool.mark_applied_if_placed(d)
-
 
 
 def _holds_the_whole_port(fake: FakeCore) -> Core:

@@ -91,15 +91,23 @@ class FakePool:
                 out[g.node] = out.get(g.node, 0) + 1
         return out
 
-    def eligible(self, free: dict[str, int], flavor: str | None, selector: tuple[str, ...] = ()) -> dict[str, int]:
+    def eligible(
+        self, free: dict[str, int], flavor: str | None, selector: tuple[str, ...] = ()
+    ) -> dict[str, int]:
         allowed = set(selector)
         return {
-            n: f for n, f in free.items()
+            n: f
+            for n, f in free.items()
             if (flavor is None or self.flavors[n] == flavor) and (not allowed or n in allowed)
         }
 
     def choose_nodes(
-        self, free: dict[str, int], flavor: str | None, per_node: int, count: int, selector: tuple[str, ...] = ()
+        self,
+        free: dict[str, int],
+        flavor: str | None,
+        per_node: int,
+        count: int,
+        selector: tuple[str, ...] = (),
     ) -> list[str] | None:
         """Best fit: ``count`` distinct nodes of one flavor with ``per_node`` free GPUs each."""
         fitting = [n for n, f in self.eligible(free, flavor, selector).items() if f >= per_node]
@@ -126,7 +134,13 @@ class FakePool:
                 g.state, g.until = "terminating", self.now + self.timings.stop_grace_s
 
     def terminating_pods(self, holder: str) -> int:
-        return len({(g.group, g.node) for g in self.gpus if g.holder == holder and g.state == "terminating"})
+        return len(
+            {
+                (g.group, g.node)
+                for g in self.gpus
+                if g.holder == holder and g.state == "terminating"
+            }
+        )
 
     # -- placement --------------------------------------------------------------------------
 
@@ -149,7 +163,9 @@ class FakePool:
                     self.allocate(node, d.per_node, d.spec.id, grp)
                     free[node] -= d.per_node
                 group.state = "starting"
-                group.ready_at = None if d.spec.id in self.never_ready else self.now + self.timings.start_delay_s
+                group.ready_at = (
+                    None if d.spec.id in self.never_ready else self.now + self.timings.start_delay_s
+                )
                 placed.add(d.spec.id)
         for dep in placed:
             self.mark_applied_if_placed(self.deploys[dep])
@@ -177,7 +193,9 @@ class FakePool:
     def _next_event(self) -> float | None:
         found = [g.until for g in self.gpus if g.until is not None]
         found += [
-            grp.ready_at for d in self.deploys.values() for grp in d.groups.values()
+            grp.ready_at
+            for d in self.deploys.values()
+            for grp in d.groups.values()
             if grp.state == "starting" and grp.ready_at is not None
         ]
         return min(found) if found else None
@@ -186,7 +204,12 @@ class FakePool:
         self.now = at
         for g in self.gpus:
             if g.state == "terminating" and g.until is not None and g.until <= at:
-                g.state, g.holder, g.group, g.until = "unpublished", None, None, g.until + self.timings.publish_lag_s
+                g.state, g.holder, g.group, g.until = (
+                    "unpublished",
+                    None,
+                    None,
+                    g.until + self.timings.publish_lag_s,
+                )
         published = 0
         for g in self.gpus:
             if g.state == "unpublished" and g.until is not None and g.until <= at:

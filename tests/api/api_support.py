@@ -37,21 +37,44 @@ def tenant_base(project: str) -> str:
 def alpha_schedule(name: str = "alpha-swap") -> dict[str, Any]:
     """A tenant schedule of project alpha: chat in business hours, batch outside."""
     return {
-        "name": name, "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [{"model_deploy_id": "alpha-chat", "default_state": "stopped"},
-                    {"model_deploy_id": "alpha-batch", "default_state": "running"}],
-        "windows": [{"name": "business-hours", "kind": "recurring", "priority": 10, "cron": "0 8 * * 1-5",
-                     "duration": "10h", "states": [
-                         {"model_deploy_id": "alpha-chat", "desired_state": "running"},
-                         {"model_deploy_id": "alpha-batch", "desired_state": "stopped"}]}],
+        "name": name,
+        "timezone": "Asia/Ho_Chi_Minh",
+        "targets": [
+            {"model_deploy_id": "alpha-chat", "default_state": "stopped"},
+            {"model_deploy_id": "alpha-batch", "default_state": "running"},
+        ],
+        "windows": [
+            {
+                "name": "business-hours",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 8 * * 1-5",
+                "duration": "10h",
+                "states": [
+                    {"model_deploy_id": "alpha-chat", "desired_state": "running"},
+                    {"model_deploy_id": "alpha-batch", "desired_state": "stopped"},
+                ],
+            }
+        ],
     }
 
 
 def beta_schedule(name: str = "beta-nightly") -> dict[str, Any]:
-    return {"name": name, "timezone": "Asia/Ho_Chi_Minh",
-            "targets": [{"model_deploy_id": "beta-chat", "default_state": "stopped"}],
-            "windows": [{"name": "night", "kind": "recurring", "priority": 10, "cron": "0 22 * * *",
-                         "duration": "6h", "states": [{"model_deploy_id": "beta-chat", "desired_state": "running"}]}]}
+    return {
+        "name": name,
+        "timezone": "Asia/Ho_Chi_Minh",
+        "targets": [{"model_deploy_id": "beta-chat", "default_state": "stopped"}],
+        "windows": [
+            {
+                "name": "night",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 22 * * *",
+                "duration": "6h",
+                "states": [{"model_deploy_id": "beta-chat", "desired_state": "running"}],
+            }
+        ],
+    }
 
 
 def seed() -> dict[str, Any]:
@@ -74,15 +97,28 @@ class Api:
         return self.client.request(method, path, headers=headers, **kw)
 
 
-def make_api(db_url: str, *, pool: Path = POOL, start: datetime = WED_10, limits: Limits | None = None) -> Api:
+def make_api(
+    db_url: str, *, pool: Path = POOL, start: datetime = WED_10, limits: Limits | None = None
+) -> Api:
     clock = VirtualClock(start)
     settings = settings_from_env({}, backend="sim", db_url=db_url, pool_file=str(pool))
     rt = build_runtime(settings, clock=clock, config=EngineConfig(holder="api-test"))
-    services = ApiServices(store=rt.store, core=rt.core, engine=rt.engine, clock=clock,
-                           pool=rt.pool, limits=limits or Limits())
+    services = ApiServices(
+        store=rt.store,
+        core=rt.core,
+        engine=rt.engine,
+        clock=clock,
+        pool=rt.pool,
+        limits=limits or Limits(),
+    )
     api = Api(TestClient(create_app(services), raise_server_exceptions=False), services, clock)
     repo = TokenRepository(rt.store.engine)
-    for name, scope in (("admin", "admin"), ("alpha", "cmp:alpha"), ("beta", "cmp:beta"), ("revoked", "admin")):
+    for name, scope in (
+        ("admin", "admin"),
+        ("alpha", "cmp:alpha"),
+        ("beta", "cmp:beta"),
+        ("revoked", "admin"),
+    ):
         api.tokens[name] = repo.create(name, scope, now=start, actor="test")[1]
     repo.revoke("revoked", now=start, actor="test")
     api.tokens["garbage"] = "gpsd_000000000000_notarealsecretatallnotreal"

@@ -25,8 +25,16 @@ def free_port() -> int:
 def serving(app: FastAPI) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 until the block ends; yields the base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+        )
+    )
     thread = threading.Thread(target=server.run, name="gps-api-test-server", daemon=True)
     thread.start()
     started = threading.Event()

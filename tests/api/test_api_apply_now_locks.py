@@ -45,7 +45,9 @@ def test_a_busy_store_lock_refunds_the_token(api: Api) -> None:
 
     _two_schedules(api)
     store = api.services.store
-    with store.lock(one_lock_name("gpu-pool-h100-shared"), holder="another-engine", now=api.clock.now()) as held:
+    with store.lock(
+        one_lock_name("gpu-pool-h100-shared"), holder="another-engine", now=api.clock.now()
+    ) as held:
         assert held.acquired  # the seed's pass in another engine process
         busy = [api.call("admin", "POST", SEED).status_code for _ in range(4)]
         other = api.call("alpha", "POST", ALPHA)
@@ -54,14 +56,18 @@ def test_a_busy_store_lock_refunds_the_token(api: Api) -> None:
 
 
 @pytest.mark.parametrize("db", ["sqlite", "postgres"])
-def test_the_engines_one_schedule_pass_locks_that_schedule_only(db: str, request: pytest.FixtureRequest) -> None:
+def test_the_engines_one_schedule_pass_locks_that_schedule_only(
+    db: str, request: pytest.FixtureRequest
+) -> None:
     from gps_dagster.engine.engine import one_lock_name
 
     api = make_api(str(request.getfixturevalue("sqlite_url" if db == "sqlite" else "pg_url")))
     try:
         _two_schedules(api)
         engine, store, now = api.services.engine, api.services.store, api.clock.now()
-        with store.lock(one_lock_name("alpha/alpha-swap"), holder="another-engine", now=now) as held:
+        with store.lock(
+            one_lock_name("alpha/alpha-swap"), holder="another-engine", now=now
+        ) as held:
             assert held.acquired
             with pytest.raises(Busy):
                 engine.run_pass(schedule="alpha/alpha-swap", trigger="apply_now")

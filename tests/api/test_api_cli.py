@@ -29,13 +29,28 @@ def _state(url: str) -> dict[str, Any]:
     """The store's durable state, minus timestamps and actors (which differ by edge by design)."""
     store = Store.open(url)
     with store.engine.connect() as conn:
-        schedules = [(r.name, r.version, r.scope, r.enabled, r.document)
-                     for r in conn.execute(sa.text("SELECT * FROM schedules ORDER BY name"))]
-        claims = sorted(tuple(r) for r in conn.execute(sa.text("SELECT deploy_id, schedule_name FROM target_claims")))
-        events = [(r.schedule_name, r.kind, r.detail) for r in conn.execute(
-            sa.text("SELECT schedule_name, kind, detail FROM events WHERE schedule_name IS NOT NULL ORDER BY id"))]
-        audit = [(r.action, r.object_name, r.scope, r.version) for r in conn.execute(
-            sa.text("SELECT * FROM audit_log WHERE object_kind = 'schedule' ORDER BY id"))]
+        schedules = [
+            (r.name, r.version, r.scope, r.enabled, r.document)
+            for r in conn.execute(sa.text("SELECT * FROM schedules ORDER BY name"))
+        ]
+        claims = sorted(
+            tuple(r)
+            for r in conn.execute(sa.text("SELECT deploy_id, schedule_name FROM target_claims"))
+        )
+        events = [
+            (r.schedule_name, r.kind, r.detail)
+            for r in conn.execute(
+                sa.text(
+                    "SELECT schedule_name, kind, detail FROM events WHERE schedule_name IS NOT NULL ORDER BY id"
+                )
+            )
+        ]
+        audit = [
+            (r.action, r.object_name, r.scope, r.version)
+            for r in conn.execute(
+                sa.text("SELECT * FROM audit_log WHERE object_kind = 'schedule' ORDER BY id")
+            )
+        ]
     store.engine.dispose()
     return {"schedules": schedules, "claims": claims, "events": events, "audit": audit}
 
@@ -47,20 +62,33 @@ def _edited() -> dict[str, Any]:
     return doc
 
 
-def test_cli_and_api_leave_the_same_store_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cli_url, api_url = f"sqlite:///{tmp_path / 'cli.sqlite'}", f"sqlite:///{tmp_path / 'api.sqlite'}"
+def test_cli_and_api_leave_the_same_store_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli_url, api_url = (
+        f"sqlite:///{tmp_path / 'cli.sqlite'}",
+        f"sqlite:///{tmp_path / 'api.sqlite'}",
+    )
     monkeypatch.setenv("GPS_DB_URL", cli_url)
     monkeypatch.setenv("GPS_POOL_FILE", str(POOL))
     first, second = tmp_path / "seed.json", tmp_path / "edited.json"
     first.write_text(json.dumps(seed()))
     second.write_text(json.dumps(_edited()))
     runner = CliRunner()
-    for args in (["schedules", "apply", "-f", str(first)], ["schedules", "apply", "-f", str(second)]):
+    for args in (
+        ["schedules", "apply", "-f", str(first)],
+        ["schedules", "apply", "-f", str(second)],
+    ):
         assert runner.invoke(cli, args).exit_code == 0
 
     api = make_api(api_url)
     assert api.call("admin", "POST", ADMIN, json=seed()).status_code == 201
-    assert api.call("admin", "PUT", f"{ADMIN}/{NAME}", json=_edited(), headers={"If-Match": '"1"'}).status_code == 200
+    assert (
+        api.call(
+            "admin", "PUT", f"{ADMIN}/{NAME}", json=_edited(), headers={"If-Match": '"1"'}
+        ).status_code
+        == 200
+    )
     assert _state(cli_url) == _state(api_url)
     assert _state(api_url)["schedules"][0][1] == 2
 
@@ -70,10 +98,16 @@ def test_cli_and_api_leave_the_same_store_state(tmp_path: Path, monkeypatch: pyt
     api.services.store.engine.dispose()
 
 
-def test_both_edges_refuse_an_admin_schedule_on_a_cmp_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_edges_refuse_an_admin_schedule_on_a_cmp_deploy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GPS_DB_URL", f"sqlite:///{tmp_path / 'cli.sqlite'}")
     monkeypatch.setenv("GPS_POOL_FILE", str(POOL))
-    doc = {"name": "grab", "timezone": "UTC", "targets": [{"model_deploy_id": "alpha-chat", "default_state": "running"}]}
+    doc = {
+        "name": "grab",
+        "timezone": "UTC",
+        "targets": [{"model_deploy_id": "alpha-chat", "default_state": "running"}],
+    }
     path = tmp_path / "grab.json"
     path.write_text(json.dumps(doc))
     result = CliRunner().invoke(cli, ["schedules", "apply", "-f", str(path)])
@@ -81,10 +115,14 @@ def test_both_edges_refuse_an_admin_schedule_on_a_cmp_deploy(tmp_path: Path, mon
     assert Store.open().find_schedule("grab") is None
 
 
-def test_tokens_commands_create_once_list_without_secrets_and_revoke(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tokens_commands_create_once_list_without_secrets_and_revoke(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = str(api.services.store.engine.url)
     runner = CliRunner()
-    created = runner.invoke(cli, ["tokens", "create", "--name", "ci", "--scope", "cmp:alpha", "--db", url])
+    created = runner.invoke(
+        cli, ["tokens", "create", "--name", "ci", "--scope", "cmp:alpha", "--db", url]
+    )
     assert created.exit_code == 0, created.output
     token = created.stdout.strip().splitlines()[-1]
     assert token.startswith("gpsd_")
@@ -93,9 +131,15 @@ def test_tokens_commands_create_once_list_without_secrets_and_revoke(api: Api, m
     secret = token.split("_", 2)[2]  # the secret may itself contain "_"
     assert len(secret) >= 40 and rows["ci"]["scope"] == "cmp:alpha" and secret not in listed.stdout
     headers = {"Authorization": f"Bearer {token}"}
-    assert api.client.get("/api/v1/cmp/projects/alpha/deploy-schedules", headers=headers).status_code == 200
+    assert (
+        api.client.get("/api/v1/cmp/projects/alpha/deploy-schedules", headers=headers).status_code
+        == 200
+    )
     assert runner.invoke(cli, ["tokens", "revoke", "ci", "--db", url]).exit_code == 0
-    assert api.client.get("/api/v1/cmp/projects/alpha/deploy-schedules", headers=headers).status_code == 401
+    assert (
+        api.client.get("/api/v1/cmp/projects/alpha/deploy-schedules", headers=headers).status_code
+        == 401
+    )
     bad = runner.invoke(cli, ["tokens", "create", "--name", "x", "--scope", "root", "--db", url])
     assert bad.exit_code == 1 and "invalid_scope" in bad.output
 
@@ -104,7 +148,11 @@ def test_concurrent_apply_now_answers_busy_never_500(api: Api) -> None:
     """While one schedule's apply-now pass runs, its others answer 409 busy at once (spending no
     rate budget: never 429), and other schedules' apply-nows run (issue 21 item 3)."""
     for i, deploy in enumerate(("md-llama70b", "md-qwen32b", "md-bge-embed")):
-        doc = {"name": f"s{i}", "timezone": "UTC", "targets": [{"model_deploy_id": deploy, "default_state": "running"}]}
+        doc = {
+            "name": f"s{i}",
+            "timezone": "UTC",
+            "targets": [{"model_deploy_id": deploy, "default_state": "running"}],
+        }
         assert api.call("admin", "POST", ADMIN, json=doc).status_code == 201
     entered, release = threading.Event(), threading.Event()
     real = api.services.engine.run_pass
@@ -123,10 +171,13 @@ def test_concurrent_apply_now_answers_busy_never_500(api: Api) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
             first = asyncio.create_task(client.post(f"{ADMIN}/s0:apply-now", headers=headers))
             await asyncio.to_thread(entered.wait, 30)
-            same = await asyncio.gather(*(client.post(f"{ADMIN}/s0:apply-now", headers=headers)
-                                          for _ in range(6)))
-            others = [(await client.post(f"{ADMIN}/s{i}:apply-now", headers=headers)).status_code
-                      for i in (1, 2)]
+            same = await asyncio.gather(
+                *(client.post(f"{ADMIN}/s0:apply-now", headers=headers) for _ in range(6))
+            )
+            others = [
+                (await client.post(f"{ADMIN}/s{i}:apply-now", headers=headers)).status_code
+                for i in (1, 2)
+            ]
             release.set()
             return [(await first).status_code] + [r.status_code for r in same] + others
 
@@ -135,7 +186,9 @@ def test_concurrent_apply_now_answers_busy_never_500(api: Api) -> None:
 
 
 @pytest.mark.postgres
-def test_apply_now_is_busy_while_another_engine_holds_the_postgres_advisory_lock(pg_url: str) -> None:
+def test_apply_now_is_busy_while_another_engine_holds_the_postgres_advisory_lock(
+    pg_url: str,
+) -> None:
     api = make_api(pg_url)
     assert api.call("admin", "POST", ADMIN, json=seed()).status_code == 201
     with api.services.store.lock(LOCK_NAME, holder="engine@other", now=api.clock.now()) as held:

@@ -30,5 +30,7 @@ def test_the_instant_table_names_the_window_in_force_and_no_false_override(
         login(page, url, api.tokens["admin"], "/ui/schedules/handover")
         assert page.locator("#instant-label").inner_text() == f"2026-10-21 {at}:00 +00:00"
         assert (cell(page, "md-llama70b", "desired"), cell(page, "md-llama70b", "decided-by")) == (
-            "running", source)
+            "running",
+            source,
+        )
         assert "overrides" not in cell(page, "md-llama70b", "note")

@@ -25,13 +25,24 @@ TARGETS = ("md-llama70b", "md-qwen32b")
 
 def dense(name: str, windows: list[tuple[str, str]]) -> dict[str, Any]:
     return {
-        "name": name, "timezone": "America/New_York",
-        "targets": [{"model_deploy_id": t, "default_state": "stopped", "default_allow_downtime": True}
-                    for t in TARGETS],
+        "name": name,
+        "timezone": "America/New_York",
+        "targets": [
+            {"model_deploy_id": t, "default_state": "stopped", "default_allow_downtime": True}
+            for t in TARGETS
+        ],
         "windows": [
-            {"name": f"w{i}", "kind": "recurring", "priority": i + 1, "cron": cron, "duration": dur,
-             "states": [{"model_deploy_id": TARGETS[0], "desired_state": "running"},
-                        {"model_deploy_id": TARGETS[1], "desired_state": "stopped"}]}
+            {
+                "name": f"w{i}",
+                "kind": "recurring",
+                "priority": i + 1,
+                "cron": cron,
+                "duration": dur,
+                "states": [
+                    {"model_deploy_id": TARGETS[0], "desired_state": "running"},
+                    {"model_deploy_id": TARGETS[1], "desired_state": "stopped"},
+                ],
+            }
             for i, (cron, dur) in enumerate(windows)
         ],
     }
@@ -39,7 +50,9 @@ def dense(name: str, windows: list[tuple[str, str]]) -> dict[str, Any]:
 
 WORST = {
     "every-minute-x200": [("* * * * *", "1m")] * 200,  # the issue's attack, back-to-back
-    "every-3-minutes": [("*/3 * * * *", "1m")],  # two targets: the densest accepted (not back-to-back)
+    "every-3-minutes": [
+        ("*/3 * * * *", "1m")
+    ],  # two targets: the densest accepted (not back-to-back)
 }
 
 
@@ -75,8 +88,10 @@ def test_the_worst_accepted_schedules_cost_a_bounded_dry_run_timeline_and_pass(
         ":dry-run": lambda: http.post(f"{ADMIN}/{name}:dry-run", json={}, headers=admin),
         "/timeline": lambda: http.get(f"{ADMIN}/{name}/timeline", headers=admin),
         ":dry-run range": lambda: http.post(
-            f"{ADMIN}/{name}:dry-run", headers=admin,
-            json={"from": "2026-10-21T00:00:00+07:00", "to": "2026-10-28T00:00:00+07:00"}),
+            f"{ADMIN}/{name}:dry-run",
+            headers=admin,
+            json={"from": "2026-10-21T00:00:00+07:00", "to": "2026-10-28T00:00:00+07:00"},
+        ),
     }
     for what, call in calls.items():
         response, units, peak = _cost(call)
@@ -91,9 +106,13 @@ def test_the_worst_accepted_schedules_cost_a_bounded_dry_run_timeline_and_pass(
     assert report is not None and 0 < units <= 2 * WORK_BUDGET and peak < 50 * MB
 
 
-def test_one_step_denser_is_refused_at_create_and_nothing_is_stored(live: tuple[Api, httpx.Client]) -> None:
+def test_one_step_denser_is_refused_at_create_and_nothing_is_stored(
+    live: tuple[Api, httpx.Client],
+) -> None:
     api, http = live
-    refused = http.post(ADMIN, json=dense("too-dense", [("*/2 * * * *", "1m")] * 2), headers=api.as_("admin"))
+    refused = http.post(
+        ADMIN, json=dense("too-dense", [("*/2 * * * *", "1m")] * 2), headers=api.as_("admin")
+    )
     assert refused.status_code == 422, refused.text
     (problem,) = [e for e in refused.json()["errors"] if e["reason"] == "schedule_too_dense"]
     assert problem["path"] == "windows" and "fire less often" in problem["fix"]
@@ -105,21 +124,30 @@ def test_a_timeline_longer_than_the_schedule_can_afford_is_refused_with_the_limi
 ) -> None:
     api, http = live
     admin = api.as_("admin")
-    assert http.post(ADMIN, json=dense("dense", WORST["every-3-minutes"]), headers=admin).status_code == 201
-    month = http.get(f"{ADMIN}/dense/timeline", headers=admin,
-                     params={"from": "2026-10-01T00:00:00+00:00", "to": "2026-10-31T00:00:00+00:00"})
+    assert (
+        http.post(ADMIN, json=dense("dense", WORST["every-3-minutes"]), headers=admin).status_code
+        == 201
+    )
+    month = http.get(
+        f"{ADMIN}/dense/timeline",
+        headers=admin,
+        params={"from": "2026-10-01T00:00:00+00:00", "to": "2026-10-31T00:00:00+00:00"},
+    )
     assert month.status_code == 400 and month.json()["reason"] == "range_too_long"
     assert "at most" in month.json()["fix"]
 
 
-@pytest.mark.parametrize("header", ['"²"', '"٣"', "W/\"1²\"", '"99999999999999999999"'])
+@pytest.mark.parametrize("header", ['"²"', '"٣"', 'W/"1²"', '"99999999999999999999"'])
 @pytest.mark.parametrize("method", ["PUT", "DELETE"])
 def test_a_non_ascii_or_huge_if_match_is_400_not_500(
     live: tuple[Api, httpx.Client], header: str, method: str
 ) -> None:
     api, http = live
     admin = api.as_("admin")
-    assert http.post(ADMIN, json=dense("m", WORST["every-3-minutes"]), headers=admin).status_code == 201
+    assert (
+        http.post(ADMIN, json=dense("m", WORST["every-3-minutes"]), headers=admin).status_code
+        == 201
+    )
     try:  # on the wire as the server reads it: '²' is one latin-1 byte, '٣' two UTF-8 bytes
         raw = header.encode("latin-1")
     except UnicodeEncodeError:
@@ -132,12 +160,18 @@ def test_a_non_ascii_or_huge_if_match_is_400_not_500(
     assert api.services.store.find_schedule("m").version == 1
 
 
-EDGES = ["0001-01-01T00:00:00+00:00", "0001-01-01T12:00:00+14:00", "9999-12-31T23:59:59+00:00",
-         "9999-12-31T00:00:00-12:00"]
+EDGES = [
+    "0001-01-01T00:00:00+00:00",
+    "0001-01-01T12:00:00+14:00",
+    "9999-12-31T23:59:59+00:00",
+    "9999-12-31T00:00:00-12:00",
+]
 
 
 @pytest.mark.parametrize("edge", EDGES)
-def test_instants_near_year_1_or_9999_are_a_400_or_422_not_a_500(sqlite_url: str, edge: str) -> None:
+def test_instants_near_year_1_or_9999_are_a_400_or_422_not_a_500(
+    sqlite_url: str, edge: str
+) -> None:
     """Issue 21 item 5: :dry-run (instant and range), /timeline, :admission-check."""
     import json
     from datetime import datetime
@@ -145,13 +179,20 @@ def test_instants_near_year_1_or_9999_are_a_400_or_422_not_a_500(sqlite_url: str
     from api_support import ROOT
 
     gpu42 = ROOT / "examples"
-    api = make_api(sqlite_url, pool=gpu42 / "gpu42-pool.yaml",
-                   start=datetime.fromisoformat("2026-10-19T10:00:00+07:00"))
+    api = make_api(
+        sqlite_url,
+        pool=gpu42 / "gpu42-pool.yaml",
+        start=datetime.fromisoformat("2026-10-19T10:00:00+07:00"),
+    )
     schedule = json.loads((gpu42 / "gpu42-schedule.json").read_text())
     del schedule["scope"]
     vision = "/api/v1/cmp/projects/vision"
-    api.tokens["vision"] = api.services.tokens.create("vision", "cmp:vision", now=api.clock.now(), actor="t")[1]
-    assert api.call("vision", "POST", f"{vision}/deploy-schedules", json=schedule).status_code == 201
+    api.tokens["vision"] = api.services.tokens.create(
+        "vision", "cmp:vision", now=api.clock.now(), actor="t"
+    )[1]
+    assert (
+        api.call("vision", "POST", f"{vision}/deploy-schedules", json=schedule).status_code == 201
+    )
     one = f"{vision}/deploy-schedules/{schedule['name']}"
     near = "2026-10-19T10:00:00+07:00"
     probes = [
@@ -160,8 +201,18 @@ def test_instants_near_year_1_or_9999_are_a_400_or_422_not_a_500(sqlite_url: str
         ("POST", f"{one}:dry-run", {"json": {"from": near, "to": edge}}),
         ("GET", f"{one}/timeline", {"params": {"from": edge}}),
         ("GET", f"{one}/timeline", {"params": {"from": near, "to": edge}}),
-        ("POST", f"{vision}/reservations/rsv-gpu42-shared:admission-check",
-         {"json": {"deploy_id": "md-vision-chat", "memory_mib": 1, "at": edge, "schedule": schedule["name"]}}),
+        (
+            "POST",
+            f"{vision}/reservations/rsv-gpu42-shared:admission-check",
+            {
+                "json": {
+                    "deploy_id": "md-vision-chat",
+                    "memory_mib": 1,
+                    "at": edge,
+                    "schedule": schedule["name"],
+                }
+            },
+        ),
     ]
     for method, path, kw in probes:
         answer = api.call("vision", method, path, **kw)

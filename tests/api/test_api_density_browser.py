@@ -28,7 +28,9 @@ START = datetime.fromisoformat("2026-10-21T10:00:30-04:00")  # inside a 1-minute
 
 
 @pytest.mark.parametrize("name", sorted(WORST))
-def test_the_page_of_the_worst_accepted_schedules_is_bounded_on_both_sides(sqlite_url: str, name: str) -> None:
+def test_the_page_of_the_worst_accepted_schedules_is_bounded_on_both_sides(
+    sqlite_url: str, name: str
+) -> None:
     api = make_api(sqlite_url, start=START)
     created = api.call("admin", "POST", ADMIN, json=dense(name, WORST[name]))
     assert created.status_code == 201, created.text
@@ -47,5 +49,7 @@ def test_the_page_of_the_worst_accepted_schedules_is_bounded_on_both_sides(sqlit
         assert {cell(page, t, "desired") for t in TARGETS} == {"running", "stopped"}
         cdp = page.context.new_cdp_session(page)
         cdp.send("Performance.enable")
-        heap = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}["JSHeapUsedSize"]
+        heap = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}[
+            "JSHeapUsedSize"
+        ]
         assert 0 < heap < 50 * MB, heap

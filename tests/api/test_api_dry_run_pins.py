@@ -44,7 +44,9 @@ class Identified:
 
     def _view(self, view: Any) -> Any:
         if isinstance(view, DeployView):
-            return dataclasses.replace(view, instance=NEW if view.id == REPLACED else f"uid-{view.id}")
+            return dataclasses.replace(
+                view, instance=NEW if view.id == REPLACED else f"uid-{view.id}"
+            )
         if isinstance(view, Mapping):
             return {k: self._view(v) for k, v in view.items()}
         if isinstance(view, list):
@@ -64,10 +66,18 @@ def pinned(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[A
     base = make_api(sqlite_url)
     old = base.services
     core: Any = Identified(old.core)
-    engine = Engine(old.store, core, old.clock, EngineConfig(holder="api-test"), **hooks(old.store, core))
-    services = ApiServices(store=old.store, core=core, engine=engine, clock=old.clock, pool=old.pool,
-                           limits=old.limits)
-    api = Api(TestClient(create_app(services), raise_server_exceptions=False), services, base.clock, base.tokens)
+    engine = Engine(
+        old.store, core, old.clock, EngineConfig(holder="api-test"), **hooks(old.store, core)
+    )
+    services = ApiServices(
+        store=old.store, core=core, engine=engine, clock=old.clock, pool=old.pool, limits=old.limits
+    )
+    api = Api(
+        TestClient(create_app(services), raise_server_exceptions=False),
+        services,
+        base.clock,
+        base.tokens,
+    )
     real_runtime = wiring.runtime  # the CLI's runtime over the same identified core and clock
 
     def identified_runtime(chosen: Any, **kw: Any) -> Any:
@@ -93,19 +103,40 @@ def test_the_api_dry_run_of_a_replaced_deploy_is_the_plan_of_the_cli_and_of_a_pa
     answer = http.post(f"{ADMIN}/{name}:dry-run", json={"at": AT}, headers=api.as_("admin"))
     assert answer.status_code == 200, answer.text
     over_http = answer.json()["instant"]
-    assert {"target": REPLACED, "kind": "ineligible", "reason": "deploy_replaced"} in over_http["warnings"]
+    assert {"target": REPLACED, "kind": "ineligible", "reason": "deploy_replaced"} in over_http[
+        "warnings"
+    ]
     assert all(s["target"] != REPLACED for s in over_http["steps"]), over_http["steps"]
 
     doc = tmp_path / "seed.json"
     doc.write_text(json.dumps(seed()))
-    ran = CliRunner().invoke(cli, ["dry-run", str(doc), "--at", AT, "--format", "json", "--backend", "sim",
-                                   "--db", sqlite_url, "--pool", str(Path(__file__).parent / "api-pool.yaml")])
+    ran = CliRunner().invoke(
+        cli,
+        [
+            "dry-run",
+            str(doc),
+            "--at",
+            AT,
+            "--format",
+            "json",
+            "--backend",
+            "sim",
+            "--db",
+            sqlite_url,
+            "--pool",
+            str(Path(__file__).parent / "api-pool.yaml"),
+        ],
+    )
     assert ran.exit_code == 0, ran.output
-    shown = {k: v for k, v in over_http.items() if not (k == "ready_by" and v is None)}  # the model's null
+    shown = {
+        k: v for k, v in over_http.items() if not (k == "ready_by" and v is None)
+    }  # the model's null
     assert json.loads(ran.output) == shown  # the CLI's view, at the same instant
 
     api.clock.set(datetime.fromisoformat(AT))
     api.services.store.set_gate("observe", now=api.clock.now())  # plan and record, submit nothing
-    api.services.engine.run_pass(schedule=name)  # the engine's view: the pass refuses the replaced deploy
+    api.services.engine.run_pass(
+        schedule=name
+    )  # the engine's view: the pass refuses the replaced deploy
     (row,) = [r for r in api.services.store.list_status(name) if r.deploy_id == REPLACED]
     assert (row.phase, row.reason) == ("ineligible", "deploy_replaced")

@@ -15,11 +15,17 @@ from gps_dagster.api import Limits
 def _secured(answer: object, *, cacheable: bool = False) -> None:
     headers = answer.headers  # type: ignore[attr-defined]
     csp = headers["content-security-policy"]
-    assert "frame-ancestors 'none'" in csp and "script-src 'self';" in csp and "object-src 'none'" in csp
+    assert (
+        "frame-ancestors 'none'" in csp
+        and "script-src 'self';" in csp
+        and "object-src 'none'" in csp
+    )
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["x-frame-options"] == "DENY"
     assert headers["referrer-policy"] == "same-origin"
-    assert (headers.get("cache-control") == "no-store") is not cacheable, headers.get("cache-control")
+    assert (headers.get("cache-control") == "no-store") is not cacheable, headers.get(
+        "cache-control"
+    )
 
 
 def test_every_kind_of_answer_carries_the_security_headers(api: Api) -> None:
@@ -48,8 +54,13 @@ def test_a_refused_oversized_body_carries_them_too(sqlite_url: str) -> None:
 
     api = make_api(sqlite_url, limits=Limits(max_body_bytes=1024))
     try:
-        answer = api.call("admin", "POST", ADMIN, content=b"{" + b" " * 4096 + b"}",
-                          headers={"Content-Type": "application/json"})
+        answer = api.call(
+            "admin",
+            "POST",
+            ADMIN,
+            content=b"{" + b" " * 4096 + b"}",
+            headers={"Content-Type": "application/json"},
+        )
         assert answer.status_code == 413
         _secured(answer)
     finally:
@@ -57,7 +68,9 @@ def test_a_refused_oversized_body_carries_them_too(sqlite_url: str) -> None:
         api.services.store.engine.dispose()
 
 
-def test_an_unhandled_failure_answers_the_500_with_them_too(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unhandled_failure_answers_the_500_with_them_too(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The generic 500 comes from Starlette's outermost error middleware, outside every middleware
     ``add_middleware`` adds: it went out bare until the headers wrapped the whole stack."""
     api.call("admin", "POST", ADMIN, json=seed())

@@ -15,8 +15,15 @@ from api_support import ADMIN, Api, alpha_schedule, beta_schedule, seed, tenant_
 CALLERS = ("admin", "alpha", "beta", "anonymous", "revoked", "garbage")
 SEED = "gpu-pool-h100-shared"
 AT = {"at": "2026-10-21T14:00:00+07:00"}
-RSV = {"id": "rsv-beta", "node": "cmp-01", "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
-       "namespace": "cmp-beta", "mode": "time_sliced", "gpu_memory_mib": 143771, "headroom": 0.95}
+RSV = {
+    "id": "rsv-beta",
+    "node": "cmp-01",
+    "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
+    "namespace": "cmp-beta",
+    "mode": "time_sliced",
+    "gpu_memory_mib": 143771,
+    "headroom": 0.95,
+}
 
 
 def precondition(method: str) -> dict[str, str]:
@@ -24,7 +31,9 @@ def precondition(method: str) -> dict[str, str]:
     return {"If-Match": "*"} if method in ("PUT", "DELETE") else {}
 
 
-def ops(base: str, name: str, doc: dict[str, Any], rsv_base: str) -> list[tuple[str, str, str, Any]]:
+def ops(
+    base: str, name: str, doc: dict[str, Any], rsv_base: str
+) -> list[tuple[str, str, str, Any]]:
     """(label, method, path, json body) of every operation of one surface on schedule ``name``."""
     one = f"{base}/{name}"
     return [
@@ -39,14 +48,31 @@ def ops(base: str, name: str, doc: dict[str, Any], rsv_base: str) -> list[tuple[
         ("apply-now", "POST", f"{one}:apply-now", None),
         ("reservations", "GET", rsv_base, None),
         ("reservation", "GET", f"{rsv_base}/rsv-beta", None),
-        ("admission", "POST", f"{rsv_base}/rsv-beta:admission-check", {"deploy_id": "beta-chat", "memory_mib": 1}),
+        (
+            "admission",
+            "POST",
+            f"{rsv_base}/rsv-beta:admission-check",
+            {"deploy_id": "beta-chat", "memory_mib": 1},
+        ),
         ("delete", "DELETE", one, None),
     ]
 
 
-ADMIN_OK = {"list": 200, "get": 200, "status": 200, "timeline": 200, "dry-run": 200, "dry-run-edit": 200,
-            "dry-run-new": 200, "replace": 200, "apply-now": 200, "reservations": 200, "reservation": 200,
-            "admission": 200, "delete": 204}
+ADMIN_OK = {
+    "list": 200,
+    "get": 200,
+    "status": 200,
+    "timeline": 200,
+    "dry-run": 200,
+    "dry-run-edit": 200,
+    "dry-run-new": 200,
+    "replace": 200,
+    "apply-now": 200,
+    "reservations": 200,
+    "reservation": 200,
+    "admission": 200,
+    "delete": 204,
+}
 DENIED = {"anonymous": 401, "revoked": 401, "garbage": 401}
 
 
@@ -64,8 +90,11 @@ def expected_beta_surface(caller: str, label: str) -> int:
 
 @pytest.fixture
 def world(api: Api) -> Api:
-    for who, base, doc in (("admin", ADMIN, seed()), ("alpha", tenant_base("alpha"), alpha_schedule()),
-                           ("beta", tenant_base("beta"), beta_schedule())):
+    for who, base, doc in (
+        ("admin", ADMIN, seed()),
+        ("alpha", tenant_base("alpha"), alpha_schedule()),
+        ("beta", tenant_base("beta"), beta_schedule()),
+    ):
         assert api.call(who, "POST", base, json=doc).status_code == 201
     assert api.call("admin", "POST", "/admin/reservations", json=RSV).status_code == 201
     return api
@@ -91,7 +120,12 @@ def test_the_admin_surface(world: Api, caller: str) -> None:
 @pytest.mark.parametrize("caller", CALLERS)
 def test_the_tenant_surface_of_beta(world: Api, caller: str) -> None:
     before = world.services.store.get_schedule("beta/beta-nightly")
-    for label, method, path, body in ops(tenant_base("beta"), "beta-nightly", beta_schedule(), "/api/v1/cmp/projects/beta/reservations"):
+    for label, method, path, body in ops(
+        tenant_base("beta"),
+        "beta-nightly",
+        beta_schedule(),
+        "/api/v1/cmp/projects/beta/reservations",
+    ):
         answer = world.call(caller, method, path, json=body, headers=precondition(method))
         assert answer.status_code == expected_beta_surface(caller, label), (label, answer.text)
         if caller == "alpha":
@@ -106,19 +140,28 @@ def test_the_tenant_surface_of_beta(world: Api, caller: str) -> None:
 def test_alpha_cannot_reach_beta_through_its_own_surface(world: Api) -> None:
     """Names of another project's schedules, deploys and reservations look absent from alpha's surface."""
     base = tenant_base("alpha")
-    for label, method, path, body in ops(base, "beta-nightly", beta_schedule(), "/api/v1/cmp/projects/alpha/reservations"):
+    for label, method, path, body in ops(
+        base, "beta-nightly", beta_schedule(), "/api/v1/cmp/projects/alpha/reservations"
+    ):
         if label in ("list", "dry-run-new"):
             continue
         answer = world.call("alpha", method, path, json=body, headers=precondition(method))
         if label in ("reservation", "admission"):
-            assert (answer.status_code, answer.json()["reason"]) == (404, "reservation_not_found"), label
+            assert (answer.status_code, answer.json()["reason"]) == (
+                404,
+                "reservation_not_found",
+            ), label
         elif label == "reservations":
             assert answer.json()["items"] == []
         else:
-            assert (answer.status_code, answer.json()["reason"]) == (404, "schedule_not_found"), label
+            assert (answer.status_code, answer.json()["reason"]) == (404, "schedule_not_found"), (
+                label
+            )
     listed = world.call("alpha", "GET", base).json()
     assert [s["name"] for s in listed["items"]] == ["alpha-swap"]
-    probe = world.call("alpha", "POST", f"{base}:dry-run", json={**AT, "schedule": _doc("probe", beta_schedule)})
+    probe = world.call(
+        "alpha", "POST", f"{base}:dry-run", json={**AT, "schedule": _doc("probe", beta_schedule)}
+    )
     assert probe.status_code == 422 and probe.json()["errors"][0]["reason"] == "unknown_deploy"
     assert "STOPPED" not in probe.text and "stopped" not in json.dumps(probe.json()["errors"])
     steal = world.call("alpha", "POST", base, json=_doc("steal", beta_schedule))
@@ -128,8 +171,12 @@ def test_alpha_cannot_reach_beta_through_its_own_surface(world: Api) -> None:
     assert admin_names.status_code == 404
 
 
-def test_admin_tokens_reach_every_project_and_tenant_tokens_never_the_admin_surface(world: Api) -> None:
-    assert [s["name"] for s in world.call("admin", "GET", tenant_base("alpha")).json()["items"]] == ["alpha-swap"]
+def test_admin_tokens_reach_every_project_and_tenant_tokens_never_the_admin_surface(
+    world: Api,
+) -> None:
+    assert [
+        s["name"] for s in world.call("admin", "GET", tenant_base("alpha")).json()["items"]
+    ] == ["alpha-swap"]
     assert [s["name"] for s in world.call("admin", "GET", ADMIN).json()["items"]] == [SEED]
     refused = world.call("alpha", "GET", ADMIN)
     assert (refused.status_code, refused.json()["reason"]) == (403, "forbidden")

@@ -26,20 +26,37 @@ def bench() -> ModuleType:
     return module
 
 
-def test_fifty_concurrent_clients_get_no_error_and_apply_now_is_never_a_500(sqlite_url: str) -> None:
+def test_fifty_concurrent_clients_get_no_error_and_apply_now_is_never_a_500(
+    sqlite_url: str,
+) -> None:
     api = make_api(sqlite_url, pool=ROOT / "examples" / "seed-pool-10.yaml")
     names = []
     for i in range(10):
-        doc = seed() if i == 0 else {"name": f"bench-{i}", "timezone": "UTC",
-                                     "targets": [{"model_deploy_id": f"ghost-{i}", "default_state": "running"}]}
+        doc = (
+            seed()
+            if i == 0
+            else {
+                "name": f"bench-{i}",
+                "timezone": "UTC",
+                "targets": [{"model_deploy_id": f"ghost-{i}", "default_state": "running"}],
+            }
+        )
         doc["name"] = f"bench-{i}"
         assert api.call("admin", "POST", ADMIN, json=doc).status_code == 201
         names.append(doc["name"])
     load = bench()
     with serving(api.client.app) as url:
-        lat = asyncio.run(load.load(url, api.tokens["admin"], names=names, clients=50, seconds=60, max_requests=300))
+        lat = asyncio.run(
+            load.load(
+                url, api.tokens["admin"], names=names, clients=50, seconds=60, max_requests=300
+            )
+        )
         codes = asyncio.run(load.contention(url, api.tokens["admin"], "bench", n=30))
     assert load.errors_of(lat) == 0, {k: len(v) for k, v in lat.items()}
-    assert {k: len(v) > 0 for k, v in lat.items()} == {"list": True, "status": True, "dry-run": True}
+    assert {k: len(v) > 0 for k, v in lat.items()} == {
+        "list": True,
+        "status": True,
+        "dry-run": True,
+    }
     assert sum(len(v) for v in lat.values()) >= 300
     assert set(codes) <= {200, 409, 429} and codes.get(200, 0) >= 1, codes

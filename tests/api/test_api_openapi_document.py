@@ -67,10 +67,16 @@ def test_every_request_body_is_a_typed_closed_schema(doc: dict[str, Any]) -> Non
         for media, entry in content.items():
             bodies += 1
             assert media == "application/json", (path, method, media)
-            assert "$ref" in entry["schema"], f"{method} {path}: the body schema is not a named type"
+            assert "$ref" in entry["schema"], (
+                f"{method} {path}: the body schema is not a named type"
+            )
             found = list(loose(doc, entry["schema"], set(), f"{method} {path}"))
-            assert not found, f"{method} {path}: loose objects (additionalProperties not false) at {found}"
-    assert bodies >= 12  # create, replace, both dry-runs ×2 surfaces, admission ×2, reservation, repin
+            assert not found, (
+                f"{method} {path}: loose objects (additionalProperties not false) at {found}"
+            )
+    assert (
+        bodies >= 12
+    )  # create, replace, both dry-runs ×2 surfaces, admission ×2, reservation, repin
 
 
 def test_schedule_documents_carry_the_domain_bounds(doc: dict[str, Any]) -> None:
@@ -80,7 +86,10 @@ def test_schedule_documents_carry_the_domain_bounds(doc: dict[str, Any]) -> None
     assert schedule["properties"]["windows"]["maxItems"] == 200
     assert schedule["properties"]["mode"]["enum"] == ["enforce", "observe"]
     recurring = schemas["RecurringWindow"]["properties"]
-    assert recurring["priority"]["maximum"] == 1_000_000_000 and recurring["kind"]["const"] == "recurring"
+    assert (
+        recurring["priority"]["maximum"] == 1_000_000_000
+        and recurring["kind"]["const"] == "recurring"
+    )
     assert re.fullmatch(recurring["duration"]["pattern"].strip("^$"), "1d2h")
     assert not re.fullmatch(recurring["duration"]["pattern"].strip("^$"), "10 hours")
     name = re.compile(schedule["properties"]["name"]["pattern"].removesuffix("$") + r"\Z")
@@ -88,16 +97,25 @@ def test_schedule_documents_carry_the_domain_bounds(doc: dict[str, Any]) -> None
     assert schemas["StateDocument"]["properties"]["replicas"]["anyOf"][0]["minimum"] == 1
 
 
-def test_path_parameters_and_if_match_are_described_as_the_routes_match(doc: dict[str, Any]) -> None:
+def test_path_parameters_and_if_match_are_described_as_the_routes_match(
+    doc: dict[str, Any],
+) -> None:
     checked = 0
     for path, method, op in operations(doc):
         for param in op.get("parameters", []):
             if param["in"] == "path":
                 checked += 1
-                assert "pattern" in param["schema"], f"{method} {path}: path parameter {param['name']} unbounded"
+                assert "pattern" in param["schema"], (
+                    f"{method} {path}: path parameter {param['name']} unbounded"
+                )
             if param["name"] == "If-Match":
-                assert param["required"] is path.startswith("/api/"), (path, method)  # 428 on the tenant surface
-                assert re.match(param["schema"]["pattern"], '"3"') and not re.match(param["schema"]["pattern"], "²")
+                assert param["required"] is path.startswith("/api/"), (
+                    path,
+                    method,
+                )  # 428 on the tenant surface
+                assert re.match(param["schema"]["pattern"], '"3"') and not re.match(
+                    param["schema"]["pattern"], "²"
+                )
                 assert "428" in op["responses"] or not param["required"]
     assert checked >= 33
 
@@ -123,15 +141,27 @@ def test_every_documented_reason_is_one_the_code_answers(doc: dict[str, Any]) ->
         reasons = op["x-reasons"]
         assert reasons == sorted(set(reasons)), (path, method)
         unknown = set(reasons) - known
-        assert not unknown, f"{method} {path}: x-reasons names no reason of the code: {sorted(unknown)}"
+        assert not unknown, (
+            f"{method} {path}: x-reasons names no reason of the code: {sorted(unknown)}"
+        )
         if op["operationId"] != "healthz":
             assert {"unauthenticated", "forbidden"} <= set(reasons), (path, method)
-    replace = doc["paths"]["/api/v1/cmp/projects/{project}/deploy-schedules/{name}"]["put"]["x-reasons"]
-    assert {"unknown_target", "overlapping_occurrences", "unknown_deploy", "precondition_required"} <= set(replace)
+    replace = doc["paths"]["/api/v1/cmp/projects/{project}/deploy-schedules/{name}"]["put"][
+        "x-reasons"
+    ]
+    assert {
+        "unknown_target",
+        "overlapping_occurrences",
+        "unknown_deploy",
+        "precondition_required",
+    } <= set(replace)
 
 
 def test_the_reason_check_itself_refuses_a_made_up_reason() -> None:
-    assert "version_mismatch" in _reason_strings() and "no_such_reason_anywhere" not in _reason_strings()
+    assert (
+        "version_mismatch" in _reason_strings()
+        and "no_such_reason_anywhere" not in _reason_strings()
+    )
 
 
 def test_the_checked_in_copy_is_the_tightened_one() -> None:
@@ -139,30 +169,67 @@ def test_the_checked_in_copy_is_the_tightened_one() -> None:
     assert '"x-reasons"' in text and '"$ref": "#/components/schemas/ScheduleDocument"' in text
 
 
-SCHEDULE_MODULES = ("domain/spec.py", "domain/checks.py", "domain/crons.py", "domain/calendars.py",
-                    "domain/documents.py", "engine/operations.py", "api/documents.py")
-_RAISED = re.compile(r"FieldErrorCarrier\(\s*\"([a-z_]+)\"|FieldError\(\s*[^,()]+(?:\([^()]*\))?,\s*\"([a-z_]+)\""
-                     r"|^\s*\"[a-z_]+\": \(\"([a-z_]+)\",", re.M)
+SCHEDULE_MODULES = (
+    "domain/spec.py",
+    "domain/checks.py",
+    "domain/crons.py",
+    "domain/calendars.py",
+    "domain/documents.py",
+    "engine/operations.py",
+    "api/documents.py",
+)
+_RAISED = re.compile(
+    r"FieldErrorCarrier\(\s*\"([a-z_]+)\"|FieldError\(\s*[^,()]+(?:\([^()]*\))?,\s*\"([a-z_]+)\""
+    r"|^\s*\"[a-z_]+\": \(\"([a-z_]+)\",",
+    re.M,
+)
 
 
 def raised_in(module: str) -> set[str]:
-    return {next(g for g in m.groups() if g) for m in _RAISED.finditer((PACKAGE / module).read_text())}
+    return {
+        next(g for g in m.groups() if g) for m in _RAISED.finditer((PACKAGE / module).read_text())
+    }
 
 
-def test_every_document_reason_the_domain_raises_is_listed_where_documents_are_written(doc: dict[str, Any]) -> None:
-    raised = set().union(*(raised_in(m) for m in SCHEDULE_MODULES)) - {"dropped_placement_field"}  # a warning
-    assert {"unknown_target", "invalid_cron", "not_an_integer", "unknown_deploy", "invalid_yaml"} <= raised
+def test_every_document_reason_the_domain_raises_is_listed_where_documents_are_written(
+    doc: dict[str, Any],
+) -> None:
+    raised = set().union(*(raised_in(m) for m in SCHEDULE_MODULES)) - {
+        "dropped_placement_field"
+    }  # a warning
+    assert {
+        "unknown_target",
+        "invalid_cron",
+        "not_an_integer",
+        "unknown_deploy",
+        "invalid_yaml",
+    } <= raised
     raised -= {"invalid_yaml"}  # API bodies are JSON (415 otherwise)
-    for op_id in ("admin_create", "tenant_create", "admin_replace", "tenant_replace", "tenant_dry_run_new"):
+    for op_id in (
+        "admin_create",
+        "tenant_create",
+        "admin_replace",
+        "tenant_replace",
+        "tenant_dry_run_new",
+    ):
         op = next(o for _p, _m, o in operations(doc) if o["operationId"] == op_id)
         missing = raised - set(op["x-reasons"])
-        assert not missing, f"{op_id}: reasons the domain raises but x-reasons omits: {sorted(missing)}"
+        assert not missing, (
+            f"{op_id}: reasons the domain raises but x-reasons omits: {sorted(missing)}"
+        )
 
 
 # -- every reason the error mapping answers, per operation, under each layer's failure -----------
 
-RESERVATION = {"id": "rsv-alpha", "node": "cmp-01", "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
-               "namespace": "cmp-alpha", "mode": "time_sliced", "gpu_memory_mib": 143771, "headroom": 0.95}
+RESERVATION = {
+    "id": "rsv-alpha",
+    "node": "cmp-01",
+    "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
+    "namespace": "cmp-alpha",
+    "mode": "time_sliced",
+    "gpu_memory_mib": 143771,
+    "headroom": 0.95,
+}
 
 
 def requests_of_every_operation() -> list[tuple[str, str, str, dict[str, Any]]]:
@@ -170,8 +237,10 @@ def requests_of_every_operation() -> list[tuple[str, str, str, dict[str, Any]]]:
     from api_support import ADMIN, alpha_schedule, seed, tenant_base
 
     out: list[tuple[str, str, str, dict[str, Any]]] = []
-    for tag, who, base, doc_of in (("admin", "admin", ADMIN, seed), ("tenant", "alpha", tenant_base("alpha"),
-                                                                         alpha_schedule)):
+    for tag, who, base, doc_of in (
+        ("admin", "admin", ADMIN, seed),
+        ("tenant", "alpha", tenant_base("alpha"), alpha_schedule),
+    ):
         document = doc_of()
         one = f"{base}/{document['name']}"
         fresh = {**document, "name": "another"}
@@ -182,8 +251,12 @@ def requests_of_every_operation() -> list[tuple[str, str, str, dict[str, Any]]]:
             (f"{tag}_replace", who, f"PUT {one}", {"json": document, "headers": {"If-Match": "*"}}),
             (f"{tag}_apply_now", who, f"POST {one}:apply-now", {}),
             (f"{tag}_dry_run", who, f"POST {one}:dry-run", {"json": {}}),
-            (f"{tag}_dry_run", who, f"POST {one}:dry-run",
-             {"json": {"from": "2026-10-21T00:00:00+07:00", "to": "2026-10-22T00:00:00+07:00"}}),
+            (
+                f"{tag}_dry_run",
+                who,
+                f"POST {one}:dry-run",
+                {"json": {"from": "2026-10-21T00:00:00+07:00", "to": "2026-10-22T00:00:00+07:00"}},
+            ),
             (f"{tag}_dry_run_new", who, f"POST {base}:dry-run", {"json": {"schedule": document}}),
             (f"{tag}_status", who, f"GET {one}/status", {}),
             (f"{tag}_timeline", who, f"GET {one}/timeline", {}),
@@ -193,20 +266,43 @@ def requests_of_every_operation() -> list[tuple[str, str, str, dict[str, Any]]]:
     ask = {"json": {"deploy_id": "alpha-chat", "memory_mib": 100}}
     out += [
         ("admin_list_reservations", "admin", f"GET {rsv}", {}),
-        ("admin_create_reservation", "admin", f"POST {rsv}", {"json": {
-            **RESERVATION, "id": "rsv-other", "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b5"]}}),
+        (
+            "admin_create_reservation",
+            "admin",
+            f"POST {rsv}",
+            {
+                "json": {
+                    **RESERVATION,
+                    "id": "rsv-other",
+                    "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b5"],
+                }
+            },
+        ),
         ("admin_get_reservation", "admin", f"GET {rsv}/rsv-alpha", {}),
         ("admin_admission_check", "admin", f"POST {rsv}/rsv-alpha:admission-check", ask),
-        ("admin_repin_reservation", "admin", f"POST {rsv}/rsv-alpha:repin",
-         {"json": {"gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b4"], "generation": 1}}),
+        (
+            "admin_repin_reservation",
+            "admin",
+            f"POST {rsv}/rsv-alpha:repin",
+            {"json": {"gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b4"], "generation": 1}},
+        ),
         ("tenant_list_reservations", "alpha", f"GET {tenant_rsv}", {}),
         ("tenant_get_reservation", "alpha", f"GET {tenant_rsv}/rsv-alpha", {}),
         ("tenant_admission_check", "alpha", f"POST {tenant_rsv}/rsv-alpha:admission-check", ask),
         ("admin_audit", "admin", "GET /admin/audit", {}),
         ("admin_release_reservation", "admin", f"POST {rsv}/rsv-alpha:release", {}),
-        ("admin_delete", "admin", f"DELETE {ADMIN}/{seed()['name']}", {"headers": {"If-Match": "*"}}),
-        ("tenant_delete", "alpha", f"DELETE {tenant_base('alpha')}/{alpha_schedule()['name']}",
-         {"headers": {"If-Match": "*"}}),
+        (
+            "admin_delete",
+            "admin",
+            f"DELETE {ADMIN}/{seed()['name']}",
+            {"headers": {"If-Match": "*"}},
+        ),
+        (
+            "tenant_delete",
+            "alpha",
+            f"DELETE {tenant_base('alpha')}/{alpha_schedule()['name']}",
+            {"headers": {"If-Match": "*"}},
+        ),
         ("healthz", "anonymous", "GET /healthz", {}),
     ]
     return out
@@ -234,9 +330,14 @@ def answered_reasons(api: Api, doc: dict[str, Any]) -> dict[str, set[str]]:
         answer = api.call(who, method, path, **kw)
         assert answer.status_code != 500, (op_id, answer.text)
         if answer.status_code >= 400:
-            assert str(answer.status_code) in listed[op_id]["responses"], (op_id, answer.status_code)
+            assert str(answer.status_code) in listed[op_id]["responses"], (
+                op_id,
+                answer.status_code,
+            )
             body = answer.json()
-            seen.setdefault(op_id, set()).update({body["reason"], *(e["reason"] for e in body["errors"])})
+            seen.setdefault(op_id, set()).update(
+                {body["reason"], *(e["reason"] for e in body["errors"])}
+            )
     return seen
 
 
@@ -281,7 +382,9 @@ def test_every_reason_an_operation_answers_when_the_store_is_down_is_in_its_x_re
     _world(api)
     api.services.store.engine.dispose()
     (tmp_path / "gps.sqlite").rename(tmp_path / "moved.sqlite")
-    (tmp_path / "gps.sqlite").mkdir()  # SQLite cannot open a directory: "unable to open database file"
+    (
+        tmp_path / "gps.sqlite"
+    ).mkdir()  # SQLite cannot open a directory: "unable to open database file"
     seen = answered_reasons(api, doc)
     assert all("store_unavailable" in r for op, r in seen.items() if op != "healthz"), seen
     assert len(seen) >= 30, sorted(seen)

@@ -20,8 +20,9 @@ def test_a_body_with_parse_level_problems_is_one_422_listing_each_at_its_path(ap
     doc["targets"][0]["default_state"] = "@DEEP@"
     text = json.dumps(doc).replace('"@BIG@"', "9" * 40).replace('"@NAN@"', "NaN")
     text = text.replace('"@DEEP@"', "[" * 40 + "]" * 40)
-    answer = api.call("admin", "POST", ADMIN, content=text.encode(),
-                      headers={"Content-Type": "application/json"})
+    answer = api.call(
+        "admin", "POST", ADMIN, content=text.encode(), headers={"Content-Type": "application/json"}
+    )
     assert answer.status_code == 422, answer.text
     found = {(e["path"], e["reason"]) for e in answer.json()["errors"]}
     assert found >= {
@@ -41,8 +42,9 @@ def test_a_key_given_twice_in_a_body_is_refused_at_its_path_with_the_rest(api: A
     doc["timezone"] = "Mars/Olympus"
     text = json.dumps(doc).replace('"priority": "@TWICE@"', '"priority": 10, "priority": 20')
     text = text.replace('"targets":', '"mode": "observe", "mode": "enforce", "targets":', 1)
-    answer = api.call("admin", "POST", ADMIN, content=text.encode(),
-                      headers={"Content-Type": "application/json"})
+    answer = api.call(
+        "admin", "POST", ADMIN, content=text.encode(), headers={"Content-Type": "application/json"}
+    )
     assert answer.status_code == 422, answer.text
     found = {(e["path"], e["reason"]) for e in answer.json()["errors"]}
     assert found >= {
@@ -52,6 +54,7 @@ def test_a_key_given_twice_in_a_body_is_refused_at_its_path_with_the_rest(api: A
     }, found
     assert api.services.store.list_schedules() == []  # nothing stored
     clean = json.dumps(seed())  # the same route without a duplicate: created
-    created = api.call("admin", "POST", ADMIN, content=clean.encode(),
-                       headers={"Content-Type": "application/json"})
+    created = api.call(
+        "admin", "POST", ADMIN, content=clean.encode(), headers={"Content-Type": "application/json"}
+    )
     assert created.status_code == 201, created.text

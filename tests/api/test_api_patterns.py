@@ -23,11 +23,16 @@ def test_a_project_with_a_trailing_newline_is_no_project(api: Api) -> None:
     assert [r.name for r in api.services.store.list_schedules()] == []
 
 
-@pytest.mark.parametrize("field,value", [("scope", "cmp:alpha\n"), ("name", "alpha-swap\n"),
-                                         ("timezone", "UTC\n")])
+@pytest.mark.parametrize(
+    "field,value", [("scope", "cmp:alpha\n"), ("name", "alpha-swap\n"), ("timezone", "UTC\n")]
+)
 def test_a_document_value_with_a_trailing_newline_is_refused(field: str, value: str) -> None:
-    doc = {"name": "n", "timezone": "UTC", "targets": [{"model_deploy_id": "a", "default_state": "running"}],
-           field: value}
+    doc = {
+        "name": "n",
+        "timezone": "UTC",
+        "targets": [{"model_deploy_id": "a", "default_state": "running"}],
+        field: value,
+    }
     with pytest.raises(SpecInvalid):
         load_schedule(doc)
 

@@ -31,9 +31,19 @@ def test_a_body_that_is_not_json_is_415_with_the_fix(api: Api) -> None:
         assert answer.status_code == 415, (content_type, answer.text)  # was 422
         body = answer.json()
         assert body["reason"] == "unsupported_media_type" and "application/json" in body["fix"]
-    assert api.call("admin", "POST", ADMIN, json=seed(), headers={"Content-Type": "application/json; charset=utf-8"}
-                    ).status_code == 201
-    assert api.call("admin", "POST", f"{ONE}:apply-now").status_code == 200  # no body: no type needed
+    assert (
+        api.call(
+            "admin",
+            "POST",
+            ADMIN,
+            json=seed(),
+            headers={"Content-Type": "application/json; charset=utf-8"},
+        ).status_code
+        == 201
+    )
+    assert (
+        api.call("admin", "POST", f"{ONE}:apply-now").status_code == 200
+    )  # no body: no type needed
     assert api.services.store.get_schedule("gpu-pool-h100-shared").version == 1
 
 
@@ -48,17 +58,30 @@ def test_head_is_served_on_get_routes(api: Api) -> None:
 
 
 def test_a_trailing_slash_is_a_404_never_a_redirect_built_from_host(api: Api) -> None:
-    answer = api.client.get(f"{ADMIN}/", headers={**api.as_("admin"), "Host": "evil.example"},
-                            follow_redirects=False)
+    answer = api.client.get(
+        f"{ADMIN}/", headers={**api.as_("admin"), "Host": "evil.example"}, follow_redirects=False
+    )
     assert answer.status_code == 404  # was 307 to http://evil.example/admin/deploy-schedules
     assert "location" not in answer.headers
 
 
 def test_the_admission_body_is_strict(api: Api) -> None:
-    rsv = {"id": "rsv-beta", "node": "cmp-01", "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
-           "namespace": "cmp-beta", "mode": "time_sliced", "gpu_memory_mib": 143771, "headroom": 0.95}
+    rsv = {
+        "id": "rsv-beta",
+        "node": "cmp-01",
+        "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
+        "namespace": "cmp-beta",
+        "mode": "time_sliced",
+        "gpu_memory_mib": 143771,
+        "headroom": 0.95,
+    }
     assert api.call("admin", "POST", "/admin/reservations", json=rsv).status_code == 201
     path = "/admin/reservations/rsv-beta:admission-check"
     coerced = api.call("admin", "POST", path, json={"deploy_id": "beta-chat", "memory_mib": "100"})
     assert coerced.status_code == 422 and coerced.json()["errors"][0]["path"] == "memory_mib"
-    assert api.call("admin", "POST", path, json={"deploy_id": "beta-chat", "memory_mib": 100}).status_code == 200
+    assert (
+        api.call(
+            "admin", "POST", path, json={"deploy_id": "beta-chat", "memory_mib": 100}
+        ).status_code
+        == 200
+    )

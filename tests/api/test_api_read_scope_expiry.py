@@ -23,25 +23,34 @@ AT = {"at": "2026-10-21T14:00:00+07:00"}
 
 def _token(api: Api, name: str, scope: str, **kw: object) -> dict[str, str]:
     _record, token = TokenRepository(api.services.store.engine).create(
-        name, scope, now=api.clock.now(), actor="test", **kw)  # type: ignore[arg-type]
+        name, scope, now=api.clock.now(), actor="test", **kw
+    )  # type: ignore[arg-type]
     return {"Authorization": f"Bearer {token}"}
 
 
 def test_a_read_token_reads_and_dry_runs_but_never_writes(api: Api) -> None:
     assert api.call("alpha", "POST", BASE, json=alpha_schedule()).status_code == 201
     reader = _token(api, "alpha-dash", "cmp:alpha:read")
-    reads = [api.client.get(BASE, headers=reader), api.client.get(ONE, headers=reader),
-             api.client.get(f"{ONE}/status", headers=reader), api.client.get(f"{ONE}/timeline", headers=reader),
-             api.client.post(f"{ONE}:dry-run", json=AT, headers=reader)]
+    reads = [
+        api.client.get(BASE, headers=reader),
+        api.client.get(ONE, headers=reader),
+        api.client.get(f"{ONE}/status", headers=reader),
+        api.client.get(f"{ONE}/timeline", headers=reader),
+        api.client.post(f"{ONE}:dry-run", json=AT, headers=reader),
+    ]
     assert [r.status_code for r in reads] == [200] * 5, [r.text for r in reads]
-    writes = [api.client.post(BASE, json=alpha_schedule("other"), headers=reader),
-              api.client.put(ONE, json=alpha_schedule(), headers={**reader, "If-Match": '"1"'}),
-              api.client.delete(ONE, headers={**reader, "If-Match": '"1"'}),
-              api.client.post(f"{ONE}:apply-now", headers=reader)]
+    writes = [
+        api.client.post(BASE, json=alpha_schedule("other"), headers=reader),
+        api.client.put(ONE, json=alpha_schedule(), headers={**reader, "If-Match": '"1"'}),
+        api.client.delete(ONE, headers={**reader, "If-Match": '"1"'}),
+        api.client.post(f"{ONE}:apply-now", headers=reader),
+    ]
     assert [(w.status_code, w.json()["reason"]) for w in writes] == [(403, "read_only_token")] * 4
     assert "cmp:alpha" in writes[0].json()["fix"]
     assert api.services.store.get_schedule("alpha/alpha-swap").version == 1
-    assert api.client.get(tenant_base("beta"), headers=reader).status_code == 404  # still its project only
+    assert (
+        api.client.get(tenant_base("beta"), headers=reader).status_code == 404
+    )  # still its project only
     assert api.client.get("/admin/deploy-schedules", headers=reader).status_code == 403
 
 
@@ -64,7 +73,9 @@ def test_verify_judges_expiry_at_the_instant_it_is_given_and_needs_one(api: Api)
 
     repo = TokenRepository(api.services.store.engine)
     start = api.clock.now()
-    _record, token = repo.create("brief", "cmp:alpha", now=start, actor="test", expires_at=start + timedelta(hours=1))
+    _record, token = repo.create(
+        "brief", "cmp:alpha", now=start, actor="test", expires_at=start + timedelta(hours=1)
+    )
     assert repo.verify(token, now=start + timedelta(minutes=59)) is not None
     assert repo.verify(token, now=start + timedelta(hours=1)) is None  # the clock was never read
     assert inspect.signature(repo.verify).parameters["now"].default is inspect.Parameter.empty
@@ -79,7 +90,9 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_tokens_create_takes_the_read_scope_and_expires_and_list_shows_both(db: str) -> None:
-    made = run("tokens", "create", "--name", "dash", "--scope", "cmp:vision:read", "--expires", "30d")
+    made = run(
+        "tokens", "create", "--name", "dash", "--scope", "cmp:vision:read", "--expires", "30d"
+    )
     assert made.exit_code == 0, made.output
     forever = run("tokens", "create", "--name", "ci", "--scope", "cmp:vision")
     assert forever.exit_code == 0, forever.output
@@ -89,7 +102,9 @@ def test_tokens_create_takes_the_read_scope_and_expires_and_list_shows_both(db: 
     assert rows["ci"]["expires_at"] is None
     table = run("tokens", "list").output
     assert "EXPIRES" in table and "never" in table and "cmp:vision:read" in table
-    past = run("tokens", "create", "--name", "old", "--scope", "admin", "--expires", "2020-01-01T00:00:00Z")
+    past = run(
+        "tokens", "create", "--name", "old", "--scope", "admin", "--expires", "2020-01-01T00:00:00Z"
+    )
     assert past.exit_code == 1 and "invalid_expiry" in past.output
     bad = run("tokens", "create", "--name", "bad", "--scope", "admin", "--expires", "soon")
     assert bad.exit_code == 1 and "invalid_expiry" in bad.output and "Traceback" not in bad.output

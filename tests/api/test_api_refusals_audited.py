@@ -12,14 +12,30 @@ from typing import Any
 
 from api_support import ADMIN, Api, alpha_schedule, seed, tenant_base
 
-RSV = {"id": "rsv-beta", "node": "cmp-01", "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
-       "namespace": "cmp-beta", "mode": "time_sliced", "gpu_memory_mib": 143771, "headroom": 0.95}
+RSV = {
+    "id": "rsv-beta",
+    "node": "cmp-01",
+    "gpu_uuids": ["GPU-8983c66a-23df-e63b-4c2f-afcae9ec79b3"],
+    "namespace": "cmp-beta",
+    "mode": "time_sliced",
+    "gpu_memory_mib": 143771,
+    "headroom": 0.95,
+}
 
 
 def _audit(api: Api, **params: Any) -> list[dict[str, Any]]:
     rows = [r for r in api.services.store.list_audit(limit=1000, **params)]
-    return [{"actor": r.actor, "action": r.action, "kind": r.object_kind, "name": r.object_name,
-             "scope": r.scope, "detail": r.detail} for r in rows]
+    return [
+        {
+            "actor": r.actor,
+            "action": r.action,
+            "kind": r.object_kind,
+            "name": r.object_name,
+            "scope": r.scope,
+            "detail": r.detail,
+        }
+        for r in rows
+    ]
 
 
 def test_a_reservation_written_through_the_api_is_in_the_audit(api: Api) -> None:
@@ -28,7 +44,9 @@ def test_a_reservation_written_through_the_api_is_in_the_audit(api: Api) -> None
     assert released.status_code == 200, released.text
     items = api.call("admin", "GET", "/admin/audit", params={"name": "rsv-beta"}).json()["items"]
     assert [(i["action"], i["object_kind"]) for i in items] == [
-        ("reservation_create", "reservation"), ("reservation_set_state", "reservation")]
+        ("reservation_create", "reservation"),
+        ("reservation_set_state", "reservation"),
+    ]
     assert all(i["actor"].startswith("token:admin(") for i in items)
     assert items[1]["detail"]["new"] == {"state": "RELEASED"}
 
@@ -46,7 +64,10 @@ def test_refused_calls_leave_a_row_naming_the_caller_never_the_secret(api: Api) 
     for who, method, path, body, status in probes:
         assert api.call(who, method, path, json=body).status_code == status, (who, path)
     refused = [r for r in _audit(api) if r["action"] == "refused"]
-    assert [(r["actor"].split("(")[0], r["name"], r["detail"]["status"], r["detail"]["reason"]) for r in refused] == [
+    assert [
+        (r["actor"].split("(")[0], r["name"], r["detail"]["status"], r["detail"]["reason"])
+        for r in refused
+    ] == [
         ("anonymous", ADMIN, 401, "unauthenticated"),
         ("anonymous", ADMIN, 401, "unauthenticated"),
         ("token:alpha", ADMIN, 403, "forbidden"),
@@ -69,4 +90,6 @@ def test_a_flood_of_refusals_is_cut_and_the_next_row_counts_what_was_left_out(ap
     assert len(rows) == 21 and rows[-1]["detail"]["suppressed"] == 10
     assert api.call("admin", "POST", ADMIN, json=seed()).status_code == 201  # others are not cut
     assert api.call("admin", "POST", ADMIN, json=seed()).status_code == 409
-    assert [r["actor"].split("(")[0] for r in _audit(api) if r["action"] == "refused"][-1] == "token:admin"
+    assert [r["actor"].split("(")[0] for r in _audit(api) if r["action"] == "refused"][
+        -1
+    ] == "token:admin"

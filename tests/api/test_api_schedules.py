@@ -13,7 +13,11 @@ ONE = f"{ADMIN}/{NAME}"
 
 
 def one_target(name: str, deploy: str) -> dict:
-    return {"name": name, "timezone": "UTC", "targets": [{"model_deploy_id": deploy, "default_state": "running"}]}
+    return {
+        "name": name,
+        "timezone": "UTC",
+        "targets": [{"model_deploy_id": deploy, "default_state": "running"}],
+    }
 
 
 def test_create_get_replace_delete_carry_the_version_as_etag(api: Api) -> None:
@@ -22,7 +26,9 @@ def test_create_get_replace_delete_carry_the_version_as_etag(api: Api) -> None:
     assert created.headers["ETag"] == '"1"' and created.headers["Location"] == ONE
     assert created.json()["document"]["windows"][1]["name"] == "maint-wed"
     got = api.call("admin", "GET", ONE)
-    assert got.status_code == 200 and got.headers["ETag"] == '"1"' and got.json()["scope"] == "admin"
+    assert (
+        got.status_code == 200 and got.headers["ETag"] == '"1"' and got.json()["scope"] == "admin"
+    )
     doc = seed()
     doc["windows"][0]["priority"] = 20
     replaced = api.call("admin", "PUT", ONE, json=doc, headers={"If-Match": '"1"'})
@@ -64,16 +70,24 @@ def test_create_of_an_existing_name_is_409_and_replace_of_a_missing_one_404(api:
 
 
 def test_list_pages_by_name(api: Api) -> None:
-    for name, deploy in (("c-sched", "md-bge-embed"), ("a-sched", "md-llama70b"), ("b-sched", "md-qwen32b")):
+    for name, deploy in (
+        ("c-sched", "md-bge-embed"),
+        ("a-sched", "md-llama70b"),
+        ("b-sched", "md-qwen32b"),
+    ):
         assert api.call("admin", "POST", ADMIN, json=one_target(name, deploy)).status_code == 201
     first = api.call("admin", "GET", ADMIN, params={"limit": 2}).json()
     assert [s["name"] for s in first["items"]] == ["a-sched", "b-sched"]
     assert first["next_page_token"] == "b-sched"
-    rest = api.call("admin", "GET", ADMIN, params={"limit": 2, "page_token": first["next_page_token"]}).json()
+    rest = api.call(
+        "admin", "GET", ADMIN, params={"limit": 2, "page_token": first["next_page_token"]}
+    ).json()
     assert [s["name"] for s in rest["items"]] == ["c-sched"] and rest["next_page_token"] is None
 
 
-def test_an_invalid_document_is_422_with_every_field_problem_and_nothing_is_written(api: Api) -> None:
+def test_an_invalid_document_is_422_with_every_field_problem_and_nothing_is_written(
+    api: Api,
+) -> None:
     doc = seed()
     doc["windows"][0]["states"][0]["replicas"] = 0
     doc["windows"][0]["cron"] = "61 8 * * *"
@@ -90,7 +104,9 @@ def test_an_invalid_document_is_422_with_every_field_problem_and_nothing_is_writ
 
 
 def test_malformed_json_is_400(api: Api) -> None:
-    answer = api.call("admin", "POST", ADMIN, content=b"{not json", headers={"Content-Type": "application/json"})
+    answer = api.call(
+        "admin", "POST", ADMIN, content=b"{not json", headers={"Content-Type": "application/json"}
+    )
     assert answer.status_code == 400 and answer.json()["reason"] == "invalid_json"
 
 
@@ -140,11 +156,15 @@ def test_tenant_placement_fields_are_dropped_and_reported(api: Api) -> None:
     assert stored.spec.scope == "cmp:alpha"
     assert "node_name" not in json.dumps(stored.spec.to_document())
     admin_doc = seed()
-    admin_doc["queue"] = "root.fast"  # the admin surface drops nothing: an unknown field is an error
+    admin_doc["queue"] = (
+        "root.fast"  # the admin surface drops nothing: an unknown field is an error
+    )
     assert api.call("admin", "POST", ADMIN, json=admin_doc).status_code == 422
 
 
-def test_a_tenant_may_target_its_own_endpoint_but_not_an_unknown_or_foreign_deploy(api: Api) -> None:
+def test_a_tenant_may_target_its_own_endpoint_but_not_an_unknown_or_foreign_deploy(
+    api: Api,
+) -> None:
     doc = alpha_schedule("alpha-ep")
     doc["targets"] = [{"model_deploy_id": "alpha-ep", "default_state": "running"}]
     doc["windows"] = []
@@ -171,7 +191,10 @@ def test_apply_now_runs_a_pass_and_is_audited(api: Api) -> None:
     assert body["gate"] == "enforce" and body["schedules"][0]["opened"] == 1
     assert {s["target"] for s in body["steps"]} >= {"md-qwen32b"}
     audit = api.call("admin", "GET", "/admin/audit", params={"name": NAME}).json()["items"]
-    assert [(a["action"], a["version"]) for a in audit] == [("schedule_created", 1), ("apply_now", 1)]
+    assert [(a["action"], a["version"]) for a in audit] == [
+        ("schedule_created", 1),
+        ("apply_now", 1),
+    ]
     assert audit[1]["actor"].startswith("token:admin(")
 
 
@@ -201,39 +224,68 @@ def test_apply_now_is_rate_limited_per_schedule_on_the_injected_clock(api: Api) 
 
 def test_dry_run_at_an_instant_over_a_range_and_of_an_unsaved_edit(api: Api) -> None:
     api.call("admin", "POST", ADMIN, json=seed())
-    at = api.call("admin", "POST", f"{ONE}:dry-run", json={"at": "2026-10-21T14:00:00+07:00"}).json()
+    at = api.call(
+        "admin", "POST", f"{ONE}:dry-run", json={"at": "2026-10-21T14:00:00+07:00"}
+    ).json()
     assert at["version"] == 1
     assert at["instant"]["intents"]["md-llama70b"]["source"] == "maint-wed"
     assert at["instant"]["intents"]["md-qwen32b"]["desired_state"] == "running"
-    span = api.call("admin", "POST", f"{ONE}:dry-run",
-                    json={"from": "2026-10-21T00:00:00+07:00", "to": "2026-10-22T00:00:00+07:00"}).json()
+    span = api.call(
+        "admin",
+        "POST",
+        f"{ONE}:dry-run",
+        json={"from": "2026-10-21T00:00:00+07:00", "to": "2026-10-22T00:00:00+07:00"},
+    ).json()
     assert [b["at"] for b in span["boundaries"]] == [
-        "2026-10-21T08:00:00+07:00", "2026-10-21T13:00:00+07:00",
-        "2026-10-21T15:00:00+07:00", "2026-10-21T18:00:00+07:00"]
+        "2026-10-21T08:00:00+07:00",
+        "2026-10-21T13:00:00+07:00",
+        "2026-10-21T15:00:00+07:00",
+        "2026-10-21T18:00:00+07:00",
+    ]
     eight = span["boundaries"][0]["steps"]
-    assert [(s["target"], s["step"]) for s in eight] == [("md-qwen32b", "stop"), ("md-llama70b", "start")]
+    assert [(s["target"], s["step"]) for s in eight] == [
+        ("md-qwen32b", "stop"),
+        ("md-llama70b", "start"),
+    ]
     edit = seed()
     edit["windows"] = edit["windows"][:1]  # drop maint-wed
-    unsaved = api.call("admin", "POST", f"{ONE}:dry-run", json={"at": "2026-10-21T14:00:00+07:00", "schedule": edit})
+    unsaved = api.call(
+        "admin",
+        "POST",
+        f"{ONE}:dry-run",
+        json={"at": "2026-10-21T14:00:00+07:00", "schedule": edit},
+    )
     assert unsaved.json()["version"] is None
     assert unsaved.json()["instant"]["intents"]["md-llama70b"]["source"] == "business-hours"
     assert api.services.store.get_schedule(NAME).version == 1  # a dry-run writes nothing
     fresh = one_target("fresh", "md-bge-embed")
-    new = api.call("admin", "POST", f"{ADMIN}:dry-run", json={"at": "2026-10-21T14:00:00+07:00", "schedule": fresh})
+    new = api.call(
+        "admin",
+        "POST",
+        f"{ADMIN}:dry-run",
+        json={"at": "2026-10-21T14:00:00+07:00", "schedule": fresh},
+    )
     assert new.status_code == 200 and new.json()["schedule"] == "fresh"
     assert api.services.store.find_schedule("fresh") is None
 
 
 def test_dry_run_refuses_an_ambiguous_or_incomplete_request(api: Api) -> None:
     api.call("admin", "POST", ADMIN, json=seed())
-    both = api.call("admin", "POST", f"{ONE}:dry-run",
-                    json={"at": "2026-10-21T14:00:00+07:00", "from": "2026-10-21T00:00:00+07:00"})
+    both = api.call(
+        "admin",
+        "POST",
+        f"{ONE}:dry-run",
+        json={"at": "2026-10-21T14:00:00+07:00", "from": "2026-10-21T00:00:00+07:00"},
+    )
     assert both.status_code == 422 and both.json()["reason"] == "ambiguous_request"
     half = api.call("admin", "POST", f"{ONE}:dry-run", json={"from": "2026-10-21T00:00:00+07:00"})
     assert half.json()["reason"] == "incomplete_range"
     naive = api.call("admin", "POST", f"{ONE}:dry-run", json={"at": "2026-10-21T14:00:00"})
     assert naive.status_code == 422 and naive.json()["errors"][0]["path"] == "at"
-    assert api.call("admin", "POST", f"{ADMIN}:dry-run", json={}).json()["reason"] == "missing_schedule"
+    assert (
+        api.call("admin", "POST", f"{ADMIN}:dry-run", json={}).json()["reason"]
+        == "missing_schedule"
+    )
 
 
 def test_status_lists_every_target_with_the_gate(api: Api) -> None:
@@ -249,8 +301,12 @@ def test_status_lists_every_target_with_the_gate(api: Api) -> None:
 
 def test_timeline_has_windows_intervals_and_the_gpu_line(api: Api) -> None:
     api.call("admin", "POST", ADMIN, json=seed())
-    body = api.call("admin", "GET", f"{ONE}/timeline",
-                    params={"from": "2026-10-19T00:00:00+07:00", "to": "2026-10-26T00:00:00+07:00"}).json()
+    body = api.call(
+        "admin",
+        "GET",
+        f"{ONE}/timeline",
+        params={"from": "2026-10-19T00:00:00+07:00", "to": "2026-10-26T00:00:00+07:00"},
+    ).json()
     windows = {w["name"]: w for w in body["windows"]}
     assert windows["maint-wed"]["priority"] == 100 and windows["maint-wed"]["kind"] == "one_shot"
     assert len(windows["business-hours"]["occurrences"]) == 5
@@ -258,9 +314,15 @@ def test_timeline_has_windows_intervals_and_the_gpu_line(api: Api) -> None:
     assert wed and wed[0]["source"] == "maint-wed" and wed[0]["desired_state"] == "stopped"
     # A 8 + C 2 + alpha-batch 2 (running, in no admin schedule) of 18 GPUs
     assert max(g["desired_gpus"] for g in body["gpu"]) == 12 and body["gpu"][0]["capacity"] == 18
-    week = api.call("admin", "GET", f"{ONE}/timeline").json()  # default: the clock's week, Monday first
+    week = api.call(
+        "admin", "GET", f"{ONE}/timeline"
+    ).json()  # default: the clock's week, Monday first
     assert (week["from"], week["to"]) == ("2026-10-19T00:00:00+07:00", "2026-10-26T00:00:00+07:00")
-    spaced = api.call("admin", "GET", f"{ONE}/timeline?from=2026-10-19T00:00:00+07:00&to=2026-10-20T00:00:00+07:00")
+    spaced = api.call(
+        "admin",
+        "GET",
+        f"{ONE}/timeline?from=2026-10-19T00:00:00+07:00&to=2026-10-20T00:00:00+07:00",
+    )
     assert spaced.status_code == 200 and spaced.json()["to"] == "2026-10-20T00:00:00+07:00"
 
 

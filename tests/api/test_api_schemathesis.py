@@ -37,10 +37,17 @@ API.call("admin", "POST", "/admin/deploy-schedules", json=seed())
 SERVED: dict[str, Any] = API.client.get("/openapi.json").json()
 
 # The narrowing: values of the documented types that this world accepts (see the module).
-FREE_DEPLOY = {"admin": "md-bge-embed", "tenant": "alpha-chat"}  # unknown_deploy, cmp_managed: a deploy the pool knows, of the surface's project
+FREE_DEPLOY = {
+    "admin": "md-bge-embed",
+    "tenant": "alpha-chat",
+}  # unknown_deploy, cmp_managed: a deploy the pool knows, of the surface's project
 PROJECT = "alpha"  # project_not_found is a state; unknown_deploy: the project's deploys exist
 CRONS = ["0 8 * * 1-5", "30 22 * * *", "0 0 1 * *"]  # invalid_cron: crons the evaluator accepts
-DURATIONS = ["1h", "10h", "90m"]  # overlapping_occurrences: shorter than a day, every cron fires at most daily
+DURATIONS = [
+    "1h",
+    "10h",
+    "90m",
+]  # overlapping_occurrences: shorter than a day, every cron fires at most daily
 ZONES = ["Asia/Ho_Chi_Minh", "UTC", "Europe/Berlin"]  # unknown_timezone: zones zoneinfo has
 WEEK = ("2026-10-19T00:00:00+07:00", "2026-10-26T00:00:00+07:00")  # empty_range, range_too_long
 
@@ -61,9 +68,19 @@ def narrowed(document: dict[str, Any]) -> dict[str, Any]:
     recurring = schemas["RecurringWindow"]["properties"]
     recurring["cron"], recurring["duration"] = {"enum": CRONS}, {"enum": DURATIONS}
     # unknown_country, unknown_subdivision, unknown_category, empty_skip: dates only.
-    recurring["skip"] = {"type": "object", "additionalProperties": False, "required": ["dates"],
-                         "properties": {"dates": {"type": "array", "minItems": 1, "maxItems": 3,
-                                                  "items": {"enum": ["2026-12-24", "2027-01-01"]}}}}
+    recurring["skip"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["dates"],
+        "properties": {
+            "dates": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": {"enum": ["2026-12-24", "2027-01-01"]},
+            }
+        },
+    }
     # empty_window: from before until.
     schemas["OneShotWindow"]["properties"]["active_from"] = {"enum": [WEEK[0]]}
     schemas["OneShotWindow"]["properties"]["active_until"] = {"enum": [WEEK[1]]}
@@ -86,8 +103,11 @@ def narrowed(document: dict[str, Any]) -> dict[str, Any]:
             ref = body.get("schema", {}).get("$ref", "")
             if ref.endswith(("/ScheduleAtPath", "/DryRunIn")):
                 # name_mismatch: a path operation's body takes the name from the path.
-                body["schema"] = {"$ref": ref.replace("/ScheduleAtPath", f"/ScheduleAt_{surface}")
-                                  .replace("/DryRunIn", f"/DryRunAt_{surface}")}
+                body["schema"] = {
+                    "$ref": ref.replace("/ScheduleAtPath", f"/ScheduleAt_{surface}").replace(
+                        "/DryRunIn", f"/DryRunAt_{surface}"
+                    )
+                }
             elif ref.endswith(("/ScheduleDocument", "/DryRunNewIn")):
                 body["schema"] = {"$ref": ref + f"_{surface}"}
     for surface, deploy in FREE_DEPLOY.items():
@@ -96,9 +116,15 @@ def narrowed(document: dict[str, Any]) -> dict[str, Any]:
         named["required"] = [r for r in named["required"] if r != "name"]
         new = copy.deepcopy(schemas["ScheduleDocument"])
         for schedule in (named, new):
-            schedule["properties"]["targets"]["items"] = {"$ref": f"#/components/schemas/Target_{surface}"}
-            schedule["properties"]["windows"]["items"] = {"oneOf": [
-                {"$ref": f"#/components/schemas/{w}_{surface}"} for w in ("RecurringWindow", "OneShotWindow")]}
+            schedule["properties"]["targets"]["items"] = {
+                "$ref": f"#/components/schemas/Target_{surface}"
+            }
+            schedule["properties"]["windows"]["items"] = {
+                "oneOf": [
+                    {"$ref": f"#/components/schemas/{w}_{surface}"}
+                    for w in ("RecurringWindow", "OneShotWindow")
+                ]
+            }
         schemas[f"ScheduleAt_{surface}"], schemas[f"ScheduleDocument_{surface}"] = named, new
         target = copy.deepcopy(schemas["TargetDocument"])
         target["properties"]["model_deploy_id"] = {"enum": [deploy]}
@@ -108,13 +134,19 @@ def narrowed(document: dict[str, Any]) -> dict[str, Any]:
             state["properties"]["model_deploy_id"] = {"enum": [deploy]}
             schemas[f"State_{surface}"] = state
             copied = copy.deepcopy(schemas[window])
-            copied["properties"]["states"]["items"] = {"$ref": f"#/components/schemas/State_{surface}"}
+            copied["properties"]["states"]["items"] = {
+                "$ref": f"#/components/schemas/State_{surface}"
+            }
             schemas[f"{window}_{surface}"] = copied
-        for dry_name, base, schedule_ref in (("DryRunAt", "DryRunIn", "ScheduleAt"),
-                                             ("DryRunNewIn", "DryRunNewIn", "ScheduleDocument")):
+        for dry_name, base, schedule_ref in (
+            ("DryRunAt", "DryRunIn", "ScheduleAt"),
+            ("DryRunNewIn", "DryRunNewIn", "ScheduleDocument"),
+        ):
             dry = copy.deepcopy(schemas[base])
             ref = {"$ref": f"#/components/schemas/{schedule_ref}_{surface}"}
-            dry["properties"]["schedule"] = ref if base == "DryRunNewIn" else {"anyOf": [ref, {"type": "null"}]}
+            dry["properties"]["schedule"] = (
+                ref if base == "DryRunNewIn" else {"anyOf": [ref, {"type": "null"}]}
+            )
             schemas[f"{dry_name}_{surface}"] = dry
     return doc
 
@@ -141,15 +173,28 @@ NARROWED = narrowed(SERVED)
 # 404 and 409 do (schemathesis accepts those by default): a generated If-Match names a version the
 # document cannot know. The check below also holds a 412 to that one reason.
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
-CONFIG = schemathesis.Config.from_dict({"checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}}})
+CONFIG = schemathesis.Config.from_dict(
+    {"checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}}}
+)
 schema = schemathesis.openapi.from_dict(NARROWED, config=CONFIG)
 schema.app = API.client.app
 OPERATIONS = {op.ok().label: op.ok() for op in schema.get_all_operations()}
-REASONS = {f"{method.upper()} {path}": set(op["x-reasons"])
-           for path, item in SERVED["paths"].items() for method, op in item.items()}
-BODIES = {f"{method.upper()} {path}": jsonschema.Draft202012Validator(
-               {**op["requestBody"]["content"]["application/json"]["schema"], "components": SERVED["components"]})
-          for path, item in SERVED["paths"].items() for method, op in item.items() if "requestBody" in op}
+REASONS = {
+    f"{method.upper()} {path}": set(op["x-reasons"])
+    for path, item in SERVED["paths"].items()
+    for method, op in item.items()
+}
+BODIES = {
+    f"{method.upper()} {path}": jsonschema.Draft202012Validator(
+        {
+            **op["requestBody"]["content"]["application/json"]["schema"],
+            "components": SERVED["components"],
+        }
+    )
+    for path, item in SERVED["paths"].items()
+    for method, op in item.items()
+    if "requestBody" in op
+}
 CASES: Counter[str] = Counter()
 STATUSES: Counter[tuple[str, int]] = Counter()
 EXAMPLES = 45
@@ -160,21 +205,32 @@ def test_every_operation_matches_its_documented_contract(label: str) -> None:
     operation = OPERATIONS[label]
 
     @given(case=operation.as_strategy())
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case: schemathesis.Case) -> None:
         CASES[label] += 1
-        API.clock.advance(20)  # apply-now's rate limit refills on the virtual clock, never the wall clock
+        API.clock.advance(
+            20
+        )  # apply-now's rate limit refills on the virtual clock, never the wall clock
         if isinstance(case.body, dict):
             case.body = whole_numbers(case.body)
         served_body = BODIES.get(label)
         if served_body is not None and isinstance(case.body, dict):
-            served_body.validate(case.body)  # the narrowing only narrows: the served document takes the body
+            served_body.validate(
+                case.body
+            )  # the narrowing only narrows: the served document takes the body
         response = case.call_and_validate(headers=API.as_("admin"))
         STATUSES[label, response.status_code // 100 * 100] += 1
         if response.status_code >= 400:
             reason = response.json()["reason"]
-            assert reason in REASONS[label], f"{label} answered reason {reason!r}, not in its x-reasons"
+            assert reason in REASONS[label], (
+                f"{label} answered reason {reason!r}, not in its x-reasons"
+            )
             assert response.status_code != 412 or reason == "version_mismatch", response.text
 
     check()
@@ -187,6 +243,13 @@ def test_zz_enough_cases_ran_over_every_operation() -> None:
     print(f"schemathesis: {sum(CASES.values())} cases over {len(CASES)} operations")
     assert sum(CASES.values()) >= 1000, CASES
     # The narrowing draws documents the server takes: writes and dry-runs succeed, not only 404/409.
-    for label in ("POST /admin/deploy-schedules", "POST /api/v1/cmp/projects/{project}/deploy-schedules",
-                  "POST /admin/deploy-schedules:dry-run", "POST /api/v1/cmp/projects/{project}/deploy-schedules:dry-run"):
-        assert STATUSES[label, 200] >= 1, (label, {k: v for k, v in STATUSES.items() if k[0] == label})
+    for label in (
+        "POST /admin/deploy-schedules",
+        "POST /api/v1/cmp/projects/{project}/deploy-schedules",
+        "POST /admin/deploy-schedules:dry-run",
+        "POST /api/v1/cmp/projects/{project}/deploy-schedules:dry-run",
+    ):
+        assert STATUSES[label, 200] >= 1, (
+            label,
+            {k: v for k, v in STATUSES.items() if k[0] == label},
+        )

@@ -23,8 +23,13 @@ from live_server import serving
 pytestmark = [pytest.mark.slow]
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 SEED_POOL = ROOT / "examples" / "seed-pool-10.yaml"
 GPU42_POOL = ROOT / "examples" / "gpu42-pool.yaml"
@@ -39,7 +44,12 @@ def browser_page() -> Iterator[Any]:
     assert chromium, "Debian chromium is missing: run tools/ensure_chromium.sh"
     with tempfile.TemporaryDirectory(prefix="gps-chromium-") as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=chromium, headless=True, args=FLAGS, viewport={"width": 1500, "height": 1100})
+            profile,
+            executable_path=chromium,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1500, "height": 1100},
+        )
         try:
             yield context.new_page()
         finally:
@@ -64,35 +74,59 @@ def cell(page: Any, target: str, column: str) -> str:
     return page.locator(f'#instant tr[data-target="{target}"] td.{column}').inner_text()
 
 
-def test_the_seed_week_shows_maint_wed_and_the_instant_table(sqlite_url: str, tmp_path: Path) -> None:
+def test_the_seed_week_shows_maint_wed_and_the_instant_table(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     api = make_api(sqlite_url, pool=SEED_POOL, start=MONDAY)
     assert api.call("admin", "POST", ADMIN, json=seed()).status_code == 201
     with serving(api.client.app) as url, browser_page() as page:
         login(page, url, api.tokens["admin"], "/ui/schedules/gpu-pool-h100-shared?week=2026-10-19")
-        assert page.locator("#range").inner_text().startswith("2026-10-19 00:00:00 → 2026-10-26 00:00:00")
+        assert (
+            page.locator("#range")
+            .inner_text()
+            .startswith("2026-10-19 00:00:00 → 2026-10-26 00:00:00")
+        )
         chart = page.locator("#chart").inner_text()
-        assert "maint-wed · one_shot · p100" in chart and "business-hours · recurring · p10" in chart
+        assert (
+            "maint-wed · one_shot · p100" in chart and "business-hours · recurring · p10" in chart
+        )
         click_at(page, "2026-10-21 14:00:00")
-        page.wait_for_function("document.getElementById('instant-label').textContent.startsWith('2026-10-21 14:00')")
-        assert (cell(page, "md-llama70b", "desired"), cell(page, "md-llama70b", "decided-by")) == ("stopped", "maint-wed")
+        page.wait_for_function(
+            "document.getElementById('instant-label').textContent.startsWith('2026-10-21 14:00')"
+        )
+        assert (cell(page, "md-llama70b", "desired"), cell(page, "md-llama70b", "decided-by")) == (
+            "stopped",
+            "maint-wed",
+        )
         assert cell(page, "md-qwen32b", "desired") == "running"
         assert "overrides business-hours" in cell(page, "md-llama70b", "note")
         page.screenshot(path=str(tmp_path / "seed-week.png"), full_page=True)
         click_at(page, "2026-10-21 10:00:00")
-        page.wait_for_function("document.getElementById('instant-label').textContent.startsWith('2026-10-21 10:00')")
+        page.wait_for_function(
+            "document.getElementById('instant-label').textContent.startsWith('2026-10-21 10:00')"
+        )
         assert (cell(page, "md-llama70b", "desired"), cell(page, "md-llama70b", "decided-by")) == (
-            "running", "business-hours")
+            "running",
+            "business-hours",
+        )
         page.click("#next-week")
         page.wait_for_selector('body[data-loaded="2026-10-26T00:00:00+07:00"]', timeout=30_000)
-        assert "maint-wed · one_shot · p100" in page.locator("#chart").inner_text()  # a band, no occurrence
+        assert (
+            "maint-wed · one_shot · p100" in page.locator("#chart").inner_text()
+        )  # a band, no occurrence
 
 
-def test_the_reservation_slider_flips_the_verdict_at_the_budget(sqlite_url: str, tmp_path: Path) -> None:
+def test_the_reservation_slider_flips_the_verdict_at_the_budget(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     api = make_api(sqlite_url, pool=GPU42_POOL, start=MONDAY)
     token = api.services.tokens.create("vision", "cmp:vision", now=MONDAY, actor="test")[1]
     schedule = json.loads((ROOT / "examples" / "gpu42-schedule.json").read_text())
-    answer = api.client.post("/api/v1/cmp/projects/vision/deploy-schedules", json=schedule,
-                             headers={"Authorization": f"Bearer {token}"})
+    answer = api.client.post(
+        "/api/v1/cmp/projects/vision/deploy-schedules",
+        json=schedule,
+        headers={"Authorization": f"Bearer {token}"},
+    )
     assert answer.status_code == 201, answer.text
     with serving(api.client.app) as url, browser_page() as page:
         login(page, url, token, "/ui/schedules/gpu42-shared?week=2026-10-19")
@@ -117,18 +151,23 @@ def test_the_reservation_slider_flips_the_verdict_at_the_budget(sqlite_url: str,
     shutil.copy(tmp_path / "gpu42-reservation.png", "/tmp/gpu42-reservation.png")
 
 
-def test_a_holiday_week_marks_the_skipped_days_and_b_keeps_the_gpus(sqlite_url: str, tmp_path: Path) -> None:
+def test_a_holiday_week_marks_the_skipped_days_and_b_keeps_the_gpus(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     """R-NEXT-2: Vietnam's National Day (2026-09-02) is drawn as a skipped occurrence of
     business-hours, its day is shaded, and the instant table says why A stays stopped."""
     doc = seed()
     doc["windows"][0]["skip"] = {"holidays": {"country": "VN", "categories": ["public"]}}
-    api = make_api(sqlite_url, pool=SEED_POOL, start=datetime.fromisoformat("2026-08-31T09:00:00+07:00"))
+    api = make_api(
+        sqlite_url, pool=SEED_POOL, start=datetime.fromisoformat("2026-08-31T09:00:00+07:00")
+    )
     assert api.call("admin", "POST", ADMIN, json=doc).status_code == 201
     with serving(api.client.app) as url, browser_page() as page:
         login(page, url, api.tokens["admin"], "/ui/schedules/gpu-pool-h100-shared?week=2026-08-31")
         skipped = page.evaluate(
             "document.getElementById('chart').data.filter((t) => t.meta === 'skipped')"
-            ".flatMap((t) => t.text)")
+            ".flatMap((t) => t.text)"
+        )
         assert skipped == [
             "business-hours skipped: Day off (substituted from 08/22/2026)",
             "business-hours skipped: National Day",
@@ -136,12 +175,17 @@ def test_a_holiday_week_marks_the_skipped_days_and_b_keeps_the_gpus(sqlite_url: 
         ]
         shaded = page.evaluate(
             "document.getElementById('chart').layout.shapes.filter((s) => (s.name || '')"
-            ".startsWith('skipped ')).map((s) => s.name)")
+            ".startsWith('skipped ')).map((s) => s.name)"
+        )
         assert shaded == ["skipped 2026-08-31", "skipped 2026-09-01", "skipped 2026-09-02"]
         click_at(page, "2026-09-02 10:00:00")
-        page.wait_for_function("document.getElementById('instant-label').textContent.startsWith('2026-09-02 10:00')")
+        page.wait_for_function(
+            "document.getElementById('instant-label').textContent.startsWith('2026-09-02 10:00')"
+        )
         assert (cell(page, "md-llama70b", "desired"), cell(page, "md-llama70b", "decided-by")) == (
-            "stopped", "default")
+            "stopped",
+            "default",
+        )
         assert "business-hours skipped: National Day" in cell(page, "md-llama70b", "note")
         assert cell(page, "md-qwen32b", "desired") == "running"
         page.screenshot(path=str(tmp_path / "holiday-week.png"), full_page=True)
@@ -158,7 +202,8 @@ def test_a_ready_by_week_draws_each_early_start_with_its_reason(sqlite_url: str)
         login(page, url, api.tokens["admin"], "/ui/schedules/gpu-pool-h100-shared?week=2026-10-19")
         leads = page.evaluate(
             "document.getElementById('chart').data.filter((t) => t.meta === 'ready_by')"
-            ".flatMap((t) => t.text)")
+            ".flatMap((t) => t.text)"
+        )
         assert len(leads) == 10  # Mon-Fri 08:00, A and B each
         assert leads[0].startswith("md-llama70b: early start 2026-10-19 07:54:00 (lead 360 s)")
         assert "md-qwen32b stop p90 60 s (default, 0 obs.)" in leads[0]

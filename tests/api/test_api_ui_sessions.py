@@ -18,17 +18,27 @@ SAME = {"Origin": "http://testserver"}
 
 
 def _login(api: Api, who: str = "admin", **headers: str) -> object:
-    return api.client.post("/ui/login", data={"token": api.tokens[who]}, follow_redirects=False,
-                           headers={**SAME, **headers})
+    return api.client.post(
+        "/ui/login",
+        data={"token": api.tokens[who]},
+        follow_redirects=False,
+        headers={**SAME, **headers},
+    )
 
 
 def test_the_cookie_is_a_session_that_sign_out_ends_server_side(api: Api) -> None:
     answer = _login(api)
     assert answer.status_code == 303  # type: ignore[attr-defined]
     cookie = api.client.cookies.get(auth.COOKIE)
-    assert cookie and cookie != api.tokens["admin"] and api.tokens["admin"] not in cookie  # was the token
+    assert (
+        cookie and cookie != api.tokens["admin"] and api.tokens["admin"] not in cookie
+    )  # was the token
     set_cookie = answer.headers["set-cookie"].lower()  # type: ignore[attr-defined]
-    assert "max-age=43200" in set_cookie and "httponly" in set_cookie and "samesite=strict" in set_cookie
+    assert (
+        "max-age=43200" in set_cookie
+        and "httponly" in set_cookie
+        and "samesite=strict" in set_cookie
+    )
     assert api.client.get(ADMIN).status_code == 200
     out = api.client.post("/ui/logout", headers=SAME, follow_redirects=False)
     assert out.status_code == 303
@@ -53,11 +63,18 @@ def test_a_session_expires_and_dies_with_its_token(api: Api) -> None:
 
 
 def test_a_cross_site_sign_in_is_refused(api: Api) -> None:
-    for headers in ({"Origin": "https://evil.example"}, {"Origin": "null"},
-                    {"Origin": "", "Sec-Fetch-Site": "cross-site"}):
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "", "Sec-Fetch-Site": "cross-site"},
+    ):
         headers = {k: v for k, v in headers.items() if v}
-        answer = api.client.post("/ui/login", data={"token": api.tokens["admin"]}, follow_redirects=False,
-                                 headers=headers)
+        answer = api.client.post(
+            "/ui/login",
+            data={"token": api.tokens["admin"]},
+            follow_redirects=False,
+            headers=headers,
+        )
         assert answer.status_code == 403, headers  # was 303: signed in
         assert answer.json()["reason"] == "cross_site_refused"
         assert auth.COOKIE not in api.client.cookies

@@ -31,13 +31,26 @@ def test_validate_refuses_an_unknown_subdivision_by_field_with_the_fix(tmp_path:
     result = run("validate", str(path), "--format", "json")
     assert result.exit_code == 1
     [error] = json.loads(result.output)["errors"]
-    assert (error["path"], error["reason"]) == ("windows[0].skip.holidays.subdivision", "unknown_subdivision")
+    assert (error["path"], error["reason"]) == (
+        "windows[0].skip.holidays.subdivision",
+        "unknown_subdivision",
+    )
     assert "Traceback" not in result.output
 
 
 def test_timeline_json_lists_the_skipped_days_and_the_png_is_drawn(tmp_path: Path) -> None:
     png = tmp_path / "week.png"
-    result = run("timeline", HOLIDAY, *NATIONAL_DAY_WEEK, "--pool", POOL10, "--format", "json", "--png", str(png))
+    result = run(
+        "timeline",
+        HOLIDAY,
+        *NATIONAL_DAY_WEEK,
+        "--pool",
+        POOL10,
+        "--format",
+        "json",
+        "--png",
+        str(png),
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output[: result.output.rindex("}") + 1])
     assert [(k["date"], k["reason"], k["decided_by"]) for k in doc["skipped"]] == [
@@ -57,8 +70,14 @@ def test_dry_run_on_national_day_plans_nothing_and_says_why(env: Path) -> None:
     assert rep["steps"] == []  # the pool holds A stopped, B running: the holiday keeps it so
     assert rep["intents"]["md-llama70b"]["source"] == "default"
     assert rep["intents"]["md-llama70b"]["skipped"] == [
-        f"business-hours skipped on 2026-09-02: National Day ({PACKAGE})"]
+        f"business-hours skipped on 2026-09-02: National Day ({PACKAGE})"
+    ]
     text = run("dry-run", HOLIDAY, "--at", "2026-09-02T10:00:00+07:00").output
     assert "business-hours skipped on 2026-09-02: National Day" in text
-    workday = json.loads(run("dry-run", HOLIDAY, "--at", "2026-09-03T10:00:00+07:00", "--format", "json").output)
-    assert {(s["target"], s["step"]) for s in workday["steps"]} == {("md-qwen32b", "stop"), ("md-llama70b", "start")}
+    workday = json.loads(
+        run("dry-run", HOLIDAY, "--at", "2026-09-03T10:00:00+07:00", "--format", "json").output
+    )
+    assert {(s["target"], s["step"]) for s in workday["steps"]} == {
+        ("md-qwen32b", "stop"),
+        ("md-llama70b", "start"),
+    }

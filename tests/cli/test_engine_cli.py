@@ -56,7 +56,9 @@ def test_apply_list_show_delete_round_trip_bumps_the_version(env: dict[str, str]
     assert missing.exit_code == 1 and "schedule_not_found" in missing.output
 
 
-def test_a_deploy_owned_by_another_schedule_is_refused_with_the_owner_and_nothing_is_written(env: dict[str, str]) -> None:
+def test_a_deploy_owned_by_another_schedule_is_refused_with_the_owner_and_nothing_is_written(
+    env: dict[str, str],
+) -> None:
     assert run("schedules", "apply", "-f", SEED).exit_code == 0
     other = json.loads(Path(SEED).read_text())
     other["name"] = "thief"
@@ -70,11 +72,15 @@ def test_a_deploy_owned_by_another_schedule_is_refused_with_the_owner_and_nothin
 
 def test_replicas_on_a_deploy_kind_that_cannot_scale_fail_at_apply(env: dict[str, str]) -> None:
     doc = json.loads(Path(SEED).read_text())
-    doc["targets"].append({"model_deploy_id": "md-bge-embed", "default_state": "running", "default_replicas": 2})
+    doc["targets"].append(
+        {"model_deploy_id": "md-bge-embed", "default_state": "running", "default_replicas": 2}
+    )
     pool = Path(POOL10).read_text().replace("kind: deployment", "kind: kserve")
     pool_path = Path(env["tmp"]) / "pool.yaml"
     pool_path.write_text(pool)
-    result = run("schedules", "apply", "-f", write(env["tmp"], "s.json", doc), "--pool", str(pool_path))
+    result = run(
+        "schedules", "apply", "-f", write(env["tmp"], "s.json", doc), "--pool", str(pool_path)
+    )
     assert result.exit_code == 1
     assert "targets[2].model_deploy_id: unsupported_scale_for_mode" in result.output
     assert Store.open(env["url"]).list_schedules() == []
@@ -106,7 +112,8 @@ def test_apply_now_runs_a_pass_at_the_runtime_clock_and_status_shows_each_target
         "md-qwen32b": ("releasing", "business-hours"),
     }
     assert {(s["interval_start"], s["interval_end"]) for s in targets.values()} == {
-        ("2026-10-20T01:00:00+00:00", "2026-10-20T11:00:00+00:00")}
+        ("2026-10-20T01:00:00+00:00", "2026-10-20T11:00:00+00:00")
+    }
     # the pass ran at GPS_CLOCK
     assert {s["since"] for s in targets.values()} == {"2026-10-20T03:00:00+00:00"}
     last = targets["md-qwen32b"]["last_action"]
@@ -118,8 +125,10 @@ def test_apply_now_outside_business_hours_finds_the_pool_converged(env: dict[str
     run("gate", "enforce")
     assert run("apply-now", "gpu-pool-h100-shared").exit_code == 0
     doc = json.loads(run("status", "gpu-pool-h100-shared", "--format", "json").output)
-    seen = {t["target"]: (t["phase"], t["intent"]["desired_state"], t["interval_start"])
-            for t in doc["targets"]}
+    seen = {
+        t["target"]: (t["phase"], t["intent"]["desired_state"], t["interval_start"])
+        for t in doc["targets"]
+    }
     assert seen == {
         "md-llama70b": ("converged", "stopped", "2026-10-19T11:00:00+00:00"),
         "md-qwen32b": ("converged", "running", "2026-10-19T11:00:00+00:00"),
@@ -148,7 +157,9 @@ def test_apply_now_queue_records_a_request_for_the_dagster_sensor(env: dict[str,
     run("schedules", "apply", "-f", SEED)
     result = run("apply-now", "gpu-pool-h100-shared", "--queue")
     assert result.exit_code == 0
-    assert [r.schedule for r in Store.open(env["url"]).pending_apply_now()] == ["gpu-pool-h100-shared"]
+    assert [r.schedule for r in Store.open(env["url"]).pending_apply_now()] == [
+        "gpu-pool-h100-shared"
+    ]
 
 
 def test_dry_run_warns_about_alias_blocked_before_anything_happens(env: dict[str, str]) -> None:
@@ -157,13 +168,20 @@ def test_dry_run_warns_about_alias_blocked_before_anything_happens(env: dict[str
     doc["windows"][1]["states"][0].pop("allow_downtime")
     path = write(env["tmp"], "no-consent.json", doc)
     # Monday 2026-10-19 09:00: A must run; the pool file has it stopped; at 18:00 it must stop without consent.
-    result = run("dry-run", path, "--at", "2026-10-19T18:30:00+07:00", "--format", "json", "--pool", POOL10)
+    result = run(
+        "dry-run", path, "--at", "2026-10-19T18:30:00+07:00", "--format", "json", "--pool", POOL10
+    )
     assert result.exit_code == 0, result.output
     rep = json.loads(result.output)
     # the pool holds A stopped, so at 18:30 nothing releases; B would start: capacity fits (A is not running)
     assert [s["step"] for s in rep["steps"]] == []
-    rep2 = json.loads(run("dry-run", path, "--at", "2026-10-19T09:00:00+07:00", "--format", "json").output)
-    assert {(s["target"], s["step"]) for s in rep2["steps"]} == {("md-qwen32b", "stop"), ("md-llama70b", "start")}
+    rep2 = json.loads(
+        run("dry-run", path, "--at", "2026-10-19T09:00:00+07:00", "--format", "json").output
+    )
+    assert {(s["target"], s["step"]) for s in rep2["steps"]} == {
+        ("md-qwen32b", "stop"),
+        ("md-llama70b", "start"),
+    }
     assert rep2["intents"]["md-llama70b"]["desired_state"] == "running"
     assert Store.open(env["url"]).list_schedules() == []
 
@@ -177,8 +195,18 @@ def test_dry_run_flags_a_stop_of_an_aliased_deploy_without_consent(env: dict[str
     pool_path.write_text(yaml.safe_dump(pool))
     doc = json.loads(Path(SEED).read_text())
     doc["targets"][0]["default_allow_downtime"] = False
-    rep = json.loads(run("dry-run", write(env["tmp"], "s.json", doc), "--at", "2026-10-19T19:00:00+07:00",
-                         "--format", "json", "--pool", str(pool_path)).output)
+    rep = json.loads(
+        run(
+            "dry-run",
+            write(env["tmp"], "s.json", doc),
+            "--at",
+            "2026-10-19T19:00:00+07:00",
+            "--format",
+            "json",
+            "--pool",
+            str(pool_path),
+        ).output
+    )
     kinds = {w["kind"] for w in rep["warnings"]}
     assert "alias_blocked" in kinds
     stop = next(s for s in rep["steps"] if s["step"] == "stop")
@@ -186,11 +214,28 @@ def test_dry_run_flags_a_stop_of_an_aliased_deploy_without_consent(env: dict[str
 
 
 def test_simulate_json_has_the_contract_keys(env: dict[str, str]) -> None:
-    result = run("simulate", SEED, "--pool", POOL10, "--from", "2026-10-19T06:00:00+07:00",
-                 "--to", "2026-10-19T20:00:00+07:00", "--format", "json")
+    result = run(
+        "simulate",
+        SEED,
+        "--pool",
+        POOL10,
+        "--from",
+        "2026-10-19T06:00:00+07:00",
+        "--to",
+        "2026-10-19T20:00:00+07:00",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    for key in ("events", "final_status", "max_gpus_in_use", "capacity", "downtime_seconds", "gpu_idle_seconds"):
+    for key in (
+        "events",
+        "final_status",
+        "max_gpus_in_use",
+        "capacity",
+        "downtime_seconds",
+        "gpu_idle_seconds",
+    ):
         assert key in doc
     assert doc["capacity"] == 10
     assert doc["max_gpus_in_use"] == 10
@@ -201,8 +246,18 @@ def test_simulate_json_has_the_contract_keys(env: dict[str, str]) -> None:
 
 def test_simulate_draws_a_png(env: dict[str, str]) -> None:
     out = Path(env["tmp"]) / "sim.png"
-    result = run("simulate", SEED, "--pool", POOL10, "--from", "2026-10-19T06:00:00+07:00",
-                 "--to", "2026-10-19T10:00:00+07:00", "--png", str(out))
+    result = run(
+        "simulate",
+        SEED,
+        "--pool",
+        POOL10,
+        "--from",
+        "2026-10-19T06:00:00+07:00",
+        "--to",
+        "2026-10-19T10:00:00+07:00",
+        "--png",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -211,8 +266,10 @@ def test_simulate_draws_a_png(env: dict[str, str]) -> None:
     ("at", "serving"),
     [
         (MONDAY_1900, {"md-llama70b": ("converged", "0.0"), "md-qwen32b": ("converged", "1.0")}),
-        (TUESDAY_1000,
-         {"md-llama70b": ("capacity_wait", "0.0"), "md-qwen32b": ("releasing", "1.0")}),
+        (
+            TUESDAY_1000,
+            {"md-llama70b": ("capacity_wait", "0.0"), "md-qwen32b": ("releasing", "1.0")},
+        ),
     ],
     ids=["outside-business-hours", "inside-business-hours"],
 )

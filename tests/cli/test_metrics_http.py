@@ -60,8 +60,11 @@ def test_metrics_are_scraped_over_http_in_the_prometheus_format(seeded: str) -> 
         assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
         assert body == render(store)  # exactly what `gps-dagster metrics` prints
         families = {f.name for f in text_string_to_metric_families(body)}
-        assert {"deployschedule_target_serving", "deployschedule_actions",
-                "deployschedule_boundary_lag_seconds"} <= families
+        assert {
+            "deployschedule_target_serving",
+            "deployschedule_actions",
+            "deployschedule_boundary_lag_seconds",
+        } <= families
         assert _get(f"http://127.0.0.1:{server.port}/healthz")[:1] == (200,)
         assert _get(f"http://127.0.0.1:{server.port}/nope")[0] == 404
     finally:
@@ -96,14 +99,23 @@ def test_serve_from_env_listens_only_when_asked(seeded: str) -> None:
     with pytest.raises(SettingsInvalid, match="GPS_METRICS_PORT"):
         serve_from_env({"GPS_DB_URL": seeded, "GPS_METRICS_PORT": "http"})
     port = free_port()
-    server = serve_from_env({"GPS_DB_URL": seeded, "GPS_METRICS_PORT": str(port),
-                             "GPS_METRICS_HOST": "127.0.0.1"})
+    server = serve_from_env(
+        {"GPS_DB_URL": seeded, "GPS_METRICS_PORT": str(port), "GPS_METRICS_HOST": "127.0.0.1"}
+    )
     assert server is not None
     try:
         assert "deployschedule_actions" in _get(f"http://127.0.0.1:{port}/metrics")[2]
         # a second process on the same port (a code-location reload) warns and goes on
-        assert serve_from_env({"GPS_DB_URL": seeded, "GPS_METRICS_PORT": str(port),
-                               "GPS_METRICS_HOST": "127.0.0.1"}) is None
+        assert (
+            serve_from_env(
+                {
+                    "GPS_DB_URL": seeded,
+                    "GPS_METRICS_PORT": str(port),
+                    "GPS_METRICS_HOST": "127.0.0.1",
+                }
+            )
+            is None
+        )
     finally:
         server.stop()
 
@@ -117,7 +129,10 @@ def test_engine_run_serves_metrics_while_it_loops_and_stops_on_sigterm(
     log = open(tmp_path / "engine.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [str(exe), "engine", "run", "--interval", "1", "--metrics-port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline, body = time.monotonic() + 60, ""

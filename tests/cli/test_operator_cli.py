@@ -46,7 +46,11 @@ def test_pool_stop_of_an_aliased_deploy_needs_consent_and_scale_sets_replicas(
     monkeypatch.setenv("GPS_DB_URL", f"sqlite:///{tmp_path / 'g.sqlite'}")
     monkeypatch.setenv("GPS_POOL_FILE", str(EXAMPLES / "seed-pool-16.yaml"))
     refused = run("pool", "stop", "md-llama70b")
-    assert refused.exit_code == 1 and "alias" in refused.output and "--allow-downtime" in refused.output
+    assert (
+        refused.exit_code == 1
+        and "alias" in refused.output
+        and "--allow-downtime" in refused.output
+    )
     scaled = run("pool", "scale", "md-llama70b", "2")
     assert scaled.exit_code == 0 and "scale md-llama70b: operation" in scaled.output
     assert run("pool", "stop", "md-llama70b", "--allow-downtime").exit_code == 0
@@ -130,18 +134,35 @@ def test_dagster_runs_prints_a_header_and_says_when_there_is_none(
     monkeypatch.setattr(devserver, "runs_by_tag", lambda url, key, value: [])
     empty = run("dagster", "runs", "demo-swap", "--url", "http://127.0.0.1:1")
     assert empty.exit_code == 0 and "no transition run of 'demo-swap'" in empty.output
-    one = {"runId": "0123456789", "status": "SUCCESS", "startTime": 0.0,
-           "tags": [{"key": "gps/phase", "value": "plan"}, {"key": "gps/trigger", "value": "sensor"},
-                    {"key": "gps/targets", "value": "a,b"}]}
+    one = {
+        "runId": "0123456789",
+        "status": "SUCCESS",
+        "startTime": 0.0,
+        "tags": [
+            {"key": "gps/phase", "value": "plan"},
+            {"key": "gps/trigger", "value": "sensor"},
+            {"key": "gps/targets", "value": "a,b"},
+        ],
+    }
     monkeypatch.setattr(devserver, "runs_by_tag", lambda url, key, value: [one])
     listed = run("dagster", "runs", "demo-swap", "--url", "http://127.0.0.1:1")
     lines = listed.output.splitlines()
-    assert lines[0].split() == ["RUN", "STATUS", "STARTED", "PHASE", "TRIGGER", "SCHEDULE", "TARGETS"]
+    assert lines[0].split() == [
+        "RUN",
+        "STATUS",
+        "STARTED",
+        "PHASE",
+        "TRIGGER",
+        "SCHEDULE",
+        "TARGETS",
+    ]
     assert lines[1].split()[0] == "01234567" and lines[1].split()[-2:] == ["demo-swap", "a,b"]
 
 
 def test_dagster_runs_of_a_tenants_bare_name_asks_dagster_for_its_identity(
-    gpu42: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    gpu42: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Runs are tagged with the identity ``vision/gpu42-shared``: before the name was resolved
     through the store, ``dagster runs gpu42-shared`` asked Dagster for a tag no run carries and

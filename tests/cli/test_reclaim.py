@@ -19,15 +19,29 @@ def test_reclaim_forgets_the_pin_and_says_what_comes_next(sqlite_url: str, tmp_p
     doc = tmp_path / "s.json"
     doc.write_text(json.dumps(seed_schedule()))
     runner = CliRunner()
-    assert runner.invoke(cli, ["schedules", "apply", "-f", str(doc), "--db", sqlite_url]).exit_code == 0
+    assert (
+        runner.invoke(cli, ["schedules", "apply", "-f", str(doc), "--db", sqlite_url]).exit_code
+        == 0
+    )
     store = Store.open(sqlite_url)
     store.pin("gpu-pool-h100-shared", B, OLD, now=instant(MONDAY_1900))
-    done = runner.invoke(cli, ["schedules", "reclaim", "gpu-pool-h100-shared", B, "--db", sqlite_url])
+    done = runner.invoke(
+        cli, ["schedules", "reclaim", "gpu-pool-h100-shared", B, "--db", sqlite_url]
+    )
     assert done.exit_code == 0, done.output
-    assert f"{B} re-claimed (was {OLD})" in done.output and "apply-now gpu-pool-h100-shared" in done.output
+    assert (
+        f"{B} re-claimed (was {OLD})" in done.output
+        and "apply-now gpu-pool-h100-shared" in done.output
+    )
     assert store.pins_for([B]) == {B: None}
-    unknown = runner.invoke(cli, ["schedules", "reclaim", "gpu-pool-h100-shared", "md-x", "--db", sqlite_url])
-    assert unknown.exit_code == 1 and "not_claimed" in unknown.output and "Traceback" not in unknown.output
+    unknown = runner.invoke(
+        cli, ["schedules", "reclaim", "gpu-pool-h100-shared", "md-x", "--db", sqlite_url]
+    )
+    assert (
+        unknown.exit_code == 1
+        and "not_claimed" in unknown.output
+        and "Traceback" not in unknown.output
+    )
     missing = runner.invoke(cli, ["schedules", "reclaim", "no-such", B, "--db", sqlite_url])
     assert missing.exit_code == 1 and "Traceback" not in missing.output
     store.engine.dispose()

@@ -22,7 +22,9 @@ from tests.cli.cli_support import run
 TOKEN = "gpsd_0123456789ab_" + "s3cr3t-Token_value" * 3
 """A fixed token (test ids must be equal on every xdist worker)."""
 OTHER_SECRET = "gpsd_0123456789ab_" + "another-secret-value" * 2  # same id, other secret
-NOW = datetime(2026, 10, 21, 10, tzinfo=UTC)  # the imported token has no expiry: any instant verifies it
+NOW = datetime(
+    2026, 10, 21, 10, tzinfo=UTC
+)  # the imported token has no expiry: any instant verifies it
 IMPORT = ("tokens", "import", "--name", "helm-admin", "--scope", "admin", "--from-env", "TOK")
 
 

@@ -53,14 +53,21 @@ def test_a_64_character_name_is_taken_and_its_writes_carry_the_token_id(db: str)
     from tests.api.api_support import POOL, WED_10, seed
 
     name = "n" * 64
-    rt = build_runtime(settings_from_env({}, backend="sim", db_url=db, pool_file=str(POOL)),
-                       clock=VirtualClock(WED_10), config=EngineConfig(holder="t"))
+    rt = build_runtime(
+        settings_from_env({}, backend="sim", db_url=db, pool_file=str(POOL)),
+        clock=VirtualClock(WED_10),
+        config=EngineConfig(holder="t"),
+    )
     record, token = TokenRepository(rt.store.engine).create(name, "admin", now=WED_10, actor="test")
-    services = ApiServices(store=rt.store, core=rt.core, engine=rt.engine, clock=rt.clock, pool=rt.pool)
+    services = ApiServices(
+        store=rt.store, core=rt.core, engine=rt.engine, clock=rt.clock, pool=rt.pool
+    )
     client = TestClient(create_app(services))
     headers = {"Authorization": f"Bearer {token}"}
     assert client.post("/admin/deploy-schedules", json=seed(), headers=headers).status_code == 201
-    items = client.get("/admin/audit", headers=headers, params={"name": "gpu-pool-h100-shared"}).json()["items"]
+    items = client.get(
+        "/admin/audit", headers=headers, params={"name": "gpu-pool-h100-shared"}
+    ).json()["items"]
     assert [(i["action"], i["actor_token_id"]) for i in items] == [("schedule_created", record.id)]
     assert items[0]["actor"] == f"token:{name}({record.id})"
     rows = [r for r in _rows(db, audit_log) if r.action == "token_created"]

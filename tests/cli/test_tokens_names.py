@@ -31,8 +31,14 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def _live(url: str, name: str) -> list[str]:
     store = Store.open(url)
     with store.engine.connect() as conn:
-        ids = [r.id for r in conn.execute(sa.select(api_tokens).where(
-            api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None)))]
+        ids = [
+            r.id
+            for r in conn.execute(
+                sa.select(api_tokens).where(
+                    api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None)
+                )
+            )
+        ]
     store.engine.dispose()
     return ids
 
@@ -40,13 +46,19 @@ def _live(url: str, name: str) -> list[str]:
 def test_a_duplicate_name_is_refused_and_revoke_by_name_then_works(db: str) -> None:
     assert run("tokens", "create", "--name", "ci", "--scope", "admin").exit_code == 0
     again = run("tokens", "create", "--name", "ci", "--scope", "cmp:vision")
-    assert again.exit_code == 1 and "token_name_taken" in again.output and "Traceback" not in again.output
+    assert (
+        again.exit_code == 1
+        and "token_name_taken" in again.output
+        and "Traceback" not in again.output
+    )
     (first,) = _live(db, "ci")
     assert first in again.output  # the fix names the id to revoke
     revoked = run("tokens", "revoke", "ci")
     assert revoked.exit_code == 0, revoked.output
     assert _live(db, "ci") == []
-    assert run("tokens", "create", "--name", "ci", "--scope", "admin").exit_code == 0  # a revoked namesake
+    assert (
+        run("tokens", "create", "--name", "ci", "--scope", "admin").exit_code == 0
+    )  # a revoked namesake
 
 
 def test_old_duplicate_rows_make_revoke_answer_with_the_ids(db: str) -> None:
@@ -54,8 +66,16 @@ def test_old_duplicate_rows_make_revoke_answer_with_the_ids(db: str) -> None:
     repo = TokenRepository(store.engine)
     one = repo.create("dup", "admin", now=NOW, actor="t")[0]
     with store.engine.begin() as conn:  # a second live row as older versions allowed
-        conn.execute(api_tokens.insert().values(id="0123456789ab", name="dup", scope="admin",
-                                                secret_sha256="0" * 64, created_at=NOW, created_by="t"))
+        conn.execute(
+            api_tokens.insert().values(
+                id="0123456789ab",
+                name="dup",
+                scope="admin",
+                secret_sha256="0" * 64,
+                created_at=NOW,
+                created_by="t",
+            )
+        )
     store.engine.dispose()
     answer = run("tokens", "revoke", "dup")
     assert answer.exit_code == 1 and "ambiguous_token" in answer.output

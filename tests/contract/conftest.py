@@ -22,7 +22,14 @@ from contract_harness import ADAPTERS, Harness
 from fake_exclusions import excluded_on_fake
 from real_node_exclusions import excluded_on_real_node
 
-CASES = [("sim", "sqlite"), ("sim", "postgres"), ("sim-memory", "sqlite"), ("k8s", "postgres"), ("real-node", "postgres"), ("fake", "memory")]
+CASES = [
+    ("sim", "sqlite"),
+    ("sim", "postgres"),
+    ("sim-memory", "sqlite"),
+    ("k8s", "postgres"),
+    ("real-node", "postgres"),
+    ("fake", "memory"),
+]
 
 
 def _excluded(item: pytest.Item) -> bool:
@@ -46,8 +53,11 @@ def real_node(k8s_cluster: str) -> Iterator[str]:
     if name:
         yield name
         return
-    started = realnode.start(Path(k8s_cluster).parent / f"node-{os.getpid()}", Path(k8s_cluster),
-                             uuids=realnode.gpu_uuids(4))
+    started = realnode.start(
+        Path(k8s_cluster).parent / f"node-{os.getpid()}",
+        Path(k8s_cluster),
+        uuids=realnode.gpu_uuids(4),
+    )
     os.environ.update(started.env())
     yield started.name
     for key in started.env():
@@ -62,7 +72,11 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
         request.getfixturevalue("k8s_cluster")
     if adapter == "real-node":
         request.getfixturevalue("real_node")
-    db_url = "" if db == "memory" else str(request.getfixturevalue("sqlite_url" if db == "sqlite" else "pg_url"))
+    db_url = (
+        ""
+        if db == "memory"
+        else str(request.getfixturevalue("sqlite_url" if db == "sqlite" else "pg_url"))
+    )
     h = ADAPTERS[adapter](db_url)
     yield h
     h.close()

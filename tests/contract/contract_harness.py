@@ -35,7 +35,9 @@ class Harness(Protocol):
         ...
 
     def inject(self, fault: FaultSpec) -> None: ...
-    def add_foreign(self, workload_id: str, gpus: int, kind: Literal["static", "intruder"]) -> None: ...
+    def add_foreign(
+        self, workload_id: str, gpus: int, kind: Literal["static", "intruder"]
+    ) -> None: ...
     def remove_foreign(self, workload_id: str) -> None: ...
     def mutations(self, deploy_id: str) -> int:
         """How many mutations the adapter applied to the deploy (for exactly-once proofs)."""
@@ -125,4 +127,10 @@ def _real_node(db_url: str) -> Harness:
     return RealNodeHarness(db_url)
 
 
-ADAPTERS = {"sim": SimHarness, "sim-memory": MemoryHarness, "k8s": _k8s, "fake": _fake, "real-node": _real_node}
+ADAPTERS = {
+    "sim": SimHarness,
+    "sim-memory": MemoryHarness,
+    "k8s": _k8s,
+    "fake": _fake,
+    "real-node": _real_node,
+}

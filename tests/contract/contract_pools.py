@@ -16,7 +16,13 @@ def seed10(**sim: object) -> PoolSpec:
             "deploys": [
                 {"id": "A", "gpus_per_replica": 8, "aliases": ["chat-prod"]},
                 {"id": "B", "gpus_per_replica": 6, "state": "running"},
-                {"id": "C", "kind": "deployment", "gpus_per_replica": 2, "state": "running", "node_selector": ["hgx-02"]},
+                {
+                    "id": "C",
+                    "kind": "deployment",
+                    "gpus_per_replica": 2,
+                    "state": "running",
+                    "node_selector": ["hgx-02"],
+                },
             ],
             "sim": {"timings": TIMINGS, **sim},
         }
@@ -28,13 +34,22 @@ def split16() -> PoolSpec:
     return load_pool(
         {
             "name": "split16",
-            "nodes": [{"name": "n1", "gpus": 8}, {"name": "n2", "gpus": 8}, {"name": "a100", "gpus": 8, "flavor": "A100-40GB"}],
+            "nodes": [
+                {"name": "n1", "gpus": 8},
+                {"name": "n2", "gpus": 8},
+                {"name": "a100", "gpus": 8, "flavor": "A100-40GB"},
+            ],
             "deploys": [
                 {"id": "f1", "gpus_per_replica": 4, "state": "running", "node_selector": ["n1"]},
                 {"id": "f2", "gpus_per_replica": 4, "state": "running", "node_selector": ["n2"]},
                 {"id": "f3", "gpus_per_replica": 8, "state": "running", "flavor": "A100-40GB"},
                 {"id": "big", "gpus_per_replica": 8, "flavor": "H100-80GB"},
-                {"id": "wide", "gpus_per_replica": 8, "nodes_per_replica": 2, "flavor": "H100-80GB"},
+                {
+                    "id": "wide",
+                    "gpus_per_replica": 8,
+                    "nodes_per_replica": 2,
+                    "flavor": "H100-80GB",
+                },
                 {"id": "small", "gpus_per_replica": 4, "flavor": "H100-80GB"},
             ],
             "sim": {"timings": TIMINGS},
@@ -72,14 +87,48 @@ def reserved() -> PoolSpec:
             "name": name,
             "nodes": [{"name": "n1", "gpus": 8}],
             "reservations": [
-                {"id": "rsv-x", "node": "n1", "gpu_uuids": uuids[:4], "namespace": "serving", "mode": "exclusive", "gpu_memory_mib": 81559},
-                {"id": "rsv-ts", "node": "n1", "gpu_uuids": uuids[4:], "namespace": "cmp-team", "mode": "time_sliced",
-                 "gpu_memory_mib": 10000, "headroom": "1"},
+                {
+                    "id": "rsv-x",
+                    "node": "n1",
+                    "gpu_uuids": uuids[:4],
+                    "namespace": "serving",
+                    "mode": "exclusive",
+                    "gpu_memory_mib": 81559,
+                },
+                {
+                    "id": "rsv-ts",
+                    "node": "n1",
+                    "gpu_uuids": uuids[4:],
+                    "namespace": "cmp-team",
+                    "mode": "time_sliced",
+                    "gpu_memory_mib": 10000,
+                    "headroom": "1",
+                },
             ],
             "deploys": [
-                {"id": "x", "gpus_per_replica": 4, "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
-                {"id": "m1", "gpus_per_replica": 1, "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 6000}},
-                {"id": "m2", "gpus_per_replica": 1, "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 5000}},
+                {
+                    "id": "x",
+                    "gpus_per_replica": 4,
+                    "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]},
+                },
+                {
+                    "id": "m1",
+                    "gpus_per_replica": 1,
+                    "reservation": {
+                        "mode": "time_sliced",
+                        "reservation": "rsv-ts",
+                        "memory_mib": 6000,
+                    },
+                },
+                {
+                    "id": "m2",
+                    "gpus_per_replica": 1,
+                    "reservation": {
+                        "mode": "time_sliced",
+                        "reservation": "rsv-ts",
+                        "memory_mib": 5000,
+                    },
+                },
                 {"id": "plain", "gpus_per_replica": 3},
                 {"id": "too-big", "gpus_per_replica": 4},
             ],

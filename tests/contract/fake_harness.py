@@ -18,8 +18,14 @@ from gps_dagster.testing import CoreCall, FakeCore
 
 FORCED = {"failed": DeployState.FAILED, "deleting": DeployState.DELETING}
 PERSISTENT_CALL_FAULTS = {
-    "alias_guard_unwired": ("alias_guard", lambda: AliasGuardUnavailable("unwired", "the alias guard is not wired")),
-    "alias_guard_error": ("alias_guard", lambda: AliasGuardUnavailable("read_error", "the alias guard is unreadable")),
+    "alias_guard_unwired": (
+        "alias_guard",
+        lambda: AliasGuardUnavailable("unwired", "the alias guard is not wired"),
+    ),
+    "alias_guard_error": (
+        "alias_guard",
+        lambda: AliasGuardUnavailable("read_error", "the alias guard is unreadable"),
+    ),
     "fail_start": ("start", lambda: Permanent("injected start failure", reason="start_failed")),
     "fail_stop": ("stop", lambda: Permanent("injected stop failure", reason="stop_failed")),
 }
@@ -46,9 +52,13 @@ class FaultHandler:
                 hits.append(f)
         for f in hits:
             if f.effect == "fail_next":
-                raise (Transient if f.error == "transient" else Permanent)(f"injected failure of {call.method}", reason="injected")
+                raise (Transient if f.error == "transient" else Permanent)(
+                    f"injected failure of {call.method}", reason="injected"
+                )
             if f.effect == "crash" and f.point in ("before_mutation", "before_commit"):
-                raise SimulatedCrash(f.point, call.method)  # FakeCore is atomic: nothing applied yet
+                raise SimulatedCrash(
+                    f.point, call.method
+                )  # FakeCore is atomic: nothing applied yet
         for f in self.persistent:
             method, error = PERSISTENT_CALL_FAULTS[f.effect]
             if method == call.method and self._matches(f, call):
@@ -57,7 +67,9 @@ class FaultHandler:
         if any(f.effect == "crash" and f.point == "after_commit" for f in hits):
             raise SimulatedCrash("after_commit", call.method)
         if any(f.effect == "lose_response" for f in hits):
-            raise Transient(f"response of {call.method} lost (the mutation was applied)", reason="response_lost")
+            raise Transient(
+                f"response of {call.method} lost (the mutation was applied)", reason="response_lost"
+            )
         return result
 
 
@@ -92,7 +104,10 @@ class FakeHarness:
             self.core.forced[fault.deploy] = FORCED[fault.effect]
         else:
             assert fault.deploy is not None, "FakeCore's placement faults name their deploy"
-            levers = {"unschedulable": self.core.pool.unschedulable, "never_ready": self.core.pool.never_ready}
+            levers = {
+                "unschedulable": self.core.pool.unschedulable,
+                "never_ready": self.core.pool.never_ready,
+            }
             levers[fault.effect].add(fault.deploy)
 
     def add_foreign(self, workload_id: str, gpus: int, kind: Literal["static", "intruder"]) -> None:

@@ -70,8 +70,12 @@ def test_alias_guard_reads_aliases(harness: Harness) -> None:
     assert not core.alias_guard("B").has_alias
 
 
-@pytest.mark.parametrize(("effect", "reason"), [("alias_guard_unwired", "unwired"), ("alias_guard_error", "read_error")])
-def test_alias_guard_failure_is_an_error_never_no_alias(harness: Harness, effect: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("effect", "reason"), [("alias_guard_unwired", "unwired"), ("alias_guard_error", "read_error")]
+)
+def test_alias_guard_failure_is_an_error_never_no_alias(
+    harness: Harness, effect: str, reason: str
+) -> None:
     core = harness.load(seed10())
     harness.inject(FaultSpec.model_validate({"effect": effect}))
     for deploy in ("A", "B"):

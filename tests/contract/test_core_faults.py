@@ -105,7 +105,9 @@ def test_never_ready_places_but_never_becomes_ready(harness: Harness) -> None:
     core.start("small", etag=small.etag, idempotency_key="k")
     harness.advance(86400)
     view = core.get_deploy("small")
-    assert not view.unschedulable and view.state is DeployState.STARTING and view.ready_replicas == 0
+    assert (
+        not view.unschedulable and view.state is DeployState.STARTING and view.ready_replicas == 0
+    )
     assert view.applied_generation == view.generation
 
 
@@ -123,15 +125,24 @@ def test_a_broken_cmp_member_fails_its_start(harness: Harness) -> None:
 def test_a_broken_cmp_member_fails_its_stop(harness: Harness) -> None:
     core = harness.load(accounts())
     harness.inject(fault(effect="fail_stop", deploy="ep-b"))
-    ops = {m: core.start(m, etag=core.get_deploy(m).etag, idempotency_key=f"s-{m}") for m in ("ep-a", "ep-b")}
-    core.stop("ep-a", etag=ops["ep-a"].etag_after, allow_aliased_downtime=False, idempotency_key="x-a")
+    ops = {
+        m: core.start(m, etag=core.get_deploy(m).etag, idempotency_key=f"s-{m}")
+        for m in ("ep-a", "ep-b")
+    }
+    core.stop(
+        "ep-a", etag=ops["ep-a"].etag_after, allow_aliased_downtime=False, idempotency_key="x-a"
+    )
     with pytest.raises(Permanent) as err:
-        core.stop("ep-b", etag=ops["ep-b"].etag_after, allow_aliased_downtime=False, idempotency_key="x-b")
+        core.stop(
+            "ep-b", etag=ops["ep-b"].etag_after, allow_aliased_downtime=False, idempotency_key="x-b"
+        )
     assert err.value.reason == "stop_failed"
     assert [m.state for m in core.list_members("ep")] == [DeployState.STOPPED, DeployState.STARTING]
 
 
-@pytest.mark.parametrize(("effect", "state"), [("failed", DeployState.FAILED), ("deleting", DeployState.DELETING)])
+@pytest.mark.parametrize(
+    ("effect", "state"), [("failed", DeployState.FAILED), ("deleting", DeployState.DELETING)]
+)
 def test_forced_failed_or_deleting_state(harness: Harness, effect: str, state: DeployState) -> None:
     core = harness.load(split16())
     harness.inject(fault(effect=effect, deploy="small"))

@@ -19,10 +19,26 @@ from gps_dagster.ports import (
 def test_get_deploy_reports_the_declared_deploy(harness: Harness) -> None:
     core = harness.load(seed10())
     a = core.get_deploy("A")
-    assert (a.state, a.aliases, a.gpus_per_replica, a.nodes_per_replica) == (DeployState.STOPPED, ("chat-prod",), 8, 1)
-    assert (a.desired_replicas, a.ready_replicas, a.terminating_pods, a.project, a.cmp_managed) == (1, 0, 0, None, False)
+    assert (a.state, a.aliases, a.gpus_per_replica, a.nodes_per_replica) == (
+        DeployState.STOPPED,
+        ("chat-prod",),
+        8,
+        1,
+    )
+    assert (a.desired_replicas, a.ready_replicas, a.terminating_pods, a.project, a.cmp_managed) == (
+        1,
+        0,
+        0,
+        None,
+        False,
+    )
     b = core.get_deploy("B")
-    assert (b.state, b.ready_replicas, b.generation, b.applied_generation) == (DeployState.READY, 1, b.generation, b.generation)
+    assert (b.state, b.ready_replicas, b.generation, b.applied_generation) == (
+        DeployState.READY,
+        1,
+        b.generation,
+        b.generation,
+    )
     with pytest.raises(NotFound):
         core.get_deploy("nope")
 
@@ -78,7 +94,9 @@ def test_stop_converges_only_after_terminating_pods_are_gone(harness: Harness) -
     assert core.get_deploy("B").terminating_pods == 1
     harness.advance(1)
     view = core.get_deploy("B")
-    assert view.state is DeployState.STOPPED and view.terminating_pods == 0 and view.converged_stopped
+    assert (
+        view.state is DeployState.STOPPED and view.terminating_pods == 0 and view.converged_stopped
+    )
     assert core.get_operation(op.id).state is OperationState.DONE
 
 
@@ -104,7 +122,12 @@ def test_replica_intent_on_a_stopped_deploy_only_persists(harness: Harness) -> N
     view = core.get_deploy("small")
     assert op.persist_only and op.state is OperationState.DONE and op.replicas == 2
     assert op.etag_after == view.etag != before.etag
-    assert (view.state, view.desired_replicas, view.role_min, view.role_max) == (DeployState.STOPPED, 2, 2, 2)
+    assert (view.state, view.desired_replicas, view.role_min, view.role_max) == (
+        DeployState.STOPPED,
+        2,
+        2,
+        2,
+    )
     assert view.ready_replicas == 0 and view.terminating_pods == 0
     core.start("small", etag=view.etag, idempotency_key="k2")
     harness.advance(120)
@@ -119,7 +142,11 @@ def test_scale_down_releases_one_group_and_up_adds_one(harness: Harness) -> None
     assert (view.state, view.desired_replicas, view.ready_replicas) == (DeployState.UPDATING, 2, 1)
     harness.advance(120)
     view = core.get_deploy("f1")
-    assert (view.state, view.ready_replicas, view.applied_generation) == (DeployState.READY, 2, view.generation)
+    assert (view.state, view.ready_replicas, view.applied_generation) == (
+        DeployState.READY,
+        2,
+        view.generation,
+    )
     core.set_replica_intent("f1", 1, etag=view.etag, idempotency_key="down")
     view = core.get_deploy("f1")
     assert (view.desired_replicas, view.ready_replicas, view.terminating_pods) == (1, 1, 1)

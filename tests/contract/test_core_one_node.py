@@ -27,13 +27,19 @@ GRACE_S = ONE_NODE_TIMINGS["stop_grace_s"]
 LOAD_S = ONE_NODE_TIMINGS["start_delay_s"]
 
 
-def test_one_node_a_replayed_stop_mutates_once_and_converges_after_the_drain(harness: Harness) -> None:
+def test_one_node_a_replayed_stop_mutates_once_and_converges_after_the_drain(
+    harness: Harness,
+) -> None:
     core = harness.load(solo4())
     b = core.get_deploy("B")
     assert (b.state, b.ready_replicas, b.gpus_per_replica) == (DeployState.READY, 1, 2)
     first = core.stop("B", etag=b.etag, allow_aliased_downtime=False, idempotency_key="stop-B")
     again = core.stop("B", etag=b.etag, allow_aliased_downtime=False, idempotency_key="stop-B")
-    assert (again.id, again.kind, again.etag_after) == (first.id, OperationKind.STOP, first.etag_after)
+    assert (again.id, again.kind, again.etag_after) == (
+        first.id,
+        OperationKind.STOP,
+        first.etag_after,
+    )
     assert harness.mutations("B") == 1 and core.get_deploy("B").generation == b.generation + 1
     harness.eventually(lambda: core.get_deploy("B").converged_stopped, within_s=GRACE_S)
     view = core.get_deploy("B")
@@ -66,7 +72,9 @@ def test_one_node_a_group_larger_than_the_free_gpus_waits_for_the_release(harnes
     core.stop("B", etag=b.etag, allow_aliased_downtime=False, idempotency_key="stop-B")
     harness.eventually(lambda: not core.get_deploy("wide").unschedulable, within_s=GRACE_S)
     harness.eventually(lambda: core.get_deploy("wide").state is DeployState.READY, within_s=LOAD_S)
-    assert core.get_deploy("wide").ready_replicas == 1 and core.get_deploy("B").terminating_pods == 0
+    assert (
+        core.get_deploy("wide").ready_replicas == 1 and core.get_deploy("B").terminating_pods == 0
+    )
 
 
 def test_one_node_a_stale_etag_is_refused_and_changes_nothing(harness: Harness) -> None:

@@ -30,7 +30,11 @@ def test_admission_preview_agrees_with_start_and_changes_nothing(harness: Harnes
     core.start("m1", etag=m1.etag, idempotency_key="m1")
     before = core.get_deploy("m2")
     seen = core.admission_preview("m2", delta_replicas=1)
-    assert (seen.admitted, seen.reason, seen.reservation_id) == (False, "reservation_overcommitted", "rsv-ts")
+    assert (seen.admitted, seen.reason, seen.reservation_id) == (
+        False,
+        "reservation_overcommitted",
+        "rsv-ts",
+    )
     assert (seen.budget_mib, seen.in_flight_mib, seen.proposed_mib) == (10_000, 6_000, 5_000)
     assert core.get_deploy("m2") == before
     with pytest.raises(AdmissionRefused) as err:
@@ -46,7 +50,9 @@ def test_a_bound_deploy_reports_its_binding_and_is_witnessed_when_ready(harness:
     core = harness.load(reserved())
     x = core.get_deploy("x")
     assert x.reservation == ReservationBinding(("rsv-x",), "exclusive")
-    assert core.get_deploy("m1").reservation == ReservationBinding(("rsv-ts",), "time_sliced", 6_000)
+    assert core.get_deploy("m1").reservation == ReservationBinding(
+        ("rsv-ts",), "time_sliced", 6_000
+    )
     assert core.get_deploy("plain").reservation is None
     core.start("x", etag=x.etag, idempotency_key="x")
     assert core.witness("x").replicas == ()

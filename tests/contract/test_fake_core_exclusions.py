@@ -40,8 +40,12 @@ def test_the_excluded_cases_are_exactly_the_reservation_surface_fakecore_refuses
 
 def item(params: tuple[str, str], case: str) -> SimpleNamespace:
     file, func = case.split("::")
-    return SimpleNamespace(callspec=SimpleNamespace(params={"harness": params}), path=HERE / file,
-                           originalname=func, name=f"{func}[x]")
+    return SimpleNamespace(
+        callspec=SimpleNamespace(params={"harness": params}),
+        path=HERE / file,
+        originalname=func,
+        name=f"{func}[x]",
+    )
 
 
 def test_only_the_fakes_parametrisation_of_a_listed_case_is_deselected() -> None:

@@ -35,14 +35,18 @@ def test_every_excluded_case_exists_and_loads_the_pool_its_reason_names() -> Non
     for case, reason in REAL_NODE_EXCLUDED.items():
         assert case in cases, f"{case} names no contract case"
         pool = reason.split(":")[0]
-        assert f"harness.load({pool}(" in inspect.getsource(cases[case]), f"{case} does not load {pool}"  # type: ignore[arg-type]
+        assert f"harness.load({pool}(" in inspect.getsource(cases[case]), (
+            f"{case} does not load {pool}"
+        )  # type: ignore[arg-type]
 
 
 def test_every_excluded_pool_still_does_not_fit_the_real_node() -> None:
     pools = {reason.split(":")[0] for reason in REAL_NODE_EXCLUDED.values()}
     assert pools == {"seed10", "split16", "accounts", "reserved"}
     for pool in pools:
-        assert fit_problems(getattr(contract_pools, pool)()), f"{pool} fits the real node: run its cases there"
+        assert fit_problems(getattr(contract_pools, pool)()), (
+            f"{pool} fits the real node: run its cases there"
+        )
 
 
 def test_the_cases_left_are_the_one_node_cases_and_their_pool_fits() -> None:
@@ -53,18 +57,26 @@ def test_the_cases_left_are_the_one_node_cases_and_their_pool_fits() -> None:
 
 def test_fit_problems_names_each_reason_a_pool_cannot_run_there() -> None:
     assert fit_problems(contract_pools.seed10()) == [
-        "2 nodes", "node hgx-01 has 8 GPUs", "a 60 s publish lag (the kubelet has none)"
+        "2 nodes",
+        "node hgx-01 has 8 GPUs",
+        "a 60 s publish lag (the kubelet has none)",
     ]
     split = fit_problems(contract_pools.split16())
     assert "3 nodes" in split and "wide spans 2 nodes" in split
-    assert "GPU reservations on the pool's own UUIDs (not the device plugin's)" in fit_problems(contract_pools.reserved())
+    assert "GPU reservations on the pool's own UUIDs (not the device plugin's)" in fit_problems(
+        contract_pools.reserved()
+    )
     assert fit_problems(contract_pools.solo4(), gpus=3) == ["node solo has 4 GPUs"]
 
 
 def item(params: tuple[str, str], case: str) -> SimpleNamespace:
     file, func = case.split("::")
-    return SimpleNamespace(callspec=SimpleNamespace(params={"harness": params}), path=HERE / file,
-                           originalname=func, name=f"{func}[x]")
+    return SimpleNamespace(
+        callspec=SimpleNamespace(params={"harness": params}),
+        path=HERE / file,
+        originalname=func,
+        name=f"{func}[x]",
+    )
 
 
 def test_only_the_real_nodes_parametrisation_of_a_listed_case_is_deselected() -> None:

@@ -41,7 +41,9 @@ def make_runtime(
     return rt
 
 
-def seed_schedule(rt: Runtime, path: Path = EXAMPLES / "seed-schedule.json", **changes: Any) -> Schedule:
+def seed_schedule(
+    rt: Runtime, path: Path = EXAMPLES / "seed-schedule.json", **changes: Any
+) -> Schedule:
     spec = parse_schedule(path.read_text(), source=str(path))
     if changes:
         spec = spec.model_copy(update=changes)
@@ -133,6 +135,8 @@ class Daemon:
 
     def runs(self, **tags: str) -> list[dg.DagsterRun]:
         return list(self.instance.get_runs(dg.RunsFilter(tags=tags)))
+
+
 def faketime(at: datetime) -> list[str]:
     """A command prefix that starts a child's wall clock at ``at`` (Debian ``faketime``).
 

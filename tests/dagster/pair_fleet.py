@@ -17,10 +17,20 @@ def pair_pool(n: int, *, name: str = "storm", stop_grace_s: float = 0) -> dict[s
     deploys = []
     for i in range(n):
         deploys += [
-            {"id": f"a{i}", "kind": "dgd", "gpus_per_replica": 8, "state": "stopped",
-             "node_selector": [f"n{i}"]},
-            {"id": f"b{i}", "kind": "dgd", "gpus_per_replica": 6, "state": "running",
-             "node_selector": [f"n{i}"]},
+            {
+                "id": f"a{i}",
+                "kind": "dgd",
+                "gpus_per_replica": 8,
+                "state": "stopped",
+                "node_selector": [f"n{i}"],
+            },
+            {
+                "id": f"b{i}",
+                "kind": "dgd",
+                "gpus_per_replica": 6,
+                "state": "running",
+                "node_selector": [f"n{i}"],
+            },
         ]
     timings = {"stop_grace_s": stop_grace_s, "publish_lag_s": 0, "start_delay_s": 0}
     return {"name": name, "nodes": nodes, "deploys": deploys, "sim": {"timings": timings}}
@@ -40,14 +50,24 @@ def pair_schedule(
         "name": name,
         "timezone": timezone,
         "targets": [
-            {"model_deploy_id": f"a{i}", "default_state": "stopped", "default_allow_downtime": True},
+            {
+                "model_deploy_id": f"a{i}",
+                "default_state": "stopped",
+                "default_allow_downtime": True,
+            },
             {"model_deploy_id": f"b{i}", "default_state": "running"},
         ],
-        "windows": [{
-            "name": window, "kind": "recurring", "priority": 10, "cron": cron, "duration": duration,
-            "states": [
-                {"model_deploy_id": f"a{i}", "desired_state": "running"},
-                {"model_deploy_id": f"b{i}", "desired_state": "stopped"},
-            ],
-        }],
+        "windows": [
+            {
+                "name": window,
+                "kind": "recurring",
+                "priority": 10,
+                "cron": cron,
+                "duration": duration,
+                "states": [
+                    {"model_deploy_id": f"a{i}", "desired_state": "running"},
+                    {"model_deploy_id": f"b{i}", "desired_state": "stopped"},
+                ],
+            }
+        ],
     }

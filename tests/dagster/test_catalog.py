@@ -42,7 +42,10 @@ def test_the_asset_graph_links_a_reservation_to_its_members(sqlite_url: str) -> 
     seed_schedule(rt, EXAMPLES / "gpu42-schedule.json")
     parents = _parents(build_definitions(StaticRuntime(rt)))
     for member in ("md_vision_chat", "md_vision_embed", "md_vision_batch"):
-        assert parents[f"deploy/{member}"] == [names.RESERVATIONS_ASSET, "schedule/vision_gpu42_shared"]  # vision/gpu42-shared
+        assert parents[f"deploy/{member}"] == [
+            names.RESERVATIONS_ASSET,
+            "schedule/vision_gpu42_shared",
+        ]  # vision/gpu42-shared
 
 
 def _set_sensor(instance: dg.DagsterInstance, name: str, status: str) -> None:

@@ -26,12 +26,22 @@ DAGSTER = str(Path(sys.executable).with_name("dagster"))
 def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitions) -> None:
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == {
-        names.TRANSITION_JOB, names.TRANSITION_JOB_ACQUIRE_FIRST, names.ACQUIRE_JOB, BATCH_JOB,
-        names.TIMELINE_JOB, names.CHECKS_JOB, names.DEPLOY_CHECKS_JOB, names.PREARM_JOB,
+        names.TRANSITION_JOB,
+        names.TRANSITION_JOB_ACQUIRE_FIRST,
+        names.ACQUIRE_JOB,
+        BATCH_JOB,
+        names.TIMELINE_JOB,
+        names.CHECKS_JOB,
+        names.DEPLOY_CHECKS_JOB,
+        names.PREARM_JOB,
     }
     assert {s.name for s in repo.sensor_defs} == {
-        names.RECONCILE_SENSOR, names.BOUNDARY_SENSOR, names.CAPACITY_WAIT_SENSOR,
-        names.APPLY_NOW_SENSOR, names.RESERVATION_SENSOR, names.PREARM_SENSOR,
+        names.RECONCILE_SENSOR,
+        names.BOUNDARY_SENSOR,
+        names.CAPACITY_WAIT_SENSOR,
+        names.APPLY_NOW_SENSOR,
+        names.RESERVATION_SENSOR,
+        names.PREARM_SENSOR,
     }
     # one-shot maint-wed has none: the boundary sensor serves it
     assert {s.name for s in repo.schedule_defs} == {
@@ -48,7 +58,10 @@ def test_definitions_name_every_job_sensor_schedule_and_asset(defs: dg.Definitio
     assert reconcile.minimum_interval_seconds == 30
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert keys == {
-        names.RESERVATIONS_ASSET, names.TIMELINE_ASSET, "deploy/md_llama70b", "deploy/md_qwen32b",
+        names.RESERVATIONS_ASSET,
+        names.TIMELINE_ASSET,
+        "deploy/md_llama70b",
+        "deploy/md_qwen32b",
         "schedule/gpu_pool_h100_shared",  # upstream of its deploys (lineage.py)
     }  # C (md-bge-embed) is in no schedule: no asset
     checks = {(k.asset_key.to_user_string(), k.name) for k in repo.asset_graph.asset_check_keys}
@@ -70,16 +83,30 @@ def test_transition_jobs_use_the_in_process_executor(defs: dg.Definitions) -> No
     job = defs.resolve_job_def(names.TRANSITION_JOB)
     assert job.executor_def.name == "in_process"
     admission = {"admit", "acquire", "capacity_wait"}
-    assert {n.name for n in job.graph.nodes} == {"plan", "release", "all_released", "done", *admission}
+    assert {n.name for n in job.graph.nodes} == {
+        "plan",
+        "release",
+        "all_released",
+        "done",
+        *admission,
+    }
     # the order itself is asserted on executed runs (test_dagster_job.py)
     mirror = defs.resolve_job_def(names.TRANSITION_JOB_ACQUIRE_FIRST)
-    assert {n.name for n in mirror.graph.nodes} == {"plan", "all_acquired", "release", "done", *admission}
+    assert {n.name for n in mirror.graph.nodes} == {
+        "plan",
+        "all_acquired",
+        "release",
+        "done",
+        *admission,
+    }
     acquire = defs.resolve_job_def(names.ACQUIRE_JOB)  # no release op: its Gantt shows the acquire
     assert {n.name for n in acquire.graph.nodes} == {"plan", "done", *admission}
 
 
 def test_acquire_first_schedules_target_the_mirror_job(rt: Runtime) -> None:
-    spec = rt.store.get_schedule(SEED).spec.model_copy(update={"transition_order": TransitionOrder.ACQUIRE_FIRST})
+    spec = rt.store.get_schedule(SEED).spec.model_copy(
+        update={"transition_order": TransitionOrder.ACQUIRE_FIRST}
+    )
     defs = build_definitions(StaticRuntime(rt), schedules=[spec])
     boundary = [s for s in defs.get_repository_def().schedule_defs if s.name.startswith("gpu_pool")]
     assert {s.job_name for s in boundary} == {names.TRANSITION_JOB_ACQUIRE_FIRST}
@@ -113,7 +140,12 @@ def test_dagster_definitions_validate_loads_the_code_location(tmp_path: Path) ->
     seed_schedule(make_runtime(env["GPS_DB_URL"]))
     out = subprocess.run(
         [DAGSTER, "definitions", "validate", "-f", str(REPO / "definitions.py")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Validation successful" in out.stdout + out.stderr
@@ -124,8 +156,9 @@ def test_cli_backfills_a_week_of_timeline_in_one_run(tmp_path: Path) -> None:
     seed_schedule(make_runtime(env["GPS_DB_URL"]))
     # Dagster refuses partitions that have not ended by its own (wall-clock) now: give its CLI
     # a clock that starts after the week, so the test passes at any real instant.
-    done = materialize_timeline(env, "2026-10-19-00:00", "2026-10-25-23:00",
-                                command_prefix=faketime(AFTER_THE_WEEK))
+    done = materialize_timeline(
+        env, "2026-10-19-00:00", "2026-10-25-23:00", command_prefix=faketime(AFTER_THE_WEEK)
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         runs = instance.get_runs()
@@ -138,7 +171,9 @@ def test_cli_backfills_a_week_of_timeline_in_one_run(tmp_path: Path) -> None:
         assert event is not None and event.asset_materialization is not None
         meta = event.asset_materialization.metadata
         assert meta["capacity"].value == 10
-        assert meta["peak_desired_gpus"].value == 10  # A 8 + C 2 in business hours: never above the pool
+        assert (
+            meta["peak_desired_gpus"].value == 10
+        )  # A 8 + C 2 in business hours: never above the pool
         assert meta["overcommit_segments"].value == 0
 
 
@@ -147,18 +182,27 @@ def test_demo_schedule_compiles_into_boundary_schedules(path: Path, sqlite_url: 
     rt = make_runtime(sqlite_url, pool_file=EXAMPLES / "demo-pool.yaml")
     seed_schedule(rt, path)
     repo = build_definitions(StaticRuntime(rt)).get_repository_def()
-    crons = {s.name.rsplit("__", 1)[1]: s.cron_schedule for s in repo.schedule_defs if s.name.startswith("demo_swap__")}
+    crons = {
+        s.name.rsplit("__", 1)[1]: s.cron_schedule
+        for s in repo.schedule_defs
+        if s.name.startswith("demo_swap__")
+    }
     every_4 = ",".join(str(m) for m in range(0, 60, 4))
     two_later = ",".join(str(m) for m in range(2, 60, 4))
     assert crons == {"start": f"{every_4} * * * *", "end": f"{two_later} * * * *"}
 
 
-def test_reservation_checks_job_runs_the_checks_without_materialising(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
+def test_reservation_checks_job_runs_the_checks_without_materialising(
+    defs: dg.Definitions, instance: dg.DagsterInstance
+) -> None:
     job = defs.resolve_job_def(names.CHECKS_JOB)
     result = job.execute_in_process(instance=instance)
     assert result.success
     evaluations = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert {e.event_specific_data.check_name for e in evaluations} == {names.CHECK_PLACEMENT, names.CHECK_OVERCOMMIT}  # type: ignore[union-attr]
+    assert {e.event_specific_data.check_name for e in evaluations} == {
+        names.CHECK_PLACEMENT,
+        names.CHECK_OVERCOMMIT,
+    }  # type: ignore[union-attr]
     assert not [e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
 
 
@@ -167,7 +211,9 @@ def _start(rt: Runtime, deploy_id: str) -> None:
     rt.core.start(deploy_id, etag=view.etag, idempotency_key=f"test-start-{deploy_id}")
 
 
-def test_asset_checks_report_the_ledger_per_reservation_and_catch_a_misplaced_pod(sqlite_url: str) -> None:
+def test_asset_checks_report_the_ledger_per_reservation_and_catch_a_misplaced_pod(
+    sqlite_url: str,
+) -> None:
     from gps_dagster.domain.pool import FaultSpec
 
     rt = make_runtime(sqlite_url, pool_file=EXAMPLES / "gpu42-pool.yaml")
@@ -179,12 +225,18 @@ def test_asset_checks_report_the_ledger_per_reservation_and_catch_a_misplaced_po
     assert "rsv-gpu42-shared" in placed.metadata
     assert "within budget" in budget.description
 
-    stopped = [d.id for d in rt.core.reservation_deploys("rsv-gpu42-shared") if d.state.value == "STOPPED"]
+    stopped = [
+        d.id for d in rt.core.reservation_deploys("rsv-gpu42-shared") if d.state.value == "STOPPED"
+    ]
     assert stopped, "the gpu42 pool starts with one member stopped"
     rt.core.inject_fault(FaultSpec(effect="misplace", deploy=stopped[0]))
-    running = [d for d in rt.core.reservation_deploys("rsv-gpu42-shared") if d.state.value != "STOPPED"]
+    running = [
+        d for d in rt.core.reservation_deploys("rsv-gpu42-shared") if d.state.value != "STOPPED"
+    ]
     view = rt.core.get_deploy(running[0].id)
-    rt.core.stop(running[0].id, etag=view.etag, allow_aliased_downtime=True, idempotency_key="test-make-room")
+    rt.core.stop(
+        running[0].id, etag=view.etag, allow_aliased_downtime=True, idempotency_key="test-make-room"
+    )
     rt.clock.advance(120)
     _start(rt, stopped[0])
     rt.clock.advance(300)

@@ -15,10 +15,18 @@ from gps_dagster.dagster_defs.crons import end_crons, start_crons
     ("cron", "duration", "expected"),
     [
         ("0 8 * * 1-5", timedelta(hours=10), ("0 18 * * 1-5",)),  # the seed's business hours
-        ("0 20 * * MON-FRI", timedelta(hours=10), ("0 6 * * 2-6",)),  # crosses midnight: weekdays shift
+        (
+            "0 20 * * MON-FRI",
+            timedelta(hours=10),
+            ("0 6 * * 2-6",),
+        ),  # crosses midnight: weekdays shift
         ("0 22 * * 5", timedelta(hours=4), ("0 2 * * 6",)),
         ("0 22 * * 6", timedelta(hours=4), ("0 2 * * 0",)),  # Saturday night ends on Sunday
-        ("*/4 * * * *", timedelta(minutes=2), ("2,6,10,14,18,22,26,30,34,38,42,46,50,54,58 * * * *",)),
+        (
+            "*/4 * * * *",
+            timedelta(minutes=2),
+            ("2,6,10,14,18,22,26,30,34,38,42,46,50,54,58 * * * *",),
+        ),
         ("30 23 * * *", timedelta(minutes=45), ("15 0 * * *",)),
         ("0,30 9 * * *", timedelta(minutes=45), ("45 9 * * *", "15 10 * * *")),
         ("@daily", timedelta(hours=1), ("0 1 * * *",)),
@@ -31,7 +39,10 @@ def test_end_crons(cron: str, duration: timedelta, expected: tuple[str, ...]) ->
 @pytest.mark.parametrize(
     ("cron", "duration"),
     [
-        ("0 8 1 * *", timedelta(hours=20)),  # day-of-month restricted and the end falls on the next day
+        (
+            "0 8 1 * *",
+            timedelta(hours=20),
+        ),  # day-of-month restricted and the end falls on the next day
         ("0 8 * 6 *", timedelta(hours=20)),  # month restricted, day carry
         ("0 8 * * *", timedelta(hours=1, seconds=3)),  # seconds are not cron
         ("0 8 * * *", timedelta(days=8)),

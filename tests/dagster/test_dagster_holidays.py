@@ -35,15 +35,21 @@ def test_the_start_tick_on_national_day_skips_with_the_holiday_and_the_next_day_
     defs = build_definitions(StaticRuntime(rt))
     start = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "start"))
     rt.clock.set(_at("2026-09-02T08:00:02"))
-    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(),
-                                    resources={"gps": as_resource(rt)})
+    ctx = dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=rt.clock.now(),
+        resources={"gps": as_resource(rt)},
+    )
     holiday = start.evaluate_tick(ctx)
     assert not holiday.run_requests
     assert holiday.skip_message == (
         f"no transition to run (business-hours skipped on 2026-09-02: National Day ({PACKAGE}))"
     )
     rt.clock.set(_at("2026-09-03T08:00:02"))
-    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(),
-                                    resources={"gps": as_resource(rt)})
+    ctx = dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=rt.clock.now(),
+        resources={"gps": as_resource(rt)},
+    )
     workday = start.evaluate_tick(ctx)
     assert [r.tags[names.TAG_TRIGGER] for r in workday.run_requests or []] == ["boundary_start"]

@@ -19,7 +19,9 @@ from gps_dagster.demo.devserver import REPO, prepare_home
 pytestmark = pytest.mark.postgres
 
 
-def test_transition_run_on_the_postgres_instance(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_transition_run_on_the_postgres_instance(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert "+psycopg2" in pg_url  # dagster-postgres under SQLAlchemy 2.1 needs it (FACTS.md)
     home = prepare_home(tmp_path / "dagster_home", REPO / "dagster-postgres.yaml")
     monkeypatch.setenv("DAGSTER_PG_URL", pg_url)
@@ -31,7 +33,9 @@ def test_transition_run_on_the_postgres_instance(pg_url: str, tmp_path: Path, mo
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         (request,) = plan_requests(rt.engine.reconcile(trigger="sensor").plans)
         job = defs.resolve_job_def(request.job_name or "")
-        result = job.execute_in_process(run_config=request.run_config, tags=request.tags, instance=instance)
+        result = job.execute_in_process(
+            run_config=request.run_config, tags=request.tags, instance=instance
+        )
         assert result.success
         (run,) = instance.get_runs(dg.RunsFilter(tags={names.TAG_SCHEDULE: "gpu-pool-h100-shared"}))
         assert run.status == dg.DagsterRunStatus.SUCCESS
@@ -42,11 +46,20 @@ def test_transition_run_on_the_postgres_instance(pg_url: str, tmp_path: Path, mo
         ]
         assert [s for s in starts if s and s.startswith("release[")]
         assert [s for s in starts if s and s.startswith("capacity_wait[")]  # A waits for B's GPUs
-    assert {r.deploy_id: r.phase for r in rt.store.list_status()} == {"md-qwen32b": "releasing", "md-llama70b": "capacity_wait"}
+    assert {r.deploy_id: r.phase for r in rt.store.list_status()} == {
+        "md-qwen32b": "releasing",
+        "md-llama70b": "capacity_wait",
+    }
     engine = sa.create_engine(pg_url)
     with engine.connect() as conn:
-        tables = set(conn.execute(sa.text("SELECT table_schema || '.' || table_name FROM information_schema.tables")).scalars())
+        tables = set(
+            conn.execute(
+                sa.text("SELECT table_schema || '.' || table_name FROM information_schema.tables")
+            ).scalars()
+        )
     engine.dispose()
     assert "public.runs" in tables and "public.event_logs" in tables  # the Dagster instance
-    assert {t.split(".")[0] for t in tables if "target_status" in t or t.endswith(".sim_pool")} == {"gps"}
+    assert {t.split(".")[0] for t in tables if "target_status" in t or t.endswith(".sim_pool")} == {
+        "gps"
+    }
     assert os.environ["DAGSTER_PG_URL"] == pg_url

@@ -20,18 +20,34 @@ from gps_dagster.dagster_defs.resources import as_resource
 SEED = "gpu-pool-h100-shared"
 
 
-def _tick(schedule: dg.ScheduleDefinition, rt: object, instance: dg.DagsterInstance) -> dg.ScheduleExecutionData:
-    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=rt.clock.now(),  # type: ignore[attr-defined]
-                                    resources={"gps": as_resource(rt)})  # type: ignore[arg-type]
+def _tick(
+    schedule: dg.ScheduleDefinition, rt: object, instance: dg.DagsterInstance
+) -> dg.ScheduleExecutionData:
+    ctx = dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=rt.clock.now(),  # type: ignore[attr-defined]
+        resources={"gps": as_resource(rt)},
+    )  # type: ignore[arg-type]
     return schedule.evaluate_tick(ctx)  # type: ignore[return-value]
 
 
-def test_the_early_schedule_fires_at_the_lead_and_opens_the_boundary_plan(sqlite_url: str, instance: dg.DagsterInstance) -> None:
+def test_the_early_schedule_fires_at_the_lead_and_opens_the_boundary_plan(
+    sqlite_url: str, instance: dg.DagsterInstance
+) -> None:
     rt = make_runtime(sqlite_url, start=datetime.fromisoformat("2026-10-19T07:00:00+07:00"))
     spec = seed_schedule(rt)
-    rt.store.apply_schedule(spec.model_copy(update={"ready_by": True, "targets": (
-        spec.targets[0].model_copy(update={"ready_by": True}), spec.targets[1].model_copy(
-            update={"ready_by": False}))}), now=rt.clock.now())
+    rt.store.apply_schedule(
+        spec.model_copy(
+            update={
+                "ready_by": True,
+                "targets": (
+                    spec.targets[0].model_copy(update={"ready_by": True}),
+                    spec.targets[1].model_copy(update={"ready_by": False}),
+                ),
+            }
+        ),
+        now=rt.clock.now(),
+    )
     rt.engine.run_pass()  # the night state: A stopped, B running, converged
     defs = build_definitions(StaticRuntime(rt))
     early = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "early"))
@@ -44,11 +60,16 @@ def test_the_early_schedule_fires_at_the_lead_and_opens_the_boundary_plan(sqlite
     assert request.tags[names.TAG_TRIGGER] == "boundary_early"
     assert "2026-10-19T08:00:00" in request.tags[names.TAG_INTERVAL], request.tags
     job = defs.resolve_job_def(request.job_name or "")
-    assert job.execute_in_process(run_config=request.run_config, instance=instance,
-                                  tags={**request.tags, "dagster/run_key": request.run_key or ""},
-                                  raise_on_error=False).success
+    assert job.execute_in_process(
+        run_config=request.run_config,
+        instance=instance,
+        tags={**request.tags, "dagster/run_key": request.run_key or ""},
+        raise_on_error=False,
+    ).success
     status = {s.deploy_id: s for s in rt.store.list_status(SEED)}
-    assert status["md-llama70b"].interval_start == datetime.fromisoformat("2026-10-19T08:00:00+07:00")
+    assert status["md-llama70b"].interval_start == datetime.fromisoformat(
+        "2026-10-19T08:00:00+07:00"
+    )
     rt.clock.set(datetime.fromisoformat("2026-10-19T08:00:02+07:00"))
     start = defs.resolve_schedule_def(names.boundary_schedule_name(SEED, "business-hours", "start"))
     assert not _tick(start, rt, instance).run_requests  # already served by the early tick

@@ -19,7 +19,9 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 EVENING = local("2026-10-19T17:59:30")
 
 
-def test_release_failing_inside_its_op_ends_the_acquire_target_terminal_and_stops_launching_runs(sqlite_url: str) -> None:
+def test_release_failing_inside_its_op_ends_the_acquire_target_terminal_and_stops_launching_runs(
+    sqlite_url: str,
+) -> None:
     """'Every wait ... ends in a terminal phase'; a failed release must not leave B pending forever."""
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)  # 17:59:30 nothing to do; now 18:00
@@ -27,21 +29,30 @@ def test_release_failing_inside_its_op_ends_the_acquire_target_terminal_and_stop
     defs = build_definitions(StaticRuntime(rt))
     launched: list[dict[str, str]] = []
     with dg.instance_for_test() as instance:
+
         def launch(requests: list[dg.RunRequest]) -> None:
             for req in requests:
-                if req.run_key and instance.get_runs_count(dg.RunsFilter(tags={"dagster/run_key": req.run_key})):
+                if req.run_key and instance.get_runs_count(
+                    dg.RunsFilter(tags={"dagster/run_key": req.run_key})
+                ):
                     continue  # the daemon drops a run key it has seen
                 tags = dict(req.tags)
                 if req.run_key:
                     tags["dagster/run_key"] = req.run_key
                 job = defs.resolve_job_def(req.job_name or "")
-                job.execute_in_process(run_config=req.run_config, tags=tags, instance=instance, raise_on_error=False)
+                job.execute_in_process(
+                    run_config=req.run_config, tags=tags, instance=instance, raise_on_error=False
+                )
                 launched.append(tags)
 
         cursor = ReconcileCursor()
-        requests, cursor, _ = reconcile_tick(rt, cursor, instance)  # 18:00: plan opened (preflight passed)
+        requests, cursor, _ = reconcile_tick(
+            rt, cursor, instance
+        )  # 18:00: plan opened (preflight passed)
         assert requests
-        w.pool.inject_fault(FaultSpec(effect="alias_guard_unwired", deploy=A))  # guard breaks before the op
+        w.pool.inject_fault(
+            FaultSpec(effect="alias_guard_unwired", deploy=A)
+        )  # guard breaks before the op
         launch(requests)
         assert w.status(A).phase == "alias_blocked"
         for _ in range(40):  # 20 minutes of sensor ticks
@@ -55,7 +66,9 @@ def test_release_failing_inside_its_op_ends_the_acquire_target_terminal_and_stop
     assert len(launched) <= 2, f"{len(launched)} runs launched for one failed plan"
 
 
-def test_apply_now_for_a_schedule_deleted_since_the_request_is_answered_and_does_not_block_others(sqlite_url: str) -> None:
+def test_apply_now_for_a_schedule_deleted_since_the_request_is_answered_and_does_not_block_others(
+    sqlite_url: str,
+) -> None:
     """R-DAG-6: every apply-now request gets an answer; one bad request must not wedge the sensor."""
     from gps_dagster.dagster_defs.sensors import apply_now_tick
     from gps_dagster.domain.schedules import load_schedule

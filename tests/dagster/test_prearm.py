@@ -155,8 +155,10 @@ class _Instance:
 
     def __init__(self, waits: list[float | str | None]) -> None:
         self.records = [
-            _Record(1000.0, None, None) if w == "waiting"
-            else _Record(1000.0, None, 1001.0) if w is None
+            _Record(1000.0, None, None)
+            if w == "waiting"
+            else _Record(1000.0, None, 1001.0)
+            if w is None
             else _Record(1000.0, 1000.0 + float(w), 1000.0 + float(w) + 1)
             for w in waits
         ]

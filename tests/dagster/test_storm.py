@@ -137,9 +137,14 @@ def test_a_large_fleet_gets_lean_deploy_assets_and_keeps_every_phase_check(rt: A
 
     specs = []
     for i in range(LEAN_ABOVE // 2 + 1):
-        doc = {"name": f"t-{i}", "timezone": "UTC", "targets": [
-            {"model_deploy_id": f"a{i}", "default_state": "stopped"},
-            {"model_deploy_id": f"b{i}", "default_state": "running"}]}
+        doc = {
+            "name": f"t-{i}",
+            "timezone": "UTC",
+            "targets": [
+                {"model_deploy_id": f"a{i}", "default_state": "stopped"},
+                {"model_deploy_id": f"b{i}", "default_state": "running"},
+            ],
+        }
         specs.append(parse_schedule(json.dumps(doc), source="fleet"))
     repo = build_definitions(StaticRuntime(rt), schedules=specs).get_repository_def()
     deploys = [k for k in repo.asset_graph.get_all_asset_keys() if k.path[0] == "deploy"]
@@ -176,8 +181,16 @@ def test_the_boundary_tick_reads_only_the_due_schedules_through_the_index(
 ) -> None:
     rt = _fleet(tmp_path, sqlite_url)
     rt.store.apply_schedule(  # an idle schedule, never due before next year
-        parse_schedule(json.dumps({"name": "idle", "timezone": "UTC", "targets": [
-            {"model_deploy_id": "x0", "default_state": "stopped"}]}), source="t"),
+        parse_schedule(
+            json.dumps(
+                {
+                    "name": "idle",
+                    "timezone": "UTC",
+                    "targets": [{"model_deploy_id": "x0", "default_state": "stopped"}],
+                }
+            ),
+            source="t",
+        ),
         now=rt.clock.now(),
     )
     rt.engine.reconcile(trigger="sensor")
@@ -246,8 +259,10 @@ def test_in_flight_follow_ups_launch_nothing_twice_and_say_so_in_one_line(
     assert rt.engine.due_schedules(rt.clock.now(), 100)  # the index follows them up
     queued = _skip(defs, rt, instance, daemon.cursors[names.BOUNDARY_SENSOR])
     assert queued.run_requests == []
-    assert f"{PAIRS} schedule(s) due, no new plan (intent met, or steps in flight): team-0, " \
+    assert (
+        f"{PAIRS} schedule(s) due, no new plan (intent met, or steps in flight): team-0, "
         "team-1, team-10, team-11, team-2, …" in (queued.skip_message or "")
+    )
     daemon.submit([batch], sensor=names.BOUNDARY_SENSOR)
     for _ in range(3):  # steps accepted / in capacity wait: followed up, never relaunched
         rt.clock.advance(3)
@@ -262,9 +277,11 @@ def test_the_every_minute_schedule_names_the_next_due_passes_from_the_index(
     defs = build_definitions(StaticRuntime(rt), max_boundary_schedules=2 * PAIRS - 1)
     _no_scan(rt, monkeypatch)
     minute = defs.resolve_schedule_def(names.MINUTE_SCHEDULE)
-    early = minute.evaluate_tick(dg.build_schedule_context(
-        instance=instance, resources={"gps": _res(rt)}, scheduled_execution_time=rt.clock.now()
-    ))
+    early = minute.evaluate_tick(
+        dg.build_schedule_context(
+            instance=instance, resources={"gps": _res(rt)}, scheduled_execution_time=rt.clock.now()
+        )
+    )
     assert "Next: team-0 at 2026-10-19T01:00:00+00:00, team-1 at" in (early.skip_message or "")
 
 
@@ -275,8 +292,10 @@ def test_the_every_minute_schedule_leaves_an_acquire_first_plan_to_the_reconcile
     from the reconcile sensor until the claim's takeover (2 minutes)."""
     rt = _fleet(tmp_path, sqlite_url)
     spec = rt.store.get_schedule("team-0").spec
-    rt.store.apply_schedule(spec.model_copy(update={"transition_order": TransitionOrder.ACQUIRE_FIRST}),
-                            now=rt.clock.now())
+    rt.store.apply_schedule(
+        spec.model_copy(update={"transition_order": TransitionOrder.ACQUIRE_FIRST}),
+        now=rt.clock.now(),
+    )
     rt.engine.reconcile(trigger="sensor")
     defs = build_definitions(StaticRuntime(rt), max_boundary_schedules=2 * PAIRS - 1)
     daemon = Daemon(defs, rt, instance)
@@ -284,8 +303,11 @@ def test_the_every_minute_schedule_leaves_an_acquire_first_plan_to_the_reconcile
     (batch,) = daemon.evaluate_schedule(names.MINUTE_SCHEDULE, MONDAY_0800)
     assert batch.tags[names.TAG_PLANS] == str(PAIRS - 1)
     rt.clock.advance(2)
-    (plan,) = [r for r in daemon.evaluate_sensor(names.RECONCILE_SENSOR) if r.tags.get(
-        names.TAG_SCHEDULE) == "team-0"]
+    (plan,) = [
+        r
+        for r in daemon.evaluate_sensor(names.RECONCILE_SENSOR)
+        if r.tags.get(names.TAG_SCHEDULE) == "team-0"
+    ]
     assert plan.job_name == names.TRANSITION_JOB_ACQUIRE_FIRST
 
 
@@ -297,10 +319,12 @@ def test_a_storm_tick_says_what_it_served_in_one_line() -> None:
     report = PassReport(at=MONDAY_0800, trigger="boundary")
     report.schedules = [ScheduleOutcome(f"s{i}", 1, opened=["t"]) for i in range(STORM_LINES + 1)]
     report.schedules.append(ScheduleOutcome("calm", 1))
-    assert _served_lines(report, STORM_LINES + 1) == [f"{STORM_LINES + 2} schedule(s) due: "
-                                                      f"{STORM_LINES + 1} new plan(s)"]
+    assert _served_lines(report, STORM_LINES + 1) == [
+        f"{STORM_LINES + 2} schedule(s) due: {STORM_LINES + 1} new plan(s)"
+    ]
     report.schedules = report.schedules[-3:]
     assert _served_lines(report, 2) == [
-        f"s{STORM_LINES - 1}: 1 plan(s)", f"s{STORM_LINES}: 1 plan(s)",
+        f"s{STORM_LINES - 1}: 1 plan(s)",
+        f"s{STORM_LINES}: 1 plan(s)",
         "1 schedule(s) due, no new plan (intent met, or steps in flight): calm",
     ]

@@ -22,7 +22,8 @@ def schedule(
     doc = {
         "name": "t",
         "timezone": tz,
-        "targets": targets or [
+        "targets": targets
+        or [
             {"model_deploy_id": "a", "default_state": "stopped"},
             {"model_deploy_id": "b", "default_state": "running"},
         ],
@@ -31,15 +32,37 @@ def schedule(
     return load_schedule(doc)
 
 
-def recurring(name: str, cron: str, duration: str, *, priority: int = 10, a: str = "running",
-              b: str | None = None, **extra: Any) -> dict[str, Any]:
+def recurring(
+    name: str,
+    cron: str,
+    duration: str,
+    *,
+    priority: int = 10,
+    a: str = "running",
+    b: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     states: list[dict[str, Any]] = [{"model_deploy_id": "a", "desired_state": a, **extra}]
     if b is not None:
         states.append({"model_deploy_id": "b", "desired_state": b})
-    return {"name": name, "kind": "recurring", "priority": priority, "cron": cron, "duration": duration,
-            "states": states}
+    return {
+        "name": name,
+        "kind": "recurring",
+        "priority": priority,
+        "cron": cron,
+        "duration": duration,
+        "states": states,
+    }
 
 
-def one_shot(name: str, start: str, end: str, *, priority: int = 100, a: str = "stopped") -> dict[str, Any]:
-    return {"name": name, "kind": "one_shot", "priority": priority, "active_from": start, "active_until": end,
-            "states": [{"model_deploy_id": "a", "desired_state": a}]}
+def one_shot(
+    name: str, start: str, end: str, *, priority: int = 100, a: str = "stopped"
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": "one_shot",
+        "priority": priority,
+        "active_from": start,
+        "active_until": end,
+        "states": [{"model_deploy_id": "a", "desired_state": a}],
+    }

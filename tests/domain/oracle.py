@@ -87,7 +87,11 @@ def oracle_intervals(schedule: Schedule, start: int, end: int) -> dict[str, list
         tid = t.model_deploy_id
         rows: list[Row] = []
         for i in range(n):
-            key: tuple[object, ...] = (t.default_state, t.default_replicas, t.default_allow_downtime)
+            key: tuple[object, ...] = (
+                t.default_state,
+                t.default_replicas,
+                t.default_allow_downtime,
+            )
             source, best = "default", None
             for k, w in enumerate(schedule.windows):
                 st = next((s for s in w.states if s.model_deploy_id == tid), None)

@@ -75,8 +75,18 @@ def test_dom_and_dow_both_restricted_match_either() -> None:
     assert [f.day for f in fires] == [1, 5, 12, 19, 26]
 
 
-CROSS_CHECK = ["0 8 * * 1-5", "*/20 9-11 * * *", "30 2 * * *", "0 0 1,15 * *", "15 6 * JAN,OCT SAT",
-               "0 12 13 * 5", "@hourly", "@weekly", "45 23 * * 0", "0 */6 * * *"]
+CROSS_CHECK = [
+    "0 8 * * 1-5",
+    "*/20 9-11 * * *",
+    "30 2 * * *",
+    "0 0 1,15 * *",
+    "15 6 * JAN,OCT SAT",
+    "0 12 13 * 5",
+    "@hourly",
+    "@weekly",
+    "45 23 * * 0",
+    "0 */6 * * *",
+]
 
 
 @pytest.mark.parametrize("tz_name", ["UTC", "Asia/Ho_Chi_Minh"])
@@ -108,9 +118,16 @@ NY, LDN = "America/New_York", "Europe/London"
         (LDN, "30 1 * * *", (2026, 3, 29), ["2026-03-29T01:00:00+00:00"]),
         (LDN, "30 1 * * *", (2026, 10, 25), ["2026-10-25T00:30:00+00:00"]),
         # hourly on London fall-back day: 01:00 local fires at BST only, 24 fires in all
-        (LDN, "0 * * * *", (2026, 10, 25),
-         ["2026-10-24T23:00:00+00:00", "2026-10-25T00:00:00+00:00",
-          *(f"2026-10-25T{h:02d}:00:00+00:00" for h in range(2, 24))]),
+        (
+            LDN,
+            "0 * * * *",
+            (2026, 10, 25),
+            [
+                "2026-10-24T23:00:00+00:00",
+                "2026-10-25T00:00:00+00:00",
+                *(f"2026-10-25T{h:02d}:00:00+00:00" for h in range(2, 24)),
+            ],
+        ),
     ],
 )
 def test_dst_fires(tz: str, cron: str, day: tuple[int, int, int], expected_utc: list[str]) -> None:
@@ -131,4 +148,6 @@ def test_fires_are_in_the_zone_and_increasing_across_a_dst_month() -> None:
 
 def test_fires_reject_naive_datetimes() -> None:
     with pytest.raises(ValueError, match="naive"):
-        list(parse_cron("@daily").fires(ZoneInfo("UTC"), datetime(2026, 1, 1), datetime(2026, 1, 2)))
+        list(
+            parse_cron("@daily").fires(ZoneInfo("UTC"), datetime(2026, 1, 1), datetime(2026, 1, 2))
+        )

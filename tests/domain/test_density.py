@@ -33,15 +33,24 @@ AT = datetime(2026, 10, 20, 3, 0, tzinfo=UTC)
 MB = 1024 * 1024
 
 
-def doc(windows: list[tuple[str, str]], *, tz: str = "America/New_York", targets: int = 1) -> dict[str, Any]:
+def doc(
+    windows: list[tuple[str, str]], *, tz: str = "America/New_York", targets: int = 1
+) -> dict[str, Any]:
     """Windows (cron, duration), priorities 1..n, every window naming every target."""
     ids = [f"md-{j}" for j in range(targets)]
     return {
-        "name": "dense", "timezone": tz,
+        "name": "dense",
+        "timezone": tz,
         "targets": [{"model_deploy_id": t, "default_state": "stopped"} for t in ids],
         "windows": [
-            {"name": f"w{i}", "kind": "recurring", "priority": i + 1, "cron": cron, "duration": dur,
-             "states": [{"model_deploy_id": t, "desired_state": "running"} for t in ids]}
+            {
+                "name": f"w{i}",
+                "kind": "recurring",
+                "priority": i + 1,
+                "cron": cron,
+                "duration": dur,
+                "states": [{"model_deploy_id": t, "desired_state": "running"} for t in ids],
+            }
             for i, (cron, dur) in enumerate(windows)
         ],
     }
@@ -76,7 +85,6 @@ def test_back_to_back_occurrences_are_one_run_never_listed() -> None:
     expr = parse_cron("* * * * *")
     start = int(AT.timestamp())
 
-
     with counting() as work:
         found = runs(expr, 60, ZoneInfo("UTC"), start - 400 * 86_400, start + 400 * 86_400)
     assert found == [(found[0][0], found[-1][1])] and len(found) == 1  # UTC: no DST hole
@@ -87,7 +95,9 @@ def test_back_to_back_occurrences_are_one_run_never_listed() -> None:
 def test_a_fall_back_hole_is_kept_in_closed_form() -> None:
     """New York, 1 Nov 2026: 01:00-01:59 repeats; fires once, so 01:59 EDT + 1m .. 02:00 EST is a gap."""
     s = load_schedule(doc([("* * * * *", "1m")]))
-    rows = intervals(s, datetime(2026, 11, 1, 4, tzinfo=UTC), datetime(2026, 11, 1, 9, tzinfo=UTC))["md-0"]
+    rows = intervals(s, datetime(2026, 11, 1, 4, tzinfo=UTC), datetime(2026, 11, 1, 9, tzinfo=UTC))[
+        "md-0"
+    ]
     assert [(r.start.isoformat(), r.intent.desired_state.value) for r in rows] == [
         ("2026-11-01T00:00:00-04:00", "running"),
         ("2026-11-01T01:00:00-05:00", "stopped"),
@@ -116,12 +126,17 @@ def test_the_single_window_of_the_issue_costs_little() -> None:
     assert units < 3_000 and peak < 5 * MB
 
 
-@pytest.mark.parametrize("windows", [
-    [("*/2 * * * *", "1m")] * 2,
-    [(f"{i % 60}-59 * * * *", "1m") for i in range(200)],
-    [("*/2 * * * *", "1m")] * 200,
-])
-def test_what_one_call_cannot_afford_is_refused_at_write_time(windows: list[tuple[str, str]]) -> None:
+@pytest.mark.parametrize(
+    "windows",
+    [
+        [("*/2 * * * *", "1m")] * 2,
+        [(f"{i % 60}-59 * * * *", "1m") for i in range(200)],
+        [("*/2 * * * *", "1m")] * 200,
+    ],
+)
+def test_what_one_call_cannot_afford_is_refused_at_write_time(
+    windows: list[tuple[str, str]],
+) -> None:
     with pytest.raises(SpecInvalid) as err:
         load_schedule(doc(windows))
     (problem,) = [p for p in err.value.errors if p.reason == "schedule_too_dense"]

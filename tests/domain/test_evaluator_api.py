@@ -36,13 +36,23 @@ def test_current_interval_has_its_true_start_far_back() -> None:
 def test_current_interval_inside_a_window_reports_the_occurrence() -> None:
     s = schedule([recurring("monday", "0 8 * * 1", "10h")], tz=HCM)
     row = current_interval(s, "a", at(HCM, 2026, 10, 19, 9, 30, 15))
-    assert (row.start, row.end, row.intent.source) == (at(HCM, 2026, 10, 19, 8), at(HCM, 2026, 10, 19, 18), "monday")
+    assert (row.start, row.end, row.intent.source) == (
+        at(HCM, 2026, 10, 19, 8),
+        at(HCM, 2026, 10, 19, 18),
+        "monday",
+    )
     assert row.intent.occurrence_start == at(HCM, 2026, 10, 19, 8)
 
 
 def test_current_interval_finds_a_one_shot_edge_years_back() -> None:
-    s = schedule([one_shot("migration", "2023-01-01T00:00:00+07:00", "2023-02-01T00:00:00+07:00", a="running")],
-                 tz=HCM)
+    s = schedule(
+        [
+            one_shot(
+                "migration", "2023-01-01T00:00:00+07:00", "2023-02-01T00:00:00+07:00", a="running"
+            )
+        ],
+        tz=HCM,
+    )
     row = current_interval(s, "a", at(HCM, 2026, 10, 19))
     assert row.start == at(HCM, 2023, 2, 1) and row.end is None
     assert row.intent.desired_state is DesiredState.STOPPED
@@ -57,8 +67,11 @@ def test_current_interval_without_any_change_uses_the_sentinel() -> None:
 
 
 def test_current_interval_ends_at_a_change_beyond_the_first_chunks() -> None:
-    s = schedule([one_shot("later", "2027-01-10T00:00:00+07:00", "2027-01-11T00:00:00+07:00")],
-                 tz=HCM, targets=[{"model_deploy_id": "a", "default_state": "running"}])
+    s = schedule(
+        [one_shot("later", "2027-01-10T00:00:00+07:00", "2027-01-11T00:00:00+07:00")],
+        tz=HCM,
+        targets=[{"model_deploy_id": "a", "default_state": "running"}],
+    )
     row = current_interval(s, "a", at(HCM, 2026, 10, 19))
     assert row.end == at(HCM, 2027, 1, 10)
     assert next_boundary(s, at(HCM, 2026, 10, 19)) == at(HCM, 2027, 1, 10)
@@ -67,13 +80,23 @@ def test_current_interval_ends_at_a_change_beyond_the_first_chunks() -> None:
 
 def test_window_edges_include_edges_where_intent_does_not_change() -> None:
     # two abutting windows wanting the same thing: one interval, four edges
-    s = schedule([recurring("early", "0 6 * * *", "2h"), recurring("late", "0 8 * * *", "2h", priority=20)], tz=HCM)
+    s = schedule(
+        [recurring("early", "0 6 * * *", "2h"), recurring("late", "0 8 * * *", "2h", priority=20)],
+        tz=HCM,
+    )
     day = (at(HCM, 2026, 10, 19), at(HCM, 2026, 10, 20))
     rows = intervals(s, *day)["a"]
     assert [(r.start.hour, r.end.hour if r.end else None, r.intent.source) for r in rows] == [
-        (0, 6, "default"), (6, 10, "early"), (10, 0, "default")]
+        (0, 6, "default"),
+        (6, 10, "early"),
+        (10, 0, "default"),
+    ]
     assert [(e.hour, n, k) for e, n, k in window_edges(s, *day)] == [
-        (6, "early", "start"), (8, "early", "end"), (8, "late", "start"), (10, "late", "end")]
+        (6, "early", "start"),
+        (8, "early", "end"),
+        (8, "late", "start"),
+        (10, "late", "end"),
+    ]
     assert [(b.at.hour, b.target) for b in boundaries(s, *day)] == [(6, "a"), (10, "a")]
 
 
@@ -118,9 +141,14 @@ def test_naive_datetimes_are_refused(call) -> None:  # type: ignore[no-untyped-d
 
 def test_results_are_in_the_schedule_zone_whatever_the_input_zone() -> None:
     s = schedule([recurring("w", "0 8 * * *", "1h")], tz=HCM)
-    rows = intervals(s, datetime(2026, 10, 18, 17, tzinfo=UTC), datetime(2026, 10, 19, 17, tzinfo=UTC))["a"]
+    rows = intervals(
+        s, datetime(2026, 10, 18, 17, tzinfo=UTC), datetime(2026, 10, 19, 17, tzinfo=UTC)
+    )["a"]
     assert [r.start.isoformat() for r in rows] == [
-        "2026-10-19T00:00:00+07:00", "2026-10-19T08:00:00+07:00", "2026-10-19T09:00:00+07:00"]
+        "2026-10-19T00:00:00+07:00",
+        "2026-10-19T08:00:00+07:00",
+        "2026-10-19T09:00:00+07:00",
+    ]
 
 
 def test_empty_range_is_refused() -> None:

@@ -81,9 +81,16 @@ def _compare(s: Schedule, instants: list[datetime]) -> list[evaluator.IntentInte
     return fresh_all
 
 
-@pytest.mark.parametrize(("name", "days"), [("demo-schedule.json", 2), ("seed-schedule.json", 9),
-                                           ("holiday-schedule.json", 9), ("scenario2-schedule.json", 9),
-                                           ("gpu42-schedule.json", 9)])
+@pytest.mark.parametrize(
+    ("name", "days"),
+    [
+        ("demo-schedule.json", 2),
+        ("seed-schedule.json", 9),
+        ("holiday-schedule.json", 9),
+        ("scenario2-schedule.json", 9),
+        ("gpu42-schedule.json", 9),
+    ],
+)
 def test_the_examples_are_answered_as_a_fresh_search_answers(name: str, days: int) -> None:
     s = _example(name)
     _compare(s, _instants(s, timedelta(days=days), timedelta(minutes=23)))

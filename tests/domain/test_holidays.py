@@ -78,26 +78,56 @@ def test_the_document_records_which_package_version_decided() -> None:
     s = load_schedule(given)
     recorded = s.to_document()["windows"][0]["skip"]
     assert recorded == {
-        "holidays": {"country": "VN", "subdivision": None, "categories": ["public"], "decided_by": PACKAGE},
+        "holidays": {
+            "country": "VN",
+            "subdivision": None,
+            "categories": ["public"],
+            "decided_by": PACKAGE,
+        },
         "dates": ["2026-12-31"],
     }
     assert load_schedule(s.to_document()) == s  # the stored form round-trips
 
 
-@pytest.mark.parametrize(("skip", "where", "reason", "fix_names"), [
-    ({"holidays": {"country": "XX"}}, "windows[0].skip.holidays.country", "unknown_country", "ISO 3166-1"),
-    ({"holidays": {"country": "vn"}}, "windows[0].skip.holidays.country", "unknown_country", "capitals"),
-    ({"holidays": {"country": "US", "subdivision": "ZZ"}}, "windows[0].skip.holidays.subdivision",
-     "unknown_subdivision", "CA"),
-    ({"holidays": {"country": "VN", "categories": ["public", "bank"]}},
-     "windows[0].skip.holidays.categories[1]", "unknown_category", "public"),
-    ({"holidays": {"country": "VN", "categories": []}}, "windows[0].skip.holidays.categories",
-     "too_short", "at least 1"),
-    ({}, "windows[0].skip", "empty_skip", "dates"),
-    ({"dates": ["2026-13-01"]}, "windows[0].skip.dates[0]", "invalid_date", "YYYY-MM-DD"),
-    ({"dates": [20261231]}, "windows[0].skip.dates", "invalid_date", "2026-12-31"),
-    ({"dates": "2026-12-31"}, "windows[0].skip.dates", "not_a_list", "list"),
-])
+@pytest.mark.parametrize(
+    ("skip", "where", "reason", "fix_names"),
+    [
+        (
+            {"holidays": {"country": "XX"}},
+            "windows[0].skip.holidays.country",
+            "unknown_country",
+            "ISO 3166-1",
+        ),
+        (
+            {"holidays": {"country": "vn"}},
+            "windows[0].skip.holidays.country",
+            "unknown_country",
+            "capitals",
+        ),
+        (
+            {"holidays": {"country": "US", "subdivision": "ZZ"}},
+            "windows[0].skip.holidays.subdivision",
+            "unknown_subdivision",
+            "CA",
+        ),
+        (
+            {"holidays": {"country": "VN", "categories": ["public", "bank"]}},
+            "windows[0].skip.holidays.categories[1]",
+            "unknown_category",
+            "public",
+        ),
+        (
+            {"holidays": {"country": "VN", "categories": []}},
+            "windows[0].skip.holidays.categories",
+            "too_short",
+            "at least 1",
+        ),
+        ({}, "windows[0].skip", "empty_skip", "dates"),
+        ({"dates": ["2026-13-01"]}, "windows[0].skip.dates[0]", "invalid_date", "YYYY-MM-DD"),
+        ({"dates": [20261231]}, "windows[0].skip.dates", "invalid_date", "2026-12-31"),
+        ({"dates": "2026-12-31"}, "windows[0].skip.dates", "not_a_list", "list"),
+    ],
+)
 def test_validation_refuses_what_the_calendar_does_not_know_by_field_with_the_fix(
     skip: dict[str, Any], where: str, reason: str, fix_names: str
 ) -> None:
@@ -121,8 +151,12 @@ def test_the_ambiguity_check_does_not_trust_a_calendar_to_separate_two_windows()
     occurrence is skipped: validity must not change with the next holiday table."""
     d = doc()
     d["windows"][1] = {
-        "name": "company-day", "kind": "recurring", "priority": 10, "cron": "0 9 31 12 *",
-        "duration": "1h", "states": [{"model_deploy_id": A, "desired_state": "stopped"}],
+        "name": "company-day",
+        "kind": "recurring",
+        "priority": 10,
+        "cron": "0 9 31 12 *",
+        "duration": "1h",
+        "states": [{"model_deploy_id": A, "desired_state": "stopped"}],
     }
     refused = [(e.path, e.reason) for e in schedule_checks(load_schedule_fields(d))]
     assert refused == [("windows[1].priority", "ambiguous_priority")]
@@ -138,25 +172,46 @@ def test_timeline_lists_the_skipped_occurrences_with_why_and_who_decided() -> No
     s = load_schedule(doc())
     timeline, _ = build_timeline(s, None, at("2026-08-31T00:00:00"), at("2026-09-04T00:00:00"))
     assert timeline["skipped"] == [
-        {"window": "business-hours", "start": f"2026-{d}T08:00:00+07:00", "end": f"2026-{d}T18:00:00+07:00",
-         "date": f"2026-{d}", "reason": why, "calendar": "VN public", "decided_by": PACKAGE}
-        for d, why in (("08-31", "Day off (substituted from 08/22/2026)"), ("09-01", "National Day"),
-                       ("09-02", "National Day"))
+        {
+            "window": "business-hours",
+            "start": f"2026-{d}T08:00:00+07:00",
+            "end": f"2026-{d}T18:00:00+07:00",
+            "date": f"2026-{d}",
+            "reason": why,
+            "calendar": "VN public",
+            "decided_by": PACKAGE,
+        }
+        for d, why in (
+            ("08-31", "Day off (substituted from 08/22/2026)"),
+            ("09-01", "National Day"),
+            ("09-02", "National Day"),
+        )
     ]
-    bands = {w["name"]: w for w in window_occurrences(s, at("2026-08-31T00:00:00"), at("2026-09-04T00:00:00"))}
-    assert [o["start"] for o in bands["business-hours"]["occurrences"]] == ["2026-09-03T08:00:00+07:00"]
+    bands = {
+        w["name"]: w
+        for w in window_occurrences(s, at("2026-08-31T00:00:00"), at("2026-09-04T00:00:00"))
+    }
+    assert [o["start"] for o in bands["business-hours"]["occurrences"]] == [
+        "2026-09-03T08:00:00+07:00"
+    ]
     assert len(bands["business-hours"]["skipped"]) == 3 and "skipped" not in bands["maint-wed"]
     plain = doc()
     del plain["windows"][0]["skip"]
-    assert "skipped" not in build_timeline(load_schedule(plain), None, at("2026-08-31T00:00:00"),
-                                           at("2026-09-04T00:00:00"))[0]
+    assert (
+        "skipped"
+        not in build_timeline(
+            load_schedule(plain), None, at("2026-08-31T00:00:00"), at("2026-09-04T00:00:00")
+        )[0]
+    )
 
 
 def test_a_boundary_tick_on_a_holiday_names_it() -> None:
     s = load_schedule(doc())
     assert skipped_edge(s, "business-hours", at("2026-09-02T08:00:02")) == (
-        f"business-hours skipped on 2026-09-02: National Day ({PACKAGE})")
+        f"business-hours skipped on 2026-09-02: National Day ({PACKAGE})"
+    )
     assert skipped_edge(s, "business-hours", at("2026-09-02T18:00:00")) is not None  # its end tick
     assert skipped_edge(s, "business-hours", at("2026-12-31T08:00:00")) == (
-        "business-hours skipped on 2026-12-31: listed date")
+        "business-hours skipped on 2026-12-31: listed date"
+    )
     assert skipped_edge(s, "business-hours", at("2026-09-03T08:00:00")) is None

@@ -86,7 +86,9 @@ def test_deep_nesting_of_an_already_parsed_document_is_refused_before_validation
         doc = {"a": [doc]}
     # refused where it crosses 32 levels, and the document's other problem reported too
     assert errors({**SEED, "extra": doc}) == [
-        ("extra" + ".a[0]" * 15 + ".a", "too_deep"), ("extra", "unknown_field")]
+        ("extra" + ".a[0]" * 15 + ".a", "too_deep"),
+        ("extra", "unknown_field"),
+    ]
 
 
 @pytest.mark.parametrize("kind", sorted(PARSERS))
@@ -255,7 +257,9 @@ def test_a_key_given_twice_is_an_error_not_the_last_one_winning() -> None:
 
 def test_nan_is_not_json() -> None:
     assert text_errors(PARSERS["pool"], '{"name": NaN}') == [
-        ("name", "invalid_json"), ("nodes", "missing")]
+        ("name", "invalid_json"),
+        ("nodes", "missing"),
+    ]
 
 
 def _yaml(doc: dict[str, Any]) -> str:
@@ -277,22 +281,29 @@ def test_issue_25_6_parse_level_refusals_have_their_paths_and_the_rest_is_valida
     doc["windows"][0]["replicas_typo"] = 1  # a field error
     text = json.dumps(doc) if syntax == "json" else _yaml(doc)
     nan = "NaN" if syntax == "json" else ".nan"
-    text = (text.replace('"@BIG@"', "9" * 40).replace("'@BIG@'", "9" * 40)
-            .replace('"@NAN@"', nan).replace("'@NAN@'", nan)
-            .replace('"@DEEP@"', "[" * 40 + "]" * 40).replace("'@DEEP@'", "[" * 40 + "]" * 40))
+    text = (
+        text.replace('"@BIG@"', "9" * 40)
+        .replace("'@BIG@'", "9" * 40)
+        .replace('"@NAN@"', nan)
+        .replace("'@NAN@'", nan)
+        .replace('"@DEEP@"', "[" * 40 + "]" * 40)
+        .replace("'@DEEP@'", "[" * 40 + "]" * 40)
+    )
     dup = '"name": "first", ' if syntax == "json" else "name: first\n"  # then the seed's own
     text = "{" + dup + text.lstrip()[1:] if syntax == "json" else dup + text
     found = text_errors(PARSERS["schedule"], text)
     nan_reason = "invalid_json" if syntax == "json" else "not_finite"
-    assert sorted(found) == sorted([
-        ("name", "duplicate_key"),
-        ("timezone", "unknown_timezone"),
-        ("targets[0].default_state" + "[0]" * 29, "too_deep"),
-        ("targets[0].default_state", "invalid_value"),  # and a list is not a state anyway
-        ("windows[0].priority", "number_too_long"),
-        ("windows[0].replicas_typo", "unknown_field"),
-        ("windows[1].duration", nan_reason),
-    ])
+    assert sorted(found) == sorted(
+        [
+            ("name", "duplicate_key"),
+            ("timezone", "unknown_timezone"),
+            ("targets[0].default_state" + "[0]" * 29, "too_deep"),
+            ("targets[0].default_state", "invalid_value"),  # and a list is not a state anyway
+            ("windows[0].priority", "number_too_long"),
+            ("windows[0].replicas_typo", "unknown_field"),
+            ("windows[1].duration", nan_reason),
+        ]
+    )
 
 
 # -- messages -------------------------------------------------------------------------------------

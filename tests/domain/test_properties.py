@@ -33,16 +33,23 @@ TARGETS = ["a", "b", "c"]
 crons = st.builds(
     lambda m, h, dom, dow: f"{m} {h} {dom} * {dow}",
     st.sampled_from(["0", "30", "15", "*/30", "0,45", "59"]),
-    st.sampled_from(["*", "1", "2", "1", "2", "8", "22", "1-3", "*/6", "0,12", "23"]),  # 1 and 2: DST hours
+    st.sampled_from(
+        ["*", "1", "2", "1", "2", "8", "22", "1-3", "*/6", "0,12", "23"]
+    ),  # 1 and 2: DST hours
     st.sampled_from(["*", "*", "1", "25-31"]),
     st.sampled_from(["*", "*", "1-5", "0", "6", "SAT,SUN", "MON"]),
 )
 states = st.lists(
     st.fixed_dictionaries(
-        {"model_deploy_id": st.sampled_from(TARGETS), "desired_state": st.sampled_from(["running", "stopped"])},
+        {
+            "model_deploy_id": st.sampled_from(TARGETS),
+            "desired_state": st.sampled_from(["running", "stopped"]),
+        },
         optional={"replicas": st.integers(1, 3), "allow_downtime": st.booleans()},
     ),
-    min_size=1, max_size=3, unique_by=lambda s: s["model_deploy_id"],
+    min_size=1,
+    max_size=3,
+    unique_by=lambda s: s["model_deploy_id"],
 )
 
 
@@ -54,7 +61,12 @@ def windows(draw: st.DrawFn, index: int, anchor: datetime) -> dict[str, Any]:
         return {**base, "kind": "recurring", "cron": draw(crons), "duration": f"{minutes}m"}
     start = anchor + timedelta(minutes=draw(st.integers(-1440, 4 * 1440)))
     until = start + timedelta(minutes=draw(st.integers(1, 2 * 1440)))
-    return {**base, "kind": "one_shot", "active_from": start.isoformat(), "active_until": until.isoformat()}
+    return {
+        **base,
+        "kind": "one_shot",
+        "active_from": start.isoformat(),
+        "active_until": until.isoformat(),
+    }
 
 
 @st.composite
@@ -65,8 +77,11 @@ def cases(draw: st.DrawFn) -> tuple[Schedule, datetime, datetime]:
         "name": "prop",
         "timezone": zone,
         "targets": [
-            {"model_deploy_id": t, "default_state": draw(st.sampled_from(["running", "stopped"])),
-             "default_allow_downtime": draw(st.booleans())}
+            {
+                "model_deploy_id": t,
+                "default_state": draw(st.sampled_from(["running", "stopped"])),
+                "default_allow_downtime": draw(st.booleans()),
+            }
             for t in TARGETS
         ],
         "windows": [draw(windows(i, anchor)) for i in range(n)],
@@ -78,7 +93,9 @@ def cases(draw: st.DrawFn) -> tuple[Schedule, datetime, datetime]:
 
 @settings(max_examples=300, deadline=None)
 @given(cases())
-def test_intervals_partition_the_range_and_adjacent_intervals_differ(case: tuple[Schedule, datetime, datetime]) -> None:
+def test_intervals_partition_the_range_and_adjacent_intervals_differ(
+    case: tuple[Schedule, datetime, datetime],
+) -> None:
     s, start, end = case
     for rows in intervals(s, start, end).values():
         assert rows[0].start == start and rows[-1].end == end
@@ -91,7 +108,9 @@ def test_intervals_partition_the_range_and_adjacent_intervals_differ(case: tuple
 
 @settings(max_examples=150, deadline=None)
 @given(cases(), st.floats(0, 1))
-def test_intent_at_any_instant_equals_its_intervals(case: tuple[Schedule, datetime, datetime], where: float) -> None:
+def test_intent_at_any_instant_equals_its_intervals(
+    case: tuple[Schedule, datetime, datetime], where: float
+) -> None:
     s, start, end = case
     when = start + timedelta(seconds=int((end - start).total_seconds() * where))
     if when >= end:
@@ -126,8 +145,15 @@ def test_evaluator_agrees_with_the_minute_oracle(case: tuple[Schedule, datetime,
 
 def assert_agrees_with_oracle(s: Schedule, start: datetime, end: datetime) -> None:
     got = {
-        t: [(int(r.start.timestamp()), int(r.end.timestamp()) if r.end else None, r.intent.key, r.intent.source)
-            for r in rows]
+        t: [
+            (
+                int(r.start.timestamp()),
+                int(r.end.timestamp()) if r.end else None,
+                r.intent.key,
+                r.intent.source,
+            )
+            for r in rows
+        ]
         for t, rows in intervals(s, start, end).items()
     }
     assert got == oracle_intervals(s, int(start.timestamp()), int(end.timestamp()))
@@ -146,18 +172,30 @@ def dst_cases(draw: st.DrawFn) -> tuple[Schedule, datetime, datetime]:
     """Recurring windows firing in the gap or the repeated hour of a DST change."""
     zone, anchor = draw(st.sampled_from(DST_ANCHORS))
     wins = [
-        {"name": f"w{i}", "priority": i, "kind": "recurring", "cron": draw(dst_crons),
-         "duration": f"{draw(st.integers(1, 240))}m", "states": draw(states)}
+        {
+            "name": f"w{i}",
+            "priority": i,
+            "kind": "recurring",
+            "cron": draw(dst_crons),
+            "duration": f"{draw(st.integers(1, 240))}m",
+            "states": draw(states),
+        }
         for i in range(draw(st.integers(1, 3)))
     ]
-    doc = {"name": "dst", "timezone": zone, "windows": wins,
-           "targets": [{"model_deploy_id": t, "default_state": "stopped"} for t in TARGETS]}
+    doc = {
+        "name": "dst",
+        "timezone": zone,
+        "windows": wins,
+        "targets": [{"model_deploy_id": t, "default_state": "stopped"} for t in TARGETS],
+    }
     return Schedule.model_validate(doc), anchor, anchor + timedelta(days=3)
 
 
 @settings(max_examples=60, deadline=None)
 @given(dst_cases())
-def test_evaluator_agrees_with_the_minute_oracle_around_dst_changes(case: tuple[Schedule, datetime, datetime]) -> None:
+def test_evaluator_agrees_with_the_minute_oracle_around_dst_changes(
+    case: tuple[Schedule, datetime, datetime],
+) -> None:
     assert_agrees_with_oracle(*case)
 
 
@@ -186,15 +224,19 @@ def calendar_cases(draw: st.DrawFn) -> tuple[Schedule, datetime, datetime]:
                 skip["dates"] = [(anchor + timedelta(days=d)).date().isoformat() for d in offsets]
             win["skip"] = skip
         wins.append(win)
-    doc = {"name": "cal", "timezone": zone, "windows": wins,
-           "targets": [{"model_deploy_id": t, "default_state": "stopped"} for t in TARGETS]}
+    doc = {
+        "name": "cal",
+        "timezone": zone,
+        "windows": wins,
+        "targets": [{"model_deploy_id": t, "default_state": "stopped"} for t in TARGETS],
+    }
     return Schedule.model_validate(doc), anchor, anchor + timedelta(days=draw(st.integers(1, 6)))
 
 
 @settings(max_examples=120, deadline=None)
 @given(calendar_cases())
 def test_evaluator_agrees_with_the_minute_oracle_on_holiday_calendars(
-    case: tuple[Schedule, datetime, datetime]
+    case: tuple[Schedule, datetime, datetime],
 ) -> None:
     assert_agrees_with_oracle(*case)
 

@@ -46,14 +46,24 @@ def test_p90_is_a_nearest_rank_observation_and_the_default_stands_in_before_hist
 
 def test_the_lead_is_the_start_of_a_plus_the_stop_of_the_releasing_b() -> None:
     [lead] = leads(schedule(), "2026-10-19T00:00:00", "2026-10-19T12:00:00")
-    assert (lead.boundary, lead.early_at, lead.seconds) == (at("2026-10-19T08:00:00"), at("2026-10-19T07:52:00"), 480)
+    assert (lead.boundary, lead.early_at, lead.seconds) == (
+        at("2026-10-19T08:00:00"),
+        at("2026-10-19T07:52:00"),
+        480,
+    )
     assert (lead.acquiring, lead.releasing) == ((A,), (B,))
     assert "md-llama70b start p90 420 s (history, 5 obs.)" in lead.reason
 
 
 def test_only_boundaries_that_start_a_ready_by_target_get_a_lead_and_ends_never_move() -> None:
     week = leads(schedule(), "2026-10-19T00:00:00", "2026-10-26T00:00:00")
-    assert [x.boundary.strftime("%a %H:%M") for x in week] == ["Mon 08:00", "Tue 08:00", "Wed 08:00", "Thu 08:00", "Fri 08:00"]
+    assert [x.boundary.strftime("%a %H:%M") for x in week] == [
+        "Mon 08:00",
+        "Tue 08:00",
+        "Wed 08:00",
+        "Thu 08:00",
+        "Fri 08:00",
+    ]
     plain = copy.deepcopy(SEED)
     assert leads(load_schedule(plain), "2026-10-19T00:00:00", "2026-10-26T00:00:00") == []
 
@@ -65,7 +75,9 @@ def test_an_override_in_force_up_to_the_boundary_wins_until_its_end() -> None:
 
 
 def test_acquire_first_has_no_releasing_lead() -> None:
-    [lead] = leads(schedule(transition_order="acquire_first"), "2026-10-19T00:00:00", "2026-10-19T12:00:00")
+    [lead] = leads(
+        schedule(transition_order="acquire_first"), "2026-10-19T00:00:00", "2026-10-19T12:00:00"
+    )
     assert (lead.seconds, lead.releasing) == (420, ())
 
 
@@ -74,12 +86,23 @@ def test_the_cap_bounds_the_lead_and_the_previous_boundary_clamps_it() -> None:
     assert (capped.seconds, capped.capped) == (300, True)
     doc = copy.deepcopy(SEED)
     doc["targets"][0]["ready_by"] = True
-    doc["windows"].append({  # A runs 07:00-07:58, stops, starts again at 08:00: the lead starts at 07:58
-        "name": "pre", "kind": "one_shot", "priority": 5, "active_from": "2026-10-19T07:00:00+07:00",
-        "active_until": "2026-10-19T07:58:00+07:00",
-        "states": [{"model_deploy_id": A, "desired_state": "running"}]})
+    doc["windows"].append(
+        {  # A runs 07:00-07:58, stops, starts again at 08:00: the lead starts at 07:58
+            "name": "pre",
+            "kind": "one_shot",
+            "priority": 5,
+            "active_from": "2026-10-19T07:00:00+07:00",
+            "active_until": "2026-10-19T07:58:00+07:00",
+            "states": [{"model_deploy_id": A, "desired_state": "running"}],
+        }
+    )
     [lead] = leads(load_schedule(doc), "2026-10-19T07:59:00", "2026-10-19T12:00:00")
-    assert (lead.early_at, lead.seconds, lead.clamped, lead.releasing) == (at("2026-10-19T07:58:00"), 120, True, (B,))
+    assert (lead.early_at, lead.seconds, lead.clamped, lead.releasing) == (
+        at("2026-10-19T07:58:00"),
+        120,
+        True,
+        (B,),
+    )
 
 
 @pytest.mark.parametrize("value", ["yes", 1])
@@ -90,7 +113,9 @@ def test_ready_by_is_a_boolean(value: Any) -> None:
     doc["targets"][0]["ready_by"] = value
     with pytest.raises(SpecInvalid) as err:
         load_schedule(doc)
-    assert [(e.path, e.reason) for e in err.value.errors] == [("targets[0].ready_by", "not_a_boolean")]
+    assert [(e.path, e.reason) for e in err.value.errors] == [
+        ("targets[0].ready_by", "not_a_boolean")
+    ]
 
 
 def test_the_schedule_default_applies_to_targets_without_their_own() -> None:
@@ -105,45 +130,75 @@ def test_the_schedule_default_applies_to_targets_without_their_own() -> None:
 
 def test_early_targets_inside_the_lead_and_next_early_before_it() -> None:
     s = schedule()
-    early, lead = early_targets(s, at("2026-10-19T07:55:00"), start_times=START, stop_times=STOP, cap_s=1800)
-    assert early == {A: at("2026-10-19T08:00:00"), B: at("2026-10-19T08:00:00")} and lead is not None
-    assert early_targets(s, at("2026-10-19T07:51:59"), start_times=START, stop_times=STOP, cap_s=1800) == ({}, None)
-    assert early_targets(s, at("2026-10-19T08:00:00"), start_times=START, stop_times=STOP, cap_s=1800) == ({}, None)
-    assert next_early(s, at("2026-10-19T18:00:00"), start_times=START, stop_times=STOP,
-                      cap_s=1800) == at("2026-10-20T07:52:00")
-    assert next_early(s, at("2026-10-23T18:00:00"), start_times=START, stop_times=STOP,
-                      cap_s=1800) == at("2026-10-26T07:52:00")  # over the weekend
+    early, lead = early_targets(
+        s, at("2026-10-19T07:55:00"), start_times=START, stop_times=STOP, cap_s=1800
+    )
+    assert (
+        early == {A: at("2026-10-19T08:00:00"), B: at("2026-10-19T08:00:00")} and lead is not None
+    )
+    assert early_targets(
+        s, at("2026-10-19T07:51:59"), start_times=START, stop_times=STOP, cap_s=1800
+    ) == ({}, None)
+    assert early_targets(
+        s, at("2026-10-19T08:00:00"), start_times=START, stop_times=STOP, cap_s=1800
+    ) == ({}, None)
+    assert next_early(
+        s, at("2026-10-19T18:00:00"), start_times=START, stop_times=STOP, cap_s=1800
+    ) == at("2026-10-20T07:52:00")
+    assert next_early(
+        s, at("2026-10-23T18:00:00"), start_times=START, stop_times=STOP, cap_s=1800
+    ) == at("2026-10-26T07:52:00")  # over the weekend
 
 
 def test_the_timeline_shows_each_early_start_with_its_reason_and_figures() -> None:
     s = schedule()
     timings = ReadyByTimings(START, STOP, 1800)
-    doc, _ = build_timeline(s, None, at("2026-10-19T00:00:00"), at("2026-10-20T00:00:00"), timings=timings)
+    doc, _ = build_timeline(
+        s, None, at("2026-10-19T00:00:00"), at("2026-10-20T00:00:00"), timings=timings
+    )
     [row] = doc["ready_by"]
     assert (row["boundary"], row["early_start"], row["lead_s"]) == (
-        "2026-10-19T08:00:00+07:00", "2026-10-19T07:52:00+07:00", 480)
+        "2026-10-19T08:00:00+07:00",
+        "2026-10-19T07:52:00+07:00",
+        480,
+    )
     assert row["start_s"] == {A: {"p90_s": 420, "samples": 5, "source": "history"}}
-    assert "ready_by" not in build_timeline(load_schedule(SEED), None, at("2026-10-19T00:00:00"),
-                                            at("2026-10-20T00:00:00"))[0]
+    assert (
+        "ready_by"
+        not in build_timeline(
+            load_schedule(SEED), None, at("2026-10-19T00:00:00"), at("2026-10-20T00:00:00")
+        )[0]
+    )
 
 
 def _with_window(window: dict[str, Any], ready_by: bool = True) -> dict[str, Any]:
     doc = copy.deepcopy(SEED)
     doc["targets"][0]["ready_by"] = ready_by
-    doc["windows"].append({"name": "early-b", "priority": 10, **window,
-                           "states": [{"model_deploy_id": B, "desired_state": "running"}]})
+    doc["windows"].append(
+        {
+            "name": "early-b",
+            "priority": 10,
+            **window,
+            "states": [{"model_deploy_id": B, "desired_state": "running"}],
+        }
+    )
     return doc
 
 
 EARLY_B = [
     {"kind": "recurring", "cron": "30 7 * * 1-5", "duration": "20m"},  # 07:30-07:50 on weekdays
-    {"kind": "one_shot", "active_from": "2026-10-19T07:00:00+07:00",
-     "active_until": "2026-10-19T07:45:00+07:00"},  # Monday 07:00-07:45
+    {
+        "kind": "one_shot",
+        "active_from": "2026-10-19T07:00:00+07:00",
+        "active_until": "2026-10-19T07:45:00+07:00",
+    },  # Monday 07:00-07:45
 ]
 
 
 @pytest.mark.parametrize("window", EARLY_B, ids=["recurring", "one_shot"])
-def test_validation_refuses_an_equal_priority_window_inside_a_ready_by_lead(window: dict[str, Any]) -> None:
+def test_validation_refuses_an_equal_priority_window_inside_a_ready_by_lead(
+    window: dict[str, Any],
+) -> None:
     from gps_dagster.domain.errors import SpecInvalid
 
     load_schedule(_with_window(window, ready_by=False))  # valid without leads: it ends before 08:00
@@ -155,12 +210,29 @@ def test_validation_refuses_an_equal_priority_window_inside_a_ready_by_lead(wind
     assert "md-qwen32b" in e.fix and "higher priority" in e.fix
 
 
-@pytest.mark.parametrize("window", [
-    {"kind": "recurring", "cron": "0 7 * * 1-5", "duration": "30m"},  # ends 07:30: a whole cap before 08:00
-    {"kind": "one_shot", "active_from": "2026-10-19T06:00:00+07:00",
-     "active_until": "2026-10-19T07:30:00+07:00"},
-    {"kind": "recurring", "cron": "0 18 * * 1-5", "duration": "2h"},  # after the end: ends never move
-], ids=["recurring", "one_shot", "after-the-end"])
-def test_an_equal_priority_window_a_cap_clear_of_every_lead_stays_valid(window: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "window",
+    [
+        {
+            "kind": "recurring",
+            "cron": "0 7 * * 1-5",
+            "duration": "30m",
+        },  # ends 07:30: a whole cap before 08:00
+        {
+            "kind": "one_shot",
+            "active_from": "2026-10-19T06:00:00+07:00",
+            "active_until": "2026-10-19T07:30:00+07:00",
+        },
+        {
+            "kind": "recurring",
+            "cron": "0 18 * * 1-5",
+            "duration": "2h",
+        },  # after the end: ends never move
+    ],
+    ids=["recurring", "one_shot", "after-the-end"],
+)
+def test_an_equal_priority_window_a_cap_clear_of_every_lead_stays_valid(
+    window: dict[str, Any],
+) -> None:
     s = load_schedule(_with_window(window))
     assert s.is_ready_by(A) and len(s.windows) == 3

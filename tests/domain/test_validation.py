@@ -33,43 +33,81 @@ def _set(path: list[str | int], value: Any) -> Callable[[dict[str, Any]], None]:
         for part in path[:-1]:
             node = node[part]
         node[path[-1]] = value
+
     return mutate
 
 
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (_set(["windows", 0, "states", 1, "replicas"], 0), ("windows[0].states[1].replicas", "replicas_zero")),
-        (_set(["windows", 0, "states", 1, "replicas"], -2), ("windows[0].states[1].replicas", "replicas_negative")),
-        (_set(["windows", 1, "active_from"], "2026-10-21T13:00:00"), ("windows[1].active_from", "naive_datetime")),
-        (_set(["windows", 1, "active_until"], "next tuesday"), ("windows[1].active_until", "invalid_datetime")),
+        (
+            _set(["windows", 0, "states", 1, "replicas"], 0),
+            ("windows[0].states[1].replicas", "replicas_zero"),
+        ),
+        (
+            _set(["windows", 0, "states", 1, "replicas"], -2),
+            ("windows[0].states[1].replicas", "replicas_negative"),
+        ),
+        (
+            _set(["windows", 1, "active_from"], "2026-10-21T13:00:00"),
+            ("windows[1].active_from", "naive_datetime"),
+        ),
+        (
+            _set(["windows", 1, "active_until"], "next tuesday"),
+            ("windows[1].active_until", "invalid_datetime"),
+        ),
         (_set(["timezone"], "Asia/Saigon_Nowhere"), ("timezone", "unknown_timezone")),
         (_set(["windows", 0, "cron"], "0 0 8 * * 1-5"), ("windows[0].cron", "cron_six_fields")),
         (_set(["windows", 0, "cron"], "0 25 * * 1-5"), ("windows[0].cron", "invalid_cron")),
         (_set(["windows", 0, "duration"], "0h"), ("windows[0].duration", "duration_not_positive")),
-        (_set(["windows", 0, "duration"], "ten hours"), ("windows[0].duration", "invalid_duration")),
+        (
+            _set(["windows", 0, "duration"], "ten hours"),
+            ("windows[0].duration", "invalid_duration"),
+        ),
         (_set(["windows", 0, "duration"], 36000), ("windows[0].duration", "invalid_duration")),
         (_set(["mode"], "yolo"), ("mode", "invalid_value")),
         (_set(["transition_order"], "random"), ("transition_order", "invalid_value")),
-        (_set(["targets", 0, "default_state"], "paused"), ("targets[0].default_state", "invalid_value")),
+        (
+            _set(["targets", 0, "default_state"], "paused"),
+            ("targets[0].default_state", "invalid_value"),
+        ),
         (_set(["targets", 1, "default_replicas"], 0), ("targets[1].default_replicas", "too_small")),
-        (_set(["windows", 0, "kind"], "weekly"), ("windows[0]", "invalid_value")),  # the union's tag
+        (
+            _set(["windows", 0, "kind"], "weekly"),
+            ("windows[0]", "invalid_value"),
+        ),  # the union's tag
         (_set(["windows", 0, "priority"], "high"), ("windows[0].priority", "not_an_integer")),
         (_set(["windows", 0, "colour"], "red"), ("windows[0].colour", "unknown_field")),
         (_set(["name"], "Bad Name!"), ("name", "invalid_name")),
-        (_set(["windows", 0, "states", 0, "model_deploy_id"], "md-ghost"),
-         ("windows[0].states[0].model_deploy_id", "unknown_target")),
+        (
+            _set(["windows", 0, "states", 0, "model_deploy_id"], "md-ghost"),
+            ("windows[0].states[0].model_deploy_id", "unknown_target"),
+        ),
         (_set(["windows", 1, "name"], "business-hours"), ("windows[1].name", "duplicate_window")),
-        (lambda d: d["targets"].append({"model_deploy_id": "md-qwen32b", "default_state": "stopped"}),
-         ("targets[2].model_deploy_id", "duplicate_target")),
-        (_set(["windows", 0, "states", 1, "model_deploy_id"], "md-llama70b"),
-         ("windows[0].states[1].model_deploy_id", "duplicate_state")),
-        (_set(["windows", 1, "active_until"], "2026-10-21T13:00:00+07:00"), ("windows[1].active_until", "empty_window")),
-        (_set(["windows", 0, "duration"], "1d1h"), ("windows[0].duration", "overlapping_occurrences")),
+        (
+            lambda d: d["targets"].append(
+                {"model_deploy_id": "md-qwen32b", "default_state": "stopped"}
+            ),
+            ("targets[2].model_deploy_id", "duplicate_target"),
+        ),
+        (
+            _set(["windows", 0, "states", 1, "model_deploy_id"], "md-llama70b"),
+            ("windows[0].states[1].model_deploy_id", "duplicate_state"),
+        ),
+        (
+            _set(["windows", 1, "active_until"], "2026-10-21T13:00:00+07:00"),
+            ("windows[1].active_until", "empty_window"),
+        ),
+        (
+            _set(["windows", 0, "duration"], "1d1h"),
+            ("windows[0].duration", "overlapping_occurrences"),
+        ),
         (_set(["windows", 1, "priority"], 10), ("windows[1].priority", "ambiguous_priority")),
     ],
 )
-def test_each_bad_input_is_one_precise_error(mutate: Callable[[dict[str, Any]], None], expected: tuple[str, str]) -> None:
+def test_each_bad_input_is_one_precise_error(
+    mutate: Callable[[dict[str, Any]], None], expected: tuple[str, str]
+) -> None:
     assert errors_of(mutate) == [expected]
 
 
@@ -87,6 +125,7 @@ def test_every_field_problem_is_reported_at_once() -> None:
         doc["windows"][0]["cron"] = "*/5 * * * * *"
         doc["windows"][0]["states"][1]["replicas"] = 0
         doc["windows"][1]["active_from"] = "2026-10-21T13:00:00"
+
     assert sorted(errors_of(mutate)) == [
         ("timezone", "unknown_timezone"),
         ("windows[0].cron", "cron_six_fields"),
@@ -100,6 +139,7 @@ def test_every_cross_field_problem_is_reported_at_once() -> None:
         doc["windows"][1]["name"] = "business-hours"
         doc["windows"][0]["states"][0]["model_deploy_id"] = "md-ghost"
         doc["windows"][1]["states"][1]["model_deploy_id"] = "md-other"
+
     assert errors_of(mutate) == [
         ("windows[0].states[0].model_deploy_id", "unknown_target"),
         ("windows[1].name", "duplicate_window"),
@@ -109,11 +149,27 @@ def test_every_cross_field_problem_is_reported_at_once() -> None:
 
 def test_replicas_zero_message_points_to_stopped() -> None:
     with pytest.raises(SpecInvalid) as info:
-        load_schedule({**SEED, "windows": [{**SEED["windows"][0], "states": [
-            {"model_deploy_id": "md-llama70b", "desired_state": "running"},
-            {"model_deploy_id": "md-qwen32b", "desired_state": "running", "replicas": 0}]}]})
+        load_schedule(
+            {
+                **SEED,
+                "windows": [
+                    {
+                        **SEED["windows"][0],
+                        "states": [
+                            {"model_deploy_id": "md-llama70b", "desired_state": "running"},
+                            {
+                                "model_deploy_id": "md-qwen32b",
+                                "desired_state": "running",
+                                "replicas": 0,
+                            },
+                        ],
+                    }
+                ],
+            }
+        )
     assert str(info.value.errors[0]) == (
-        'windows[0].states[1].replicas: replicas_zero — use "desired_state": "stopped" to stop a deploy')
+        'windows[0].states[1].replicas: replicas_zero — use "desired_state": "stopped" to stop a deploy'
+    )
 
 
 def test_ambiguous_priority_names_both_windows_and_the_first_overlap() -> None:
@@ -166,7 +222,9 @@ def test_dst_shortens_a_daily_gap_to_23_hours() -> None:
     doc = copy.deepcopy(SEED)
     doc["timezone"] = "America/New_York"
     doc["windows"][0]["cron"] = "0 8 * * *"
-    doc["windows"][0]["duration"] = "23h30m"  # fine in Hanoi (24 h gaps), too long in New York in March
+    doc["windows"][0]["duration"] = (
+        "23h30m"  # fine in Hanoi (24 h gaps), too long in New York in March
+    )
     with pytest.raises(SpecInvalid) as info:
         load_schedule(doc)
     assert info.value.reasons == ("overlapping_occurrences",)

@@ -48,7 +48,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("e2e")
     pool = REPO / "examples" / "demo-pool.yaml"
     db_url = f"sqlite:///{root / 'gps.sqlite'}"
-    seed_database(db_url, pool_file=pool, schedule_files=[schedule_file(root / "schedule.json", datetime.now(UTC))])
+    seed_database(
+        db_url,
+        pool_file=pool,
+        schedule_files=[schedule_file(root / "schedule.json", datetime.now(UTC))],
+    )
     transition = _open_transition(db_url, pool)
     home = prepare_home(root / "dagster_home")
     env = {"GPS_DB_URL": db_url, "GPS_POOL_FILE": str(pool), "GPS_RECONCILE_INTERVAL_S": "5"}

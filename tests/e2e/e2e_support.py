@@ -31,7 +31,9 @@ def schedule_file(path: Path, now: datetime) -> Path:
         ],
         "windows": [
             {
-                "name": "e2e-now", "kind": "one_shot", "priority": 10,
+                "name": "e2e-now",
+                "kind": "one_shot",
+                "priority": 10,
                 "active_from": (now - timedelta(minutes=10)).isoformat(),
                 "active_until": (now + timedelta(hours=2)).isoformat(),
                 "states": [

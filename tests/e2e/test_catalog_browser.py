@@ -26,8 +26,13 @@ from gps_dagster.demo.devserver import graphql
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(name="dagster_dev")]
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 CHECK = """
 query Check($path: [String!]!) {
@@ -37,7 +42,9 @@ query Check($path: [String!]!) {
   }
 }
 """
-REPOS = "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"
+REPOS = (
+    "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"
+)
 SENSOR = """
 query Sensor($selector: SensorSelector!) {
   sensorOrError(sensorSelector: $selector) { ... on Sensor { sensorState { status } } }
@@ -54,8 +61,12 @@ def browser() -> Iterator[Any]:
     assert chromium, "Debian chromium is missing: run tools/ensure_chromium.sh"
     with tempfile.TemporaryDirectory(prefix="gps-chromium-") as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=chromium, headless=True, args=FLAGS,
-            viewport={"width": 1500, "height": 1000})
+            profile,
+            executable_path=chromium,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1500, "height": 1000},
+        )
         try:
             yield context.new_page()
         finally:
@@ -82,8 +93,11 @@ def _wait(what: str, ok: Any, timeout: float = 120) -> Any:
 
 def _sensor_status(server: Server, name: str) -> str:
     [repo] = graphql(server.dev.url, REPOS)["repositoriesOrError"]["nodes"]
-    selector = {"repositoryLocationName": repo["location"]["name"],
-                "repositoryName": repo["name"], "sensorName": name}
+    selector = {
+        "repositoryLocationName": repo["location"]["name"],
+        "repositoryName": repo["name"],
+        "sensorName": name,
+    }
     answer = graphql(server.dev.url, SENSOR, {"selector": selector})["sensorOrError"]
     return str(answer["sensorState"]["status"])
 
@@ -91,8 +105,10 @@ def _sensor_status(server: Server, name: str) -> str:
 def _toggle(page: Any, server: Server, name: str) -> None:
     """The switch on the sensor's own page (Automation → the sensor), as an operator does."""
     [repo] = graphql(server.dev.url, REPOS)["repositoriesOrError"]["nodes"]
-    page.goto(f"{server.dev.url}/locations/{repo['location']['name']}/sensors/{name}",
-              wait_until="domcontentloaded")
+    page.goto(
+        f"{server.dev.url}/locations/{repo['location']['name']}/sensors/{name}",
+        wait_until="domcontentloaded",
+    )
     switch = page.locator('input[type="checkbox"]')
     switch.first.wait_for(state="attached", timeout=90_000)
     page.wait_for_timeout(2_000)  # the sensor's state loaded behind the switch
@@ -103,8 +119,10 @@ def _toggle(page: Any, server: Server, name: str) -> None:
 
 
 def test_the_catalog_shows_each_deploys_last_change_and_the_graph_has_edges(server: Server) -> None:
-    edges = {tuple(n["assetKey"]["path"]): [tuple(d["path"]) for d in n["dependencyKeys"]]
-             for n in graphql(server.dev.url, EDGES)["assetNodes"]}
+    edges = {
+        tuple(n["assetKey"]["path"]): [tuple(d["path"]) for d in n["dependencyKeys"]]
+        for n in graphql(server.dev.url, EDGES)["assetNodes"]
+    }
     assert edges[("deploy", "md_llama70b")] == [("schedule", "e2e_swap")]
     assert edges[("deploy", "md_qwen32b")] == [("schedule", "e2e_swap")]
     with browser() as page:
@@ -112,12 +130,16 @@ def test_the_catalog_shows_each_deploys_last_change_and_the_graph_has_edges(serv
         page.get_by_text("deploy / md_llama70b").first.wait_for(timeout=90_000)
         # both deploy rows say "Materialized <when>", not "–" (Dagster's CSP forbids a string
         # predicate in the page: poll from here)
-        _wait("both deploys' status", lambda: page.inner_text("body").count("Materialized") >= 2, 90)
+        _wait(
+            "both deploys' status", lambda: page.inner_text("body").count("Materialized") >= 2, 90
+        )
         page.screenshot(path=str(server.artifacts / "catalog.png"), full_page=True)
         body = page.inner_text("body")
         assert "schedule / e2e_swap" in body
-        page.goto(f"{server.dev.url}/assets/deploy/md_llama70b?view=lineage",
-                  wait_until="domcontentloaded")
+        page.goto(
+            f"{server.dev.url}/assets/deploy/md_llama70b?view=lineage",
+            wait_until="domcontentloaded",
+        )
         page.get_by_text("e2e_swap").first.wait_for(timeout=60_000)  # the upstream schedule
         page.wait_for_timeout(3_000)
         page.screenshot(path=str(server.artifacts / "lineage-md_llama70b.png"), full_page=True)
@@ -138,16 +160,20 @@ def test_turning_capacity_wait_off_in_the_ui_turns_the_schedule_yellow(server: S
             result = _wait("a WARN automation check", warned)
             assert result["evaluation"]["severity"] == "WARN"
             assert result["evaluation"]["description"].startswith(f"{name} is stopped")
-            page.goto(f"{server.dev.url}/assets/schedule/e2e_swap?view=checks",
-                      wait_until="domcontentloaded")
+            page.goto(
+                f"{server.dev.url}/assets/schedule/e2e_swap?view=checks",
+                wait_until="domcontentloaded",
+            )
             page.get_by_text(f"{name} is stopped").first.wait_for(timeout=60_000)
             page.screenshot(path=str(server.artifacts / "automation-warn.png"), full_page=True)
         finally:
             if _sensor_status(server, name) != "RUNNING":
                 _toggle(page, server, name)
         _wait("the sensor on again", lambda: _sensor_status(server, name) == "RUNNING", 60)
-        _wait("a passing automation check",
-              lambda: (_automation(server) or {}).get("status") == "SUCCEEDED")
+        _wait(
+            "a passing automation check",
+            lambda: (_automation(server) or {}).get("status") == "SUCCEEDED",
+        )
 
 
 def test_the_materialize_dialog_has_no_run_coordinator_warning(server: Server) -> None:

@@ -40,7 +40,11 @@ def _tag(run: dict[str, Any], key: str) -> str | None:
 
 
 def _reconcile_ticks(server: Server) -> list[dict[str, Any]]:
-    sel = {"repositoryLocationName": "definitions.py", "repositoryName": "__repository__", "sensorName": names.RECONCILE_SENSOR}
+    sel = {
+        "repositoryLocationName": "definitions.py",
+        "repositoryName": "__repository__",
+        "sensorName": names.RECONCILE_SENSOR,
+    }
     data = server.dev.graphql(TICKS, {"sel": sel})["sensorOrError"]
     return list(data["sensorState"]["ticks"])
 
@@ -64,7 +68,11 @@ def test_daemon_drops_repeated_run_keys_then_the_gate_resumes_the_plan(server: S
 
     wait_for(launched, 90, "the transition run")
     # The gate is off, so the plan's steps stay pending and every tick requests the key again.
-    wait_for(lambda: sum(key in t["runKeys"] for t in _reconcile_ticks(server)) >= 3, 60, "three ticks requesting the key")
+    wait_for(
+        lambda: sum(key in t["runKeys"] for t in _reconcile_ticks(server)) >= 3,
+        60,
+        "three ticks requesting the key",
+    )
     runs = server.dev.runs_by_tag(names.TAG_TRANSITION, server.transition_id)
     assert [_tag(r, "dagster/run_key") for r in runs] == [key]
     (run,) = runs
@@ -80,7 +88,9 @@ def test_daemon_drops_repeated_run_keys_then_the_gate_resumes_the_plan(server: S
 
     def resumed() -> dict[str, Any] | None:
         runs = server.dev.runs_by_tag(names.TAG_SCHEDULE, SCHEDULE)
-        done = [r for r in runs if _tag(r, "dagster/run_key") == resume_key and r["status"] == "SUCCESS"]
+        done = [
+            r for r in runs if _tag(r, "dagster/run_key") == resume_key and r["status"] == "SUCCESS"
+        ]
         return done[0] if done else None
 
     run = wait_for(resumed, 90, "the resumed transition run")
@@ -96,7 +106,11 @@ def test_daemon_drops_repeated_run_keys_then_the_gate_resumes_the_plan(server: S
         return status == {"md-llama70b": "converged", "md-qwen32b": "converged"}
 
     wait_for(converged, 120, "A and B converged (capacity-wait sensor launches A's acquire)")
-    acquire_runs = [r for r in server.dev.runs_by_tag(names.TAG_PHASE, "acquire") if _tag(r, names.TAG_TRANSITION) == server.transition_id]
+    acquire_runs = [
+        r
+        for r in server.dev.runs_by_tag(names.TAG_PHASE, "acquire")
+        if _tag(r, names.TAG_TRANSITION) == server.transition_id
+    ]
     assert acquire_runs and all(r["status"] == "SUCCESS" for r in acquire_runs)
     store.engine.dispose()
 

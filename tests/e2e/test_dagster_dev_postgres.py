@@ -20,14 +20,27 @@ from gps_dagster.demo.devserver import (
     seed_database,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.xdist_group(name="dagster_dev_pg")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.postgres,
+    pytest.mark.xdist_group(name="dagster_dev_pg"),
+]
 
 
 def test_transition_run_under_dagster_dev_on_postgres(pg_url: str, tmp_path: Path) -> None:
     pool = REPO / "examples" / "demo-pool.yaml"
-    seed_database(pg_url, pool_file=pool, schedule_files=[schedule_file(tmp_path / "s.json", datetime.now(UTC))])
+    seed_database(
+        pg_url,
+        pool_file=pool,
+        schedule_files=[schedule_file(tmp_path / "s.json", datetime.now(UTC))],
+    )
     home = prepare_home(tmp_path / "dagster_home", REPO / "dagster-postgres.yaml")
-    env = {"DAGSTER_PG_URL": pg_url, "GPS_DB_URL": pg_url, "GPS_POOL_FILE": str(pool), "GPS_RECONCILE_INTERVAL_S": "5"}
+    env = {
+        "DAGSTER_PG_URL": pg_url,
+        "GPS_DB_URL": pg_url,
+        "GPS_POOL_FILE": str(pool),
+        "GPS_RECONCILE_INTERVAL_S": "5",
+    }
     dev = DagsterDev(dagster_home=home, env=env, port=free_port())
     dev.start()
     try:

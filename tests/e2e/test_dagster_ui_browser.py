@@ -14,8 +14,13 @@ from gps_dagster.dagster_defs import names
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(name="dagster_dev")]
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -26,7 +31,11 @@ def test_runs_and_asset_pages_show_the_product(server: Server) -> None:
     assert chromium, "Debian chromium is missing: run tools/ensure_chromium.sh"
     with tempfile.TemporaryDirectory(prefix="gps-chromium-") as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=chromium, headless=True, args=FLAGS, viewport={"width": 1400, "height": 900}
+            profile,
+            executable_path=chromium,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1400, "height": 900},
         )
         try:
             page = context.new_page()
@@ -36,10 +45,16 @@ def test_runs_and_asset_pages_show_the_product(server: Server) -> None:
             page.screenshot(path=str(server.artifacts / "runs.png"), full_page=True)
             assert names.TRANSITION_JOB in page.inner_text("body")
 
-            page.goto(f"{server.dev.url}/assets/{names.TIMELINE_ASSET}", wait_until="domcontentloaded")
-            page.get_by_text("Desired GPUs per schedule").first.wait_for(timeout=60_000)  # loaded, not a skeleton
+            page.goto(
+                f"{server.dev.url}/assets/{names.TIMELINE_ASSET}", wait_until="domcontentloaded"
+            )
+            page.get_by_text("Desired GPUs per schedule").first.wait_for(
+                timeout=60_000
+            )  # loaded, not a skeleton
             assert page.get_by_role("dialog").count() == 0  # nux: {enabled: false}
-            page.screenshot(path=str(server.artifacts / "asset-schedule_timeline.png"), full_page=True)
+            page.screenshot(
+                path=str(server.artifacts / "asset-schedule_timeline.png"), full_page=True
+            )
             assert names.TIMELINE_ASSET in page.inner_text("body")
 
             page.goto(f"{server.dev.url}/assets/deploy/md_llama70b", wait_until="domcontentloaded")

@@ -279,7 +279,8 @@ def test_a_manual_stop_after_convergence_is_drift_and_turns_the_check_yellow(dem
     """
     for _attempt in range(3):
         deploy = wait_for(
-            lambda: _converged_running(demo, "demo-gpu42"), 240,
+            lambda: _converged_running(demo, "demo-gpu42"),
+            240,
             "a demo-gpu42 target converged running",
         )
         interval = _row(demo, "demo-gpu42", deploy)["interval_start"]

@@ -32,8 +32,9 @@ def _wait(what: str, check, world: JobsWorld, timeout: float = 240.0):  # type: 
         if value:
             return value
         time.sleep(1)
-    logs = "\n".join(f"--- {r.name} (exit {r.exit_code})\n{r.log()[-3000:]}"
-                     for r in world.run_pods())
+    logs = "\n".join(
+        f"--- {r.name} (exit {r.exit_code})\n{r.log()[-3000:]}" for r in world.run_pods()
+    )
     raise AssertionError(f"{what} not reached in {timeout:.0f} s\n{world.dev.log_tail(60)}\n{logs}")
 
 
@@ -41,13 +42,22 @@ def test_a_transition_run_is_a_kubernetes_job_that_scales_the_deployments(
     k8s_cluster: str, pg_url: str, tmp_path: Path
 ) -> None:
     with jobs_world(k8s_cluster, pg_url, tmp_path, WallClock()) as w:
-        runs = _wait("a successful transition run",
-                     lambda: [r for r in w.dev.runs_by_tag(names.TAG_SCHEDULE, SCHEDULE)
-                              if r["status"] == "SUCCESS"], w)
+        runs = _wait(
+            "a successful transition run",
+            lambda: [
+                r
+                for r in w.dev.runs_by_tag(names.TAG_SCHEDULE, SCHEDULE)
+                if r["status"] == "SUCCESS"
+            ],
+            w,
+        )
         assert {r["jobName"] for r in runs} == {names.TRANSITION_JOB}
         # the run worker was the Job's pod, executed with the pod's own env and identity
-        pods = _wait("the run worker's pod exited 0",
-                     lambda: [r for r in w.run_pods() if r.exit_code == 0], w)
+        pods = _wait(
+            "the run worker's pod exited 0",
+            lambda: [r for r in w.run_pods() if r.exit_code == 0],
+            w,
+        )
         worker = pods[0]
         assert worker.spec.argv[1:3] == ("api", "execute_run")
         assert worker.image == "gps-dagster:test"
@@ -56,15 +66,19 @@ def test_a_transition_run_is_a_kubernetes_job_that_scales_the_deployments(
         assert env["GPS_NAMESPACES"] == ",".join(w.pool.namespaces)
         assert "KUBECONFIG" in env and "GPS_KUBECONFIG" not in env  # its ServiceAccount's token
         # its release and acquire ops acted on the cluster's workloads
-        assert _wait("B stopped and A started", lambda: w.replicas(B) == 0 and w.replicas(A) == 1, w)
+        assert _wait(
+            "B stopped and A started", lambda: w.replicas(B) == 0 and w.replicas(A) == 1, w
+        )
         kind, ns, name = w.pool.workloads[B]
         entries = ledger.read(read(w.pool.kube, kind, ns, name)).entries
         assert [e.kind for e in entries][-1] == "stop"
+
         def steps() -> dict[tuple[str, str], str]:
             return {(a.deploy_id, a.step): a.state for a in w.store.list_actions()}
 
         assert _wait("both steps converged", lambda: set(steps().values()) == {"converged"}, w)
         assert set(steps()) == {(B, "stop"), (A, "start")}
         # the finished Job is deleted by the TTL controller (ttlSecondsAfterFinished), pods too
-        assert _wait("the finished run Jobs deleted by their TTL", lambda: w.run_jobs() == [], w,
-                     timeout=90)
+        assert _wait(
+            "the finished run Jobs deleted by their TTL", lambda: w.run_jobs() == [], w, timeout=90
+        )

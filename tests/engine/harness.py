@@ -82,8 +82,11 @@ class World:
         return self.spec
 
     def operations(self, deploy: str | None = None, kind: str | None = None) -> list[Any]:
-        return [o for o in self.pool.operation_log()
-                if (deploy is None or o.deploy_id == deploy) and (kind is None or o.kind.value == kind)]
+        return [
+            o
+            for o in self.pool.operation_log()
+            if (deploy is None or o.deploy_id == deploy) and (kind is None or o.kind.value == kind)
+        ]
 
 
 def make_world(
@@ -99,7 +102,9 @@ def make_world(
     clock = VirtualClock(start)
     store = Store.open(db_url)
     pool_spec = load_pool(copy.deepcopy(pool or seed_pool()))
-    sim = SimPool.create(store.engine, pool_spec, clock, replace=True, ledger=ReservationRepository(store.engine))
+    sim = SimPool.create(
+        store.engine, pool_spec, clock, replace=True, ledger=ReservationRepository(store.engine)
+    )
     spec = load_schedule(copy.deepcopy(schedule or seed_schedule()))
     store.apply_schedule(spec, now=start)
     store.set_gate(gate, now=start)
@@ -126,7 +131,9 @@ def a_running_pool() -> dict[str, Any]:
     return pool
 
 
-def cmp_pool(*, quota: int | None = None, billing: str = "ok", a_running: bool = True) -> dict[str, Any]:
+def cmp_pool(
+    *, quota: int | None = None, billing: str = "ok", a_running: bool = True
+) -> dict[str, Any]:
     """The seed pool with A and B as CMP deploys of project ``chat`` (for quota/billing paths)."""
     pool = a_running_pool() if a_running else seed_pool()
     for dep in pool["deploys"][:2]:

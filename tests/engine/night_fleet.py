@@ -22,11 +22,23 @@ def night_pool(n: int, *, name: str = "storm", digits: int = 4) -> dict[str, Any
 
 def night_schedule(i: int, *, digits: int = 4) -> dict[str, Any]:
     return {
-        "name": f"s{i:0{digits}d}", "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [{"model_deploy_id": f"d{i}-a", "default_state": "running"},
-                    {"model_deploy_id": f"d{i}-b", "default_state": "stopped"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": 10,
-                     "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
-                                {"model_deploy_id": f"d{i}-b", "desired_state": "running"}]}],
+        "name": f"s{i:0{digits}d}",
+        "timezone": "Asia/Ho_Chi_Minh",
+        "targets": [
+            {"model_deploy_id": f"d{i}-a", "default_state": "running"},
+            {"model_deploy_id": f"d{i}-b", "default_state": "stopped"},
+        ],
+        "windows": [
+            {
+                "name": "night",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 22 * * *",
+                "duration": "6h",
+                "states": [
+                    {"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
+                    {"model_deploy_id": f"d{i}-b", "desired_state": "running"},
+                ],
+            }
+        ],
     }

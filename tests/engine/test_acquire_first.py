@@ -49,8 +49,12 @@ def test_acquire_steps_go_first_and_release_waits_for_convergence(sqlite_url: st
 
 
 def test_acquire_first_never_releases_to_make_room(sqlite_url: str) -> None:
-    w = make_world(sqlite_url, schedule=acquire_first(), start=MORNING,  # 10 GPUs: A (8) cannot fit beside B (6)
-                   config=EngineConfig(capacity_wait_s=300))
+    w = make_world(
+        sqlite_url,
+        schedule=acquire_first(),
+        start=MORNING,  # 10 GPUs: A (8) cannot fit beside B (6)
+        config=EngineConfig(capacity_wait_s=300),
+    )
     w.run_until(local("2026-10-19T08:10"))
     assert w.status(A).phase == "capacity_unavailable"
     assert op_triples(w) == []

@@ -44,7 +44,10 @@ def test_apply_now_after_raising_the_quota_is_a_new_attempt_with_new_keys(sqlite
     triples = op_triples(w)
     assert [(d, k) for d, k, _ in triples] == [(A, "stop"), (B, "start")]
     assert all(attempt in key for _, _, key in triples)
-    assert w.status(B).phase == "converged" and w.status(B).target_generation == refused.target_generation + 1
+    assert (
+        w.status(B).phase == "converged"
+        and w.status(B).target_generation == refused.target_generation + 1
+    )
     assert w.deploy(B).state is DeployState.READY
 
 
@@ -80,7 +83,9 @@ def test_apply_now_while_the_advisory_lock_is_held_is_busy_409(pg_url: str) -> N
     w.tick(30)
     key = advisory_key(LOCK_NAME)
     with w.store.engine.connect() as other:  # another replica's dedicated lock connection
-        assert other.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar() is True
+        assert (
+            other.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar() is True
+        )
         other.commit()
         with pytest.raises(Busy) as err:
             apply_now(w)

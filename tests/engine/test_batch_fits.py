@@ -31,17 +31,29 @@ N = 4
 
 def _pool() -> dict[str, Any]:
     deploys = [{"id": f"d{i}", "gpus_per_replica": 1, "state": "stopped"} for i in range(N)]
-    return {"name": "fits", "nodes": [{"name": "n0", "gpus": 1}], "deploys": deploys,
-            "sim": {"record_usage": False}}
+    return {
+        "name": "fits",
+        "nodes": [{"name": "n0", "gpus": 1}],
+        "deploys": deploys,
+        "sim": {"record_usage": False},
+    }
 
 
 def _schedule(i: int) -> dict[str, Any]:
     return {
-        "name": f"s{i}", "timezone": "Asia/Ho_Chi_Minh",
+        "name": f"s{i}",
+        "timezone": "Asia/Ho_Chi_Minh",
         "targets": [{"model_deploy_id": f"d{i}", "default_state": "stopped"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": 10,
-                     "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": f"d{i}", "desired_state": "running"}]}],
+        "windows": [
+            {
+                "name": "night",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 22 * * *",
+                "duration": "6h",
+                "states": [{"model_deploy_id": f"d{i}", "desired_state": "running"}],
+            }
+        ],
     }
 
 

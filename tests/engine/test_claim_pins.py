@@ -26,12 +26,23 @@ def test_migration_0009_keeps_the_claims_of_an_older_database_unpinned(db_url: s
     assert migrate.upgrade(engine, "0008") == "0008"
     spec = load_schedule(seed_schedule())
     with engine.begin() as conn:  # claims written at 0008 (the tables as they were then)
-        conn.execute(t.schedules.insert().values(
-            name=spec.name, version=1, scope="admin", enabled=True,
-            document=spec.to_document(), created_at=NOW, updated_at=NOW))
+        conn.execute(
+            t.schedules.insert().values(
+                name=spec.name,
+                version=1,
+                scope="admin",
+                enabled=True,
+                document=spec.to_document(),
+                created_at=NOW,
+                updated_at=NOW,
+            )
+        )
         for deploy in (A, B):
-            conn.execute(t.target_claims.insert().values(
-                deploy_id=deploy, schedule_name=spec.name, claimed_at=NOW))
+            conn.execute(
+                t.target_claims.insert().values(
+                    deploy_id=deploy, schedule_name=spec.name, claimed_at=NOW
+                )
+            )
     assert migrate.upgrade(engine) == migrate.head_revision()  # through 0009 (and later ones)
     store = Store(engine)
     assert store.pins_for([A, B]) == {A: None, B: None}

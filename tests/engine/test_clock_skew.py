@@ -149,13 +149,17 @@ def test_issue_25_5_a_fast_replica_is_named_not_the_healthy_ones_that_notice(db_
     the interval it stored, name it (``clock_ahead``, +60 s), never themselves."""
     w = make_world(db_url, pool=a_running_pool(), start=local("2026-10-19T17:59:00"))
     fast_clock = VirtualClock(w.clock.now() + timedelta(seconds=60))
-    fast = Engine(w.store, w.pool, fast_clock, EngineConfig(holder="engine-fast"),
-                  database_clock=w.clock)
-    healthy = [w.engine, Engine(w.store, w.pool, w.clock, EngineConfig(holder="engine-2"),
-                                database_clock=w.clock)]
+    fast = Engine(
+        w.store, w.pool, fast_clock, EngineConfig(holder="engine-fast"), database_clock=w.clock
+    )
+    healthy = [
+        w.engine,
+        Engine(w.store, w.pool, w.clock, EngineConfig(holder="engine-2"), database_clock=w.clock),
+    ]
     assert len(fast.run_pass().plans) == 1  # its clock says 18:00: the evening plan opens
-    assert {(w.status(t).interval_writer, w.status(t).interval_writer_offset_s)
-            for t in (A, B)} == {("engine-fast", 60.0)}
+    assert {
+        (w.status(t).interval_writer, w.status(t).interval_writer_offset_s) for t in (A, B)
+    } == {("engine-fast", 60.0)}
     for _ in range(3):
         w.clock.advance(10)
         fast_clock.advance(10)
@@ -187,5 +191,13 @@ def test_issue_25_5_a_fast_replica_is_named_not_the_healthy_ones_that_notice(db_
 def test_issue_25_5_whose_clock_is_off_against_the_database(
     writer_s: float | None, observer_s: float | None, verdict: Blame
 ) -> None:
-    assert blame(writer="w", writer_offset_s=writer_s, observer="me",
-                 observer_offset_s=observer_s, bound_s=5.0) == verdict
+    assert (
+        blame(
+            writer="w",
+            writer_offset_s=writer_s,
+            observer="me",
+            observer_offset_s=observer_s,
+            bound_s=5.0,
+        )
+        == verdict
+    )

@@ -90,14 +90,19 @@ def assert_swapped_exactly_once(w: World) -> None:
         assert a.state == "converged"
         assert by_deploy[a.deploy_id] == a.idempotency_key
     ops = {o.deploy_id: o.id for o in w.pool.operation_log()}
-    assert {a.deploy_id: a.operation_ids for a in w.store.list_actions()} == {A: [ops[A]], B: [ops[B]]}
+    assert {a.deploy_id: a.operation_ids for a in w.store.list_actions()} == {
+        A: [ops[A]],
+        B: [ops[B]],
+    }
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
     assert w.deploy(A).state is DeployState.STOPPED and w.deploy(B).state is DeployState.READY
 
 
 @pytest.mark.parametrize("op", ["stop", "start"])
 @pytest.mark.parametrize("point", ["before_mutation", "before_commit", "after_commit"])
-def test_core_crash_at_each_point_then_a_new_engine_mutates_exactly_once(sqlite_url: str, op: Any, point: Any) -> None:
+def test_core_crash_at_each_point_then_a_new_engine_mutates_exactly_once(
+    sqlite_url: str, op: Any, point: Any
+) -> None:
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.pool.inject_fault(FaultSpec(effect="crash", op=op, point=point))
     assert run_with_crashes(w, DONE) == 1
@@ -131,7 +136,10 @@ EngineCrashPoint = Callable[[SimPool], CrashingCore]
         ("after_accepted", lambda pool: CrashingCore(pool, "preview_capacity")),
         # the same three around B's Start
         ("start_after_fence_before_submit", lambda pool: CrashingCore(pool, "start")),
-        ("start_after_submit_before_recording", lambda pool: CrashingCore(pool, "start", after=True)),
+        (
+            "start_after_submit_before_recording",
+            lambda pool: CrashingCore(pool, "start", after=True),
+        ),
     ],
 )
 def test_engine_crash_at_each_step_boundary_then_a_new_engine_continues(
@@ -145,7 +153,9 @@ def test_engine_crash_at_each_step_boundary_then_a_new_engine_continues(
     assert_swapped_exactly_once(w)
 
 
-def test_engine_crash_after_fence_leaves_the_step_submitting_for_the_next_engine(db_url: str) -> None:
+def test_engine_crash_after_fence_leaves_the_step_submitting_for_the_next_engine(
+    db_url: str,
+) -> None:
     w = make_world(db_url, pool=a_running_pool(), start=local("2026-10-19T18:00"))
     core = CrashingCore(w.pool, "stop")
     w.engine = Engine(w.store, core, w.clock, EngineConfig(holder="engine-1"))  # type: ignore[arg-type]

@@ -31,16 +31,24 @@ def pool() -> dict[str, Any]:
 
 def schedule(i: int, *, boundary: bool) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "name": f"s{i}", "timezone": "Asia/Ho_Chi_Minh",
+        "name": f"s{i}",
+        "timezone": "Asia/Ho_Chi_Minh",
         "targets": [{"model_deploy_id": f"d{i}", "default_state": "running"}],
         "windows": [],
     }
     if boundary:
-        doc["windows"] = [{"name": "maint", "kind": "one_shot", "priority": 10,
-                           "active_from": BOUNDARY.isoformat(),
-                           "active_until": (BOUNDARY + timedelta(hours=1)).isoformat(),
-                           "states": [{"model_deploy_id": f"d{i}", "desired_state": "stopped",
-                                       "allow_downtime": True}]}]
+        doc["windows"] = [
+            {
+                "name": "maint",
+                "kind": "one_shot",
+                "priority": 10,
+                "active_from": BOUNDARY.isoformat(),
+                "active_until": (BOUNDARY + timedelta(hours=1)).isoformat(),
+                "states": [
+                    {"model_deploy_id": f"d{i}", "desired_state": "stopped", "allow_downtime": True}
+                ],
+            }
+        ]
     return doc
 
 

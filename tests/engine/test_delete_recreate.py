@@ -47,7 +47,9 @@ def test_a_schedule_deleted_and_created_again_plans_its_intent_again(pg_url: str
     clock.set(BOUNDARY)
     run_for(engine, clock, 300)  # the night swap converges: d0-a stopped, d0-b running
     assert (pool.get_deploy("d0-a").state.value, pool.get_deploy("d0-b").state.value) == (
-        "STOPPED", "READY")
+        "STOPPED",
+        "READY",
+    )
     assert store.delete_schedule("s0000", now=clock.now()).version == 1
     # unmanaged now, an operator swaps the pair back by hand
     a, b = pool.get_deploy("d0-a"), pool.get_deploy("d0-b")
@@ -59,7 +61,9 @@ def test_a_schedule_deleted_and_created_again_plans_its_intent_again(pg_url: str
     assert again.version == 2  # the name's version sequence goes on: new ids, new keys
     run_for(engine, clock, 400)
     assert (pool.get_deploy("d0-a").state.value, pool.get_deploy("d0-b").state.value) == (
-        "STOPPED", "READY")
+        "STOPPED",
+        "READY",
+    )
     statuses = store.list_status()
     assert {(s.phase, s.schedule_version) for s in statuses} == {("converged", 2)}
     starts = [a for a in store.list_actions(deploy_id="d0-b") if a.step == "start"]

@@ -43,8 +43,9 @@ def test_apply_makes_a_schedule_due_and_a_pass_moves_it_to_its_next_boundary(db_
 
 
 def test_in_flight_steps_bring_the_schedule_back_soon_then_the_boundary(db_url: str) -> None:
-    w = make_world(db_url, pool=a_running_pool(), start=EVENING,
-                   config=EngineConfig(follow_up_s=2.0))
+    w = make_world(
+        db_url, pool=a_running_pool(), start=EVENING, config=EngineConfig(follow_up_s=2.0)
+    )
     w.engine.run_pass()
     w.clock.set(local("2026-10-19T18:00"))
     w.engine.run_pass()  # the 18:00 swap: the stop of A is accepted, B waits for it
@@ -93,11 +94,19 @@ def test_delete_drops_the_due_row_and_a_gate_change_makes_every_schedule_due(db_
 
 def berlin_nights() -> dict[str, Any]:
     return {
-        "name": "berlin", "timezone": "Europe/Berlin",
+        "name": "berlin",
+        "timezone": "Europe/Berlin",
         "targets": [{"model_deploy_id": "md-bge-embed", "default_state": "running"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": 10,
-                     "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": "md-bge-embed", "desired_state": "stopped"}]}],
+        "windows": [
+            {
+                "name": "night",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 22 * * *",
+                "duration": "6h",
+                "states": [{"model_deploy_id": "md-bge-embed", "desired_state": "stopped"}],
+            }
+        ],
     }
 
 

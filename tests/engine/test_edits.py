@@ -28,11 +28,16 @@ EVENING = local("2026-10-19T17:59:30")
 def edited() -> dict[str, Any]:
     """Version 2: the same intents tonight, plus a maintenance window next month."""
     doc = seed_schedule()
-    doc["windows"].append({
-        "name": "maint-nov", "kind": "one_shot", "priority": 100,
-        "active_from": "2026-11-18T13:00:00+07:00", "active_until": "2026-11-18T15:00:00+07:00",
-        "states": [{"model_deploy_id": "md-qwen32b", "desired_state": "stopped"}],
-    })
+    doc["windows"].append(
+        {
+            "name": "maint-nov",
+            "kind": "one_shot",
+            "priority": 100,
+            "active_from": "2026-11-18T13:00:00+07:00",
+            "active_until": "2026-11-18T15:00:00+07:00",
+            "states": [{"model_deploy_id": "md-qwen32b", "desired_state": "stopped"}],
+        }
+    )
     return doc
 
 
@@ -85,27 +90,39 @@ def test_stale_step_executed_after_the_edit_is_fenced_out(sqlite_url: str) -> No
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
 
 
-def test_deploy_changed_by_hand_after_the_snapshot_is_re_read_not_overwritten(sqlite_url: str) -> None:
+def test_deploy_changed_by_hand_after_the_snapshot_is_re_read_not_overwritten(
+    sqlite_url: str,
+) -> None:
     """A stale ETag at submit is an ``etag_conflict``: re-read, decide again, still one stop."""
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)
     (plan,) = w.engine.reconcile().plans
     d = w.deploy(A)
-    w.pool.set_replica_intent(A, 1, etag=d.etag, idempotency_key="operator/touch")  # new ETag, same state
+    w.pool.set_replica_intent(
+        A, 1, etag=d.etag, idempotency_key="operator/touch"
+    )  # new ETag, same state
     first = w.engine.execute_step(plan.release_steps[0].step_id)
     assert (first.state, first.reason) == ("pending", "etag_conflict")
     assert [k for _, k, _ in op_triples(w)] == ["set_replica_intent"]
     w.run_until(local("2026-10-19T18:06"))
-    assert [(dep, k) for dep, k, _ in op_triples(w)] == [(A, "set_replica_intent"), (A, "stop"), (B, "start")]
+    assert [(dep, k) for dep, k, _ in op_triples(w)] == [
+        (A, "set_replica_intent"),
+        (A, "stop"),
+        (B, "start"),
+    ]
     assert [e.kind for e in w.store.list_events(limit=1000)].count("etag_conflict") == 1
     assert w.status(A).phase == "converged" and w.status(B).phase == "converged"
 
 
-def test_a_deploy_that_keeps_changing_ends_the_step_at_its_clock_not_in_a_loop(sqlite_url: str) -> None:
+def test_a_deploy_that_keeps_changing_ends_the_step_at_its_clock_not_in_a_loop(
+    sqlite_url: str,
+) -> None:
     """ETag conflicts are retried only until the step's own timeout: then a terminal phase."""
     from gps_dagster.engine import EngineConfig
 
-    w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING, config=EngineConfig(stop_timeout_s=120))
+    w = make_world(
+        sqlite_url, pool=a_running_pool(), start=EVENING, config=EngineConfig(stop_timeout_s=120)
+    )
     w.tick(30)
     (plan,) = w.engine.reconcile().plans
     step = plan.release_steps[0].step_id
@@ -117,8 +134,14 @@ def test_a_deploy_that_keeps_changing_ends_the_step_at_its_clock_not_in_a_loop(s
             break
         assert (outcome.state, outcome.reason) == ("pending", "etag_conflict")
         w.clock.advance(30)
-    assert (outcome.state, outcome.phase, outcome.reason) == ("failed", "stop_timeout", "etag_conflict")
+    assert (outcome.state, outcome.phase, outcome.reason) == (
+        "failed",
+        "stop_timeout",
+        "etag_conflict",
+    )
     assert 4 <= n <= 6  # 120 s of 30 s steps, counted from the plan's creation
     assert w.status(A).phase == "stop_timeout"
     assert "ETag conflicts" in (w.status(A).fix or "")
-    assert not [k for _, k, _ in op_triples(w) if k == "stop"]  # never submitted over the operator's change
+    assert not [
+        k for _, k, _ in op_triples(w) if k == "stop"
+    ]  # never submitted over the operator's change

@@ -205,7 +205,9 @@ def test_engine_run_without_its_database_says_so_in_one_line_not_a_traceback() -
 
     from gps_dagster.cli.main import cli
 
-    result = CliRunner().invoke(cli, ["engine", "run", "--once", "--db", "postgresql://x@127.0.0.1:9/none"])
+    result = CliRunner().invoke(
+        cli, ["engine", "run", "--once", "--db", "postgresql://x@127.0.0.1:9/none"]
+    )
     assert result.exit_code == 1, result.output
     assert "store_unavailable" in result.output and "fix:" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -39,8 +39,9 @@ def pool_doc(n: int, spare: int) -> dict[str, Any]:
     deploys = []
     for i in range(n):
         aliases = ["chat-prod"] if i == CONSENT else []
-        deploys.append({"id": f"d{i}-a", "gpus_per_replica": 1, "state": "running",
-                        "aliases": aliases})
+        deploys.append(
+            {"id": f"d{i}-a", "gpus_per_replica": 1, "state": "running", "aliases": aliases}
+        )
         deploys.append({"id": f"d{i}-b", "gpus_per_replica": 1, "state": "stopped"})
     nodes = [{"name": "n0", "gpus": n + spare}]
     return {"name": "lane", "nodes": nodes, "deploys": deploys, "sim": {"record_usage": False}}
@@ -48,14 +49,29 @@ def pool_doc(n: int, spare: int) -> dict[str, Any]:
 
 def schedule_doc(i: int, *, priority: int = 10) -> dict[str, Any]:
     return {
-        "name": f"s{i:04d}", "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [{"model_deploy_id": f"d{i}-a", "default_state": "running",
-                     "default_allow_downtime": i == CONSENT},
-                    {"model_deploy_id": f"d{i}-b", "default_state": "stopped"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": priority,
-                     "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
-                                {"model_deploy_id": f"d{i}-b", "desired_state": "running"}]}],
+        "name": f"s{i:04d}",
+        "timezone": "Asia/Ho_Chi_Minh",
+        "targets": [
+            {
+                "model_deploy_id": f"d{i}-a",
+                "default_state": "running",
+                "default_allow_downtime": i == CONSENT,
+            },
+            {"model_deploy_id": f"d{i}-b", "default_state": "stopped"},
+        ],
+        "windows": [
+            {
+                "name": "night",
+                "kind": "recurring",
+                "priority": priority,
+                "cron": "0 22 * * *",
+                "duration": "6h",
+                "states": [
+                    {"model_deploy_id": f"d{i}-a", "desired_state": "stopped"},
+                    {"model_deploy_id": f"d{i}-b", "desired_state": "running"},
+                ],
+            }
+        ],
     }
 
 
@@ -98,11 +114,15 @@ def run(lane: Lane, *, batched: bool) -> list[tuple[str, str, str | None, str | 
     outcomes = []
     for order in ("release", "acquire"):
         ids = [
-            s.step_id for p in lane.plans
+            s.step_id
+            for p in lane.plans
             for s in (p.release_steps if order == "release" else p.acquire_steps)
         ]
-        got = (lane.engine.execute_steps(ids) if batched
-               else [lane.engine.execute_step(i) for i in ids])
+        got = (
+            lane.engine.execute_steps(ids)
+            if batched
+            else [lane.engine.execute_step(i) for i in ids]
+        )
         assert [o.step_id for o in got] == ids
         outcomes += [(o.deploy_id, o.state, o.phase, o.reason) for o in got]
     return outcomes
@@ -110,10 +130,13 @@ def run(lane: Lane, *, batched: bool) -> list[tuple[str, str, str | None, str | 
 
 def snapshot(lane: Lane) -> dict[str, Any]:
     return {
-        "steps": sorted((a.deploy_id, a.order, a.state, a.reason) for a in lane.store.list_actions()),
+        "steps": sorted(
+            (a.deploy_id, a.order, a.state, a.reason) for a in lane.store.list_actions()
+        ),
         "status": sorted((s.deploy_id, s.phase, s.reason, s.fix) for s in lane.store.list_status()),
-        "ops": sorted((o.deploy_id, o.kind.value, o.idempotency_key)
-                      for o in lane.pool.operation_log()),
+        "ops": sorted(
+            (o.deploy_id, o.kind.value, o.idempotency_key) for o in lane.pool.operation_log()
+        ),
     }
 
 
@@ -159,15 +182,23 @@ def test_execute_steps_decides_every_situation_as_execute_step(two_urls: tuple[s
     assert releases[f"d{EDITED}-a"][:1] == ("superseded",)
     status = {s.deploy_id: s for s in batch.store.list_status()}
     assert (status[f"d{UNWIRED}-a"].phase, status[f"d{UNWIRED}-a"].reason) == (
-        "alias_blocked", "alias_guard_unwired")
+        "alias_blocked",
+        "alias_guard_unwired",
+    )
     assert (status[f"d{GONE}-a"].phase, status[f"d{GONE}-a"].reason) == (
-        "ineligible", "target_failed")
+        "ineligible",
+        "target_failed",
+    )
     acquires = {d: state for d, state, _, _ in together[N:]}
     assert acquires[f"d{UNWIRED}-b"] == acquires[f"d{GONE}-b"] == "cancelled"
     # three spare GPUs: the first three acquires in plan order get one each (never the same
     # one twice, whether the core's session counts previews or not), the last waits for a stop
-    assert acquires[f"d{HAPPY}-b"] == acquires[f"d{CONSENT}-b"] == acquires[f"d{FITS}-b"] == (
-        "accepted")
+    assert (
+        acquires[f"d{HAPPY}-b"]
+        == acquires[f"d{CONSENT}-b"]
+        == acquires[f"d{FITS}-b"]
+        == ("accepted")
+    )
     assert acquires[f"d{WAITS}-b"] == "capacity_wait"
     stops = {d for d, kind, _ in snapshot(batch)["ops"] if kind == "stop"}
     assert stops == {f"d{i}-a" for i in (HAPPY, CONSENT, FITS, WAITS)}
@@ -229,8 +260,7 @@ def test_fifty_releases_cost_a_bounded_number_of_round_trips(pg_url: str, batche
     ids = [s.step_id for p in lane.plans for s in p.release_steps]
     counted = Counted(lane)
 
-    got = (lane.engine.execute_steps(ids) if batched
-           else [lane.engine.execute_step(i) for i in ids])
+    got = lane.engine.execute_steps(ids) if batched else [lane.engine.execute_step(i) for i in ids]
 
     assert [o.state for o in got] == ["accepted"] * 50
     assert len(lane.pool.operation_log()) == 50

@@ -51,8 +51,14 @@ class FakeWorld:
         return [(o.deploy, o.kind.value, o.created_at) for o in self.core.ops]
 
 
-def fake_world(url: str, *, pool: dict[str, Any] | None = None, schedule: dict[str, Any] | None = None,
-               config: EngineConfig | None = None, handler: Handler = passthrough) -> FakeWorld:
+def fake_world(
+    url: str,
+    *,
+    pool: dict[str, Any] | None = None,
+    schedule: dict[str, Any] | None = None,
+    config: EngineConfig | None = None,
+    handler: Handler = passthrough,
+) -> FakeWorld:
     clock = VirtualClock(EVENING)
     store = Store.open(url)
     spec = load_pool(copy.deepcopy(pool or a_running_pool()))
@@ -71,17 +77,28 @@ def test_release_first_starts_b_only_once_a_s_gpus_are_published(sqlite_url: str
     assert w.core.get_deploy(A).state is DeployState.STOPPED
     assert w.core.get_deploy(B).state is DeployState.READY
     # A's stop at 18:00; its pods gone at 18:00:30, its GPUs published at 18:01:30: B starts then.
-    assert w.ops() == [(A, "stop", local("2026-10-19T18:00")), (B, "start", local("2026-10-19T18:01:30"))]
+    assert w.ops() == [
+        (A, "stop", local("2026-10-19T18:00")),
+        (B, "start", local("2026-10-19T18:01:30")),
+    ]
 
 
-def test_capacity_taken_by_an_intruder_ends_capacity_unavailable_after_the_wait(sqlite_url: str) -> None:
+def test_capacity_taken_by_an_intruder_ends_capacity_unavailable_after_the_wait(
+    sqlite_url: str,
+) -> None:
     w = fake_world(sqlite_url, config=EngineConfig(capacity_wait_s=300))
     w.core.add_foreign("intruder", 8, kind="intruder")
     w.run_until(local("2026-10-19T18:05"))  # last pass at 18:04:30
     assert w.status(B).phase == "capacity_wait"
-    w.run_until(local("2026-10-19T18:05:30"))  # the pass at 18:05:00 = nominal start + capacity_wait_s
+    w.run_until(
+        local("2026-10-19T18:05:30")
+    )  # the pass at 18:05:00 = nominal start + capacity_wait_s
     st = w.status(B)
-    assert (st.phase, st.reason, st.phase_since) == ("capacity_unavailable", "capacity_unavailable", local("2026-10-19T18:05"))
+    assert (st.phase, st.reason, st.phase_since) == (
+        "capacity_unavailable",
+        "capacity_unavailable",
+        local("2026-10-19T18:05"),
+    )
     assert w.core.get_deploy(B).state is DeployState.STOPPED
     assert w.core.get_deploy(A).state is DeployState.STOPPED  # the released target is not restarted
     assert [(d, k) for d, k, _ in w.ops()] == [(A, "stop")]
@@ -124,7 +141,11 @@ def test_stop_timeout_when_pods_terminate_too_long_and_b_is_not_started(sqlite_u
     w = fake_world(sqlite_url, pool=pool, config=EngineConfig(stop_timeout_s=120))
     w.run_until(local("2026-10-19T18:05"))
     st = w.status(A)
-    assert (st.phase, st.reason, st.phase_since) == ("stop_timeout", "stop_timeout", local("2026-10-19T18:02"))
+    assert (st.phase, st.reason, st.phase_since) == (
+        "stop_timeout",
+        "stop_timeout",
+        local("2026-10-19T18:02"),
+    )
     assert w.status(B).reason == "stop_timeout"
     assert w.core.get_deploy(B).state is DeployState.STOPPED
     assert [(d, k) for d, k, _ in w.ops()] == [(A, OperationKind.STOP.value)]

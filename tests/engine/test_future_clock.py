@@ -32,13 +32,16 @@ FUTURE = datetime.fromisoformat("2026-10-19T23:00:00+07:00")  # inside tonight's
 CLI = [sys.executable, "-m", "gps_dagster.cli.main"]
 
 
-def cli(url: str, pool: Path, *args: str, clock: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    url: str, pool: Path, *args: str, clock: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPS_")}
     env.update(GPS_DB_URL=url, GPS_POOL_FILE=str(pool), GPS_BACKEND="sim")
     if clock is not None:
         env["GPS_CLOCK"] = clock
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    return subprocess.run(
+        [*CLI, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def wedged_world(url: str, tmp: Path) -> tuple[Store, SimPool, VirtualClock, Engine, Path]:
@@ -55,7 +58,8 @@ def wedged_world(url: str, tmp: Path) -> tuple[Store, SimPool, VirtualClock, Eng
     engine = Engine(store, pool, clock, EngineConfig(holder="present"), database_clock=clock)
     engine.run_pass()  # the present: the night intent, already in place
     assert {s.interval_start for s in store.list_status()} == {
-        datetime.fromisoformat("2026-10-18T22:00:00+07:00")}
+        datetime.fromisoformat("2026-10-18T22:00:00+07:00")
+    }
     before = store.list_status()
     stray = cli(url, pool_file, "engine", "run", "--once", clock=FUTURE.isoformat())
     assert stray.returncode == 1, stray.stderr  # refused: a frozen clock, not asked (#2a)
@@ -66,8 +70,9 @@ def wedged_world(url: str, tmp: Path) -> tuple[Store, SimPool, VirtualClock, Eng
     assert "s0000 v1: nothing to do" in peek.stdout, peek.stdout  # tonight: already in place
     assert store.list_status() == before and store.list_actions() == []  # nothing written
     # asked explicitly (as a replica whose clock runs 20 h fast would, unasked)
-    stray = cli(url, pool_file, "engine", "run", "--once", "--frozen-clock-writes",
-                clock=FUTURE.isoformat())
+    stray = cli(
+        url, pool_file, "engine", "run", "--once", "--frozen-clock-writes", clock=FUTURE.isoformat()
+    )
     assert stray.returncode == 0, stray.stderr
     tonight = datetime.fromisoformat("2026-10-19T22:00:00+07:00")
     assert {s.interval_start for s in store.list_status()} == {tonight}
@@ -92,10 +97,11 @@ def present_planned(store: Store, engine: Engine, clock: VirtualClock) -> None:
 
 
 @pytest.mark.postgres
-def test_the_documented_command_clears_a_stored_future_interval(pg_url: str, tmp_path: Path) -> None:
+def test_the_documented_command_clears_a_stored_future_interval(
+    pg_url: str, tmp_path: Path
+) -> None:
     store, _, clock, engine, pool_file = wedged_world(pg_url, tmp_path)
-    done = cli(pg_url, pool_file, "schedules", "clear-skew", "s0000",
-               clock=clock.now().isoformat())
+    done = cli(pg_url, pool_file, "schedules", "clear-skew", "s0000", clock=clock.now().isoformat())
     assert done.returncode == 0, done.stderr
     assert "cleared the future intervals of d0-a, d0-b" in done.stdout
     present_planned(store, engine, clock)
@@ -126,4 +132,6 @@ def test_apply_now_on_a_frozen_clock_refuses_unless_asked(pg_url: str, tmp_path:
     assert refused.returncode == 1 and "clock_frozen" in refused.stderr, refused.stderr
     assert store.list_status() == [] and store.list_actions() == []
     queued = cli(pg_url, pool_file, "apply-now", "s0000", "--queue", clock=FUTURE.isoformat())
-    assert queued.returncode == 0, queued.stderr  # a request only: the sensor serves it on its clock
+    assert queued.returncode == 0, (
+        queued.stderr
+    )  # a request only: the sensor serves it on its clock

@@ -25,7 +25,10 @@ def test_business_hours_does_not_start_on_the_holidays_and_b_keeps_the_gpus() ->
     rep = simulate(spec, load_pool(seed_pool()), MONDAY, MONDAY + timedelta(days=7))
     swaps = [t for t in rep.transitions if t["steps"]]
     assert [t["boundary"].astimezone(MONDAY.tzinfo).strftime("%a %H:%M") for t in swaps] == [
-        "Thu 08:00", "Thu 18:00", "Fri 08:00", "Fri 18:00",
+        "Thu 08:00",
+        "Thu 18:00",
+        "Fri 08:00",
+        "Fri 18:00",
     ]
     starts = [o for o in rep.operations if o["deploy"] == "md-llama70b" and o["kind"] == "start"]
     assert len(starts) == 2

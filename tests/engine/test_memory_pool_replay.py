@@ -22,20 +22,46 @@ from tests.engine.harness import SEED_MONDAY, example, seed_pool, seed_schedule
 from tests.engine.test_simulation_regressions import with_faults
 
 COMPARED = (
-    "transitions", "events", "final_status", "operations", "gpu_usage", "downtime_seconds", "gpu_idle_seconds",
-    "witness", "engine_restarts", "passes", "max_gpus_in_use", "boundary_lag_seconds", "ready_by",
+    "transitions",
+    "events",
+    "final_status",
+    "operations",
+    "gpu_usage",
+    "downtime_seconds",
+    "gpu_idle_seconds",
+    "witness",
+    "engine_restarts",
+    "passes",
+    "max_gpus_in_use",
+    "boundary_lag_seconds",
+    "ready_by",
 )
 H = timedelta(hours=1)
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any], datetime, datetime]] = {
-    "demo-30m": (example("demo-schedule.json"), example("demo-pool.yaml"), SEED_MONDAY, SEED_MONDAY + H / 2),
+    "demo-30m": (
+        example("demo-schedule.json"),
+        example("demo-pool.yaml"),
+        SEED_MONDAY,
+        SEED_MONDAY + H / 2,
+    ),
     "seed-1d": (seed_schedule(), seed_pool(), SEED_MONDAY, SEED_MONDAY + 24 * H),
     "scenario2-reservations": (
-        example("scenario2-schedule.json"), example("scenario2-reservations-pool.yaml"), SEED_MONDAY, SEED_MONDAY + 24 * H,
+        example("scenario2-schedule.json"),
+        example("scenario2-reservations-pool.yaml"),
+        SEED_MONDAY,
+        SEED_MONDAY + 24 * H,
     ),
-    "gpu42-time-sliced": (example("gpu42-schedule.json"), example("gpu42-pool.yaml"), SEED_MONDAY, SEED_MONDAY + 48 * H),
+    "gpu42-time-sliced": (
+        example("gpu42-schedule.json"),
+        example("gpu42-pool.yaml"),
+        SEED_MONDAY,
+        SEED_MONDAY + 48 * H,
+    ),
     "crash-fault": (
-        seed_schedule(), with_faults({"effect": "crash", "op": "start", "point": "before_commit"}),
-        SEED_MONDAY + 6 * H, SEED_MONDAY + 20 * H,
+        seed_schedule(),
+        with_faults({"effect": "crash", "op": "start", "point": "before_commit"}),
+        SEED_MONDAY + 6 * H,
+        SEED_MONDAY + 20 * H,
     ),
 }
 
@@ -43,8 +69,14 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], datetime, datetime]] = {
 def replay(case: str, *, memory_pool: bool, memory_store: bool = False) -> dict[str, Any]:
     """``simulate``'s report of ``case``; the store held at SQL unless ``memory_store``."""
     schedule, pool, start, end = CASES[case]
-    return simulate(load_schedule(schedule), load_pool(pool), start, end, memory_pool=memory_pool,
-                    memory_store=memory_store).as_dict()
+    return simulate(
+        load_schedule(schedule),
+        load_pool(pool),
+        start,
+        end,
+        memory_pool=memory_pool,
+        memory_store=memory_store,
+    ).as_dict()
 
 
 def _witnessed(rep: dict[str, Any]) -> bool:

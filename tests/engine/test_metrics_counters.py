@@ -39,9 +39,13 @@ def test_deployschedule_actions_counter_never_decreases_across_a_swap(sqlite_url
         went_down = {k: (v, after.get(k, 0.0)) for k, v in before.items() if after.get(k, 0.0) < v}
         assert not went_down, f"counter samples went down: {went_down}"
     final, _ = scrapes[-1]
-    finished = {dict(k[1])["step"]: v for k, v in final.items() if k[0] == "deployschedule_actions_total"}
+    finished = {
+        dict(k[1])["step"]: v for k, v in final.items() if k[0] == "deployschedule_actions_total"
+    }
     assert finished == {"start": 1.0, "stop": 1.0}  # B's stop and A's start, both converged
-    in_flight = [g for _, g in scrapes if any(k[0] == "deployschedule_actions_in_flight" for k in g)]
+    in_flight = [
+        g for _, g in scrapes if any(k[0] == "deployschedule_actions_in_flight" for k in g)
+    ]
     assert in_flight, "steps on their way are reported as a gauge"
     assert not [k for k in scrapes[-1][1] if k[0] == "deployschedule_actions_in_flight"]
 

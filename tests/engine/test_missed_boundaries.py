@@ -13,13 +13,21 @@ from tests.engine.harness import A, B, a_running_pool, jump, local, make_world, 
 
 
 def test_a_boundary_missed_during_downtime_acts_late_with_its_lag_measured(sqlite_url: str) -> None:
-    w = make_world(sqlite_url, pool=a_running_pool(), start=local("2026-10-19T17:50"),
-                   config=EngineConfig(capacity_wait_s=300))
+    w = make_world(
+        sqlite_url,
+        pool=a_running_pool(),
+        start=local("2026-10-19T17:50"),
+        config=EngineConfig(capacity_wait_s=300),
+    )
     w.tick(30)
     jump(w, local("2026-10-19T18:20"))  # down over 18:00
     w.run_until(local("2026-10-19T18:26"))
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop"), (B, "start")]
-    (swap,) = [tr for tr in w.store.list_transitions(w.spec.name) if tr.boundary_at == local("2026-10-19T18:00")]
+    (swap,) = [
+        tr
+        for tr in w.store.list_transitions(w.spec.name)
+        if tr.boundary_at == local("2026-10-19T18:00")
+    ]
     assert swap.lag_seconds == 20 * 60 and swap.created_at == local("2026-10-19T18:20")
     (start_b,) = w.store.list_actions(deploy_id=B)
     assert start_b.state == "converged"

@@ -37,8 +37,9 @@ def test_an_outage_logs_one_line_per_failed_pass_and_one_traceback_at_debug(
     ctx = multiprocessing.get_context("spawn")
     down, back, done = ctx.Event(), ctx.Event(), ctx.Event()
     log = tmp_path / "replica.log"
-    proc = ctx.Process(target=outage_replica,
-                       args=(pg_url, str(log), PASSES_DOWN, down, back, done))
+    proc = ctx.Process(
+        target=outage_replica, args=(pg_url, str(log), PASSES_DOWN, down, back, done)
+    )
     proc.start()
     admin = sa.create_engine(admin_url(pg_url), isolation_level="AUTOCOMMIT")
     name = database(pg_url)
@@ -46,9 +47,12 @@ def test_an_outage_logs_one_line_per_failed_pass_and_one_traceback_at_debug(
         assert down.wait(timeout=120), "the replica never got going"
         with admin.connect() as conn:
             conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
-            conn.execute(sa.text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
-            ), {"n": name})
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+                ),
+                {"n": name},
+            )
         back.set()  # the replica now runs its passes against the refusing server
         assert done.wait(timeout=120), "the replica's passes during the outage never ended"
     finally:
@@ -66,10 +70,12 @@ def test_an_outage_logs_one_line_per_failed_pass_and_one_traceback_at_debug(
     loud = [ln for ln in records if not ln.startswith("DEBUG")]
     failed = [ln for ln in loud if "engine pass failed" in ln]
     assert len(failed) == PASSES_DOWN, "\n".join(records)
-    assert all(re.search(r"next try in \d+ s", ln) and "store unavailable" in ln
-               for ln in failed), failed
+    assert all(
+        re.search(r"next try in \d+ s", ln) and "store unavailable" in ln for ln in failed
+    ), failed
     assert len(loud) <= PASSES_DOWN + 1, "\n".join(loud)  # + the heartbeat's one warning
-    with_traceback = [during[i] for i in starts
-                      if i + 1 < len(during) and during[i + 1].startswith("Traceback")]
+    with_traceback = [
+        during[i] for i in starts if i + 1 < len(during) and during[i + 1].startswith("Traceback")
+    ]
     assert len(with_traceback) == 1, "\n".join(with_traceback)  # once ...
     assert with_traceback[0].startswith("DEBUG"), with_traceback  # ... at debug

@@ -26,7 +26,8 @@ def counters(w: World) -> list[str]:
     """Every counter and histogram sample of the scrape (gauges left out)."""
     text = render(w.store)
     return sorted(
-        line for line in text.splitlines()
+        line
+        for line in text.splitlines()
         if re.match(r"deployschedule_(actions_total|boundary_lag_seconds)", line)
     )
 
@@ -34,20 +35,46 @@ def counters(w: World) -> list[str]:
 def old_plan(w: World, tid: str, *, state: str, step_state: str, days: int = 40) -> None:
     """A plan (and one step) written ``days`` ago, as history leaves them."""
     at = w.clock.now() - timedelta(days=days)
-    row: dict[str, Any] = {"id": tid, "schedule_name": w.spec.name, "schedule_version": 1,
-                           "boundary_at": at, "order": "release_first", "trigger": "tick",
-                           "state": state, "targets": [A], "created_at": at, "lag_seconds": 1.0}
-    step: dict[str, Any] = {"id": f"act-{tid}", "idempotency_key": f"key/{tid}",
-                            "transition_id": tid, "schedule_name": w.spec.name,
-                            "schedule_version": 1, "deploy_id": A, "interval_start": at,
-                            "step": "stop", "order": "release", "seq": 0, "state": step_state,
-                            "created_at": at, "updated_at": at,
-                            "finished_at": at if step_state == "converged" else None}
+    row: dict[str, Any] = {
+        "id": tid,
+        "schedule_name": w.spec.name,
+        "schedule_version": 1,
+        "boundary_at": at,
+        "order": "release_first",
+        "trigger": "tick",
+        "state": state,
+        "targets": [A],
+        "created_at": at,
+        "lag_seconds": 1.0,
+    }
+    step: dict[str, Any] = {
+        "id": f"act-{tid}",
+        "idempotency_key": f"key/{tid}",
+        "transition_id": tid,
+        "schedule_name": w.spec.name,
+        "schedule_version": 1,
+        "deploy_id": A,
+        "interval_start": at,
+        "step": "stop",
+        "order": "release",
+        "seq": 0,
+        "state": step_state,
+        "created_at": at,
+        "updated_at": at,
+        "finished_at": at if step_state == "converged" else None,
+    }
     with w.store.engine.begin() as conn:
         conn.execute(t.transitions.insert().values(**row))
         conn.execute(t.actions.insert().values(**step))
-        conn.execute(t.events.insert().values(at=at, schedule_name=w.spec.name, deploy_id=A,
-                                              kind="phase_changed", phase="converged"))
+        conn.execute(
+            t.events.insert().values(
+                at=at,
+                schedule_name=w.spec.name,
+                deploy_id=A,
+                kind="phase_changed",
+                phase="converged",
+            )
+        )
 
 
 def ids(w: World, table: sa.Table) -> set[str]:

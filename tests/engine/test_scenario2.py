@@ -38,8 +38,12 @@ class RecordingCore:
 
 
 def scenario2(url: str) -> tuple[World, RecordingCore]:
-    w = make_world(url, schedule=example("scenario2-schedule.json"), pool=example("seed-pool-16.yaml"),
-                   start=local("2026-10-19T07:59:30"))
+    w = make_world(
+        url,
+        schedule=example("scenario2-schedule.json"),
+        pool=example("seed-pool-16.yaml"),
+        start=local("2026-10-19T07:59:30"),
+    )
     core = RecordingCore(w.pool)
     w.engine = Engine(w.store, core, w.clock, EngineConfig())  # type: ignore[arg-type]
     return w, core
@@ -65,7 +69,10 @@ def test_a_has_zero_downtime_over_a_weekday() -> None:
     assert rep.downtime_seconds == {A: 0.0}
     assert rep.max_gpus_in_use <= 16
     assert [(o["deploy"], o["kind"]) for o in rep.operations] == [
-        (Q, "stop"), (A, "set_replica_intent"), (A, "set_replica_intent"), (Q, "start"),
+        (Q, "stop"),
+        (A, "set_replica_intent"),
+        (A, "set_replica_intent"),
+        (Q, "start"),
     ]
     reduced = [e for e in rep.events if e["kind"] == "capacity_reduced"]
     assert [(e["target"], e["at"]) for e in reduced] == [(A, local("2026-10-19T18:00"))]
@@ -86,9 +93,14 @@ def test_both_swaps_hand_node_two_over_and_preview_only_the_delta(sqlite_url: st
     assert nodes_of(w, A) == {"hgx-01"} and nodes_of(w, Q) == {"hgx-02"}
 
     assert core.previews and {d for d, _ in core.previews} == {A, Q}
-    assert {delta for _, delta in core.previews} == {1}  # the delta (one 8-GPU group), never the whole deploy
+    assert {delta for _, delta in core.previews} == {
+        1
+    }  # the delta (one 8-GPU group), never the whole deploy
     assert [(d, k) for d, k, _ in op_triples(w)] == [
-        (Q, "stop"), (A, "set_replica_intent"), (A, "set_replica_intent"), (Q, "start"),
+        (Q, "stop"),
+        (A, "set_replica_intent"),
+        (A, "set_replica_intent"),
+        (Q, "start"),
     ]
     intents = [o.replicas for o in w.pool.operation_log() if o.deploy_id == A]
     assert intents == [2, 1]
@@ -102,14 +114,22 @@ def test_starting_a_stopped_deploy_with_other_replicas_persists_them_first(sqlit
     pool = example("seed-pool-16.yaml")
     for dep in pool["deploys"]:
         dep["state"] = "stopped"
-    w = make_world(sqlite_url, schedule=example("scenario2-schedule.json"), pool=pool,
-                   start=local("2026-10-19T08:00"))
+    w = make_world(
+        sqlite_url,
+        schedule=example("scenario2-schedule.json"),
+        pool=pool,
+        start=local("2026-10-19T08:00"),
+    )
     core = RecordingCore(w.pool)
     w.engine = Engine(w.store, core, w.clock, EngineConfig())  # type: ignore[arg-type]
     serve_through(w, "2026-10-19T08:05")
     persist, start = w.pool.operation_log()
     assert (persist.deploy_id, persist.kind.value, persist.replicas, persist.persist_only) == (
-        A, "set_replica_intent", 2, True)
+        A,
+        "set_replica_intent",
+        2,
+        True,
+    )
     assert (start.deploy_id, start.kind.value) == (A, "start")
     assert start.idempotency_key == persist.idempotency_key.removesuffix("/persist")
     assert set(core.previews) == {(A, 2)}  # a stopped deploy needs all its groups

@@ -26,8 +26,18 @@ def test_every_boundary_of_the_seed_week_swaps_a_and_b_release_first() -> None:
     swaps = [t for t in rep.transitions if t["steps"]]
     boundaries = [t["boundary"].astimezone(TZ).strftime("%a %H:%M") for t in swaps]
     assert boundaries == [
-        "Mon 08:00", "Mon 18:00", "Tue 08:00", "Tue 18:00", "Wed 08:00", "Wed 13:00", "Wed 15:00",
-        "Wed 18:00", "Thu 08:00", "Thu 18:00", "Fri 08:00", "Fri 18:00",
+        "Mon 08:00",
+        "Mon 18:00",
+        "Tue 08:00",
+        "Tue 18:00",
+        "Wed 08:00",
+        "Wed 13:00",
+        "Wed 15:00",
+        "Wed 18:00",
+        "Thu 08:00",
+        "Thu 18:00",
+        "Fri 08:00",
+        "Fri 18:00",
     ]
     for t in swaps:
         release = [s for s in t["steps"] if s["order"] == "release"]
@@ -37,7 +47,11 @@ def test_every_boundary_of_the_seed_week_swaps_a_and_b_release_first() -> None:
         assert {s["state"] for s in t["steps"]} == {"converged"}
         # release first: the start reached the core only after the stop had been accepted
         assert acquire[0]["submitted_at"] >= release[0]["accepted_at"]
-    wed = {t["boundary"].astimezone(TZ).strftime("%H:%M"): t for t in swaps if t["boundary"].astimezone(TZ).day == 21}
+    wed = {
+        t["boundary"].astimezone(TZ).strftime("%H:%M"): t
+        for t in swaps
+        if t["boundary"].astimezone(TZ).day == 21
+    }
     assert [s["target"] for s in wed["13:00"]["steps"] if s["step"] == "stop"] == ["md-llama70b"]
     assert [s["target"] for s in wed["15:00"]["steps"] if s["step"] == "stop"] == ["md-qwen32b"]
 
@@ -56,5 +70,11 @@ def test_each_core_mutation_happens_exactly_once_per_step() -> None:
     rep = _week()
     keys = [o["key"] for o in rep.operations]
     assert len(keys) == len(set(keys))
-    assert len([o for o in rep.operations if o["deploy"] == "md-llama70b" and o["kind"] == "stop"]) == 6
-    assert len([o for o in rep.operations if o["deploy"] == "md-qwen32b" and o["kind"] == "start"]) == 6
+    assert (
+        len([o for o in rep.operations if o["deploy"] == "md-llama70b" and o["kind"] == "stop"])
+        == 6
+    )
+    assert (
+        len([o for o in rep.operations if o["deploy"] == "md-qwen32b" and o["kind"] == "start"])
+        == 6
+    )

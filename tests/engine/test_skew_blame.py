@@ -28,18 +28,25 @@ from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.store import Store
 from tests.engine.night_fleet import night_pool, night_schedule
 
-CLI = [sys.executable, "-m", "gps_dagster.cli.main", "engine", "run", "--once",
-       "--frozen-clock-writes"]
+CLI = [
+    sys.executable,
+    "-m",
+    "gps_dagster.cli.main",
+    "engine",
+    "run",
+    "--once",
+    "--frozen-clock-writes",
+]
 FAST_S = 60.0
 
 
 def replica(url: str, pool: Path, clock: datetime) -> subprocess.Popen[str]:
     """A replica process whose clock reads ``clock`` (frozen: one pass)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPS_")}
-    env.update(GPS_DB_URL=url, GPS_POOL_FILE=str(pool), GPS_BACKEND="sim",
-               GPS_CLOCK=clock.isoformat())
-    return subprocess.Popen(CLI, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    env.update(
+        GPS_DB_URL=url, GPS_POOL_FILE=str(pool), GPS_BACKEND="sim", GPS_CLOCK=clock.isoformat()
+    )
+    return subprocess.Popen(CLI, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(proc: subprocess.Popen[str]) -> str:
@@ -92,4 +99,3 @@ def test_a_fast_replica_is_named_by_the_healthy_replicas_behind_it(
         assert f"clock of {fast}" in e.detail["fix"]
     assert {e.detail["observer"] for e in events if e.detail} == observers
     assert {r.interval_start for r in store.list_status("s0000")} == {boundary}  # not undone
-

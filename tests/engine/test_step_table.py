@@ -20,14 +20,25 @@ from tests.engine.test_execute_steps import BOUNDARY, Lane, opened, snapshot, tw
 
 __all__ = ["two_urls"]  # the fixture, imported for this module
 
-STATES = ("pending", "capacity_wait", "submitting", "accepted", "converged", "failed",
-          "cancelled", "superseded")
+STATES = (
+    "pending",
+    "capacity_wait",
+    "submitting",
+    "accepted",
+    "converged",
+    "failed",
+    "cancelled",
+    "superseded",
+)
 N = 3
 
 
 def put(lane: Lane, step_id: str, state: str) -> None:
     moved = lane.store.update_action(
-        step_id, expect=("pending",), now=BOUNDARY, state=state,
+        step_id,
+        expect=("pending",),
+        now=BOUNDARY,
+        state=state,
         reason=None if state not in ("failed", "cancelled") else "put_by_the_test",
     )
     assert moved
@@ -37,15 +48,19 @@ def subject(lane: Lane, role: str) -> tuple[str, list[str]]:
     """The step looked at, and the batch it runs inside (its order's steps of every plan)."""
     plans: list[PlanRef] = lane.plans
     order = "release" if role == "release" else "acquire"
-    steps = [s.step_id for p in plans
-             for s in (p.release_steps if order == "release" else p.acquire_steps)]
+    steps = [
+        s.step_id
+        for p in plans
+        for s in (p.release_steps if order == "release" else p.acquire_steps)
+    ]
     return steps[0], steps
 
 
 def outcome(lane: Lane, step: str, batch: list[str], *, alone: bool) -> Any:
     """The batch's steps one at a time (``alone``) or together; the outcome of ``step``."""
-    done = ([lane.engine.execute_step(i) for i in batch] if alone
-            else lane.engine.execute_steps(batch))
+    done = (
+        [lane.engine.execute_step(i) for i in batch] if alone else lane.engine.execute_steps(batch)
+    )
     got = next(o for o in done if o.step_id == step)
     return (got.deploy_id, got.state, got.phase, got.reason)
 
@@ -67,7 +82,11 @@ def test_a_steps_outcome_alone_equals_its_outcome_in_a_batch(
     assert snapshot(worlds[1]) == snapshot(worlds[0])
     # and the table means something: what the first plan's acquire does behind its release
     if role == "acquire_behind_it":
-        expected = {"pending": "pending", "capacity_wait": "pending", "submitting": "pending",
-                    "failed": "cancelled",
-                    "cancelled": "cancelled"}.get(state, "accepted")
+        expected = {
+            "pending": "pending",
+            "capacity_wait": "pending",
+            "submitting": "pending",
+            "failed": "cancelled",
+            "cancelled": "cancelled",
+        }.get(state, "accepted")
         assert one[1] == expected, (state, one)

@@ -24,8 +24,13 @@ def schedule(doc: dict[str, Any] | None = None) -> Schedule:
 
 
 def other(*targets: str, name: str = "batch-nightly") -> Schedule:
-    return schedule({"name": name, "timezone": "UTC",
-                     "targets": [{"model_deploy_id": t, "default_state": "running"} for t in targets]})
+    return schedule(
+        {
+            "name": name,
+            "timezone": "UTC",
+            "targets": [{"model_deploy_id": t, "default_state": "running"} for t in targets],
+        }
+    )
 
 
 def test_reapplying_an_unchanged_schedule_keeps_its_version(db_url: str) -> None:
@@ -47,7 +52,11 @@ def test_every_update_bumps_the_version(db_url: str) -> None:
     assert rec.version == 2
     got = store.get_schedule(doc["name"])
     assert (got.version, got.spec.mode.value, got.created_at, got.updated_at) == (
-        2, "observe", NOW, NOW + timedelta(minutes=1))
+        2,
+        "observe",
+        NOW,
+        NOW + timedelta(minutes=1),
+    )
 
 
 def test_delete_releases_the_claims(db_url: str) -> None:
@@ -76,7 +85,11 @@ def test_target_owned_persists_nothing(db_url: str) -> None:
     events = len(store.list_events(limit=1000))
     with pytest.raises(TargetOwned) as err:
         store.apply_schedule(other("md-new", B), now=NOW)
-    assert (err.value.http_status, err.value.owner, err.value.deploy_id) == (409, "gpu-pool-h100-shared", B)
+    assert (err.value.http_status, err.value.owner, err.value.deploy_id) == (
+        409,
+        "gpu-pool-h100-shared",
+        B,
+    )
     assert [r.name for r in store.list_schedules()] == ["gpu-pool-h100-shared"]
     assert store.owner_of("md-new") is None and store.owner_of(B) == "gpu-pool-h100-shared"
     assert len(store.list_events(limit=1000)) == events
@@ -97,10 +110,15 @@ def test_status_cas_loses_on_a_stale_status_version(db_url: str) -> None:
     assert store.cas_status(seen, now=NOW, phase="converged") is None  # a writer that read before
     stale_generation = store.cas_status(won, now=NOW, target_generation=won.target_generation + 1)
     assert stale_generation is not None
-    forged = replace(stale_generation, target_generation=won.target_generation)  # right version, old generation
+    forged = replace(
+        stale_generation, target_generation=won.target_generation
+    )  # right version, old generation
     assert store.cas_status(forged, now=NOW, phase="converged") is None
     final = store.get_status("gpu-pool-h100-shared", A)
-    assert final is not None and (final.phase, final.status_version) == ("releasing", seen.status_version + 2)
+    assert final is not None and (final.phase, final.status_version) == (
+        "releasing",
+        seen.status_version + 2,
+    )
     changes = [e for e in store.list_events(limit=1000) if e.kind == "phase_changed"]
     assert [(e.phase, (e.detail or {})["from"]) for e in changes] == [("releasing", "pending")]
 
@@ -112,7 +130,9 @@ def test_pass_lock_is_exclusive_and_a_lease_expires(db_url: str) -> None:
         with store.lock("pass", holder="e2", now=NOW + timedelta(seconds=60), ttl_s=120) as second:
             assert not second.acquired
         if not is_postgres(store.engine):  # the SQLite lease of a crashed holder expires
-            with store.lock("pass", holder="e2", now=NOW + timedelta(seconds=120), ttl_s=120) as late:
+            with store.lock(
+                "pass", holder="e2", now=NOW + timedelta(seconds=120), ttl_s=120
+            ) as late:
                 assert late.acquired
     with store.lock("pass", holder="e3", now=NOW + timedelta(seconds=1), ttl_s=120) as again:
         assert again.acquired

@@ -40,17 +40,29 @@ N = 4
 
 def _pool() -> dict[str, Any]:
     deploys = [{"id": f"d{i}", "gpus_per_replica": 1, "state": "stopped"} for i in range(N)]
-    return {"name": "many", "nodes": [{"name": "n0", "gpus": N}], "deploys": deploys,
-            "sim": {"record_usage": False}}
+    return {
+        "name": "many",
+        "nodes": [{"name": "n0", "gpus": N}],
+        "deploys": deploys,
+        "sim": {"record_usage": False},
+    }
 
 
 def _schedule(i: int) -> dict[str, Any]:
     return {
-        "name": f"s{i}", "timezone": "Asia/Ho_Chi_Minh",
+        "name": f"s{i}",
+        "timezone": "Asia/Ho_Chi_Minh",
         "targets": [{"model_deploy_id": f"d{i}", "default_state": "stopped"}],
-        "windows": [{"name": "night", "kind": "recurring", "priority": 10,
-                     "cron": "0 22 * * *", "duration": "6h",
-                     "states": [{"model_deploy_id": f"d{i}", "desired_state": "running"}]}],
+        "windows": [
+            {
+                "name": "night",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 22 * * *",
+                "duration": "6h",
+                "states": [{"model_deploy_id": f"d{i}", "desired_state": "running"}],
+            }
+        ],
     }
 
 
@@ -97,16 +109,20 @@ def test_sim_submit_many_answers_each_submission_as_its_single_call(tmp_path: An
     store = Store.open(f"sqlite:///{tmp_path / 'sim.sqlite'}")
     pool = SimPool.create(store.engine, load_pool(_pool()), clock, replace=True)
     e0, e1 = pool.get_deploy("d0").etag, pool.get_deploy("d1").etag
-    first = pool.submit_many([
-        Submission(OperationKind.START, "d0", e0, "k0"),
-        Submission(OperationKind.START, "d1", "stale", "k1"),
-    ])
+    first = pool.submit_many(
+        [
+            Submission(OperationKind.START, "d0", e0, "k0"),
+            Submission(OperationKind.START, "d1", "stale", "k1"),
+        ]
+    )
     assert isinstance(first[0], Operation) and isinstance(first[1], EtagMismatch)
     assert pool.get_deploy("d1").etag == e1  # the refused one changed nothing
-    again = pool.submit_many([
-        Submission(OperationKind.START, "d0", e0, "k0"),  # a resubmit after a lost answer
-        Submission(OperationKind.START, "d1", e1, "k1"),
-    ])
+    again = pool.submit_many(
+        [
+            Submission(OperationKind.START, "d0", e0, "k0"),  # a resubmit after a lost answer
+            Submission(OperationKind.START, "d1", e1, "k1"),
+        ]
+    )
     assert isinstance(again[0], Operation) and again[0].id == first[0].id
     assert isinstance(again[1], Operation)
     assert [o.idempotency_key for o in pool.operation_log()] == ["k0", "k1"]  # once each
@@ -130,8 +146,15 @@ class Writes(MutationsMixin):
             self.barrier.wait()
             if deploy_id.endswith("x"):
                 raise Transient("throttled", reason="api_unavailable")
-            return Operation(deploy_id, deploy_id, OperationKind.START, idempotency_key,
-                             OperationState.ACCEPTED, etag, T0)
+            return Operation(
+                deploy_id,
+                deploy_id,
+                OperationKind.START,
+                idempotency_key,
+                OperationState.ACCEPTED,
+                etag,
+                T0,
+            )
         finally:
             with self.lock:
                 self.running -= 1

@@ -38,8 +38,9 @@ class EditDuringPage(Store):
 
     editor: Store | None = None
 
-    def page_schedules(self, after: str | None, limit: int, *,
-                       scope: str | None = None) -> list[ScheduleRecord]:
+    def page_schedules(
+        self, after: str | None, limit: int, *, scope: str | None = None
+    ) -> list[ScheduleRecord]:
         page = super().page_schedules(after, limit, scope=scope)
         if self.editor is not None and page:  # the read whose records the sweep visits
             editor, self.editor = self.editor, None
@@ -77,8 +78,9 @@ class GateDuringPage(Store):
     setter: Store | None = None
     at: datetime = T0
 
-    def page_schedules(self, after: str | None, limit: int, *,
-                       scope: str | None = None) -> list[ScheduleRecord]:
+    def page_schedules(
+        self, after: str | None, limit: int, *, scope: str | None = None
+    ) -> list[ScheduleRecord]:
         page = super().page_schedules(after, limit, scope=scope)
         if self.setter is not None and page:
             setter, self.setter = self.setter, None

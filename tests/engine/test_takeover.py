@@ -75,9 +75,11 @@ def test_survivors_take_a_killed_replicas_claims_within_the_lease(
         time.sleep(0.05)
     d = schedule_due
     with store.engine.connect() as conn:
-        held = dict(conn.execute(
-            sa.select(d.c.name, d.c.claimed_until).where(d.c.claimed_by == "victim")
-        ).all())
+        held = dict(
+            conn.execute(
+                sa.select(d.c.name, d.c.claimed_until).where(d.c.claimed_by == "victim")
+            ).all()
+        )
     assert 0 < len(held) <= EngineConfig().due_batch < N  # a bounded chunk, not the storm
     assert set(held.values()) == {BOUNDARY + timedelta(seconds=LEASE_S)}
     assert proc.pid is not None
@@ -105,7 +107,9 @@ def run_survivors(url: str, instants: list[str], tmp: Path) -> list[dict[str, An
     barrier = ctx.Barrier(2)
     outs = [tmp / f"survivor-{k}.json" for k in range(2)]
     procs = [
-        ctx.Process(target=survivor, args=(url, "storm", f"survivor-{k}", instants, barrier, str(o)))
+        ctx.Process(
+            target=survivor, args=(url, "storm", f"survivor-{k}", instants, barrier, str(o))
+        )
         for k, o in enumerate(outs)
     ]
     for p in procs:

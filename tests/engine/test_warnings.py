@@ -42,9 +42,22 @@ EVENING = local("2026-10-19T17:59:30")  # A serving, 30 s before the 18:00 swap 
 MORNING = local("2026-10-19T07:59:30")  # A stopped, B running, 30 s before the 08:00 swap
 
 
-def evening(url: str, *, schedule: dict[str, Any] | None = None, pool: dict[str, Any] | None = None,
-            config: EngineConfig | None = None, gate: str = "enforce") -> World:
-    return make_world(url, schedule=schedule, pool=pool or a_running_pool(), start=EVENING, config=config, gate=gate)
+def evening(
+    url: str,
+    *,
+    schedule: dict[str, Any] | None = None,
+    pool: dict[str, Any] | None = None,
+    config: EngineConfig | None = None,
+    gate: str = "enforce",
+) -> World:
+    return make_world(
+        url,
+        schedule=schedule,
+        pool=pool or a_running_pool(),
+        start=EVENING,
+        config=config,
+        gate=gate,
+    )
 
 
 def held_by(world: World, holder: str) -> int:
@@ -64,7 +77,9 @@ def test_alias_blocked_without_consent_keeps_a_serving_and_b_stopped(sqlite_url:
     st = w.status(A)
     assert (st.phase, st.reason) == ("alias_blocked", "alias_without_consent")
     assert "allow_downtime" in (st.fix or "") and "chat-prod" in (st.fix or "")
-    assert w.status(B).phase == "alias_blocked" and f"{A} failed preflight" in (w.status(B).fix or "")
+    assert w.status(B).phase == "alias_blocked" and f"{A} failed preflight" in (
+        w.status(B).fix or ""
+    )
     assert w.deploy(A).state is DeployState.READY
     assert w.deploy(B).state is DeployState.STOPPED
     assert op_triples(w) == []
@@ -72,9 +87,14 @@ def test_alias_blocked_without_consent_keeps_a_serving_and_b_stopped(sqlite_url:
 
 @pytest.mark.parametrize(
     ("effect", "reason"),
-    [("alias_guard_unwired", "alias_guard_unwired"), ("alias_guard_error", "alias_guard_read_error")],
+    [
+        ("alias_guard_unwired", "alias_guard_unwired"),
+        ("alias_guard_error", "alias_guard_read_error"),
+    ],
 )
-def test_alias_guard_unwired_or_unreadable_fails_closed(sqlite_url: str, effect: Any, reason: str) -> None:
+def test_alias_guard_unwired_or_unreadable_fails_closed(
+    sqlite_url: str, effect: Any, reason: str
+) -> None:
     w = evening(sqlite_url)  # the seed schedule consents: only the guard itself is at fault
     w.pool.inject_fault(FaultSpec(effect=effect, deploy=A))
     run_for(w, 300)
@@ -86,7 +106,9 @@ def test_alias_guard_unwired_or_unreadable_fails_closed(sqlite_url: str, effect:
     assert op_triples(w) == []
 
 
-def test_alias_guard_failing_between_preflight_and_submit_still_blocks_the_stop(sqlite_url: str) -> None:
+def test_alias_guard_failing_between_preflight_and_submit_still_blocks_the_stop(
+    sqlite_url: str,
+) -> None:
     w = evening(sqlite_url)
     w.tick(30)  # 17:59:30: nothing to do
     report = w.engine.reconcile()  # 18:00: the plan opens (preflight passed) but no step runs yet
@@ -94,7 +116,11 @@ def test_alias_guard_failing_between_preflight_and_submit_still_blocks_the_stop(
     w.pool.inject_fault(FaultSpec(effect="alias_guard_unwired", deploy=A))
     stop = report.plans[0].release_steps[0]
     outcome = w.engine.execute_step(stop.step_id)
-    assert (outcome.state, outcome.phase, outcome.reason) == ("failed", "alias_blocked", "alias_guard_unwired")
+    assert (outcome.state, outcome.phase, outcome.reason) == (
+        "failed",
+        "alias_blocked",
+        "alias_guard_unwired",
+    )
     assert w.status(A).phase == "alias_blocked"
     assert w.deploy(A).state is DeployState.READY
     assert op_triples(w) == []
@@ -110,7 +136,9 @@ def test_quota_refused_stops_nothing_a_keeps_serving(sqlite_url: str) -> None:
     assert (st.phase, st.reason) == ("quota_refused", "quota_refused")
     assert "raise the project's GPU quota" in (st.fix or "")
     assert (st.detail or {}).get("project") == "chat"
-    assert w.status(A).phase == "quota_refused" and f"{B} failed preflight" in (w.status(A).fix or "")
+    assert w.status(A).phase == "quota_refused" and f"{B} failed preflight" in (
+        w.status(A).fix or ""
+    )
     assert w.deploy(A).state is DeployState.READY
     assert not [o for o in op_triples(w) if o[1] == "stop"]
     assert op_triples(w) == []
@@ -138,7 +166,9 @@ def test_billing_refused_stops_nothing_a_keeps_serving(sqlite_url: str) -> None:
 # -- capacity_wait -> capacity_unavailable --------------------------------------------------------
 
 
-def test_capacity_taken_by_an_intruder_ends_capacity_unavailable_after_the_wait(sqlite_url: str) -> None:
+def test_capacity_taken_by_an_intruder_ends_capacity_unavailable_after_the_wait(
+    sqlite_url: str,
+) -> None:
     w = evening(sqlite_url, config=EngineConfig(capacity_wait_s=300))
     w.pool.add_foreign("intruder", 8, kind="intruder")
     w.run_until(local("2026-10-19T18:05"))  # last pass at 18:04:30
@@ -248,10 +278,20 @@ def endpoint_pool(*, a_running: bool = False, b_running: bool = False) -> dict[s
 
 def endpoint_schedule() -> dict[str, Any]:
     return {
-        "name": "chat-endpoint", "timezone": "Asia/Ho_Chi_Minh", "scope": "cmp:chat",
+        "name": "chat-endpoint",
+        "timezone": "Asia/Ho_Chi_Minh",
+        "scope": "cmp:chat",
         "targets": [{"model_deploy_id": "ep-chat", "default_state": "stopped"}],
-        "windows": [{"name": "business-hours", "kind": "recurring", "priority": 10, "cron": "0 8 * * 1-5",
-                     "duration": "10h", "states": [{"model_deploy_id": "ep-chat", "desired_state": "running"}]}],
+        "windows": [
+            {
+                "name": "business-hours",
+                "kind": "recurring",
+                "priority": 10,
+                "cron": "0 8 * * 1-5",
+                "duration": "10h",
+                "states": [{"model_deploy_id": "ep-chat", "desired_state": "running"}],
+            }
+        ],
     }
 
 
@@ -304,7 +344,9 @@ def _b_moved_project(pool: dict[str, Any], doc: dict[str, Any]) -> None:
         ("scope_changed", _b_moved_project),
     ],
 )
-def test_ineligible_target_is_terminal_with_its_fix_and_untouched(sqlite_url: str, reason: str, change: Any) -> None:
+def test_ineligible_target_is_terminal_with_its_fix_and_untouched(
+    sqlite_url: str, reason: str, change: Any
+) -> None:
     pool, doc = seed_pool(), seed_schedule()
     change(pool, doc)
     w = make_world(sqlite_url, schedule=doc, pool=pool, start=MORNING)
@@ -321,7 +363,11 @@ def test_target_failed_is_ineligible_and_rechecked_every_pass(sqlite_url: str) -
     w.pool.inject_fault(FaultSpec(effect="failed", deploy=B))
     w.tick(30)
     st = w.status(B)
-    assert (st.phase, st.reason, st.fix) == ("ineligible", "target_failed", INELIGIBLE_FIXES["target_failed"])
+    assert (st.phase, st.reason, st.fix) == (
+        "ineligible",
+        "target_failed",
+        INELIGIBLE_FIXES["target_failed"],
+    )
     assert w.status(A).phase == "converged"
     w.pool.clear_faults()
     w.tick(30)
@@ -330,7 +376,9 @@ def test_target_failed_is_ineligible_and_rechecked_every_pass(sqlite_url: str) -
 
 
 def test_endpoint_found_partly_running_is_ineligible_before_acting(sqlite_url: str) -> None:
-    w = make_world(sqlite_url, schedule=endpoint_schedule(), pool=endpoint_pool(a_running=True), start=MORNING)
+    w = make_world(
+        sqlite_url, schedule=endpoint_schedule(), pool=endpoint_pool(a_running=True), start=MORNING
+    )
     w.run_until(local("2026-10-19T08:05"))
     st = w.status("ep-chat")
     assert (st.phase, st.reason) == ("ineligible", "endpoint_partially_running")
@@ -345,9 +393,14 @@ def test_second_schedule_claiming_b_is_target_owned_and_persists_nothing(sqlite_
     w = make_world(sqlite_url, start=MORNING)
     before = [(r.name, r.version) for r in w.store.list_schedules()]
     other = load_schedule(
-        {"name": "batch-nightly", "timezone": "UTC", "targets": [
-            {"model_deploy_id": "md-other", "default_state": "running"},
-            {"model_deploy_id": B, "default_state": "running"}]}
+        {
+            "name": "batch-nightly",
+            "timezone": "UTC",
+            "targets": [
+                {"model_deploy_id": "md-other", "default_state": "running"},
+                {"model_deploy_id": B, "default_state": "running"},
+            ],
+        }
     )
     with pytest.raises(TargetOwned) as err:
         w.store.apply_schedule(other, now=MORNING)
@@ -397,8 +450,12 @@ def test_observe_computes_the_plan_and_submits_nothing(sqlite_url: str, how: str
     doc = seed_schedule()
     if how == "schedule_mode":
         doc["mode"] = "observe"
-    w = make_world(sqlite_url, schedule=doc, start=local("2026-10-19T08:00"),
-                   gate="observe" if how == "gate" else "enforce")
+    w = make_world(
+        sqlite_url,
+        schedule=doc,
+        start=local("2026-10-19T08:00"),
+        gate="observe" if how == "gate" else "enforce",
+    )
     run_for(w, 300)
     a, b = w.status(A), w.status(B)
     assert (a.phase, b.phase) == ("observing", "observing")
@@ -409,8 +466,12 @@ def test_observe_computes_the_plan_and_submits_nothing(sqlite_url: str, how: str
 
 
 def test_endpoint_stop_failing_on_one_member_reports_partial_execution(sqlite_url: str) -> None:
-    w = make_world(sqlite_url, schedule=endpoint_schedule(), pool=endpoint_pool(a_running=True, b_running=True),
-                   start=local("2026-10-19T17:59:30"))
+    w = make_world(
+        sqlite_url,
+        schedule=endpoint_schedule(),
+        pool=endpoint_pool(a_running=True, b_running=True),
+        start=local("2026-10-19T17:59:30"),
+    )
     w.pool.inject_fault(FaultSpec(effect="fail_stop", deploy="ep-chat-a"))
     w.run_until(local("2026-10-19T18:03"))
     st = w.status("ep-chat")
@@ -452,13 +513,17 @@ def test_target_unreadable_at_the_boundary_opens_no_partial_plan(sqlite_url: str
     """A read error on A must not let B's start go ahead alone: B would acquire before A's
     release and A's preflight (here: alias_blocked) would never guard it (R-PASS-6)."""
     pool = a_running_pool()
-    pool["nodes"].append({"name": "hgx-03", "gpus": 8})  # room for B beside A: only the plan can stop it
+    pool["nodes"].append(
+        {"name": "hgx-03", "gpus": 8}
+    )  # room for B beside A: only the plan can stop it
     doc = seed_schedule()
     doc["targets"][0]["default_allow_downtime"] = False
     w = evening(sqlite_url, schedule=doc, pool=pool)
     w.tick(30)
     w.pool.inject_fault(FaultSpec(effect="fail_next", op="get_deploys"))  # the pass's batch read
-    w.pool.inject_fault(FaultSpec(effect="fail_next", op="get_deploy", deploy=A))  # and A's own read
+    w.pool.inject_fault(
+        FaultSpec(effect="fail_next", op="get_deploy", deploy=A)
+    )  # and A's own read
     report = w.tick(30)
     assert report.schedules[0].errors and not report.schedules[0].opened
     w.run_until(local("2026-10-19T18:05"))

@@ -37,23 +37,40 @@ def gpu42_reservation_doc() -> dict[str, Any]:
     return doc
 
 
-def shared_pool(members: dict[str, int], *, running: tuple[str, ...] = (), quota: int | None = None, gpus: int = 2,
-                foreign: list[dict[str, Any]] | None = None) -> PoolSpec:
+def shared_pool(
+    members: dict[str, int],
+    *,
+    running: tuple[str, ...] = (),
+    quota: int | None = None,
+    gpus: int = 2,
+    foreign: list[dict[str, Any]] | None = None,
+) -> PoolSpec:
     """Pool ``gpu42``: node hla-worker-042 (``gpus`` H200s), GPU 0 reserved time-sliced for ``members``."""
-    return load_pool({
-        "name": "gpu42",
-        "nodes": [{"name": NODE, "gpus": gpus, "flavor": "H200-141GB", "gpu_memory_mib": 143771}],
-        "projects": {"vision": {"gpu_quota": quota}},
-        "reservations": [gpu42_reservation_doc()],
-        "deploys": [
-            {"id": d, "kind": "deployment", "project": "vision", "gpus_per_replica": 1,
-             "state": "running" if d in running else "stopped",
-             "reservation": {"mode": "time_sliced", "reservation": RSV, "memory_mib": mib}}
-            for d, mib in members.items()
-        ],
-        "sim": {"timings": {"stop_grace_s": 30, "publish_lag_s": 60, "start_delay_s": 120},
-                "foreign": foreign or []},
-    })
+    return load_pool(
+        {
+            "name": "gpu42",
+            "nodes": [
+                {"name": NODE, "gpus": gpus, "flavor": "H200-141GB", "gpu_memory_mib": 143771}
+            ],
+            "projects": {"vision": {"gpu_quota": quota}},
+            "reservations": [gpu42_reservation_doc()],
+            "deploys": [
+                {
+                    "id": d,
+                    "kind": "deployment",
+                    "project": "vision",
+                    "gpus_per_replica": 1,
+                    "state": "running" if d in running else "stopped",
+                    "reservation": {"mode": "time_sliced", "reservation": RSV, "memory_mib": mib},
+                }
+                for d, mib in members.items()
+            ],
+            "sim": {
+                "timings": {"stop_grace_s": 30, "publish_lag_s": 60, "start_delay_s": 120},
+                "foreign": foreign or [],
+            },
+        }
+    )
 
 
 def example_pool(name: str) -> dict[str, Any]:
@@ -82,17 +99,30 @@ class Sim:
 
     def start(self, deploy: str, key: str | None = None) -> None:
         view = self.pool.get_deploy(deploy)
-        self.pool.start(deploy, etag=view.etag, idempotency_key=key or f"start-{deploy}-{view.etag}")
+        self.pool.start(
+            deploy, etag=view.etag, idempotency_key=key or f"start-{deploy}-{view.etag}"
+        )
 
     def stop(self, deploy: str) -> None:
         view = self.pool.get_deploy(deploy)
-        self.pool.stop(deploy, etag=view.etag, allow_aliased_downtime=True, idempotency_key=f"stop-{deploy}-{view.etag}")
+        self.pool.stop(
+            deploy,
+            etag=view.etag,
+            allow_aliased_downtime=True,
+            idempotency_key=f"stop-{deploy}-{view.etag}",
+        )
 
 
 def open_sim(db_url: str, spec: PoolSpec, start: datetime = T0) -> Sim:
     clock = VirtualClock(start)
     store = Store.open(db_url)
-    return Sim(clock, store, SimPool.create(store.engine, spec, clock, replace=True, ledger=ReservationRepository(store.engine)))
+    return Sim(
+        clock,
+        store,
+        SimPool.create(
+            store.engine, spec, clock, replace=True, ledger=ReservationRepository(store.engine)
+        ),
+    )
 
 
 # -- the engine over a reservation pool --------------------------------------------------------------
@@ -126,7 +156,9 @@ class EngineWorld(Sim):
         return row
 
 
-def engine_world(db_url: str, spec: PoolSpec, schedule: dict[str, Any], start: datetime) -> EngineWorld:
+def engine_world(
+    db_url: str, spec: PoolSpec, schedule: dict[str, Any], start: datetime
+) -> EngineWorld:
     sim = open_sim(db_url, spec, start)
     parsed = load_schedule(copy.deepcopy(schedule))
     sim.store.apply_schedule(parsed, now=start)

@@ -47,8 +47,13 @@ def test_naive_times_are_refused() -> None:
 
 def test_gpu_hours_count_the_reservations_gpus() -> None:
     rsv = Reservation(
-        id="r2", node="n", gpu_uuids=tuple(uuid_n(i) for i in range(8)), namespace="ns",
-        mode=SharingMode.EXCLUSIVE, gpu_memory_mib=1, created_at=T0,
+        id="r2",
+        node="n",
+        gpu_uuids=tuple(uuid_n(i) for i in range(8)),
+        namespace="ns",
+        mode=SharingMode.EXCLUSIVE,
+        gpu_memory_mib=1,
+        created_at=T0,
     )
     u = usage(rsv, [(T0, A)], start=T0, end=T0 + timedelta(minutes=90))
     assert (u.billed_hours, u.gpu_hours) == (Decimal("1.5"), Decimal("12"))
@@ -74,14 +79,22 @@ def test_unbound_workloads_and_released_reservations(gpu42: Reservation) -> None
 states = st.sampled_from(list(ReservationState))
 
 
-@given(steps=st.lists(st.tuples(st.integers(0, 100), states), max_size=8), lo=st.integers(-10, 110), span=st.integers(0, 120))
-def test_billed_time_is_bounded_by_the_range_and_additive(steps: list[tuple[int, ReservationState]], lo: int, span: int) -> None:
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 100), states), max_size=8),
+    lo=st.integers(-10, 110),
+    span=st.integers(0, 120),
+)
+def test_billed_time_is_bounded_by_the_range_and_additive(
+    steps: list[tuple[int, ReservationState]], lo: int, span: int
+) -> None:
     history = [(T0 + timedelta(minutes=m), s) for m, s in steps]
     start, end = T0 + timedelta(minutes=lo), T0 + timedelta(minutes=lo + span)
     mid = start + (end - start) / 2
     whole = billed_seconds(history, start=start, end=end)
     assert 0 <= whole <= span * 60
-    assert whole == billed_seconds(history, start=start, end=mid) + billed_seconds(history, start=mid, end=end)
+    assert whole == billed_seconds(history, start=start, end=mid) + billed_seconds(
+        history, start=mid, end=end
+    )
 
 
 def test_usage_times_may_be_utc_or_offset(gpu42: Reservation) -> None:

@@ -17,7 +17,9 @@ def test_reservation_ids_are_the_ledger_s_live_reservations(sqlite_url: str) -> 
     assert reservation_ids(sim.ledger) == []
 
 
-def test_placement_check_passes_on_confirmed_uuids_and_fails_on_a_misplaced_pod(sqlite_url: str) -> None:
+def test_placement_check_passes_on_confirmed_uuids_and_fails_on_a_misplaced_pod(
+    sqlite_url: str,
+) -> None:
     sim = open_sim(sqlite_url, shared_pool({"md-a": 1_000, "md-b": 1_000}))
     assert placement_check(sim.ledger, sim.pool, RSV).passed  # nothing ready: nothing to witness
     sim.start("md-a")
@@ -33,7 +35,13 @@ def test_placement_check_passes_on_confirmed_uuids_and_fails_on_a_misplaced_pod(
 
 
 def test_overcommit_check_reports_the_budget_figures(sqlite_url: str) -> None:
-    sim = open_sim(sqlite_url, shared_pool({"md-a": 96_000, "md-c": 24_000}, running=("md-a", "md-c")))
+    sim = open_sim(
+        sqlite_url, shared_pool({"md-a": 96_000, "md-c": 24_000}, running=("md-a", "md-c"))
+    )
     out = overcommit_check(sim.ledger, sim.pool, RSV)
     assert out.passed and out.description == "within budget: 120 000 of 136 582 MiB"
-    assert (out.metadata["budget_mib"], out.metadata["started_mib"], out.metadata["free_mib"]) == (136_582, 120_000, 16_582)
+    assert (out.metadata["budget_mib"], out.metadata["started_mib"], out.metadata["free_mib"]) == (
+        136_582,
+        120_000,
+        16_582,
+    )

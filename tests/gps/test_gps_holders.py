@@ -19,8 +19,13 @@ def test_swap_of_the_last_member_asks_for_the_holder_before_the_stop(gpu42: Rese
 
 def test_no_holder_for_exclusive_or_inactive_reservations(gpu42: Reservation) -> None:
     exclusive = Reservation(
-        id="r2", node="n", gpu_uuids=(uuid_n(1),), namespace="ns", mode=SharingMode.EXCLUSIVE,
-        gpu_memory_mib=1, created_at=T0,
+        id="r2",
+        node="n",
+        gpu_uuids=(uuid_n(1),),
+        namespace="ns",
+        mode=SharingMode.EXCLUSIVE,
+        gpu_memory_mib=1,
+        created_at=T0,
     )
     assert holder_wanted(exclusive, running=[]) is False
     for state in (ReservationState.DEGRADED, ReservationState.RELEASING, ReservationState.RELEASED):

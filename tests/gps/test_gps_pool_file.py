@@ -30,9 +30,13 @@ def _reasons(doc: dict[str, Any]) -> set[tuple[str, str]]:
 def test_the_examples_parse_into_bindings() -> None:
     gpu42 = load_pool(example_pool("gpu42-pool.yaml"))
     assert [r.id for r in gpu42.reservations] == [RSV]
-    assert {d.id: d.binding() for d in gpu42.deploys}["md-vision-embed"] == TimeSlicedBinding(reservation=RSV, memory_mib=24_000)
+    assert {d.id: d.binding() for d in gpu42.deploys}["md-vision-embed"] == TimeSlicedBinding(
+        reservation=RSV, memory_mib=24_000
+    )
     s2 = load_pool(example_pool("scenario2-reservations-pool.yaml"))
-    assert s2.deploy("md-qwen-8gpu").binding() == ExclusiveBinding(gpus_per_replica=8, reservations=("rsv-r2",))  # type: ignore[union-attr]
+    assert s2.deploy("md-qwen-8gpu").binding() == ExclusiveBinding(
+        gpus_per_replica=8, reservations=("rsv-r2",)
+    )  # type: ignore[union-attr]
 
 
 def test_a_member_over_the_whole_budget_is_refused_with_its_path() -> None:
@@ -41,7 +45,9 @@ def test_a_member_over_the_whole_budget_is_refused_with_its_path() -> None:
 
 
 def test_a_time_sliced_member_is_one_replica_on_one_gpu() -> None:
-    doc = _pool(reservation={"mode": "time_sliced", "reservation": RSV, "memory_mib": 1000}, replicas=2)
+    doc = _pool(
+        reservation={"mode": "time_sliced", "reservation": RSV, "memory_mib": 1000}, replicas=2
+    )
     assert ("deploys[0].reservation", "time_sliced_single_gpu") in _reasons(doc)
 
 

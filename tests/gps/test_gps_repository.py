@@ -33,10 +33,16 @@ GPU42 = parse_reservation_spec(EXAMPLE.read_text())
 
 
 def _exclusive(rid: str, uuids: list[str]) -> ReservationSpec:
-    return load_reservation_spec({
-        "id": rid, "node": "hla-worker-001", "gpu_uuids": uuids, "namespace": "cmp-a",
-        "mode": "exclusive", "gpu_memory_mib": 81559,
-    })
+    return load_reservation_spec(
+        {
+            "id": rid,
+            "node": "hla-worker-001",
+            "gpu_uuids": uuids,
+            "namespace": "cmp-a",
+            "mode": "exclusive",
+            "gpu_memory_mib": 81559,
+        }
+    )
 
 
 @pytest.fixture
@@ -61,7 +67,12 @@ def test_create_then_get_and_list_round_trip(repo: ReservationRepository) -> Non
     assert [r.id for r in repo.list()] == ["rsv-gpu42-shared"]
     assert repo.history(got.id) == [(T0, ReservationState.ACTIVE)]
     (entry,) = repo.audit(got.id)
-    assert (entry.actor, entry.action, entry.old_generation, entry.new_generation) == ("alice", "create", None, 1)
+    assert (entry.actor, entry.action, entry.old_generation, entry.new_generation) == (
+        "alice",
+        "create",
+        None,
+        1,
+    )
     assert entry.new_value["gpu_uuids"] == [GPU42_UUID] and entry.new_value["headroom"] == "0.95"
 
 
@@ -78,7 +89,11 @@ def test_duplicate_id_and_missing_id(repo: ReservationRepository) -> None:
 def test_a_gpu_belongs_to_one_reservation_until_released(repo: ReservationRepository) -> None:
     repo.create(_exclusive("r1", [uuid_n(1), uuid_n(2)]), at=T0, actor="a")
     with pytest.raises(GpuAlreadyReserved) as exc:
-        repo.create(_exclusive("r2", [uuid_n(3), uuid_n(2).upper().replace("GPU-", "GPU-")]), at=T0, actor="a")
+        repo.create(
+            _exclusive("r2", [uuid_n(3), uuid_n(2).upper().replace("GPU-", "GPU-")]),
+            at=T0,
+            actor="a",
+        )
     assert exc.value.uuids == (uuid_n(2).lower(),)
     assert [r.id for r in repo.list()] == ["r1"]  # nothing half-written
     repo.release("r1", at=T0 + H, actor="a")
@@ -95,7 +110,9 @@ def test_repin_is_fenced_by_generation_and_audited(repo: ReservationRepository) 
     assert repo.get(GPU42.id).gpu_uuids == (uuid_n(5),)
     entries = repo.audit(GPU42.id)
     assert [(e.action, e.actor) for e in entries] == [("create", "alice"), ("repin", "bob")]
-    assert entries[1].old_value == {"gpu_uuids": [GPU42_UUID]} and entries[1].new_value == {"gpu_uuids": [uuid_n(5)]}
+    assert entries[1].old_value == {"gpu_uuids": [GPU42_UUID]} and entries[1].new_value == {
+        "gpu_uuids": [uuid_n(5)]
+    }
     assert (entries[1].old_generation, entries[1].new_generation, entries[1].at) == (1, 2, T0 + H)
 
 
@@ -133,9 +150,16 @@ def test_lifecycle_history_feeds_billing(repo: ReservationRepository) -> None:
     repo.set_state(GPU42.id, ReservationState.ACTIVE, at=T0 + 3 * H, actor="sre")
     released = repo.release(GPU42.id, at=T0 + 5 * H, actor="a")
     assert released.state is ReservationState.RELEASED
-    assert repo.release(GPU42.id, at=T0 + 6 * H, actor="a").state is ReservationState.RELEASED  # idempotent
+    assert (
+        repo.release(GPU42.id, at=T0 + 6 * H, actor="a").state is ReservationState.RELEASED
+    )  # idempotent
     history = repo.history(GPU42.id)
-    assert [s for _, s in history] == [ReservationState.ACTIVE, ReservationState.DEGRADED, ReservationState.ACTIVE, ReservationState.RELEASED]
+    assert [s for _, s in history] == [
+        ReservationState.ACTIVE,
+        ReservationState.DEGRADED,
+        ReservationState.ACTIVE,
+        ReservationState.RELEASED,
+    ]
     assert usage(repo.get(GPU42.id), history, start=T0, end=T0 + 24 * H).billed_seconds == 4 * 3600
     assert repo.list(include_released=False) == []
 
@@ -158,7 +182,11 @@ def test_locked_admission_counts_recorded_members(repo: ReservationRepository) -
     assert isinstance(over, Overcommitted)
     assert (over.running_mib, over.in_flight_mib, over.over_by_mib) == (80_000, 40_000, 1)
     assert isinstance(repo.admit(GPU42.id, "md-b", 16_582, at=T0 + H), Admitted)
-    assert repo.members(GPU42.id) == {"md-a": (80_000, "running"), "md-c": (40_000, "in_flight"), "md-b": (16_582, "in_flight")}
+    assert repo.members(GPU42.id) == {
+        "md-a": (80_000, "running"),
+        "md-c": (40_000, "in_flight"),
+        "md-b": (16_582, "in_flight"),
+    }
     repo.remove_member(GPU42.id, "md-a")
     assert isinstance(repo.admit(GPU42.id, "md-x", 80_000, at=T0 + 2 * H), Admitted)
 

@@ -38,7 +38,11 @@ def test_h200_budget_is_136582_mib(gpu42: Reservation) -> None:
 
 
 def test_example_file_is_the_gpu42_reservation(gpu42: Reservation) -> None:
-    assert (gpu42.id, gpu42.node, gpu42.namespace) == ("rsv-gpu42-shared", "hla-worker-042", "cmp-vision")
+    assert (gpu42.id, gpu42.node, gpu42.namespace) == (
+        "rsv-gpu42-shared",
+        "hla-worker-042",
+        "cmp-vision",
+    )
     assert gpu42.mode is SharingMode.TIME_SLICED
     assert gpu42.state is ReservationState.ACTIVE and gpu42.generation == 1
     # the simulated pool "gpu42" derives the same UUID for GPU 0 of the node
@@ -62,7 +66,14 @@ def test_default_headroom_applies() -> None:
 
 
 def test_every_problem_is_reported_with_a_field_path() -> None:
-    bad = {**VALID, "id": "Rsv_A", "gpu_uuids": [GPU42_UUID, "nvidia0"], "gpu_memory_mib": 0, "headroom": 1.5, "color": "red"}
+    bad = {
+        **VALID,
+        "id": "Rsv_A",
+        "gpu_uuids": [GPU42_UUID, "nvidia0"],
+        "gpu_memory_mib": 0,
+        "headroom": 1.5,
+        "color": "red",
+    }
     with pytest.raises(SpecInvalid) as exc:
         load_reservation_spec(bad, source="r.yaml")
     got = {(e.path, e.reason) for e in exc.value.errors}
@@ -90,14 +101,20 @@ def test_time_sliced_reservation_holds_one_gpu() -> None:
 
 
 def test_exclusive_reservation_may_hold_eight_gpus() -> None:
-    spec = load_reservation_spec({**VALID, "mode": "exclusive", "gpu_uuids": [uuid_n(i) for i in range(8)]})
+    spec = load_reservation_spec(
+        {**VALID, "mode": "exclusive", "gpu_uuids": [uuid_n(i) for i in range(8)]}
+    )
     assert spec.gpu_count == 8
 
 
 def test_duplicate_uuid_is_refused_case_insensitively() -> None:
     with pytest.raises(SpecInvalid) as exc:
-        load_reservation_spec({**VALID, "mode": "exclusive", "gpu_uuids": [uuid_n(1), "GPU-" + uuid_n(1)[4:].upper()]})
-    assert [(e.path, e.reason) for e in exc.value.errors] == [("gpu_uuids[1]", "duplicate_gpu_uuid")]
+        load_reservation_spec(
+            {**VALID, "mode": "exclusive", "gpu_uuids": [uuid_n(1), "GPU-" + uuid_n(1)[4:].upper()]}
+        )
+    assert [(e.path, e.reason) for e in exc.value.errors] == [
+        ("gpu_uuids[1]", "duplicate_gpu_uuid")
+    ]
 
 
 def test_unknown_mode_lists_the_allowed_ones() -> None:

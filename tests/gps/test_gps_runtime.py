@@ -15,8 +15,12 @@ def test_build_runtime_records_reservations_and_wires_both_hooks(sqlite_url: str
     settings = settings_from_env({}, db_url=sqlite_url, pool_file=pool)
     rt = build_runtime(settings, clock=VirtualClock(T0))
     assert [r.id for r in ReservationRepository(rt.store.engine).list()] == [RSV]
-    assert rt.engine.planner.reservation_check is not None and rt.engine.observer.witness is not None
+    assert (
+        rt.engine.planner.reservation_check is not None and rt.engine.observer.witness is not None
+    )
     audit = ReservationRepository(rt.store.engine).audit(RSV)
     assert [(a.action, a.actor) for a in audit] == [("create", "pool-file:gpu42")]
     again = build_runtime(settings, clock=VirtualClock(T0), reload_pool=True)
-    assert len(ReservationRepository(again.store.engine).audit(RSV)) == 1  # the ledger, not the file, wins
+    assert (
+        len(ReservationRepository(again.store.engine).audit(RSV)) == 1
+    )  # the ledger, not the file, wins

@@ -23,21 +23,42 @@ R2 = [gpu_uuid(POOL, "n2", i) for i in range(4)]
 
 
 def _rsv(rid: str, node: str, uuids: list[str]) -> dict[str, object]:
-    return {"id": rid, "node": node, "gpu_uuids": uuids, "namespace": "serving", "mode": "exclusive", "gpu_memory_mib": 81559}
+    return {
+        "id": rid,
+        "node": node,
+        "gpu_uuids": uuids,
+        "namespace": "serving",
+        "mode": "exclusive",
+        "gpu_memory_mib": 81559,
+    }
 
 
 def exclusive_pool(**sim: object) -> PoolSpec:
-    return load_pool({
-        "name": POOL,
-        "nodes": [{"name": "n1", "gpus": 8}, {"name": "n2", "gpus": 8}],
-        "reservations": [_rsv("rsv-r1", "n1", R1), _rsv("rsv-r2", "n2", R2)],
-        "deploys": [
-            {"id": "a", "gpus_per_replica": 4, "replicas": 2, "reservation": {"mode": "exclusive", "reservations": ["rsv-r1", "rsv-r2"]}},
-            {"id": "b", "gpus_per_replica": 4, "reservation": {"mode": "exclusive", "reservations": ["rsv-r2"]}},
-            {"id": "free-rider", "gpus_per_replica": 8},
-        ],
-        "sim": {"timings": {"stop_grace_s": 30, "publish_lag_s": 60, "start_delay_s": 120}, **sim},
-    })
+    return load_pool(
+        {
+            "name": POOL,
+            "nodes": [{"name": "n1", "gpus": 8}, {"name": "n2", "gpus": 8}],
+            "reservations": [_rsv("rsv-r1", "n1", R1), _rsv("rsv-r2", "n2", R2)],
+            "deploys": [
+                {
+                    "id": "a",
+                    "gpus_per_replica": 4,
+                    "replicas": 2,
+                    "reservation": {"mode": "exclusive", "reservations": ["rsv-r1", "rsv-r2"]},
+                },
+                {
+                    "id": "b",
+                    "gpus_per_replica": 4,
+                    "reservation": {"mode": "exclusive", "reservations": ["rsv-r2"]},
+                },
+                {"id": "free-rider", "gpus_per_replica": 8},
+            ],
+            "sim": {
+                "timings": {"stop_grace_s": 30, "publish_lag_s": 60, "start_delay_s": 120},
+                **sim,
+            },
+        }
+    )
 
 
 def held_by(sim: Sim, holder: str) -> set[str]:
@@ -48,8 +69,12 @@ def test_bound_replicas_land_only_on_their_reservations(sqlite_url: str) -> None
     sim = open_sim(sqlite_url, exclusive_pool())
     sim.start("a")
     assert held_by(sim, "a") == set(R1) | set(R2)
-    assert sim.pool.get_deploy("a").reservation == ReservationBinding(("rsv-r1", "rsv-r2"), "exclusive")
-    assert isinstance(sim.pool.preview_capacity("b", delta_replicas=1), Insufficient)  # R2 is full: b waits
+    assert sim.pool.get_deploy("a").reservation == ReservationBinding(
+        ("rsv-r1", "rsv-r2"), "exclusive"
+    )
+    assert isinstance(
+        sim.pool.preview_capacity("b", delta_replicas=1), Insufficient
+    )  # R2 is full: b waits
     sim.start("b")
     assert held_by(sim, "b") == set() and sim.pool.get_deploy("b").unschedulable
     sim.clock.advance(timedelta(minutes=3))
@@ -59,7 +84,9 @@ def test_bound_replicas_land_only_on_their_reservations(sqlite_url: str) -> None
 
 
 def test_unbound_work_and_intruders_never_take_reserved_gpus(sqlite_url: str) -> None:
-    sim = open_sim(sqlite_url, exclusive_pool(foreign=[{"id": "grabber", "kind": "intruder", "gpus": 16}]))
+    sim = open_sim(
+        sqlite_url, exclusive_pool(foreign=[{"id": "grabber", "kind": "intruder", "gpus": 16}])
+    )
     sim.start("free-rider")  # 8 GPUs on one node: only 4 unreserved per node, so it cannot fit
     assert sim.pool.get_deploy("free-rider").unschedulable
     assert isinstance(sim.pool.preview_capacity("free-rider", delta_replicas=1), Insufficient)
@@ -87,7 +114,9 @@ def test_only_the_misplace_fault_puts_a_bound_replica_outside(sqlite_url: str) -
     assert len(got) == 4 and not got & set(R2)
 
 
-def test_a_time_sliced_member_is_witnessed_on_the_reserved_gpu_and_misplaced_by_fault(sqlite_url: str) -> None:
+def test_a_time_sliced_member_is_witnessed_on_the_reserved_gpu_and_misplaced_by_fault(
+    sqlite_url: str,
+) -> None:
     sim = open_sim(sqlite_url, shared_pool({"md-a": 1_000, "md-b": 1_000}))
     sim.pool.inject_fault(FaultSpec(effect="misplace", deploy="md-b"))
     sim.start("md-a")
@@ -95,11 +124,15 @@ def test_a_time_sliced_member_is_witnessed_on_the_reserved_gpu_and_misplaced_by_
     sim.clock.advance(timedelta(minutes=2))
     assert sim.pool.witness("md-a").uuids == (GPU42_UUID,)
     assert sim.pool.witness("md-b").uuids == (gpu_uuid("gpu42", NODE, 1),)
-    assert sim.pool.get_deploy("md-a").reservation == ReservationBinding((RSV,), "time_sliced", 1_000)
+    assert sim.pool.get_deploy("md-a").reservation == ReservationBinding(
+        (RSV,), "time_sliced", 1_000
+    )
 
 
 def test_a_three_member_reservation_counts_one_gpu_against_quota(sqlite_url: str) -> None:
-    sim = open_sim(sqlite_url, shared_pool({"md-a": 30_000, "md-b": 30_000, "md-c": 30_000}, quota=1, gpus=4))
+    sim = open_sim(
+        sqlite_url, shared_pool({"md-a": 30_000, "md-b": 30_000, "md-c": 30_000}, quota=1, gpus=4)
+    )
     for d in ("md-a", "md-b", "md-c"):
         sim.start(d)
     status = sim.pool.check_quota("md-c", delta_replicas=1)

@@ -19,7 +19,9 @@ def test_examples() -> None:
 
 
 @given(gpu=st.integers(100, 300_000), data=st.data())
-def test_utilization_never_exceeds_the_share_and_is_the_largest_such(gpu: int, data: st.DataObject) -> None:
+def test_utilization_never_exceeds_the_share_and_is_the_largest_such(
+    gpu: int, data: st.DataObject
+) -> None:
     mem = data.draw(st.integers(-(-gpu // 100), gpu))
     util = gpu_memory_utilization(mem, gpu)
     share = Fraction(mem, gpu)
@@ -36,7 +38,12 @@ def test_out_of_range_memory_is_spec_invalid(mem: int) -> None:
 
 def test_flag_is_appended() -> None:
     assert render_vllm_args(["--model", "/m", "--max-model-len", "8192"], 40_000, H200) == (
-        "--model", "/m", "--max-model-len", "8192", FLAG, "0.27",
+        "--model",
+        "/m",
+        "--max-model-len",
+        "8192",
+        FLAG,
+        "0.27",
     )
 
 
@@ -55,10 +62,22 @@ def test_an_equal_user_value_is_accepted_once(args: list[str]) -> None:
 @pytest.mark.parametrize(
     ("args", "path", "reason"),
     [
-        (["--model", "/m", "--max-model-len", "8", "--gpu-memory-utilization", "0.9"], "args[4]", "gpu_memory_utilization_conflict"),
-        (["--model", "/m", "--gpu-memory-utilization=0.9"], "args[2]", "gpu_memory_utilization_conflict"),
+        (
+            ["--model", "/m", "--max-model-len", "8", "--gpu-memory-utilization", "0.9"],
+            "args[4]",
+            "gpu_memory_utilization_conflict",
+        ),
+        (
+            ["--model", "/m", "--gpu-memory-utilization=0.9"],
+            "args[2]",
+            "gpu_memory_utilization_conflict",
+        ),
         (["--gpu_memory_utilization=abc"], "args[0]", "gpu_memory_utilization_conflict"),
-        (["--model", "/m", "--gpu-memory-utilization"], "args[2]", "gpu_memory_utilization_missing_value"),
+        (
+            ["--model", "/m", "--gpu-memory-utilization"],
+            "args[2]",
+            "gpu_memory_utilization_missing_value",
+        ),
     ],
 )
 def test_a_contradicting_user_value_is_rejected(args: list[str], path: str, reason: str) -> None:
@@ -71,5 +90,15 @@ def test_a_contradicting_user_value_is_rejected(args: list[str], path: str, reas
 
 def test_each_contradiction_is_reported() -> None:
     with pytest.raises(SpecInvalid) as exc:
-        render_vllm_args(["--gpu-memory-utilization", "0.5", "--gpu-memory-utilization=0.27", "--gpu-memory-utilization=0.6"], 40_000, H200, path="spec.args")
+        render_vllm_args(
+            [
+                "--gpu-memory-utilization",
+                "0.5",
+                "--gpu-memory-utilization=0.27",
+                "--gpu-memory-utilization=0.6",
+            ],
+            40_000,
+            H200,
+            path="spec.args",
+        )
     assert [e.path for e in exc.value.errors] == ["spec.args[0]", "spec.args[3]"]

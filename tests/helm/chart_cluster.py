@@ -115,12 +115,18 @@ class ChartRelease:
         }
         with contextlib.suppress(NotFound):
             self.kube.call(
-                self.kube.core.delete_namespaced_secret, DB_SECRET, self.namespace,
-                what="delete secret", mutating=True,
+                self.kube.core.delete_namespaced_secret,
+                DB_SECRET,
+                self.namespace,
+                what="delete secret",
+                mutating=True,
             )
         self.kube.call(
-            self.kube.core.create_namespaced_secret, self.namespace, body,
-            what="db secret", mutating=True,
+            self.kube.core.create_namespaced_secret,
+            self.namespace,
+            body,
+            what="db secret",
+            mutating=True,
         )
 
     def close(self) -> None:
@@ -131,12 +137,17 @@ class ChartRelease:
                 self.kube.call(
                     self.kube.core.delete_namespace, self.namespace, what="ns", mutating=True
                 )
-            for pod in self.kube.items(self.kube.core.list_namespaced_pod, self.namespace,
-                                       what="pods"):
+            for pod in self.kube.items(
+                self.kube.core.list_namespaced_pod, self.namespace, what="pods"
+            ):
                 with contextlib.suppress(CoreError):
                     self.kube.call(
-                        self.kube.core.delete_namespaced_pod, pod["metadata"]["name"],
-                        self.namespace, grace_period_seconds=0, what="pod", mutating=True,
+                        self.kube.core.delete_namespaced_pod,
+                        pod["metadata"]["name"],
+                        self.namespace,
+                        grace_period_seconds=0,
+                        what="pod",
+                        mutating=True,
                     )
         finally:
             if self.placement is None:
@@ -147,7 +158,9 @@ class ChartRelease:
     def values(self, **extra: Any) -> dict[str, Any]:
         """Values for this cluster: the local image, the fake node, free ports, the scope."""
         placement = self.placement or {
-            "nodeSelector": self.node.selector, "tolerations": [self.node.toleration]}
+            "nodeSelector": self.node.selector,
+            "tolerations": [self.node.toleration],
+        }
         base: dict[str, Any] = {
             "image": {"repository": IMAGE.split(":")[0], "tag": "test", "pullPolicy": "Never"},
             "postgresql": {"existingSecret": DB_SECRET},
@@ -169,10 +182,19 @@ class ChartRelease:
     def helm(self, *args: str, check: bool = True) -> Any:
         return helm(*args, "--namespace", self.namespace, kubeconfig=self.kubeconfig, check=check)
 
-    def install(self, values: Mapping[str, Any], *, timeout: str = "180s", check: bool = True) -> Any:
+    def install(
+        self, values: Mapping[str, Any], *, timeout: str = "180s", check: bool = True
+    ) -> Any:
         done = self.helm(
-            "install", self.release, str(CHART), "-f", str(self.values_file(values)),
-            "--wait", "--timeout", timeout, check=check,
+            "install",
+            self.release,
+            str(CHART),
+            "-f",
+            str(self.values_file(values)),
+            "--wait",
+            "--timeout",
+            timeout,
+            check=check,
         )
         self.installed = self.installed or done.returncode == 0
         return done
@@ -181,14 +203,18 @@ class ChartRelease:
 
     def deployment(self, component: str) -> dict[str, Any]:
         return self.kube.call(
-            self.kube.apps.read_namespaced_deployment, f"{self.fullname}-{component}",
-            self.namespace, what="deployment",
+            self.kube.apps.read_namespaced_deployment,
+            f"{self.fullname}-{component}",
+            self.namespace,
+            what="deployment",
         )
 
     def pods(self, component: str) -> list[dict[str, Any]]:
         return self.kube.items(
-            self.kube.core.list_namespaced_pod, self.namespace,
-            label_selector=f"app.kubernetes.io/component={component}", what="pods",
+            self.kube.core.list_namespaced_pod,
+            self.namespace,
+            label_selector=f"app.kubernetes.io/component={component}",
+            what="pods",
         )
 
     def runs_of(self, job: str) -> list[Any]:

@@ -68,14 +68,19 @@ def schedule(window_from: datetime, window_to: datetime) -> dict[str, Any]:
             {"model_deploy_id": A, "default_state": "stopped", "default_allow_downtime": True},
             {"model_deploy_id": B, "default_state": "running", "default_allow_downtime": True},
         ],
-        "windows": [{
-            "name": "swap", "kind": "one_shot", "priority": 10,
-            "active_from": window_from.isoformat(), "active_until": window_to.isoformat(),
-            "states": [
-                {"model_deploy_id": A, "desired_state": "running"},
-                {"model_deploy_id": B, "desired_state": "stopped"},
-            ],
-        }],
+        "windows": [
+            {
+                "name": "swap",
+                "kind": "one_shot",
+                "priority": 10,
+                "active_from": window_from.isoformat(),
+                "active_until": window_to.isoformat(),
+                "states": [
+                    {"model_deploy_id": A, "desired_state": "running"},
+                    {"model_deploy_id": B, "desired_state": "stopped"},
+                ],
+            }
+        ],
     }
 
 
@@ -89,19 +94,23 @@ class JobsWorld:
 
     def replicas(self, deploy: str) -> int:
         _, ns, name = self.pool.workloads[deploy]
-        obj = self.pool.kube.call(self.pool.kube.apps.read_namespaced_deployment, name, ns,
-                                  what="deployment")
+        obj = self.pool.kube.call(
+            self.pool.kube.apps.read_namespaced_deployment, name, ns, what="deployment"
+        )
         return int(obj["spec"].get("replicas") or 0)
 
     def run_jobs(self) -> list[dict[str, Any]]:
         return self.release.kube.items(
-            self.release.kube.batch.list_namespaced_job, self.release.namespace,
-            label_selector="app.kubernetes.io/component=run_worker", what="run jobs",
+            self.release.kube.batch.list_namespaced_job,
+            self.release.namespace,
+            label_selector="app.kubernetes.io/component=run_worker",
+            what="run jobs",
         )
 
     def run_pods(self) -> list[Any]:
-        return [r for r in self.release.node.runner.runs.values()
-                if r.name.startswith("dagster-run-")]
+        return [
+            r for r in self.release.node.runner.runs.values() if r.name.startswith("dagster-run-")
+        ]
 
     def apply(self, spec: dict[str, Any]) -> None:
         self.store.apply_schedule(parse_schedule(json.dumps(spec)), now=self.clock.now())
@@ -139,16 +148,30 @@ def jobs_world(
         values = release.values(
             engine={"enabled": False},
             api={"enabled": False},
-            runLauncher={"config": {"k8sRunLauncher": {
-                "loadInclusterConfig": False, "kubeconfigFile": str(launcher_kubeconfig)}}},
+            runLauncher={
+                "config": {
+                    "k8sRunLauncher": {
+                        "loadInclusterConfig": False,
+                        "kubeconfigFile": str(launcher_kubeconfig),
+                    }
+                }
+            },
         )
         release.install(values)
-        service_account_kubeconfig(release.kube, release.namespace,
-                                   f"{release.fullname}-run-launcher", launcher_kubeconfig,
-                                   cluster=release.cluster)
-        adapter = service_account_kubeconfig(release.kube, release.namespace,
-                                             f"{release.fullname}-runs",
-                                             root / "adapter.kubeconfig", cluster=release.cluster)
+        service_account_kubeconfig(
+            release.kube,
+            release.namespace,
+            f"{release.fullname}-run-launcher",
+            launcher_kubeconfig,
+            cluster=release.cluster,
+        )
+        adapter = service_account_kubeconfig(
+            release.kube,
+            release.namespace,
+            f"{release.fullname}-runs",
+            root / "adapter.kubeconfig",
+            cluster=release.cluster,
+        )
         home = root / "dagster_home"
         home.mkdir()
         (home / "dagster.yaml").write_text(_installed_instance(release, k8s_launcher))
@@ -157,12 +180,16 @@ def jobs_world(
         store.apply_schedule(parse_schedule(json.dumps(first)), now=now)
         store.set_gate("enforce", now=now)
         env = {
-            "DAGSTER_PG_URL": pg_url, "GPS_DB_URL": pg_url, "GPS_BACKEND": "kubernetes",
-            "GPS_KUBECONFIG": str(adapter), "GPS_NAMESPACES": ",".join(pool.namespaces),
+            "DAGSTER_PG_URL": pg_url,
+            "GPS_DB_URL": pg_url,
+            "GPS_BACKEND": "kubernetes",
+            "GPS_KUBECONFIG": str(adapter),
+            "GPS_NAMESPACES": ",".join(pool.namespaces),
             "GPS_RECONCILE_INTERVAL_S": "5",
         }
-        dev = DagsterDev(dagster_home=home, env=env, port=free_port(), cwd=REPO,
-                         definitions=definitions)
+        dev = DagsterDev(
+            dagster_home=home, env=env, port=free_port(), cwd=REPO, definitions=definitions
+        )
         dev.start()
         dev.wait_ready(timeout=180)
         yield JobsWorld(release, pool, dev, store, clock)
@@ -178,8 +205,10 @@ def jobs_world(
 
 def _installed_instance(release: ChartRelease, k8s_launcher: bool) -> str:
     cm = release.kube.call(
-        release.kube.core.read_namespaced_config_map, f"{release.fullname}-instance",
-        release.namespace, what="instance configmap",
+        release.kube.core.read_namespaced_config_map,
+        f"{release.fullname}-instance",
+        release.namespace,
+        what="instance configmap",
     )
     text = str(cm["data"]["dagster.yaml"])
     doc = yaml.safe_load(text)  # as installed, parsed here so a broken file fails early

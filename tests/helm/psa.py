@@ -15,19 +15,42 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 BASELINE_CAPABILITIES = {
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
 }
 SAFE_SYSCTLS = {
-    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
     "net.ipv4.tcp_keepalive_probes",
 }
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t"}
 RESTRICTED_VOLUMES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-    "projected", "secret",
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
 }
 """The only volume types of the restricted profile (besides the volume's name)."""
 
@@ -100,8 +123,10 @@ def restricted(spec: Mapping[str, Any]) -> list[str]:
         if ctx.get("runAsUser") == 0:
             out.append(f"{path}.securityContext.runAsUser: must not be 0")
         if (_seccomp(ctx) or _seccomp(pod)) not in ("RuntimeDefault", "Localhost"):
-            out.append(f"{path}.securityContext.seccompProfile.type: must be RuntimeDefault or "
-                       "Localhost (pod or container)")
+            out.append(
+                f"{path}.securityContext.seccompProfile.type: must be RuntimeDefault or "
+                "Localhost (pod or container)"
+            )
         caps = ctx.get("capabilities") or {}
         if "ALL" not in (caps.get("drop") or []):
             out.append(f"{path}.securityContext.capabilities.drop: must include ALL")

@@ -44,7 +44,9 @@ IDENTITIES = {f"{FULLNAME}-{c}" for c in ("engine", "code-location", "api", "run
 
 def subjects(flow: dict[str, Any]) -> set[tuple[str, str]]:
     (rule,) = flow["spec"]["rules"]
-    return {(s["serviceAccount"]["namespace"], s["serviceAccount"]["name"]) for s in rule["subjects"]}
+    return {
+        (s["serviceAccount"]["namespace"], s["serviceAccount"]["name"]) for s in rule["subjects"]
+    }
 
 
 def test_every_identity_of_the_release_is_in_its_own_limited_level() -> None:
@@ -69,8 +71,16 @@ def test_existing_dagster_mode_has_no_run_launcher_subject_and_off_means_none() 
 
 
 def test_a_precedence_behind_the_service_accounts_schema_is_refused_by_the_schema() -> None:
-    done = helm("template", "r", str(CHART), "-f", str(ci("default")), "--set",
-                "apiPriority.matchingPrecedence=9500", check=False)
+    done = helm(
+        "template",
+        "r",
+        str(CHART),
+        "-f",
+        str(ci("default")),
+        "--set",
+        "apiPriority.matchingPrecedence=9500",
+        check=False,
+    )
     assert done.returncode != 0 and "apiPriority.matchingPrecedence" in done.stderr
 
 
@@ -85,11 +95,22 @@ def _as(server: str, ca: str, token: str, path: str) -> Any:
         return err.headers
 
 
-def test_on_the_cluster_the_engines_requests_land_in_the_charts_level(k8s_cluster: str, tmp_path: Path) -> None:
+def test_on_the_cluster_the_engines_requests_land_in_the_charts_level(
+    k8s_cluster: str, tmp_path: Path
+) -> None:
     admin = kube(k8s_cluster)
     release, ns = f"f{unique('')}", unique("apfc")
-    done = helm("template", release, str(CHART), "--namespace", ns, "-f", str(ci("default")),
-                "--validate", kubeconfig=k8s_cluster)
+    done = helm(
+        "template",
+        release,
+        str(CHART),
+        "--namespace",
+        ns,
+        "-f",
+        str(ci("default")),
+        "--validate",
+        kubeconfig=k8s_cluster,
+    )
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]
     (level,) = [d for d in docs if d["kind"] == "PriorityLevelConfiguration"]
     (flow,) = [d for d in docs if d["kind"] == "FlowSchema"]
@@ -101,25 +122,52 @@ def test_on_the_cluster_the_engines_requests_land_in_the_charts_level(k8s_cluste
     manifest.write_text(yaml.safe_dump_all([level, flow]))
     group, version = FLOWCONTROL
     try:
-        applied = subprocess.run([binary("kubectl"), "--kubeconfig", k8s_cluster, "apply", "-f", str(manifest)],
-                                 capture_output=True, text=True)
+        applied = subprocess.run(
+            [binary("kubectl"), "--kubeconfig", k8s_cluster, "apply", "-f", str(manifest)],
+            capture_output=True,
+            text=True,
+        )
         assert applied.returncode == 0, applied.stderr
-        admin.call(admin.core.create_namespaced_service_account, ns, {"metadata": {"name": engine_sa}},
-                   what="sa", mutating=True)
+        admin.call(
+            admin.core.create_namespaced_service_account,
+            ns,
+            {"metadata": {"name": engine_sa}},
+            what="sa",
+            mutating=True,
+        )
         wait_in_force(admin, flow["metadata"]["name"])
         token = rbac.service_account_token(admin, ns, account=engine_sa)
-        uids = {kind: admin.call(admin.custom.get_cluster_custom_object, group, version, plural,
-                                 level["metadata"]["name"], what=kind)["metadata"]["uid"]
-                for kind, plural in (("level", "prioritylevelconfigurations"), ("flow", "flowschemas"))}
+        uids = {
+            kind: admin.call(
+                admin.custom.get_cluster_custom_object,
+                group,
+                version,
+                plural,
+                level["metadata"]["name"],
+                what=kind,
+            )["metadata"]["uid"]
+            for kind, plural in (("level", "prioritylevelconfigurations"), ("flow", "flowschemas"))
+        }
         cfg = yaml.safe_load(Path(k8s_cluster).read_text())["clusters"][0]["cluster"]
-        headers = _as(cfg["server"], cfg["certificate-authority"], token, f"/api/v1/namespaces/{ns}/configmaps")
+        headers = _as(
+            cfg["server"],
+            cfg["certificate-authority"],
+            token,
+            f"/api/v1/namespaces/{ns}/configmaps",
+        )
         assert headers.get("X-Kubernetes-PF-PriorityLevel-UID") == uids["level"], headers
         assert headers.get("X-Kubernetes-PF-FlowSchema-UID") == uids["flow"], headers
     finally:
         for plural in ("flowschemas", "prioritylevelconfigurations"):
             with contextlib.suppress(CoreError):
-                admin.call(admin.custom.delete_cluster_custom_object, group, version, plural,
-                           level["metadata"]["name"], what="cleanup", mutating=True)
+                admin.call(
+                    admin.custom.delete_cluster_custom_object,
+                    group,
+                    version,
+                    plural,
+                    level["metadata"]["name"],
+                    what="cleanup",
+                    mutating=True,
+                )
         with contextlib.suppress(CoreError):
             admin.call(admin.core.delete_namespace, ns, what="ns", mutating=True)
-

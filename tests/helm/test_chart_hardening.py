@@ -22,8 +22,13 @@ from dagster._serdes.config_class import ConfigurableClassData
 from tests.helm.helm_support import CHART, FULLNAME, REPO, ci, container, dagster_yaml, env_of, one
 from tests.helm.helm_support import template as render
 
-COMPONENTS = {"engine": "engine", "api": "api", "code-location": "codeLocation",
-              "webserver": "dagsterWebserver", "daemon": "dagsterDaemon"}
+COMPONENTS = {
+    "engine": "engine",
+    "api": "api",
+    "code-location": "codeLocation",
+    "webserver": "dagsterWebserver",
+    "daemon": "dagsterDaemon",
+}
 
 
 def _hook_docs() -> list[dict[str, Any]]:
@@ -37,7 +42,9 @@ def test_the_migrate_hook_migrates_dagsters_schema_with_its_own_copy_of_dagster_
     # a hook created before the Job (install: the release's ConfigMaps do not exist yet)
     notes = cm["metadata"]["annotations"]
     assert notes["helm.sh/hook"] == "pre-install,pre-upgrade"
-    assert int(notes["helm.sh/hook-weight"]) < int(job["metadata"]["annotations"]["helm.sh/hook-weight"])
+    assert int(notes["helm.sh/hook-weight"]) < int(
+        job["metadata"]["annotations"]["helm.sh/hook-weight"]
+    )
     own = yaml.safe_load(cm["data"]["dagster.yaml"])
     assert own["storage"] == dagster_yaml(docs)["storage"]  # the instance's database, the same way
     assert "run_launcher" not in own  # K8sRunLauncher would need credentials the Job has not
@@ -49,7 +56,8 @@ def test_the_migrate_hook_migrates_dagsters_schema_with_its_own_copy_of_dagster_
     assert mounts[f"{home}/dagster.yaml"]["subPath"] == "dagster.yaml" and "/tmp" in mounts
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes[mounts[f"{home}/dagster.yaml"]["name"]]["configMap"]["name"] == (
-        f"{FULLNAME}-migrate-instance")
+        f"{FULLNAME}-migrate-instance"
+    )
     # with an existing Dagster its schema is not ours: only the product's tables
     existing = render([ci("existing-dagster")])
     script = container(one(existing, "Job", "migrate"))["command"][-1]
@@ -66,8 +74,9 @@ def test_the_hooks_dagster_instance_migrate_runs_on_postgresql(pg_url: str, tmp_
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "DAGSTER_PG_URL": url}
     dagster = str(Path(sys.executable).with_name("dagster"))
     for _ in range(2):
-        done = subprocess.run([dagster, "instance", "migrate"], env=env, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [dagster, "instance", "migrate"], env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "Traceback" not in done.stderr
 
@@ -85,28 +94,51 @@ def test_the_daemon_liveness_fires_in_minutes_after_a_startup_window() -> None:
 
 @pytest.mark.parametrize("choice", ["NoOpComputeLogManager", "LocalComputeLogManager", "custom"])
 def test_the_compute_log_manager_is_a_choice_dagster_loads(choice: str, tmp_path: Path) -> None:
-    sets = {"computeLogManager.type": choice,
-            "computeLogManager.localBaseDir": str(tmp_path / "logs")}
+    sets = {
+        "computeLogManager.type": choice,
+        "computeLogManager.localBaseDir": str(tmp_path / "logs"),
+    }
     if choice == "custom":  # any importable manager; here Dagster's local one by module/class
-        sets |= {"computeLogManager.custom.module": "dagster._core.storage.local_compute_log_manager",
-                 "computeLogManager.custom.class": "LocalComputeLogManager",
-                 "computeLogManager.custom.config.base_dir": str(tmp_path / "custom")}
+        sets |= {
+            "computeLogManager.custom.module": "dagster._core.storage.local_compute_log_manager",
+            "computeLogManager.custom.class": "LocalComputeLogManager",
+            "computeLogManager.custom.config.base_dir": str(tmp_path / "custom"),
+        }
     logs = dagster_yaml(render([ci("default")], sets))["compute_logs"]
-    manager = ConfigurableClassData(logs["module"], logs["class"],
-                                    yaml.safe_dump(logs.get("config") or {})).rehydrate()
-    assert type(manager).__name__ == ("LocalComputeLogManager" if choice != "NoOpComputeLogManager"
-                                      else "NoOpComputeLogManager")
+    manager = ConfigurableClassData(
+        logs["module"], logs["class"], yaml.safe_dump(logs.get("config") or {})
+    ).rehydrate()
+    assert type(manager).__name__ == (
+        "LocalComputeLogManager" if choice != "NoOpComputeLogManager" else "NoOpComputeLogManager"
+    )
     if choice == "LocalComputeLogManager":
         assert logs["config"]["base_dir"] == str(tmp_path / "logs")
 
 
 def test_a_custom_compute_log_manager_without_its_class_is_refused() -> None:
     from tests.helm.helm_support import helm
-    done = helm("template", "r", str(CHART), "-f", str(ci("default")),
-                "--set", "computeLogManager.type=custom", check=False)
+
+    done = helm(
+        "template",
+        "r",
+        str(CHART),
+        "-f",
+        str(ci("default")),
+        "--set",
+        "computeLogManager.type=custom",
+        check=False,
+    )
     assert done.returncode != 0 and "computeLogManager.custom: module and class" in done.stderr
-    done = helm("template", "r", str(CHART), "-f", str(ci("default")),
-                "--set", "computeLogManager.type=S3", check=False)
+    done = helm(
+        "template",
+        "r",
+        str(CHART),
+        "-f",
+        str(ci("default")),
+        "--set",
+        "computeLogManager.type=S3",
+        check=False,
+    )
     assert done.returncode != 0 and "computeLogManager" in done.stderr
 
 
@@ -125,8 +157,10 @@ def test_every_component_has_a_startup_probe_a_priority_class_value_and_hostname
     [spread] = spec["topologySpreadConstraints"]
     assert spread["topologyKey"] == "kubernetes.io/hostname"
     assert spread["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == component
-    assert "priorityClassName" not in one(_hook_docs(), "Deployment", component)["spec"][
-        "template"]["spec"]  # empty by default: the cluster's default class
+    assert (
+        "priorityClassName"
+        not in one(_hook_docs(), "Deployment", component)["spec"]["template"]["spec"]
+    )  # empty by default: the cluster's default class
 
 
 def test_the_image_has_a_writable_home_and_a_digest_pinned_base() -> None:

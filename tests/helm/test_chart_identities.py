@@ -34,11 +34,24 @@ Check = tuple[str, str, str, str]
 
 LWS = "leaderworkerset.x-k8s.io"
 RESOURCES = [
-    ("apps", "deployments"), ("apps", "deployments/scale"), (LWS, "leaderworkersets"),
-    ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "jobs/status"),
-    ("", "pods"), ("", "pods/log"), ("", "pods/exec"), ("", "services"), ("", "resourcequotas"),
-    ("", "events"), ("autoscaling", "horizontalpodautoscalers"), ("", "secrets"),
-    ("", "configmaps"), ("", "serviceaccounts"), ("rbac.authorization.k8s.io", "rolebindings"),
+    ("apps", "deployments"),
+    ("apps", "deployments/scale"),
+    (LWS, "leaderworkersets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("batch", "jobs"),
+    ("batch", "jobs/status"),
+    ("", "pods"),
+    ("", "pods/log"),
+    ("", "pods/exec"),
+    ("", "services"),
+    ("", "resourcequotas"),
+    ("", "events"),
+    ("autoscaling", "horizontalpodautoscalers"),
+    ("", "secrets"),
+    ("", "configmaps"),
+    ("", "serviceaccounts"),
+    ("rbac.authorization.k8s.io", "rolebindings"),
 ]
 CLUSTER = [("", "nodes"), ("", "namespaces"), ("rbac.authorization.k8s.io", "clusterroles")]
 VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
@@ -46,21 +59,42 @@ POLICY = "gps-dagster-scheduling-policy"
 
 # What each role of the chart grants, written out here (not read from rbac.yaml): widening a
 # role in rbac.yaml or the chart fails this table.
-CAPACITY = {("*", "", "nodes", "list"), ("*", "", "pods", "list"), ("*", "", "namespaces", "get"),
-            ("*", "", "nodes", "watch"), ("*", "", "pods", "watch")}  # the watch cache
-READ = [("apps", "deployments", "get"), ("apps", "deployments", "list"),
-        ("apps", "deployments", "watch"),
-        (LWS, "leaderworkersets", "get"), (LWS, "leaderworkersets", "list"),
-        (LWS, "leaderworkersets", "watch"),
-        ("apps", "statefulsets", "list"), ("apps", "daemonsets", "list"), ("batch", "jobs", "list"),
-        ("", "services", "list"), ("", "services", "watch"), ("", "resourcequotas", "list"),
-        ("", "events", "list"), ("autoscaling", "horizontalpodautoscalers", "list"),
-        ("autoscaling", "horizontalpodautoscalers", "watch")]
+CAPACITY = {
+    ("*", "", "nodes", "list"),
+    ("*", "", "pods", "list"),
+    ("*", "", "namespaces", "get"),
+    ("*", "", "nodes", "watch"),
+    ("*", "", "pods", "watch"),
+}  # the watch cache
+READ = [
+    ("apps", "deployments", "get"),
+    ("apps", "deployments", "list"),
+    ("apps", "deployments", "watch"),
+    (LWS, "leaderworkersets", "get"),
+    (LWS, "leaderworkersets", "list"),
+    (LWS, "leaderworkersets", "watch"),
+    ("apps", "statefulsets", "list"),
+    ("apps", "daemonsets", "list"),
+    ("batch", "jobs", "list"),
+    ("", "services", "list"),
+    ("", "services", "watch"),
+    ("", "resourcequotas", "list"),
+    ("", "events", "list"),
+    ("autoscaling", "horizontalpodautoscalers", "list"),
+    ("autoscaling", "horizontalpodautoscalers", "watch"),
+]
 WRITE = [("apps", "deployments", "patch"), (LWS, "leaderworkersets", "patch")]
 HOLDERS = [("", "pods", "create"), ("", "pods", "delete")]
-LAUNCHER = [("batch", "jobs", "create"), ("batch", "jobs", "delete"), ("batch", "jobs", "list"),
-            ("batch", "jobs/status", "get"), ("", "pods", "delete"), ("", "pods", "list"),
-            ("", "pods/log", "get"), ("", "events", "list")]
+LAUNCHER = [
+    ("batch", "jobs", "create"),
+    ("batch", "jobs", "delete"),
+    ("batch", "jobs", "list"),
+    ("batch", "jobs/status", "get"),
+    ("", "pods", "delete"),
+    ("", "pods", "list"),
+    ("", "pods/log", "get"),
+    ("", "events", "list"),
+]
 
 
 def _in(namespaces: list[str], rules: list[tuple[str, str, str]]) -> set[Check]:
@@ -80,19 +114,36 @@ class Install:
         self.namespaces = [self.ns, self.serving, self.gpu, self.other]
 
     def values(self) -> dict[str, Any]:
-        scope = {"clusterWide": True, "namespaces": []} if self.cluster_wide else {
-            "namespaces": [self.serving, self.gpu]}
-        return {"rbac": {**scope, "reservationNamespaces": [self.gpu],
-                         "policyNamespace": self.ns}}
+        scope = (
+            {"clusterWide": True, "namespaces": []}
+            if self.cluster_wide
+            else {"namespaces": [self.serving, self.gpu]}
+        )
+        return {"rbac": {**scope, "reservationNamespaces": [self.gpu], "policyNamespace": self.ns}}
 
     def apply(self) -> list[dict[str, Any]]:
         for ns in self.namespaces:
-            self.admin.call(self.admin.core.create_namespace, {"metadata": {"name": ns}},
-                            what="namespace", mutating=True)
+            self.admin.call(
+                self.admin.core.create_namespace,
+                {"metadata": {"name": ns}},
+                what="namespace",
+                mutating=True,
+            )
         values = self.root / f"{self.release}.yaml"
         values.write_text(yaml.safe_dump(self.values()))
-        done = helm("template", self.release, str(CHART), "--namespace", self.ns,
-                    "-f", str(ci("default")), "-f", str(values), "--kube-version", "1.20.2")
+        done = helm(
+            "template",
+            self.release,
+            str(CHART),
+            "--namespace",
+            self.ns,
+            "-f",
+            str(ci("default")),
+            "-f",
+            str(values),
+            "--kube-version",
+            "1.20.2",
+        )
         kinds = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
         docs = [d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] in kinds]
         for d in docs:  # as helm install does: the release namespace where none is written
@@ -100,8 +151,11 @@ class Install:
                 d["metadata"].setdefault("namespace", self.ns)
         manifest = self.root / f"{self.release}-rbac.yaml"
         manifest.write_text(yaml.safe_dump_all(docs))
-        done = subprocess.run([binary("kubectl"), "--kubeconfig", self.kubeconfig, "apply",
-                               "-f", str(manifest)], capture_output=True, text=True)
+        done = subprocess.run(
+            [binary("kubectl"), "--kubeconfig", self.kubeconfig, "apply", "-f", str(manifest)],
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stderr
         return docs
 
@@ -111,8 +165,11 @@ class Install:
         api = client.RbacAuthorizationV1Api(self.admin.api_client)
         for d in docs:
             if d["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-                fn = api.delete_cluster_role if d["kind"] == "ClusterRole" else (
-                    api.delete_cluster_role_binding)
+                fn = (
+                    api.delete_cluster_role
+                    if d["kind"] == "ClusterRole"
+                    else (api.delete_cluster_role_binding)
+                )
                 with contextlib.suppress(CoreError):
                     self.admin.call(fn, d["metadata"]["name"], what="delete", mutating=True)
         for ns in self.namespaces:
@@ -124,7 +181,9 @@ class Install:
         reads = CAPACITY | _in(scope, READ)
         writer = reads | _in(scope, WRITE) | _in([self.gpu], HOLDERS)
         return {
-            "engine": writer, "api": writer, "runs": writer,
+            "engine": writer,
+            "api": writer,
+            "runs": writer,
             "code-location": reads | _in([self.gpu], [("", "pods", "delete")]),
             "run-launcher": _in([self.ns], LAUNCHER),
         }
@@ -152,10 +211,19 @@ def allowed(admin: Kube, user: str, check: Check, *, name: str | None = None) ->
     if name:
         attrs["name"] = name
     account_ns = user.split(":")[2]
-    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-            "spec": {"user": user, "resourceAttributes": attrs,
-                     "groups": ["system:serviceaccounts", f"system:serviceaccounts:{account_ns}",
-                                "system:authenticated"]}}
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "resourceAttributes": attrs,
+            "groups": [
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{account_ns}",
+                "system:authenticated",
+            ],
+        },
+    }
     api = client.AuthorizationV1Api(admin.api_client)
     review = admin.call(api.create_subject_access_review, body, what="access review")
     return bool(review["status"].get("allowed"))
@@ -193,16 +261,30 @@ def test_every_service_account_may_do_exactly_its_table_and_nothing_outside(
         user = f"system:serviceaccount:{install.ns}:{install.fullname}-{component}"
         check = (install.ns, "", "configmaps", "get")
         assert allowed(install.admin, user, check, name=POLICY) is (
-            component in ("engine", "api", "runs")), component
+            component in ("engine", "api", "runs")
+        ), component
         assert not allowed(install.admin, user, check, name="another")
 
 
 def test_kubectl_auth_can_i_agrees(install: Install) -> None:
     """The same authorizer through kubectl (impersonating the ServiceAccount)."""
+
     def can_i(component: str, *args: str) -> bool:
         user = f"system:serviceaccount:{install.ns}:{install.fullname}-{component}"
-        done = subprocess.run([binary("kubectl"), "--kubeconfig", install.kubeconfig, "auth",
-                               "can-i", *args, "--as", user], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                binary("kubectl"),
+                "--kubeconfig",
+                install.kubeconfig,
+                "auth",
+                "can-i",
+                *args,
+                "--as",
+                user,
+            ],
+            capture_output=True,
+            text=True,
+        )
         return done.stdout.strip() == "yes"
 
     assert can_i("engine", "patch", "deployments", "-n", install.serving)
@@ -230,13 +312,20 @@ def test_a_secret_mounting_pod_in_kube_system_is_refused_to_every_identity(
 ) -> None:
     """The issue's own attack: today's adapter could create it (cluster-wide pod create)."""
     cfg = yaml.safe_load(Path(install.kubeconfig).read_text())["clusters"][0]["cluster"]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique("steal")},
-           "spec": {"containers": [{"name": "c", "image": "x"}],
-                    "volumes": [{"name": "s", "secret": {"secretName": "anything"}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": unique("steal")},
+        "spec": {
+            "containers": [{"name": "c", "image": "x"}],
+            "volumes": [{"name": "s", "secret": {"secretName": "anything"}}],
+        },
+    }
     for component in ("engine", "api", "runs", "code-location"):
         token = _token(install.admin, install.ns, f"{install.fullname}-{component}")
         identity = rbac.as_identity(cfg["server"], cfg["certificate-authority"], token)
         with pytest.raises(Permanent) as err:
-            identity.call(identity.core.create_namespaced_pod, "kube-system", pod,
-                          what="steal", mutating=True)
+            identity.call(
+                identity.core.create_namespaced_pod, "kube-system", pod, what="steal", mutating=True
+            )
         assert err.value.http_status == 403, component

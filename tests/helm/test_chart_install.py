@@ -76,7 +76,9 @@ def _run_pod(rel: ChartRelease, component: str) -> PodRun:
 
 def _token(rel: ChartRelease) -> str:
     secret = rel.kube.call(
-        rel.kube.core.read_namespaced_secret, f"{rel.fullname}-api-token", rel.namespace,
+        rel.kube.core.read_namespaced_secret,
+        f"{rel.fullname}-api-token",
+        rel.namespace,
         what="token secret",
     )
     return base64.b64decode(secret["data"]["token"]).decode()
@@ -98,18 +100,24 @@ def _assert_installed(rel: ChartRelease, pg_url: str) -> None:
     engine.dispose()
     jobs = rel.kube.items(rel.kube.batch.list_namespaced_job, rel.namespace, what="jobs")
     assert jobs == []  # hook-delete-policy: hook-succeeded
-    accounts = {c: rel.deployment(c)["spec"]["template"]["spec"]["serviceAccountName"]
-                for c in ("webserver", "daemon", "code-location", "engine", "api")}
-    assert accounts == {"webserver": f"{rel.fullname}-run-launcher",
-                        "daemon": f"{rel.fullname}-run-launcher",
-                        "code-location": f"{rel.fullname}-code-location",
-                        "engine": f"{rel.fullname}-engine", "api": f"{rel.fullname}-api"}
+    accounts = {
+        c: rel.deployment(c)["spec"]["template"]["spec"]["serviceAccountName"]
+        for c in ("webserver", "daemon", "code-location", "engine", "api")
+    }
+    assert accounts == {
+        "webserver": f"{rel.fullname}-run-launcher",
+        "daemon": f"{rel.fullname}-run-launcher",
+        "code-location": f"{rel.fullname}-code-location",
+        "engine": f"{rel.fullname}-engine",
+        "api": f"{rel.fullname}-api",
+    }
     engine_deploy = rel.deployment("engine")
     assert engine_deploy["spec"]["replicas"] == 3
     assert engine_deploy["status"]["readyReplicas"] == 3
     capacity = rel.kube.call(
         rbac.client.RbacAuthorizationV1Api(rel.kube.api_client).read_cluster_role,
-        f"{rel.fullname}-capacity", what="role",
+        f"{rel.fullname}-capacity",
+        what="role",
     )
     assert capacity["rules"] == rbac.rules()["gps-dagster-capacity"]
 
@@ -138,11 +146,13 @@ def _assert_pods_really_run(rel: ChartRelease) -> None:
     location = _run_pod(rel, "code-location")
     try:
         probe = rel.deployment("code-location")["spec"]["template"]["spec"]["containers"][0][
-            "readinessProbe"]["exec"]["command"]
+            "readinessProbe"
+        ]["exec"]["command"]
         deadline, done = time.monotonic() + 120, None
         while time.monotonic() < deadline:
-            done = subprocess.run(probe, env=location.spec.env, capture_output=True, text=True,
-                                  check=False)
+            done = subprocess.run(
+                probe, env=location.spec.env, capture_output=True, text=True, check=False
+            )
             if done.returncode == 0 or location.proc is None or location.proc.poll() is not None:
                 break
             time.sleep(1)
@@ -163,8 +173,17 @@ def test_install_upgrade_rollback_uninstall(release: ChartRelease, pg_url: str) 
     _assert_pods_really_run(rel)
     token = _token(rel)
 
-    upgraded = rel.helm("upgrade", rel.release, str(CHART), "--reuse-values",
-                        "--set", "engine.replicaCount=1", "--wait", "--timeout", "180s")
+    upgraded = rel.helm(
+        "upgrade",
+        rel.release,
+        str(CHART),
+        "--reuse-values",
+        "--set",
+        "engine.replicaCount=1",
+        "--wait",
+        "--timeout",
+        "180s",
+    )
     assert "STATUS: deployed" in upgraded.stdout
     assert rel.deployment("engine")["spec"]["replicas"] == 1
     assert [r.exit_code for r in rel.runs_of("migrate")] == [0, 0]  # the hook ran again
@@ -198,6 +217,7 @@ def test_a_url_without_psycopg2_fails_the_install_in_the_migration_hook(
     [migrate] = rel.runs_of("migrate")
     assert migrate.exit_code == 1
     assert "invalid_db_url" in migrate.log()
-    deployments = rel.kube.items(rel.kube.apps.list_namespaced_deployment, rel.namespace,
-                                 what="deps")
+    deployments = rel.kube.items(
+        rel.kube.apps.list_namespaced_deployment, rel.namespace, what="deps"
+    )
     assert deployments == []  # nothing started on a database Dagster cannot use

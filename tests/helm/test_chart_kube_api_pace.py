@@ -19,7 +19,9 @@ def env(docs: list[dict]) -> dict[str, str]:
 
 
 def paced(data: dict[str, str]) -> tuple[float, int]:
-    settings = settings_from_env({"GPS_K8S_QPS": data["GPS_K8S_QPS"], "GPS_K8S_BURST": data["GPS_K8S_BURST"]})
+    settings = settings_from_env(
+        {"GPS_K8S_QPS": data["GPS_K8S_QPS"], "GPS_K8S_BURST": data["GPS_K8S_BURST"]}
+    )
     return settings.k8s_qps, settings.k8s_burst
 
 

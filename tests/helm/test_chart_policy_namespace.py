@@ -53,7 +53,8 @@ def test_item13_a_non_default_policy_namespace_reaches_the_adapters_policy_read_
         assert env["GPS_POLICY_NAMESPACE"] == system
         assert env["GPS_NAMESPACES"] == ",".join(p.cluster.namespaces)
         grants = [
-            r for r in objects(docs, "Role").values()
+            r
+            for r in objects(docs, "Role").values()
             if r["metadata"].get("namespace") == system
             and any("configmaps" in rule.get("resources", []) for rule in r.get("rules", []))
         ]

@@ -60,7 +60,14 @@ def default_docs() -> list[dict]:
 
 def test_every_ci_values_file_is_covered() -> None:
     names = {p.name.removesuffix("-values.yaml") for p in CI_VALUES}
-    assert names == {"default", "existing-dagster", "engine-disabled", "servicemonitor", "api", "node-agent"}
+    assert names == {
+        "default",
+        "existing-dagster",
+        "engine-disabled",
+        "servicemonitor",
+        "api",
+        "node-agent",
+    }
 
 
 @pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)
@@ -112,8 +119,12 @@ def test_the_launcher_config_schema_catches_a_camel_case_typo() -> None:
     """What the check above would catch: a field spelled like a Helm value is refused."""
     result = process_config(
         K8sRunLauncher.config_type(),
-        {"jobNamespace": "x", "service_account_name": "a", "instance_config_map": "i",
-         "dagster_home": "/d"},
+        {
+            "jobNamespace": "x",
+            "service_account_name": "a",
+            "instance_config_map": "i",
+            "dagster_home": "/d",
+        },
     )
     assert not result.success
 
@@ -151,9 +162,15 @@ def _subjects(binding: dict) -> list[tuple[str, str]]:
 def _bound(docs: list[dict]) -> set[tuple[str, str | None, str, str]]:
     """(binding kind, namespace, role, ServiceAccount) of every binding of the chart."""
     return {
-        (d["kind"], d["metadata"].get("namespace"), d["roleRef"]["name"].removeprefix(FULLNAME + "-"),
-         s["name"].removeprefix(FULLNAME + "-"))
-        for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding") for s in d["subjects"]
+        (
+            d["kind"],
+            d["metadata"].get("namespace"),
+            d["roleRef"]["name"].removeprefix(FULLNAME + "-"),
+            s["name"].removeprefix(FULLNAME + "-"),
+        )
+        for d in docs
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        for s in d["subjects"]
     }
 
 
@@ -186,7 +203,8 @@ def test_cluster_wide_rights_only_by_the_explicit_value_and_pods_never_cluster_w
     docs = template([ci("default")], {"rbac.namespaces": "null", "rbac.clusterWide": "true"})
     crb = {(r, sa) for k, _n, r, sa in _bound(docs) if k == "ClusterRoleBinding"}
     assert crb == {
-        *(("capacity", sa) for sa in READERS), *(("deploys-read", sa) for sa in READERS),
+        *(("capacity", sa) for sa in READERS),
+        *(("deploys-read", sa) for sa in READERS),
         *(("deploys-write", sa) for sa in WRITERS),
     }
     assert not {r for _k, _n, r, _sa in _bound(docs)} & {"holders", "holder-cleanup"}
@@ -215,8 +233,11 @@ def test_the_namespace_list_is_required_unless_cluster_wide_is_explicit(
 def test_a_scoped_adapter_gets_one_rolebinding_per_namespace_and_the_same_scope() -> None:
     docs = template([ci("api")])
     assert f"{FULLNAME}-deploys-read" not in objects(docs, "ClusterRoleBinding")
-    deploys = [d for d in docs if d["kind"] == "RoleBinding"
-               and d["roleRef"]["name"] == f"{FULLNAME}-deploys-write"]
+    deploys = [
+        d
+        for d in docs
+        if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == f"{FULLNAME}-deploys-write"
+    ]
     assert sorted(rb["metadata"]["namespace"] for rb in deploys) == ["cmp-team", "serving"]
     assert all(rb["roleRef"]["kind"] == "ClusterRole" for rb in deploys)
     assert one(docs, "ConfigMap", "env")["data"]["GPS_NAMESPACES"] == "serving,cmp-team"
@@ -229,8 +250,11 @@ def test_each_pod_runs_as_the_identity_its_work_needs(default_docs: list[dict]) 
         for name, d in deployments.items()
     }
     assert accounts == {
-        "webserver": LAUNCHER_SA, "daemon": LAUNCHER_SA,
-        "code-location": LOCATION_SA, "engine": ENGINE_SA, "api": API_SA,
+        "webserver": LAUNCHER_SA,
+        "daemon": LAUNCHER_SA,
+        "code-location": LOCATION_SA,
+        "engine": ENGINE_SA,
+        "api": API_SA,
     }
     assert dagster_yaml(default_docs)["run_launcher"]["config"]["service_account_name"] == RUNS_SA
     for job in objects(default_docs, "Job").values():  # hooks: the database only, no token
@@ -254,22 +278,39 @@ def test_every_product_container_reads_the_url_from_the_secret_and_the_env_confi
 
 
 def test_commands_of_each_component(default_docs: list[dict]) -> None:
-    cmd = {n.removeprefix(FULLNAME + "-"): container(d)["command"]
-           for n, d in objects(default_docs, "Deployment").items()}
+    cmd = {
+        n.removeprefix(FULLNAME + "-"): container(d)["command"]
+        for n, d in objects(default_docs, "Deployment").items()
+    }
     assert cmd["code-location"][:3] == ["dagster", "api", "grpc"]
     assert cmd["code-location"][cmd["code-location"].index("--python-file") + 1] == (
         "/opt/gps/definitions.py"
     )
-    assert cmd["engine"] == ["gps-dagster", "engine", "run", "--interval", "30",
-                             "--metrics-host", "0.0.0.0", "--metrics-port", "9090"]
+    assert cmd["engine"] == [
+        "gps-dagster",
+        "engine",
+        "run",
+        "--interval",
+        "30",
+        "--metrics-host",
+        "0.0.0.0",
+        "--metrics-port",
+        "9090",
+    ]
     assert cmd["api"][:2] == ["gps-dagster", "serve"]
     assert cmd["daemon"][:2] == ["dagster-daemon", "run"]
     assert cmd["webserver"][0] == "dagster-webserver"
     engine = one(default_docs, "Deployment", "engine")
     assert engine["spec"]["replicas"] == 3
-    workspace = yaml.safe_load(one(default_docs, "ConfigMap", "workspace")["data"]["workspace.yaml"])
+    workspace = yaml.safe_load(
+        one(default_docs, "ConfigMap", "workspace")["data"]["workspace.yaml"]
+    )
     server = workspace["load_from"][0]["grpc_server"]
-    assert server == {"host": f"{FULLNAME}-code-location", "port": 3030, "location_name": "gps_dagster"}
+    assert server == {
+        "host": f"{FULLNAME}-code-location",
+        "port": 3030,
+        "location_name": "gps_dagster",
+    }
     assert f"{FULLNAME}-code-location" in objects(default_docs, "Service")
 
 
@@ -284,15 +325,24 @@ def test_pods_are_non_root_read_only_with_probes_resources_and_a_webserver_pdb(
         assert c["securityContext"]["allowPrivilegeEscalation"] is False, name
         assert c["resources"]["requests"] and c["resources"]["limits"], name
         assert "livenessProbe" in c, name
-    probes = {n.removeprefix(FULLNAME + "-"): container(d)
-              for n, d in objects(default_docs, "Deployment").items()}
+    probes = {
+        n.removeprefix(FULLNAME + "-"): container(d)
+        for n, d in objects(default_docs, "Deployment").items()
+    }
     assert probes["code-location"]["readinessProbe"]["exec"]["command"] == [
-        "dagster", "api", "grpc-health-check", "-p", "3030"]
+        "dagster",
+        "api",
+        "grpc-health-check",
+        "-p",
+        "3030",
+    ]
     assert probes["engine"]["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert probes["api"]["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert probes["webserver"]["readinessProbe"]["httpGet"]["path"] == "/server_info"
     assert probes["daemon"]["livenessProbe"]["exec"]["command"] == [
-        "dagster-daemon", "liveness-check"]
+        "dagster-daemon",
+        "liveness-check",
+    ]
     pdb = one(default_docs, "PodDisruptionBudget", "webserver")
     assert pdb["apiVersion"] == "policy/v1"
     assert pdb["spec"]["minAvailable"] == 1
@@ -301,8 +351,17 @@ def test_pods_are_non_root_read_only_with_probes_resources_and_a_webserver_pdb(
 
 
 def test_the_pdb_falls_back_to_policy_v1beta1_on_kubernetes_1_20() -> None:
-    done = helm("template", "r", str(CHART), "-f", str(ci("default")), "--kube-version", "1.20.2",
-                "--show-only", "templates/pdb-webserver.yaml")
+    done = helm(
+        "template",
+        "r",
+        str(CHART),
+        "-f",
+        str(ci("default")),
+        "--kube-version",
+        "1.20.2",
+        "--show-only",
+        "templates/pdb-webserver.yaml",
+    )
     assert yaml.safe_load(done.stdout)["apiVersion"] == "policy/v1beta1"
 
 
@@ -315,8 +374,9 @@ def test_existing_dagster_mode_installs_only_the_code_location_engine_and_api() 
     assert "run-launcher" not in _rules_by_role(docs)
     assert set(objects(docs, "ServiceAccount")) == {ENGINE_SA, LOCATION_SA, API_SA, RUNS_SA}
     env = env_of(container(one(docs, "Deployment", "code-location")))
-    assert env["DAGSTER_PG_PASSWORD"] == {"secretKeyRef": {
-        "name": "dagster-postgresql-secret", "key": "postgresql-password"}}
+    assert env["DAGSTER_PG_PASSWORD"] == {
+        "secretKeyRef": {"name": "dagster-postgresql-secret", "key": "postgresql-password"}
+    }
     context = json.loads(env["DAGSTER_CONTAINER_CONTEXT"])
     parsed = K8sContainerContext.create_from_config(context)  # dagster-k8s accepts it
     assert parsed.run_k8s_config.pod_spec_config["service_account_name"] == RUNS_SA
@@ -339,8 +399,11 @@ def test_the_servicemonitor_selects_exactly_the_metrics_ports(default_docs: list
     monitor = one(docs, "ServiceMonitor", "")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     selector = monitor["spec"]["selector"]["matchLabels"]
-    selected = {n: s for n, s in objects(docs, "Service").items()
-                if selector.items() <= s["metadata"]["labels"].items()}
+    selected = {
+        n: s
+        for n, s in objects(docs, "Service").items()
+        if selector.items() <= s["metadata"]["labels"].items()
+    }
     assert set(selected) == {f"{FULLNAME}-engine", f"{FULLNAME}-code-location"}
     [endpoint] = monitor["spec"]["endpoints"]
     assert (endpoint["port"], endpoint["path"]) == ("metrics", "/metrics")
@@ -362,8 +425,9 @@ def test_the_api_has_a_service_and_a_valid_generated_admin_token(
     assert api["spec"]["ports"][0]["targetPort"] == "http"
     env = env_of(container(one(default_docs, "Deployment", "api")))
     assert env["GPS_DAGSTER_URL"] == f"http://{FULLNAME}-webserver:80"
-    generated = template([ci("default")], {"api.adminToken.existingSecret": "",
-                                           "api.adminToken.create": "true"})
+    generated = template(
+        [ci("default")], {"api.adminToken.existingSecret": "", "api.adminToken.create": "true"}
+    )
     secret = one(generated, "Secret", "api-token")
     token = base64.b64decode(secret["data"]["token"]).decode()
     assert re.fullmatch(r"gpsd_[0-9a-f]{12}_[A-Za-z0-9]{43}", token)
@@ -421,11 +485,16 @@ def test_the_migration_hook_refuses_a_url_without_psycopg2(
     default_docs: list[dict], tmp_path: Path, url: str
 ) -> None:
     stub = tmp_path / "gps-dagster"
-    stub.write_text("#!/bin/sh\necho ran \"$@\"\n")
+    stub.write_text('#!/bin/sh\necho ran "$@"\n')
     stub.chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "GPS_DB_URL": url}
-    done = subprocess.run(["/bin/sh", "-c", _migrate_script(default_docs)], env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["/bin/sh", "-c", _migrate_script(default_docs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1
     assert "invalid_db_url" in done.stderr and SECRET in done.stderr
     assert "ran" not in done.stdout
@@ -436,17 +505,29 @@ def test_the_migration_hook_runs_db_upgrade_for_a_psycopg2_url(
 ) -> None:
     for name in ("gps-dagster", "dagster"):
         stub = tmp_path / name
-        stub.write_text(f"#!/bin/sh\necho {name} \"$@\"\n")
+        stub.write_text(f'#!/bin/sh\necho {name} "$@"\n')
         stub.chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "GPS_DB_URL": "postgresql+psycopg2://u@db/gps"}
-    done = subprocess.run(["/bin/sh", "-c", _migrate_script(default_docs)], env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["/bin/sh", "-c", _migrate_script(default_docs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (done.returncode, done.stdout.split("\n")[:2]) == (
-        0, ["gps-dagster db upgrade", "dagster instance migrate"])  # issue 18: Dagster's schema too
+        0,
+        ["gps-dagster db upgrade", "dagster instance migrate"],
+    )  # issue 18: Dagster's schema too
     # a failed product migration stops the hook before Dagster's
     (tmp_path / "gps-dagster").write_text("#!/bin/sh\nexit 3\n")
-    done = subprocess.run(["/bin/sh", "-c", _migrate_script(default_docs)], env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["/bin/sh", "-c", _migrate_script(default_docs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (done.returncode, done.stdout) == (3, "")
 
 
@@ -457,13 +538,23 @@ def test_the_admin_token_is_an_existing_secret_unless_generation_is_explicit() -
     assert "Secret" not in {d["kind"] for d in docs}
     ref = env_of(container(one(docs, "Job", "api-token")))["GPS_API_TOKEN"]
     assert ref == {"secretKeyRef": {"name": "gps-api-admin-token", "key": "token"}}
-    first = template([ci("default")], {"api.adminToken.existingSecret": "",
-                                       "api.adminToken.create": "true"})
-    again = template([ci("default")], {"api.adminToken.existingSecret": "",
-                                       "api.adminToken.create": "true"})
+    first = template(
+        [ci("default")], {"api.adminToken.existingSecret": "", "api.adminToken.create": "true"}
+    )
+    again = template(
+        [ci("default")], {"api.adminToken.existingSecret": "", "api.adminToken.create": "true"}
+    )
     assert one(first, "Secret", "api-token") != one(again, "Secret", "api-token")  # why not default
-    done = helm("template", "r", str(CHART), "-f", str(ci("default")),
-                "--set", "api.adminToken.existingSecret=", check=False)
+    done = helm(
+        "template",
+        "r",
+        str(CHART),
+        "-f",
+        str(ci("default")),
+        "--set",
+        "api.adminToken.existingSecret=",
+        check=False,
+    )
     assert done.returncode != 0 and "api.adminToken.existingSecret is required" in done.stderr
     off = template([ci("default")], {"api.adminToken.existingSecret": "", "api.enabled": "false"})
     assert "api-token" not in {d["metadata"]["name"].removeprefix(FULLNAME + "-") for d in off}
@@ -473,8 +564,18 @@ def test_a_job_namespace_other_than_the_release_namespace_is_refused() -> None:
     """Issue 18 item 15: runs in another namespace found no ServiceAccount, ConfigMaps or
     database Secret there and every run failed; the chart now refuses it by name."""
     key = "runLauncher.config.k8sRunLauncher.jobNamespace"
-    done = helm("template", "r", str(CHART), "-n", NAMESPACE, "-f", str(ci("default")),
-                "--set", f"{key}=runs", check=False)
+    done = helm(
+        "template",
+        "r",
+        str(CHART),
+        "-n",
+        NAMESPACE,
+        "-f",
+        str(ci("default")),
+        "--set",
+        f"{key}=runs",
+        check=False,
+    )
     assert done.returncode != 0
     assert f"{key}: runs is not the release namespace" in done.stderr
     same = template([ci("default")], {key: NAMESPACE})
@@ -485,15 +586,31 @@ def test_a_long_release_name_gives_distinct_names_that_fit_a_dns_label() -> None
     """Issue 18 item 16: the whole name was cut at 63, so <base>-code-location and <base>-code-…
     of a long release collided."""
     release = "r" * 53  # Helm's own maximum release name
-    done = helm("template", release, str(CHART), "-n", NAMESPACE, "-f", str(ci("default")),
-                "--kube-version", KUBE_VERSION)
+    done = helm(
+        "template",
+        release,
+        str(CHART),
+        "-n",
+        NAMESPACE,
+        "-f",
+        str(ci("default")),
+        "--kube-version",
+        KUBE_VERSION,
+    )
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]
     for kind in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Job"):
         names = [d["metadata"]["name"] for d in docs if d["kind"] == kind]
         assert len(names) == len(set(names)), (kind, names)
         assert all(len(n) <= 63 for n in names), (kind, names)
-    lint = helm("lint", str(CHART), "-f", str(ci("default")), "--set", f"fullnameOverride={'x' * 50}",
-                check=False)
+    lint = helm(
+        "lint",
+        str(CHART),
+        "-f",
+        str(ci("default")),
+        "--set",
+        f"fullnameOverride={'x' * 50}",
+        check=False,
+    )
     assert lint.returncode != 0 and "fullnameOverride" in lint.stdout + lint.stderr
 
 
@@ -511,8 +628,10 @@ def test_image_by_digest_pdb_only_with_two_webservers_engine_startup_and_spread(
     assert engine["containers"][0]["startupProbe"]["httpGet"]["path"] == "/healthz"
     assert "priorityClassName" not in engine
     named = template([ci("default")], {"engine.priorityClassName": "gpu-platform"})
-    assert one(named, "Deployment", "engine")["spec"]["template"]["spec"][
-        "priorityClassName"] == "gpu-platform"
+    assert (
+        one(named, "Deployment", "engine")["spec"]["template"]["spec"]["priorityClassName"]
+        == "gpu-platform"
+    )
 
 
 def test_host_network_reaches_every_chart_pod_and_every_run_pod_only_when_set(
@@ -520,27 +639,45 @@ def test_host_network_reaches_every_chart_pod_and_every_run_pod_only_when_set(
 ) -> None:
     """``hostNetwork`` (off by default: it breaks Pod Security baseline) puts every pod of the
     chart and the run pods on the node's network, with DNS still resolving Service names."""
+
     def pod_specs(docs: list[dict]) -> dict[str, dict]:
-        return {f"{d['kind']}/{d['metadata']['name']}": d["spec"]["template"]["spec"]
-                for d in docs if d["kind"] in ("Deployment", "Job")}
+        return {
+            f"{d['kind']}/{d['metadata']['name']}": d["spec"]["template"]["spec"]
+            for d in docs
+            if d["kind"] in ("Deployment", "Job")
+        }
 
     assert all("hostNetwork" not in s for s in pod_specs(default_docs).values())
-    assert "host_network" not in dagster_yaml(default_docs)["run_launcher"]["config"][
-        "run_k8s_config"]["pod_spec_config"]
+    assert (
+        "host_network"
+        not in dagster_yaml(default_docs)["run_launcher"]["config"]["run_k8s_config"][
+            "pod_spec_config"
+        ]
+    )
     on = template([ci("default")], {"hostNetwork": "true"})
     specs = pod_specs(on)
     assert {k.split("/")[0] for k in specs} == {"Deployment", "Job"}  # the hooks too
     assert len(specs) == len(pod_specs(default_docs))
     for name, spec in specs.items():
-        assert (spec.get("hostNetwork"), spec.get("dnsPolicy")) == (True, "ClusterFirstWithHostNet"), name
+        assert (spec.get("hostNetwork"), spec.get("dnsPolicy")) == (
+            True,
+            "ClusterFirstWithHostNet",
+        ), name
     pod_spec = dagster_yaml(on)["run_launcher"]["config"]["run_k8s_config"]["pod_spec_config"]
     assert (pod_spec["host_network"], pod_spec["dns_policy"]) == (True, "ClusterFirstWithHostNet")
-    parsed = K8sContainerContext.create_from_config({"k8s": {"run_k8s_config": {"pod_spec_config": pod_spec}}})
+    parsed = K8sContainerContext.create_from_config(
+        {"k8s": {"run_k8s_config": {"pod_spec_config": pod_spec}}}
+    )
     assert parsed.run_k8s_config.pod_spec_config["host_network"] is True  # dagster-k8s accepts it
     assert validate(on) == []
     apart = template([ci("default")], {"hostNetwork": "true", "metrics.codeLocationPort": "9191"})
     location = container(one(apart, "Deployment", "code-location"))
     assert env_of(location)["GPS_METRICS_PORT"] == "9191"
     assert [p["containerPort"] for p in location["ports"] if p["name"] == "metrics"] == [9191]
-    assert "9090" in container(one(apart, "Deployment", "engine"))["command"]  # the engine keeps its own
-    assert env_of(container(one(default_docs, "Deployment", "code-location")))["GPS_METRICS_PORT"] == "9090"
+    assert (
+        "9090" in container(one(apart, "Deployment", "engine"))["command"]
+    )  # the engine keeps its own
+    assert (
+        env_of(container(one(default_docs, "Deployment", "code-location")))["GPS_METRICS_PORT"]
+        == "9090"
+    )

@@ -32,8 +32,9 @@ def _cache() -> Path:
 
 
 def _buildah(*args: str) -> str:
-    done = subprocess.run(["buildah", *STORAGE, *args], capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        ["buildah", *STORAGE, *args], capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, f"buildah {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -63,7 +64,9 @@ def _run(container: str, *cmd: str) -> str:
 
 
 def _inputs_hash() -> str:
-    spec = importlib.util.spec_from_file_location("build_image", REPO / "tools/image/build_image.py")
+    spec = importlib.util.spec_from_file_location(
+        "build_image", REPO / "tools/image/build_image.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -72,14 +75,23 @@ def _inputs_hash() -> str:
 
 def test_the_image_holds_this_trees_package(container: str) -> None:
     """The wheel inside is this tree's code, not a cached older build."""
-    site = _run(container, "python", "-c", "import gps_dagster, os; "
-                "print(os.path.dirname(gps_dagster.__file__))").strip()
+    site = _run(
+        container,
+        "python",
+        "-c",
+        "import gps_dagster, os; print(os.path.dirname(gps_dagster.__file__))",
+    ).strip()
     for rel in ("runtime.py", "engine/engine.py", "backends/k8s/rbac.yaml"):
         local = hashlib.sha256((REPO / "gps_dagster" / rel).read_bytes()).hexdigest()
         assert _run(container, "sha256sum", f"{site}/{rel}").split()[0] == local, rel
     # issue 22 §3: the test machinery and the demo are not in the image
-    left = _run(container, "sh", "-c", f"ls -d {site}/testing {site}/demo "
-                f"{site}/backends/k8s/fake {site}/backends/k8s/controlplane.py 2>/dev/null; true")
+    left = _run(
+        container,
+        "sh",
+        "-c",
+        f"ls -d {site}/testing {site}/demo "
+        f"{site}/backends/k8s/fake {site}/backends/k8s/controlplane.py 2>/dev/null; true",
+    )
     assert left.strip() == "", left
 
 
@@ -97,16 +109,33 @@ def test_it_runs_non_root_with_the_entry_points_and_the_code_location(container:
     assert _run(container, "id", "-u").strip() == "10001"
     assert _run(container, "gps-dagster", "--version").strip() == "gps-dagster, version 0.1.0"
     for exe in ("dagster", "dagster-webserver", "dagster-daemon"):
-        assert _run(container, "sh", "-c", f"command -v {exe}").strip() == f"/opt/gps/venv/bin/{exe}"
+        assert (
+            _run(container, "sh", "-c", f"command -v {exe}").strip() == f"/opt/gps/venv/bin/{exe}"
+        )
     local = hashlib.sha256((REPO / "definitions.py").read_bytes()).hexdigest()
     assert _run(container, "sha256sum", "/opt/gps/definitions.py").split()[0] == local
-    probe = ("from gps_dagster.backends.k8s import rbac; from gps_dagster.store import migrate; "
-             "import dagster_k8s, dagster_postgres, psycopg2; print(sorted(rbac.rules()))")
+    probe = (
+        "from gps_dagster.backends.k8s import rbac; from gps_dagster.store import migrate; "
+        "import dagster_k8s, dagster_postgres, psycopg2; print(sorted(rbac.rules()))"
+    )
     out = _run(container, "python", "-c", probe)
     assert "gps-dagster-deploys" in out
     refused = subprocess.run(
-        ["buildah", *STORAGE, "run", "--isolation", "chroot", container, "--", "touch",
-         "/opt/gps/venv/x"], capture_output=True, text=True, check=False)
+        [
+            "buildah",
+            *STORAGE,
+            "run",
+            "--isolation",
+            "chroot",
+            container,
+            "--",
+            "touch",
+            "/opt/gps/venv/x",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert refused.returncode != 0  # the application files are not the user's to change
 
 

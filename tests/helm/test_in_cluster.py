@@ -55,17 +55,24 @@ def install(k8s_cluster: str, tmp_path: Path) -> Iterator[Install]:
 def _deployment(name: str, deploy_id: str) -> dict[str, Any]:
     """One replica that never lands (no node carries the label): the stop has no kubelet to wait for."""
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": name, "labels": {names.DEPLOY_ID: deploy_id}},
         "spec": {
-            "replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name, names.DEPLOY_ID: deploy_id}},
                 "spec": {
                     "nodeSelector": {"gps.dagster.io/test-no-such-node": "true"},
                     "automountServiceAccountToken": False,
-                    "containers": [{"name": "serve", "image": "serve:1", "resources": {
-                        "requests": {names.GPU: "1"}, "limits": {names.GPU: "1"}}}],
+                    "containers": [
+                        {
+                            "name": "serve",
+                            "image": "serve:1",
+                            "resources": {"requests": {names.GPU: "1"}, "limits": {names.GPU: "1"}},
+                        }
+                    ],
                 },
             },
         },
@@ -80,25 +87,27 @@ def _script(src: Path, env: dict[str, str], commands: list[list[str]]) -> str:
         + [shlex.join(c) for c in commands]
     )
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    return "\n".join([
-        "set -eu",
-        "mount --make-rprivate /",
-        "mount -t tmpfs -o mode=0755 tmpfs /run",
-        f"mkdir -p {sa} /run/stage/pyenv /run/stage/repo",
-        f"cp {src}/token {src}/ca.crt {src}/namespace {src}/schedule.json {sa}/",
-        f"chmod 0644 {sa}/*",  # the kubelet's default mode for a projected token (0644)
-        f"mount --bind {PYENV} /run/stage/pyenv",
-        f"mount --bind {REPO} /run/stage/repo",  # the checkout may live under /tmp or /root
-        "mount -t tmpfs -o mode=0755 tmpfs /root",
-        f"mkdir -p {PYENV} && mount --bind /run/stage/pyenv {PYENV}",
-        "mount -t tmpfs -o mode=1777 tmpfs /tmp",
-        f"mkdir -p {REPO} && mount --bind /run/stage/repo {REPO}",
-        f"mount -o remount,bind,ro {REPO}",
-        "mount -o remount,bind,ro /",
-        "mount -o remount,ro /run",
-        f"exec setpriv --reuid={UID} --regid={UID} --clear-groups --inh-caps=-all --no-new-privs "
-        f"env -i {exports} sh -c {shlex.quote(inner)}",
-    ])
+    return "\n".join(
+        [
+            "set -eu",
+            "mount --make-rprivate /",
+            "mount -t tmpfs -o mode=0755 tmpfs /run",
+            f"mkdir -p {sa} /run/stage/pyenv /run/stage/repo",
+            f"cp {src}/token {src}/ca.crt {src}/namespace {src}/schedule.json {sa}/",
+            f"chmod 0644 {sa}/*",  # the kubelet's default mode for a projected token (0644)
+            f"mount --bind {PYENV} /run/stage/pyenv",
+            f"mount --bind {REPO} /run/stage/repo",  # the checkout may live under /tmp or /root
+            "mount -t tmpfs -o mode=0755 tmpfs /root",
+            f"mkdir -p {PYENV} && mount --bind /run/stage/pyenv {PYENV}",
+            "mount -t tmpfs -o mode=1777 tmpfs /tmp",
+            f"mkdir -p {REPO} && mount --bind /run/stage/repo {REPO}",
+            f"mount -o remount,bind,ro {REPO}",
+            "mount -o remount,bind,ro /",
+            "mount -o remount,ro /run",
+            f"exec setpriv --reuid={UID} --regid={UID} --clear-groups --inh-caps=-all --no-new-privs "
+            f"env -i {exports} sh -c {shlex.quote(inner)}",
+        ]
+    )
 
 
 def test_an_engine_pass_from_inside_the_cluster_as_uid_10001_on_a_read_only_root(
@@ -106,8 +115,13 @@ def test_an_engine_pass_from_inside_the_cluster_as_uid_10001_on_a_read_only_root
 ) -> None:
     admin = install.admin
     name, deploy_id = unique("ic"), unique("md-ic")
-    admin.call(admin.apps.create_namespaced_deployment, install.serving,
-               _deployment(name, deploy_id), what="deployment", mutating=True)
+    admin.call(
+        admin.apps.create_namespaced_deployment,
+        install.serving,
+        _deployment(name, deploy_id),
+        what="deployment",
+        mutating=True,
+    )
     src = tmp_path / "pod"
     src.mkdir()
     account = f"{install.fullname}-engine"
@@ -116,18 +130,27 @@ def test_an_engine_pass_from_inside_the_cluster_as_uid_10001_on_a_read_only_root
     (src / "ca.crt").write_text(Path(cluster["certificate-authority"]).read_text())
     (src / "namespace").write_text(install.ns)
     sched = "in-cluster"
-    (src / "schedule.json").write_text(json.dumps({
-        "name": sched, "timezone": "UTC",
-        "targets": [{"model_deploy_id": deploy_id, "default_state": "stopped"}],
-    }))
+    (src / "schedule.json").write_text(
+        json.dumps(
+            {
+                "name": sched,
+                "timezone": "UTC",
+                "targets": [{"model_deploy_id": deploy_id, "default_state": "stopped"}],
+            }
+        )
+    )
     host, _, port = cluster["server"].removeprefix("https://").partition(":")
     env = {
         "PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin",
         "HOME": "/tmp",  # the chart's HOME under a read-only root
-        "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
-        "GPS_BACKEND": "kubernetes", "GPS_NAMESPACES": install.serving,
-        "GPS_POLICY_NAMESPACE": install.ns, "GPS_DB_URL": "sqlite:////tmp/gps/gps.sqlite",
-        "GPS_CLOCK": "2026-10-19T12:00:00+00:00", "GPS_CLOCK_WRITES": "1",
+        "KUBERNETES_SERVICE_HOST": host,
+        "KUBERNETES_SERVICE_PORT": port,
+        "GPS_BACKEND": "kubernetes",
+        "GPS_NAMESPACES": install.serving,
+        "GPS_POLICY_NAMESPACE": install.ns,
+        "GPS_DB_URL": "sqlite:////tmp/gps/gps.sqlite",
+        "GPS_CLOCK": "2026-10-19T12:00:00+00:00",
+        "GPS_CLOCK_WRITES": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     cli = [str(REPO / ".venv" / "bin" / "python"), "-m", "gps_dagster.cli.main"]
@@ -141,7 +164,10 @@ def test_an_engine_pass_from_inside_the_cluster_as_uid_10001_on_a_read_only_root
     ]
     done = subprocess.run(
         ["unshare", "--mount", "--fork", "sh", "-c", _script(src, env, commands)],
-        capture_output=True, text=True, timeout=300, env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": os.environ["PATH"]},
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert done.stdout.splitlines()[0] == str(UID)
@@ -150,6 +176,6 @@ def test_an_engine_pass_from_inside_the_cluster_as_uid_10001_on_a_read_only_root
     assert raw["spec"]["replicas"] == 0
     ledger = json.loads(raw["metadata"]["annotations"][names.OPERATIONS])
     assert "stop" in json.dumps(ledger)
-    status = json.loads(done.stdout[done.stdout.rindex("\n{") + 1:])  # the last command's JSON
+    status = json.loads(done.stdout[done.stdout.rindex("\n{") + 1 :])  # the last command's JSON
     assert status["gate"] == "enforce"
     assert [(r["target"], r["phase"]) for r in status["targets"]] == [(deploy_id, "converged")]

@@ -43,8 +43,13 @@ def grant_of(method: str, url: str) -> Grant:
     if rest[0] == "namespaces" and len(rest) > 2:
         rest = rest[2:]
     resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
-    verb = {"GET": "get" if len(rest) > 1 else "list", "POST": "create", "DELETE": "delete",
-            "PATCH": "patch", "PUT": "update"}[method]
+    verb = {
+        "GET": "get" if len(rest) > 1 else "list",
+        "POST": "create",
+        "DELETE": "delete",
+        "PATCH": "patch",
+        "PUT": "update",
+    }[method]
     return group, resource, verb
 
 
@@ -67,14 +72,22 @@ class Recorder:
 
 
 def granted(rules: list[dict[str, Any]]) -> set[Grant]:
-    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
-            for v in rule["verbs"]}
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
 
 
 def container_running(admin: Any, namespace: str) -> bool:
     pods = admin.core.list_namespaced_pod(namespace, label_selector="job-name=dagster-run-x").items
-    return any(status.state and status.state.running
-               for pod in pods for status in (pod.status.container_statuses or []))
+    return any(
+        status.state and status.state.running
+        for pod in pods
+        for status in (pod.status.container_statuses or [])
+    )
 
 
 @pytest.fixture
@@ -91,36 +104,87 @@ def test_the_run_launcher_role_is_exactly_what_k8s_run_launcher_uses(
     k8s_cluster: str, namespace: str, tmp_path: Path
 ) -> None:
     admin = kube(k8s_cluster)
-    rendered = helm("template", "r", str(CHART), "--namespace", namespace, "--kube-version",
-                    KUBE_VERSION, "--set", "postgresql.existingSecret=db",
-                    "--set", f"rbac.namespaces[0]={namespace}",
-                    "--set", "api.adminToken.existingSecret=token",
-                    "--show-only", "templates/rbac-run-launcher.yaml",
-                    "--show-only", "templates/serviceaccount.yaml").stdout
-    applied = subprocess.run([binary("kubectl"), "--kubeconfig", k8s_cluster, "--namespace", namespace,
-                              "apply", "-f", "-"],
-                             input=rendered, capture_output=True, text=True, check=False)
+    rendered = helm(
+        "template",
+        "r",
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--kube-version",
+        KUBE_VERSION,
+        "--set",
+        "postgresql.existingSecret=db",
+        "--set",
+        f"rbac.namespaces[0]={namespace}",
+        "--set",
+        "api.adminToken.existingSecret=token",
+        "--show-only",
+        "templates/rbac-run-launcher.yaml",
+        "--show-only",
+        "templates/serviceaccount.yaml",
+    ).stdout
+    applied = subprocess.run(
+        [
+            binary("kubectl"),
+            "--kubeconfig",
+            k8s_cluster,
+            "--namespace",
+            namespace,
+            "apply",
+            "-f",
+            "-",
+        ],
+        input=rendered,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert applied.returncode == 0, applied.stderr
     role = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Role")
     cluster = cluster_of(k8s_cluster)
-    config = service_account_kubeconfig(admin, namespace, "r-gps-dagster-run-launcher",
-                                        tmp_path / "launcher.kubeconfig", cluster=cluster)
+    config = service_account_kubeconfig(
+        admin,
+        namespace,
+        "r-gps-dagster-run-launcher",
+        tmp_path / "launcher.kubeconfig",
+        cluster=cluster,
+    )
     api_client = kubernetes.config.new_client_from_config(config_file=str(config))
     recorder = Recorder(api_client)
     client = DagsterKubernetesClient(
-        kubernetes.client.BatchV1Api(api_client), kubernetes.client.CoreV1Api(api_client),
-        logging.getLogger("launcher"), time.sleep, time.monotonic,
+        kubernetes.client.BatchV1Api(api_client),
+        kubernetes.client.CoreV1Api(api_client),
+        logging.getLogger("launcher"),
+        time.sleep,
+        time.monotonic,
     )
     clock = VirtualClock(datetime(2026, 10, 19, 8, tzinfo=UTC))
-    node = ProductNode(admin, clock, name=f"rl-{namespace}", images={IMAGE: local_image()},
-                       root=tmp_path / "pods", cluster=cluster, advance=clock.advance).start()
+    node = ProductNode(
+        admin,
+        clock,
+        name=f"rl-{namespace}",
+        images={IMAGE: local_image()},
+        root=tmp_path / "pods",
+        cluster=cluster,
+        advance=clock.advance,
+    ).start()
     try:
         job = kubernetes.client.V1Job(
             metadata=kubernetes.client.V1ObjectMeta(name="dagster-run-x"),
-            spec=kubernetes.client.V1JobSpec(backoff_limit=0, template={"spec": {
-                "restartPolicy": "Never", "nodeSelector": node.selector,
-                "tolerations": [node.toleration],
-                "containers": [{"name": "dagster", "image": IMAGE, "args": ["sleep", "600"]}]}}))
+            spec=kubernetes.client.V1JobSpec(
+                backoff_limit=0,
+                template={
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "nodeSelector": node.selector,
+                        "tolerations": [node.toleration],
+                        "containers": [
+                            {"name": "dagster", "image": IMAGE, "args": ["sleep", "600"]}
+                        ],
+                    }
+                },
+            ),
+        )
         client.create_namespaced_job_with_retries(job, namespace)  # launch_run
         status = client.get_job_status("dagster-run-x", namespace)  # check_run_worker_health
         assert status is not None

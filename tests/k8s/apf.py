@@ -19,22 +19,60 @@ def limit_to_three_seats(admin: Kube, namespace: str, account: str) -> str:
     """Put ``namespace/account`` in a 1-share Reject level; returns the objects' name."""
     group, version = FLOWCONTROL
     name = f"gps-test-{namespace}-{account}"
-    admin.call(admin.custom.create_cluster_custom_object, group, version, "prioritylevelconfigurations", {
-        "apiVersion": f"{group}/{version}", "kind": "PriorityLevelConfiguration",
-        "metadata": {"name": name},
-        "spec": {"type": "Limited", "limited": {"assuredConcurrencyShares": 1,
-                                                "limitResponse": {"type": "Reject"}}}},
-        what="priority level", mutating=True)
-    admin.call(admin.custom.create_cluster_custom_object, group, version, "flowschemas", {
-        "apiVersion": f"{group}/{version}", "kind": "FlowSchema",
-        "metadata": {"name": name},
-        "spec": {"priorityLevelConfiguration": {"name": name}, "matchingPrecedence": 500,
-                 "distinguisherMethod": {"type": "ByUser"},
-                 "rules": [{"subjects": [{"kind": "ServiceAccount",
-                                          "serviceAccount": {"name": account, "namespace": namespace}}],
-                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                               "namespaces": ["*"], "clusterScope": True}]}]}},
-        what="flow schema", mutating=True)
+    admin.call(
+        admin.custom.create_cluster_custom_object,
+        group,
+        version,
+        "prioritylevelconfigurations",
+        {
+            "apiVersion": f"{group}/{version}",
+            "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": name},
+            "spec": {
+                "type": "Limited",
+                "limited": {"assuredConcurrencyShares": 1, "limitResponse": {"type": "Reject"}},
+            },
+        },
+        what="priority level",
+        mutating=True,
+    )
+    admin.call(
+        admin.custom.create_cluster_custom_object,
+        group,
+        version,
+        "flowschemas",
+        {
+            "apiVersion": f"{group}/{version}",
+            "kind": "FlowSchema",
+            "metadata": {"name": name},
+            "spec": {
+                "priorityLevelConfiguration": {"name": name},
+                "matchingPrecedence": 500,
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [
+                    {
+                        "subjects": [
+                            {
+                                "kind": "ServiceAccount",
+                                "serviceAccount": {"name": account, "namespace": namespace},
+                            }
+                        ],
+                        "resourceRules": [
+                            {
+                                "verbs": ["*"],
+                                "apiGroups": ["*"],
+                                "resources": ["*"],
+                                "namespaces": ["*"],
+                                "clusterScope": True,
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        what="flow schema",
+        mutating=True,
+    )
     wait_in_force(admin, name)
     return name
 
@@ -42,8 +80,15 @@ def limit_to_three_seats(admin: Kube, namespace: str, account: str) -> str:
 def remove(admin: Kube, name: str) -> None:
     group, version = FLOWCONTROL
     for plural in ("flowschemas", "prioritylevelconfigurations"):
-        admin.call(admin.custom.delete_cluster_custom_object, group, version, plural, name,
-                   what="apf cleanup", mutating=True)
+        admin.call(
+            admin.custom.delete_cluster_custom_object,
+            group,
+            version,
+            plural,
+            name,
+            what="apf cleanup",
+            mutating=True,
+        )
 
 
 def wait_in_force(admin: Kube, name: str) -> None:
@@ -52,8 +97,14 @@ def wait_in_force(admin: Kube, name: str) -> None:
     pause = threading.Event()
     conditions: list[dict[str, str]] = []
     for _ in range(100):
-        obj = admin.call(admin.custom.get_cluster_custom_object, group, version, "flowschemas", name,
-                         what="flow schema")
+        obj = admin.call(
+            admin.custom.get_cluster_custom_object,
+            group,
+            version,
+            "flowschemas",
+            name,
+            what="flow schema",
+        )
         conditions = (obj.get("status") or {}).get("conditions") or []
         if any(c.get("type") == "Dangling" and c.get("status") == "False" for c in conditions):
             return

@@ -54,9 +54,13 @@ def fit_problems(spec: PoolSpec, *, gpus: int = REAL_NODE_GPUS) -> list[str]:
     if len(spec.nodes) != 1:
         problems.append(f"{len(spec.nodes)} nodes")
     problems += [f"node {n.name} has {n.gpus} GPUs" for n in spec.nodes if n.gpus > gpus]
-    problems += [f"{d.id} spans {d.nodes_per_replica} nodes" for d in spec.deploys if d.nodes_per_replica > 1]
+    problems += [
+        f"{d.id} spans {d.nodes_per_replica} nodes" for d in spec.deploys if d.nodes_per_replica > 1
+    ]
     if spec.sim.timings.publish_lag_s:
-        problems.append(f"a {spec.sim.timings.publish_lag_s:g} s publish lag (the kubelet has none)")
+        problems.append(
+            f"a {spec.sim.timings.publish_lag_s:g} s publish lag (the kubelet has none)"
+        )
     if spec.reservations:
         problems.append("GPU reservations on the pool's own UUIDs (not the device plugin's)")
     if spec.sim.foreign:
@@ -103,14 +107,23 @@ class RealNodePool(ClusterPool):
                     "image": realnode.STANDIN_IMAGE,
                     "env": [{"name": k, "value": str(math.ceil(v))} for k, v in env.items()],
                     "resources": gpus,
-                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8000}, "periodSeconds": 1},
-                    "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
+                    "readinessProbe": {
+                        "httpGet": {"path": "/ready", "port": 8000},
+                        "periodSeconds": 1,
+                    },
+                    "securityContext": {
+                        "readOnlyRootFilesystem": True,
+                        "allowPrivilegeEscalation": False,
+                    },
                     "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                 }
             ],
             "volumes": [{"name": "tmp", "emptyDir": {}}],
         }
-        return {"metadata": {"labels": {"app": k8s_name(d.id), names.DEPLOY_ID: d.id}}, "spec": spec}
+        return {
+            "metadata": {"labels": {"app": k8s_name(d.id), names.DEPLOY_ID: d.id}},
+            "spec": spec,
+        }
 
     def _wait_running_ready(self) -> None:
         """The pool's state at load: every running deploy Ready (its probe passed)."""
@@ -120,11 +133,15 @@ class RealNodePool(ClusterPool):
                 continue
             _, ns, name = self.workloads[d.id]
             while True:
-                obj = self.kube.call(self.kube.apps.read_namespaced_deployment, name, ns, what="read")
+                obj = self.kube.call(
+                    self.kube.apps.read_namespaced_deployment, name, ns, what="read"
+                )
                 if ((obj.get("status") or {}).get("readyReplicas") or 0) >= d.replicas:
                     break
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{d.id} not Ready on the real node after {READY_AT_LOAD_S} s")
+                    raise TimeoutError(
+                        f"{d.id} not Ready on the real node after {READY_AT_LOAD_S} s"
+                    )
                 time.sleep(0.2)
 
     def close(self) -> None:
@@ -133,11 +150,21 @@ class RealNodePool(ClusterPool):
         for kind, ns, name in self.workloads.values():
             if kind == "Deployment":
                 with contextlib.suppress(CoreError):
-                    self.kube.merge_patch(self.kube.apps.patch_namespaced_deployment, name, ns,
-                                          body={"spec": {"replicas": 0}}, what=f"scale {name} to 0")
+                    self.kube.merge_patch(
+                        self.kube.apps.patch_namespaced_deployment,
+                        name,
+                        ns,
+                        body={"spec": {"replicas": 0}},
+                        what=f"scale {name} to 0",
+                    )
         for ns in (*self.namespaces, self.layout.system):
             with contextlib.suppress(NotFound):
-                self.kube.call(self.kube.core.delete_namespace, ns, what=f"delete namespace {ns}", mutating=True)
+                self.kube.call(
+                    self.kube.core.delete_namespace,
+                    ns,
+                    what=f"delete namespace {ns}",
+                    mutating=True,
+                )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             left = [
@@ -151,8 +178,14 @@ class RealNodePool(ClusterPool):
                 for p in left:
                     meta = p["metadata"]
                     with contextlib.suppress(CoreError):
-                        self.kube.call(self.kube.core.delete_namespaced_pod, meta["name"], meta["namespace"],
-                                       grace_period_seconds=0, what="force-delete pod", mutating=True)
+                        self.kube.call(
+                            self.kube.core.delete_namespaced_pod,
+                            meta["name"],
+                            meta["namespace"],
+                            grace_period_seconds=0,
+                            what="force-delete pod",
+                            mutating=True,
+                        )
             time.sleep(0.2)
 
 
@@ -161,13 +194,17 @@ class RealNodeHarness(K8sHarness):
 
     def __init__(self, db_url: str) -> None:
         if not os.environ.get("GPS_TEST_REAL_NODE"):
-            raise RuntimeError("GPS_TEST_REAL_NODE is not set: use the real_node fixture or tools/with_k8s.py")
+            raise RuntimeError(
+                "GPS_TEST_REAL_NODE is not set: use the real_node fixture or tools/with_k8s.py"
+            )
         super().__init__(db_url)
 
     def load(self, spec: PoolSpec) -> Core:
         problems = fit_problems(spec)
         if problems:
-            raise NotOnOneNode(f"pool {spec.name} does not fit one real node: {'; '.join(problems)}")
+            raise NotOnOneNode(
+                f"pool {spec.name} does not fit one real node: {'; '.join(problems)}"
+            )
         self._take_node_lock()  # the capacity preview sees every node: no contract fake nodes now
         ensure_tables(self.engine)
         self.pool = RealNodePool(self.admin, self.clock, spec, prefix=unique("r"))

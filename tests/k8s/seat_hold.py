@@ -36,13 +36,45 @@ LABEL = "gps.dagster.io/seat-hold"
 def _serving_cert(pki: Path, out: Path) -> tuple[Path, Path]:
     """A serving certificate for 127.0.0.1 signed by the control plane's CA (openssl)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "san.cnf").write_text("[ext]\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    (out / "san.cnf").write_text(
+        "[ext]\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+    )
     for cmd in (
-        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "hook.key", "-out", "hook.csr",
-         "-subj", "/CN=seat-hold"],
-        ["openssl", "x509", "-req", "-in", "hook.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
-         "-CAcreateserial", "-CAserial", str(out / "ca.srl"), "-out", "hook.crt", "-days", "1",
-         "-extfile", "san.cnf", "-extensions", "ext"],
+        [
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "hook.key",
+            "-out",
+            "hook.csr",
+            "-subj",
+            "/CN=seat-hold",
+        ],
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            "hook.csr",
+            "-CA",
+            str(pki / "ca.crt"),
+            "-CAkey",
+            str(pki / "ca.key"),
+            "-CAcreateserial",
+            "-CAserial",
+            str(out / "ca.srl"),
+            "-out",
+            "hook.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "san.cnf",
+            "-extensions",
+            "ext",
+        ],
     ):
         subprocess.run(cmd, cwd=out, check=True, capture_output=True)
     return out / "hook.crt", out / "hook.key"
@@ -67,8 +99,13 @@ class SeatHold:
                 hold.release_event.wait(25)  # under the webhook's 30 s timeout
                 with hold.lock:
                     hold.held -= 1
-                body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                   "response": {"uid": review["request"]["uid"], "allowed": True}}).encode()
+                body = json.dumps(
+                    {
+                        "apiVersion": "admission.k8s.io/v1",
+                        "kind": "AdmissionReview",
+                        "response": {"uid": review["request"]["uid"], "allowed": True},
+                    }
+                ).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -85,7 +122,9 @@ class SeatHold:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(cert), str(key))
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self._thread = threading.Thread(target=self.server.serve_forever, name="seat-hold", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="seat-hold", daemon=True
+        )
         self._thread.start()
         self._register(base64.b64encode((pki / "ca.crt").read_bytes()).decode())
         self._holders: list[threading.Thread] = []
@@ -93,19 +132,38 @@ class SeatHold:
     def _register(self, ca_bundle: str) -> None:
         api = client.AdmissionregistrationV1Api(self.admin.api_client)
         port = self.server.server_address[1]
-        self.admin.call(api.create_validating_webhook_configuration, {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": self.id},
-            "webhooks": [{
-                "name": f"{self.id}.seat-hold.gps.dagster.io",
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/hold", "caBundle": ca_bundle},
-                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                           "resources": ["configmaps"]}],
-                "objectSelector": {"matchLabels": {LABEL: self.id}},
-                "failurePolicy": "Ignore", "sideEffects": "None", "timeoutSeconds": 30,
-                "admissionReviewVersions": ["v1"],
-            }],
-        }, what="seat-hold webhook", mutating=True)
+        self.admin.call(
+            api.create_validating_webhook_configuration,
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": self.id},
+                "webhooks": [
+                    {
+                        "name": f"{self.id}.seat-hold.gps.dagster.io",
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{port}/hold",
+                            "caBundle": ca_bundle,
+                        },
+                        "rules": [
+                            {
+                                "operations": ["CREATE"],
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "resources": ["configmaps"],
+                            }
+                        ],
+                        "objectSelector": {"matchLabels": {LABEL: self.id}},
+                        "failurePolicy": "Ignore",
+                        "sideEffects": "None",
+                        "timeoutSeconds": 30,
+                        "admissionReviewVersions": ["v1"],
+                    }
+                ],
+            },
+            what="seat-hold webhook",
+            mutating=True,
+        )
 
     def _create(self, who: Kube, namespace: str) -> None:
         """Held creates, one after another until released: the webhook's 30 s timeout ends each
@@ -113,8 +171,13 @@ class SeatHold:
         body = {"metadata": {"generateName": "hold-", "labels": {LABEL: self.id}}}
         while not self.release_event.is_set():
             try:
-                who.call(who.core.create_namespaced_config_map, namespace, body, what="held create",
-                         mutating=True)
+                who.call(
+                    who.core.create_namespaced_config_map,
+                    namespace,
+                    body,
+                    what="held create",
+                    mutating=True,
+                )
             except CoreError as exc:
                 if exc.reason == "api_throttled":
                     with self.lock:
@@ -151,8 +214,12 @@ class SeatHold:
         self.release()
         api = client.AdmissionregistrationV1Api(self.admin.api_client)
         try:
-            self.admin.call(api.delete_validating_webhook_configuration, self.id, what="webhook cleanup",
-                            mutating=True)
+            self.admin.call(
+                api.delete_validating_webhook_configuration,
+                self.id,
+                what="webhook cleanup",
+                mutating=True,
+            )
         finally:
             self.server.shutdown()
             self.server.server_close()

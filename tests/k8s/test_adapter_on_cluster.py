@@ -300,22 +300,48 @@ def bound_pair() -> dict[str, Any]:
         "name": "pair",
         "nodes": [{"name": "n1", "gpus": 8}],
         "reservations": [
-            {"id": "rsv-x", "node": "n1", "namespace": "serving", "mode": "exclusive",
-             "gpu_memory_mib": 81559, "gpu_uuids": uuids[:2]},
-            {"id": "rsv-ts", "node": "n1", "namespace": "cmp-team", "mode": "time_sliced",
-             "gpu_memory_mib": 80000, "headroom": "1", "gpu_uuids": uuids[2:]},
+            {
+                "id": "rsv-x",
+                "node": "n1",
+                "namespace": "serving",
+                "mode": "exclusive",
+                "gpu_memory_mib": 81559,
+                "gpu_uuids": uuids[:2],
+            },
+            {
+                "id": "rsv-ts",
+                "node": "n1",
+                "namespace": "cmp-team",
+                "mode": "time_sliced",
+                "gpu_memory_mib": 80000,
+                "headroom": "1",
+                "gpu_uuids": uuids[2:],
+            },
         ],
         "deploys": [
-            {"id": "x", "gpus_per_replica": 2, "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
-            {"id": "m", "gpus_per_replica": 1,
-             "reservation": {"mode": "time_sliced", "reservation": "rsv-ts", "memory_mib": 30000}},
+            {
+                "id": "x",
+                "gpus_per_replica": 2,
+                "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]},
+            },
+            {
+                "id": "m",
+                "gpus_per_replica": 1,
+                "reservation": {
+                    "mode": "time_sliced",
+                    "reservation": "rsv-ts",
+                    "memory_mib": 30000,
+                },
+            },
             {"id": "plain", "gpus_per_replica": 1},
         ],
         "sim": {"timings": {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}},
     }
 
 
-def test_the_witness_is_the_node_agents_podresources_record(k8s_cluster: str, sqlite_url: str) -> None:
+def test_the_witness_is_the_node_agents_podresources_record(
+    k8s_cluster: str, sqlite_url: str
+) -> None:
     """No pod carries a device annotation no real component writes (``nvidia.com/container.*``);
     the UUIDs come from the node agent's write path (fed, on the fake node, by the fake kubelet's
     PodResources record), and a time-sliced member's from its KAI reservation pod's device."""
@@ -333,11 +359,20 @@ def test_the_witness_is_the_node_agents_podresources_record(k8s_cluster: str, sq
         assert x.source == m.source == "node_agent_podresources"
         assert m.uuids == (gpu_uuid("pair", "n1", 2),)
         holders = [q for q in ours if pods.namespace(q) == "kai-resource-reservation"]
-        assert [pods.gpus(q) for q in holders] == [1]  # KAI's reservation pod holds the shared GPU whole
-        p.core.stop("m", etag=p.core.get_deploy("m").etag, allow_aliased_downtime=True, idempotency_key="stop-m")
+        assert [pods.gpus(q) for q in holders] == [
+            1
+        ]  # KAI's reservation pod holds the shared GPU whole
+        p.core.stop(
+            "m",
+            etag=p.core.get_deploy("m").etag,
+            allow_aliased_downtime=True,
+            idempotency_key="stop-m",
+        )
         p.core.release_holder("m")  # no member and no holder left: KAI frees the GPU
         p.cluster.settle()
-        left = p.admin.items(p.admin.core.list_namespaced_pod, "kai-resource-reservation", what="pods")
+        left = p.admin.items(
+            p.admin.core.list_namespaced_pod, "kai-resource-reservation", what="pods"
+        )
         assert not [q for q in left if pods.node(q) in p.cluster.sim.nodes]
     finally:
         p.close()
@@ -350,11 +385,21 @@ def test_no_witness_source_refuses_bound_deploys_with_witness_unavailable(
     admission preview and the start itself refuse it, with the fix; unbound work is unaffected."""
     p = Pool(bound_pair(), sqlite_url)
     try:
-        core = K8sCore(p.api, clock=p.clock, namespaces=p.cluster.namespaces, ledger=ReservationRepository(p.engine),
-                       policy_namespace=p.cluster.layout.system, witness_source="none")
+        core = K8sCore(
+            p.api,
+            clock=p.clock,
+            namespaces=p.cluster.namespaces,
+            ledger=ReservationRepository(p.engine),
+            policy_namespace=p.cluster.layout.system,
+            witness_source="none",
+        )
         for d, rid in (("x", "rsv-x"), ("m", "rsv-ts")):
             seen = core.admission_preview(d, delta_replicas=1)
-            assert (seen.admitted, seen.reason, seen.reservation_id) == (False, "witness_unavailable", rid)
+            assert (seen.admitted, seen.reason, seen.reservation_id) == (
+                False,
+                "witness_unavailable",
+                rid,
+            )
             assert "node agent" in seen.message and "GPS_WITNESS_SOURCE" in seen.message
             before = core.get_deploy(d)
             with pytest.raises(AdmissionRefused) as err:
@@ -375,12 +420,21 @@ def held_pool() -> dict[str, Any]:
         "name": "held",
         "nodes": [{"name": "n1", "gpus": 8}],
         "reservations": [
-            {"id": "rsv-x", "node": "n1", "namespace": "serving", "mode": "exclusive",
-             "gpu_memory_mib": 81559, "gpu_uuids": uuids},
+            {
+                "id": "rsv-x",
+                "node": "n1",
+                "namespace": "serving",
+                "mode": "exclusive",
+                "gpu_memory_mib": 81559,
+                "gpu_uuids": uuids,
+            },
         ],
         "deploys": [
-            {"id": "x", "gpus_per_replica": 4,
-             "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]}},
+            {
+                "id": "x",
+                "gpus_per_replica": 4,
+                "reservation": {"mode": "exclusive", "reservations": ["rsv-x"]},
+            },
             {"id": "plain", "gpus_per_replica": 4},
             {"id": "big", "gpus_per_replica": 5},
         ],
@@ -416,19 +470,35 @@ def test_an_exclusive_reservation_is_held_by_a_pod_and_handed_over_to_its_deploy
         p.core.start("big", etag=p.core.get_deploy("big").etag, idempotency_key="start-big")
         p.cluster.settle()
         assert p.core.get_deploy("big").unschedulable  # 8 − holder 4 − plain 4: nothing left
-        p.core.stop("plain", etag=p.core.get_deploy("plain").etag, allow_aliased_downtime=True,
-                    idempotency_key="stop-plain")
-        p.core.stop("big", etag=p.core.get_deploy("big").etag, allow_aliased_downtime=True,
-                    idempotency_key="stop-big")
+        p.core.stop(
+            "plain",
+            etag=p.core.get_deploy("plain").etag,
+            allow_aliased_downtime=True,
+            idempotency_key="stop-plain",
+        )
+        p.core.stop(
+            "big",
+            etag=p.core.get_deploy("big").etag,
+            allow_aliased_downtime=True,
+            idempotency_key="stop-big",
+        )
         p.core.start("x", etag=p.core.get_deploy("x").etag, idempotency_key="start-x")
         p.cluster.settle()
-        left = p.admin.items(p.admin.core.list_namespaced_pod, ns, what="pods",
-                             label_selector=f"{kai.ROLE_LABEL}=holder")
+        left = p.admin.items(
+            p.admin.core.list_namespaced_pod,
+            ns,
+            what="pods",
+            label_selector=f"{kai.ROLE_LABEL}=holder",
+        )
         assert left == []  # handed over
         assert p.core.get_deploy("x").state is DeployState.READY
         assert set(p.core.witness("x").uuids) == {gpu_uuid("held", "n1", i) for i in range(4)}
-        p.core.stop("x", etag=p.core.get_deploy("x").etag, allow_aliased_downtime=True,
-                    idempotency_key="stop-x")
+        p.core.stop(
+            "x",
+            etag=p.core.get_deploy("x").etag,
+            allow_aliased_downtime=True,
+            idempotency_key="stop-x",
+        )
         p.cluster.settle()
         again = p.admin.call(p.admin.core.read_namespaced_pod, name, ns, what="holder")
         assert pods.node(again) == node and p.core.get_deploy("x").state is DeployState.STOPPED

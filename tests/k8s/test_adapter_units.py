@@ -333,7 +333,11 @@ def test_a_broken_kubeconfig_is_a_clear_error(tmp_path: Any) -> None:
     bad.write_text("not: [a kubeconfig")
     with pytest.raises(Permanent) as err:
         build_core(
-            ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(bad), context=None, namespaces=()
+            ledger=None,
+            clock=VirtualClock(T0_K8S),
+            kubeconfig=str(bad),
+            context=None,
+            namespaces=(),
         )
     assert err.value.reason == "kubeconfig_invalid" and "GPS_KUBECONFIG" in str(err.value)
 
@@ -380,7 +384,9 @@ def test_a_labelled_workload_of_another_kind_is_ineligible_for_the_engine() -> N
 def test_build_core_reads_the_policy_from_the_given_namespace(tmp_path: Any) -> None:
     """Issue 18 item 13: the chart's rbac.policyNamespace was ignored (always gps-dagster-system)."""
     config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
         "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:9"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
@@ -388,13 +394,21 @@ def test_build_core_reads_the_policy_from_the_given_namespace(tmp_path: Any) -> 
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps(config))
     core = build_core(
-        ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None,
-        namespaces=(), policy_namespace="gpu-ops",
+        ledger=None,
+        clock=VirtualClock(T0_K8S),
+        kubeconfig=str(path),
+        context=None,
+        namespaces=(),
+        policy_namespace="gpu-ops",
     )
     assert isinstance(core, K8sCore) and core.gps.policy_namespace == "gpu-ops"
     core.close()
     default = build_core(
-        ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None, namespaces=(),
+        ledger=None,
+        clock=VirtualClock(T0_K8S),
+        kubeconfig=str(path),
+        context=None,
+        namespaces=(),
         cache=False,
     )
     assert isinstance(default, K8sCore) and default.gps.policy_namespace == names.POLICY_NAMESPACE

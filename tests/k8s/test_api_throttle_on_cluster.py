@@ -43,25 +43,48 @@ def throttled_identity(k8s_cluster: str, tmp_path: Path) -> Iterator[tuple[str, 
     ns = f"apf-{uuid.uuid4().hex[:6]}"
     admin.call(admin.core.create_namespace, {"metadata": {"name": ns}}, what="ns", mutating=True)
     wait_default_tokens(admin, [ns])
-    admin.call(admin.core.create_namespaced_service_account, ns, {"metadata": {"name": "engine"}},
-               what="sa", mutating=True)
+    admin.call(
+        admin.core.create_namespaced_service_account,
+        ns,
+        {"metadata": {"name": "engine"}},
+        what="sa",
+        mutating=True,
+    )
     rbac = kubernetes.client.RbacAuthorizationV1Api(admin.api_client)
-    admin.call(rbac.create_namespaced_role, ns, {
-        "metadata": {"name": "list-cm"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]},
-        what="role", mutating=True)
-    admin.call(rbac.create_namespaced_role_binding, ns, {
-        "metadata": {"name": "list-cm"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "list-cm"},
-        "subjects": [{"kind": "ServiceAccount", "name": "engine", "namespace": ns}]},
-        what="binding", mutating=True)
+    admin.call(
+        rbac.create_namespaced_role,
+        ns,
+        {
+            "metadata": {"name": "list-cm"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+        },
+        what="role",
+        mutating=True,
+    )
+    admin.call(
+        rbac.create_namespaced_role_binding,
+        ns,
+        {
+            "metadata": {"name": "list-cm"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "list-cm"},
+            "subjects": [{"kind": "ServiceAccount", "name": "engine", "namespace": ns}],
+        },
+        what="binding",
+        mutating=True,
+    )
     blob = "x" * 200_000
     for i in range(CONFIGMAPS):
-        admin.call(admin.core.create_namespaced_config_map, ns,
-                   {"metadata": {"name": f"cm-{i}"}, "data": {"blob": blob}}, what="cm", mutating=True)
+        admin.call(
+            admin.core.create_namespaced_config_map,
+            ns,
+            {"metadata": {"name": f"cm-{i}"}, "data": {"blob": blob}},
+            what="cm",
+            mutating=True,
+        )
     limited = limit_to_three_seats(admin, ns, "engine")
-    config = service_account_kubeconfig(admin, ns, "engine", tmp_path / "engine.kubeconfig",
-                                        cluster=cluster_of(k8s_cluster))
+    config = service_account_kubeconfig(
+        admin, ns, "engine", tmp_path / "engine.kubeconfig", cluster=cluster_of(k8s_cluster)
+    )
     yield ns, config
     remove(admin, limited)
     admin.call(admin.core.delete_namespace, ns, what="ns", mutating=True)

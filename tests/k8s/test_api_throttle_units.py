@@ -166,15 +166,24 @@ def test_build_core_paces_its_client_as_the_settings_say(tmp_path: Any) -> None:
     from tests.k8s.cluster import T0_K8S
 
     config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
         "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:9"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
     }
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps(config))
-    core = build_core(ledger=None, clock=VirtualClock(T0_K8S), kubeconfig=str(path), context=None,
-                      namespaces=(), qps=7.0, burst=3)
+    core = build_core(
+        ledger=None,
+        clock=VirtualClock(T0_K8S),
+        kubeconfig=str(path),
+        context=None,
+        namespaces=(),
+        qps=7.0,
+        burst=3,
+    )
     assert isinstance(core, K8sCore)
     assert (core.kube.throttle.qps, core.kube.throttle.burst) == (7.0, 3)
     assert core.cache is not None and core.cache.kube is core.kube  # the cache paces with it
@@ -218,10 +227,13 @@ def test_the_transport_hands_every_retry_after_to_the_client_instead_of_sleeping
             "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
             f"clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{server.server_address[1]}\n"
             "users:\n- name: u\n  user:\n    token: t\n"
-            "contexts:\n- name: c\n  context: {cluster: c, user: u}\n")
+            "contexts:\n- name: c\n  context: {cluster: c, user: u}\n"
+        )
         clock = Clock()
-        client = Kube(connect(str(config), None),
-                      throttle=Throttle(sleep=clock.sleep, monotonic=clock.monotonic, max_retries=3))
+        client = Kube(
+            connect(str(config), None),
+            throttle=Throttle(sleep=clock.sleep, monotonic=clock.monotonic, max_retries=3),
+        )
         with pytest.raises(Transient) as caught:
             client.call(client.core.list_namespace, what="namespaces")
     finally:

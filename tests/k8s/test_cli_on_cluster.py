@@ -118,4 +118,3 @@ def test_pool_describe_reads_back_a_refusal_in_the_api_servers_words(cluster: An
     assert "FailedCreate" in text and "exceeded quota: tight" in text
     data = json.loads(run(env, "pool", "describe", C, "--format", "json").output)
     assert data["deploy"] == C and [p["gpus"] for p in data["pods"]] == [2]
-

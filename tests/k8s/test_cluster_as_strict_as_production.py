@@ -27,8 +27,15 @@ from tests.k8s.test_verdicts import create, deployment
 
 FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1beta1"
 """APF's API in 1.20 (beta; the feature gate APIPriorityAndFairness is on by default there)."""
-DEFAULT_LEVELS = {"exempt", "catch-all", "system", "leader-election", "workload-high",
-                  "workload-low", "global-default"}
+DEFAULT_LEVELS = {
+    "exempt",
+    "catch-all",
+    "system",
+    "leader-election",
+    "workload-high",
+    "workload-low",
+    "global-default",
+}
 """The bootstrap priority levels an APF-enabled 1.20 API server creates (the same names as
 ``/debug/api_priority_and_fairness/dump_priority_levels`` lists, kubernetes.io/docs/reference/
 debug-cluster/flow-control)."""
@@ -37,31 +44,64 @@ WIRING = {
     # Only where to listen, whom to trust, what to store: nothing that changes how fast or how
     # leniently the components work. A new flag must be added here on purpose.
     "kube-apiserver": {
-        "--etcd-servers", "--bind-address", "--advertise-address", "--secure-port",
-        "--insecure-port", "--tls-cert-file", "--tls-private-key-file", "--client-ca-file",
-        "--token-auth-file", "--authorization-mode", "--service-account-key-file",
-        "--service-account-signing-key-file", "--service-account-issuer",
-        "--service-cluster-ip-range", "--endpoint-reconciler-type",
-        "--enable-admission-plugins", "--feature-gates", "--v",
+        "--etcd-servers",
+        "--bind-address",
+        "--advertise-address",
+        "--secure-port",
+        "--insecure-port",
+        "--tls-cert-file",
+        "--tls-private-key-file",
+        "--client-ca-file",
+        "--token-auth-file",
+        "--authorization-mode",
+        "--service-account-key-file",
+        "--service-account-signing-key-file",
+        "--service-account-issuer",
+        "--service-cluster-ip-range",
+        "--endpoint-reconciler-type",
+        "--enable-admission-plugins",
+        "--feature-gates",
+        "--v",
     },
     "kube-controller-manager": {
-        "--kubeconfig", "--leader-elect", "--service-account-private-key-file",
-        "--root-ca-file", "--secure-port", "--port", "--feature-gates", "--v",
+        "--kubeconfig",
+        "--leader-elect",
+        "--service-account-private-key-file",
+        "--root-ca-file",
+        "--secure-port",
+        "--port",
+        "--feature-gates",
+        "--v",
     },
     "kube-scheduler": {"--config", "--secure-port", "--v"},
 }
 LENIENT = {
     # What a kinder test cluster would set (each at its default in production).
-    "kube-apiserver": {"--enable-priority-and-fairness", "--max-requests-inflight",
-                       "--max-mutating-requests-inflight", "--disable-admission-plugins",
-                       "--request-timeout"},
-    "kube-controller-manager": {"--concurrent-deployment-syncs", "--concurrent-replicaset-syncs",
-                                "--kube-api-qps", "--kube-api-burst", "--node-monitor-period",
-                                "--node-monitor-grace-period", "--pod-eviction-timeout",
-                                "--min-resync-period", "--resource-quota-sync-period",
-                                "--controllers"},
-    "kube-scheduler": {"--kube-api-qps", "--kube-api-burst", "--policy-config-file",
-                       "--algorithm-provider"},
+    "kube-apiserver": {
+        "--enable-priority-and-fairness",
+        "--max-requests-inflight",
+        "--max-mutating-requests-inflight",
+        "--disable-admission-plugins",
+        "--request-timeout",
+    },
+    "kube-controller-manager": {
+        "--concurrent-deployment-syncs",
+        "--concurrent-replicaset-syncs",
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "--node-monitor-period",
+        "--node-monitor-grace-period",
+        "--pod-eviction-timeout",
+        "--min-resync-period",
+        "--resource-quota-sync-period",
+        "--controllers",
+    },
+    "kube-scheduler": {
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "--policy-config-file",
+        "--algorithm-provider",
+    },
 }
 
 
@@ -105,8 +145,9 @@ def get(path: str) -> tuple[dict[str, Any], dict[str, str]]:
     server = config["clusters"][0]["cluster"]
     token = config["users"][0]["user"]["token"]
     context = ssl.create_default_context(cafile=server["certificate-authority"])
-    req = urllib.request.Request(server["server"] + path,
-                                 headers={"Authorization": f"Bearer {token}"})
+    req = urllib.request.Request(
+        server["server"] + path, headers={"Authorization": f"Bearer {token}"}
+    )
     with urllib.request.urlopen(req, context=context, timeout=10) as resp:
         return json.loads(resp.read()), dict(resp.headers)
 
@@ -148,8 +189,14 @@ def test_the_control_plane_runs_at_production_defaults(
     gates = [a for a in api + procs["kube-controller-manager"] if a.startswith("--feature-gates")]
     assert all(a == "--feature-gates=TTLAfterFinished=true" for a in gates), gates
     config = json.loads((root / "scheduler.yaml").read_text())
-    assert set(config) == {"apiVersion", "kind", "clientConnection", "leaderElection",
-                           "healthzBindAddress", "metricsBindAddress"}, config
+    assert set(config) == {
+        "apiVersion",
+        "kind",
+        "clientConnection",
+        "leaderElection",
+        "healthzBindAddress",
+        "metricsBindAddress",
+    }, config
     assert set(config["clientConnection"]) == {"kubeconfig"}  # default QPS 50 / burst 100
 
 
@@ -198,17 +245,32 @@ def test_gpu_nodes_are_tainted_sized_like_servers_and_loaded_by_another_tenant(
     p = Pool(two_deploys(), sqlite_url)
     try:
         mine = set(p.cluster.sim.nodes)
-        nodes = [n for n in p.admin.items(p.admin.core.list_node, what="nodes") if n["metadata"]["name"] in mine]
+        nodes = [
+            n
+            for n in p.admin.items(p.admin.core.list_node, what="nodes")
+            if n["metadata"]["name"] in mine
+        ]
         assert {n["metadata"]["name"] for n in nodes} == mine and mine
-        bound = p.admin.items(p.admin.core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=",
-                              what="bound pods")
+        bound = p.admin.items(
+            p.admin.core.list_pod_for_all_namespaces,
+            field_selector="spec.nodeName!=",
+            what="bound pods",
+        )
         for node in nodes:
             name, status = node["metadata"]["name"], node["status"]
             assert {"key": "nvidia.com/gpu", "effect": "NoSchedule"}.items() <= next(
-                t for t in node["spec"].get("taints", []) if t["key"] == "nvidia.com/gpu").items(), name
-            assert (status["capacity"]["cpu"], status["capacity"]["memory"], status["capacity"]["pods"]) == (
-                "64", "512Gi", "110"), name
-            agents = [x for x in bound if pods.node(x) == name and pods.labels(x).get("app") == "tenant-agent"]
+                t for t in node["spec"].get("taints", []) if t["key"] == "nvidia.com/gpu"
+            ).items(), name
+            assert (
+                status["capacity"]["cpu"],
+                status["capacity"]["memory"],
+                status["capacity"]["pods"],
+            ) == ("64", "512Gi", "110"), name
+            agents = [
+                x
+                for x in bound
+                if pods.node(x) == name and pods.labels(x).get("app") == "tenant-agent"
+            ]
             assert len(agents) == 1, (name, [pods.name(x) for x in agents])
             requests = agents[0]["spec"]["containers"][0]["resources"]["requests"]
             assert requests == TENANT_LOAD, requests

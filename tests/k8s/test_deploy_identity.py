@@ -33,8 +33,14 @@ def recreate(w: K8sWorld, deploy_id: str) -> str:
     assert kind == "Deployment"
     kube = w.cluster.kube
     old = read(kube, kind, ns, name).raw
-    kube.call(kube.apps.delete_namespaced_deployment, name, ns, propagation_policy="Background",
-              what=f"delete {name}", mutating=True)
+    kube.call(
+        kube.apps.delete_namespaced_deployment,
+        name,
+        ns,
+        propagation_policy="Background",
+        what=f"delete {name}",
+        mutating=True,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -48,12 +54,17 @@ def recreate(w: K8sWorld, deploy_id: str) -> str:
     body: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "labels": meta.get("labels") or {},
-                     "annotations": notes},
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": meta.get("labels") or {},
+            "annotations": notes,
+        },
         "spec": {k: v for k, v in old["spec"].items() if k != "replicas"} | {"replicas": 0},
     }
-    created = kube.call(kube.apps.create_namespaced_deployment, ns, body, what=f"create {name}",
-                        mutating=True)
+    created = kube.call(
+        kube.apps.create_namespaced_deployment, ns, body, what=f"create {name}", mutating=True
+    )
     assert created["metadata"]["uid"] != meta["uid"]
     return str(created["metadata"]["uid"])
 

@@ -57,24 +57,45 @@ def twin(k8s_cluster: str) -> Iterator[SecondApiServer]:
 
 
 @pytest.fixture
-def engine_identity(k8s_cluster: str, twin: SecondApiServer, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def engine_identity(
+    k8s_cluster: str, twin: SecondApiServer, tmp_path: Path
+) -> Iterator[tuple[str, Path]]:
     """A ServiceAccount bound to cluster-admin (not ``system:masters``, which APF exempts), in a
     3-seat Reject level; its kubeconfig points at the second API server."""
     admin = kube(k8s_cluster)
     ns = unique("apf")
     admin.call(admin.core.create_namespace, {"metadata": {"name": ns}}, what="ns", mutating=True)
     wait_default_tokens(admin, [ns])
-    admin.call(admin.core.create_namespaced_service_account, ns, {"metadata": {"name": "engine"}},
-               what="sa", mutating=True)
+    admin.call(
+        admin.core.create_namespaced_service_account,
+        ns,
+        {"metadata": {"name": "engine"}},
+        what="sa",
+        mutating=True,
+    )
     rbac = kubernetes.client.RbacAuthorizationV1Api(admin.api_client)
-    admin.call(rbac.create_cluster_role_binding, {
-        "metadata": {"name": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": "engine", "namespace": ns}]},
-        what="binding", mutating=True)
+    admin.call(
+        rbac.create_cluster_role_binding,
+        {
+            "metadata": {"name": ns},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "engine", "namespace": ns}],
+        },
+        what="binding",
+        mutating=True,
+    )
     limited = limit_to_three_seats(admin, ns, "engine")
-    config = service_account_kubeconfig(admin, ns, "engine", tmp_path / "engine.kubeconfig",
-                                        cluster=Cluster(twin.server, str(twin.ca_file)))
+    config = service_account_kubeconfig(
+        admin,
+        ns,
+        "engine",
+        tmp_path / "engine.kubeconfig",
+        cluster=Cluster(twin.server, str(twin.ca_file)),
+    )
     yield ns, config
     remove(admin, limited)
     admin.call(rbac.delete_cluster_role_binding, ns, what="binding cleanup", mutating=True)
@@ -92,8 +113,12 @@ def no_terminal(w: K8sWorld) -> None:
 
 
 def test_the_swap_survives_a_burst_of_429s_and_a_restart_of_its_api_server(
-    new_world: Callable[..., K8sWorld], k8s_cluster: str, twin: SecondApiServer,
-    engine_identity: tuple[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    new_world: Callable[..., K8sWorld],
+    k8s_cluster: str,
+    twin: SecondApiServer,
+    engine_identity: tuple[str, Path],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     ns, config = engine_identity
     # The engine's client retries as in production, without waiting wall time for Retry-After.
@@ -102,8 +127,13 @@ def test_the_swap_survives_a_burst_of_429s_and_a_restart_of_its_api_server(
     # Without the watch cache: its six informers LIST at once when it starts, more than this
     # 3-seat Reject level admits (10 refusals before the hold, retried by the informers); the
     # counts below are of the engine's own calls.
-    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING,
-                  core_kube=engine_kube, cache=False)
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=EVENING,
+        core_kube=engine_kube,
+        cache=False,
+    )
     w.tick(10)
     assert refusals.count == 0 and kinds(w) == []
 
@@ -118,7 +148,8 @@ def test_the_swap_survives_a_burst_of_429s_and_a_restart_of_its_api_server(
         assert kinds(w) == [], "something was mutated through a throttled server"
         no_terminal(w)
         assert any("throttling this client" in r.getMessage() for r in caplog.records), (
-            "no pass saw the server throttling it")
+            "no pass saw the server throttling it"
+        )
     finally:
         hold.close()
 
@@ -127,10 +158,15 @@ def test_the_swap_survives_a_burst_of_429s_and_a_restart_of_its_api_server(
     twin.kill()
     w.advance_to(w.clock.now() + timedelta(minutes=1))  # passes against a dead server
     assert (B, "start") not in kinds(w), "a start went out while the engine's server was down"
-    assert any("unreachable" in r.getMessage() for r in caplog.records), "no pass met the dead server"
+    assert any("unreachable" in r.getMessage() for r in caplog.records), (
+        "no pass met the dead server"
+    )
     no_terminal(w)
     twin.start()
-    w.wait_for(lambda: w.store.get_status(w.spec.name, B) is not None
-               and w.status(B).phase == "converged", "B converged", by=local("2026-10-19T18:10"))
+    w.wait_for(
+        lambda: w.store.get_status(w.spec.name, B) is not None and w.status(B).phase == "converged",
+        "B converged",
+        by=local("2026-10-19T18:10"),
+    )
     assert kinds(w) == [(A, "stop"), (B, "start")], "a mutation was sent twice or lost"
     assert w.status(A).phase == "converged"

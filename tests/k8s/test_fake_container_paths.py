@@ -18,12 +18,14 @@ def _pod(command: list[str]) -> dict[str, Any]:
         "metadata": {"name": "p", "namespace": "ns"},
         "spec": {
             "volumes": [{"name": "tmp", "emptyDir": {}}],
-            "containers": [{
-                "name": "c",
-                "command": command,
-                "args": ["--state", "/tmp/state", "/opt/gps/definitions.py"],
-                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-            }],
+            "containers": [
+                {
+                    "name": "c",
+                    "command": command,
+                    "args": ["--state", "/tmp/state", "/opt/gps/definitions.py"],
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                }
+            ],
         },
     }
 

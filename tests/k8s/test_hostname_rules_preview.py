@@ -79,8 +79,13 @@ def schedulers_refusal(p: Pool, app: str, replicas: int) -> str:
         body={"spec": {"replicas": replicas}},
         what="scale",
     )
-    wait(f"{app} x{replicas} judged", lambda: len(app_pods(p, app)) == replicas
-         and any(pods.unschedulable(q) for q in app_pods(p, app)))
+    wait(
+        f"{app} x{replicas} judged",
+        lambda: (
+            len(app_pods(p, app)) == replicas
+            and any(pods.unschedulable(q) for q in app_pods(p, app))
+        ),
+    )
     [refused] = [q for q in app_pods(p, app) if not pods.node(q)]
     return next(
         str(c.get("message") or "")
@@ -91,7 +96,9 @@ def schedulers_refusal(p: Pool, app: str, replicas: int) -> str:
 
 def anti_affinity(app: str, key: str = names.HOSTNAME) -> dict[str, Any]:
     term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
-    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    return {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    }
 
 
 def test_item9_required_anti_affinity_on_hostname_is_not_fits_where_the_scheduler_refuses(

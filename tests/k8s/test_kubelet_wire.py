@@ -38,9 +38,14 @@ def proto(rel: str) -> dict[str, list[tuple[str, int, str, bool]]]:
 
 @pytest.mark.parametrize(
     ("rel", "ours"),
-    [("podresources/v1/api.proto", wire.PODRESOURCES), ("deviceplugin/v1beta1/api.proto", wire.DEVICEPLUGIN)],
+    [
+        ("podresources/v1/api.proto", wire.PODRESOURCES),
+        ("deviceplugin/v1beta1/api.proto", wire.DEVICEPLUGIN),
+    ],
 )
-def test_our_messages_are_the_kubelets(rel: str, ours: dict[str, list[tuple[str, int, str, bool]]]) -> None:
+def test_our_messages_are_the_kubelets(
+    rel: str, ours: dict[str, list[tuple[str, int, str, bool]]]
+) -> None:
     theirs = proto(rel)
     assert set(theirs) == set(ours)
     for name, fields in theirs.items():
@@ -48,7 +53,9 @@ def test_our_messages_are_the_kubelets(rel: str, ours: dict[str, list[tuple[str,
 
 
 def test_no_source_is_witness_unavailable_with_the_fix() -> None:
-    with pytest.raises(nodeagent.WitnessUnavailable, match=r"witness_unavailable.*--pod-resources-socket"):
+    with pytest.raises(
+        nodeagent.WitnessUnavailable, match=r"witness_unavailable.*--pod-resources-socket"
+    ):
         nodeagent.source_from(pod_resources_socket=None, dcgm_url=None)
 
 
@@ -81,14 +88,18 @@ def test_the_device_plugin_allocates_visible_devices_and_prefers_as_told(tmp_pat
                 request_serializer=M["AllocateRequest"].SerializeToString,
                 response_deserializer=M["AllocateResponse"].FromString,
             )
-            resp = alloc(M["AllocateRequest"](container_requests=[{"devicesIDs": [uuids[1]]}]), timeout=5)
+            resp = alloc(
+                M["AllocateRequest"](container_requests=[{"devicesIDs": [uuids[1]]}]), timeout=5
+            )
             assert dict(resp.container_responses[0].envs) == {"NVIDIA_VISIBLE_DEVICES": uuids[1]}
             assert dict(resp.container_responses[0].annotations) == {
                 "cdi.k8s.io/gps-fake-device-plugin": f"nvidia.com/gpu={uuids[1]}"
             }
             plugin.set_unhealthy([uuids[0]])
             with pytest.raises(grpc.RpcError) as err:
-                alloc(M["AllocateRequest"](container_requests=[{"devicesIDs": [uuids[0]]}]), timeout=5)
+                alloc(
+                    M["AllocateRequest"](container_requests=[{"devicesIDs": [uuids[0]]}]), timeout=5
+                )
             assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
             pref = ch.unary_unary(
                 f"/{wire.DEVICE_PLUGIN_SERVICE}/GetPreferredAllocation",

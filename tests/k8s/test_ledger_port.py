@@ -22,8 +22,12 @@ from gps_dagster.ports import NotFound
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 RSV = Reservation.from_spec(
     ReservationSpec(
-        id="rsv-a", node="n1", gpu_uuids=("GPU-00000000-0000-0000-0000-000000000001",),
-        namespace="team", mode=SharingMode.TIME_SLICED, gpu_memory_mib=81920,
+        id="rsv-a",
+        node="n1",
+        gpu_uuids=("GPU-00000000-0000-0000-0000-000000000001",),
+        namespace="team",
+        mode=SharingMode.TIME_SLICED,
+        gpu_memory_mib=81920,
     ),
     at=T0,
 )

@@ -103,7 +103,9 @@ def test_a_stale_record_is_witness_unavailable_with_the_fix() -> None:
     assert err.value.reason == "witness_unavailable"
     assert "node-agent DaemonSet" in str(err.value) and "n1" in str(err.value)
     nodeagent.annotate(kube, kube.pods.values(), FOUND, "podresources", now=clock.now())  # type: ignore[arg-type]
-    assert witness.witness(workload(), list(kube.pods.values()), now=clock.now()).uuids == (GPU,)  # re-confirmed
+    assert witness.witness(workload(), list(kube.pods.values()), now=clock.now()).uuids == (
+        GPU,
+    )  # re-confirmed
 
 
 def test_a_pod_without_devices_is_not_a_stale_agent() -> None:

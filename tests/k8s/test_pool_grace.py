@@ -23,8 +23,12 @@ def _world(new_world: Any, grace: float | None) -> Any:
     doc = seed_schedule()
     if grace is not None:
         doc["unschedulable_grace_s"] = grace
-    w = new_world(schedule=doc, pool=a_running_pool(), start=EVENING,
-                  config=EngineConfig(unschedulable_grace_s=120))
+    w = new_world(
+        schedule=doc,
+        pool=a_running_pool(),
+        start=EVENING,
+        config=EngineConfig(unschedulable_grace_s=120),
+    )
     _before_start_patch(w, B, lambda: _bind_cpu_hogs(w))
     return w
 

@@ -45,10 +45,17 @@ def shared_pool() -> dict[str, Any]:
     return {
         "name": "rnw",
         "nodes": [{"name": "n1", "gpus": 8}],
-        "reservations": [{
-            "id": "rsv-ts", "node": "n1", "namespace": "cmp-team", "mode": "time_sliced",
-            "gpu_memory_mib": 80000, "headroom": "1", "gpu_uuids": [gpu_uuid("rnw", "n1", 0)],
-        }],
+        "reservations": [
+            {
+                "id": "rsv-ts",
+                "node": "n1",
+                "namespace": "cmp-team",
+                "mode": "time_sliced",
+                "gpu_memory_mib": 80000,
+                "headroom": "1",
+                "gpu_uuids": [gpu_uuid("rnw", "n1", 0)],
+            }
+        ],
         "deploys": [
             {"id": A, "gpus_per_replica": 1, "state": "running", "reservation": member},
             {"id": B, "gpus_per_replica": 1, "reservation": member},
@@ -90,13 +97,20 @@ def until_b_started(w: K8sWorld) -> None:
 
 def reader(w: K8sWorld, k8s_cluster: str) -> K8sCore:
     system = w.cluster.layout.system
-    rbac.apply(w.cluster.kube, rbac.manifests(
-        system=system, scope=w.cluster.namespaces, account="reader", readonly=True))
+    rbac.apply(
+        w.cluster.kube,
+        rbac.manifests(system=system, scope=w.cluster.namespaces, account="reader", readonly=True),
+    )
     cfg = yaml.safe_load(Path(k8s_cluster).read_text())["clusters"][0]["cluster"]
     token = rbac.service_account_token(w.cluster.kube, system, account="reader")
     identity = rbac.as_identity(cfg["server"], cfg["certificate-authority"], token)
-    return K8sCore(identity, clock=w.clock, namespaces=w.cluster.namespaces,
-                   ledger=ReservationRepository(w.store.engine), policy_namespace=system)
+    return K8sCore(
+        identity,
+        clock=w.clock,
+        namespaces=w.cluster.namespaces,
+        ledger=ReservationRepository(w.store.engine),
+        policy_namespace=system,
+    )
 
 
 @pytest.fixture
@@ -117,8 +131,11 @@ def test_a_read_only_identity_reads_everything_and_writes_nothing(
     # B's pods start (90 s) while the loop only observes. Time runs until they are Ready: under
     # load the ReplicaSet controller creates them late (wall time), so a fixed tick could end
     # before their start delay began, and a wall-clock wait with the clock stopped never ended.
-    w.wait_for(lambda: w.deploy(B).state is DeployState.READY, "B READY",
-               by=w.clock.now() + timedelta(minutes=10))
+    w.wait_for(
+        lambda: w.deploy(B).state is DeployState.READY,
+        "B READY",
+        by=w.clock.now() + timedelta(minutes=10),
+    )
     core = reader(w, k8s_cluster)
     writes = Writes(core.kube)
     assert core.get_deploy(B).state is DeployState.READY  # used to DELETE the holder: 403

@@ -43,8 +43,13 @@ def test_a_is_ready_at_eight_on_the_cluster_and_b_loses_only_the_lead(new_world:
     assert start.state == stop.state == "converged"
     assert start.finished_at is not None and stop.accepted_at is not None
     assert abs((start.finished_at - MONDAY_8).total_seconds()) <= 30, start.finished_at
-    leads = [e for e in w.store.list_events(limit=10_000)
-             if e.kind == "ready_by_lead" and e.detail and e.detail["boundary"].startswith("2026-10-19T08:00")]
+    leads = [
+        e
+        for e in w.store.list_events(limit=10_000)
+        if e.kind == "ready_by_lead"
+        and e.detail
+        and e.detail["boundary"].startswith("2026-10-19T08:00")
+    ]
     assert len(leads) == 1
     lead_s = leads[0].detail["lead_s"]  # type: ignore[index]
     assert leads[0].detail["start_s"][A]["source"] == "history"  # type: ignore[index]

@@ -128,19 +128,31 @@ def container_record(socket: Path, container_id: str) -> dict[str, Any]:
     info = subprocess.run([*base, "containers", "info", container_id],
                           capture_output=True, text=True, check=True, timeout=30)  # fmt: skip
     record: dict[str, Any] = json.loads(info.stdout)
-    tasks = subprocess.run([*base, "tasks", "ls"], capture_output=True, text=True, check=True, timeout=30)
-    pids = [line.split()[1] for line in tasks.stdout.splitlines()[1:] if line.split()[:1] == [container_id]]
+    tasks = subprocess.run(
+        [*base, "tasks", "ls"], capture_output=True, text=True, check=True, timeout=30
+    )
+    pids = [
+        line.split()[1]
+        for line in tasks.stdout.splitlines()[1:]
+        if line.split()[:1] == [container_id]
+    ]
     record["pid"] = int(pids[0]) if pids else 0
     return record
 
 
 def _image_cache() -> Path:
-    return Path(os.environ.get("GPS_IMAGE_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gps_dagster" / "image")
+    return Path(
+        os.environ.get("GPS_IMAGE_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "gps_dagster"
+        / "image"
+    )
 
 
 def _inputs_hash() -> str:
-    spec = importlib.util.spec_from_file_location("build_image", REPO / "tools/image/build_image.py")
+    spec = importlib.util.spec_from_file_location(
+        "build_image", REPO / "tools/image/build_image.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -161,7 +173,9 @@ def image(node: RealNode) -> str:
             done = subprocess.run(
                 ["buildah", "--storage-driver", "vfs", "push", "-q", ref, f"oci-archive:{partial}:{ref}"],
                 capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-            assert done.returncode == 0, f"{ref} missing? run `make image` first:\n{done.stderr[-2000:]}"
+            assert done.returncode == 0, (
+                f"{ref} missing? run `make image` first:\n{done.stderr[-2000:]}"
+            )
             partial.replace(archive)
     import_archive(node.socket, archive, timeout_s=600)
     return ref
@@ -183,7 +197,9 @@ class UnixToTcp:
 
                 with s.socket(s.AF_UNIX, s.SOCK_STREAM) as upstream:
                     upstream.connect(target)
-                    back = threading.Thread(target=_copy, args=(upstream, self.request), daemon=True)
+                    back = threading.Thread(
+                        target=_copy, args=(upstream, self.request), daemon=True
+                    )
                     back.start()
                     _copy(self.request, upstream)
                     back.join(timeout=5)
@@ -213,7 +229,9 @@ def _tcp_url(socket_url: str, port: int) -> str:
     params.pop("host", None)
     user_part, _, database = base.removeprefix("postgresql+psycopg2://").partition("/")
     rest = "&".join(f"{k}={v}" for k, v in params.items() if k != "port")
-    return f"postgresql+psycopg2://{user_part.rstrip('@')}@127.0.0.1:{port}/{database}" + (f"?{rest}" if rest else "")
+    return f"postgresql+psycopg2://{user_part.rstrip('@')}@127.0.0.1:{port}/{database}" + (
+        f"?{rest}" if rest else ""
+    )
 
 
 def _socket_path(socket_url: str) -> str:
@@ -233,7 +251,11 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(
-    k8s_cluster: str, node: RealNode, image: str, pg_server_url: str, tmp_path_factory: pytest.TempPathFactory
+    k8s_cluster: str,
+    node: RealNode,
+    image: str,
+    pg_server_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[World]:
     root = tmp_path_factory.mktemp("real-chart")
     pg_url = _fresh_database(pg_server_url)
@@ -245,7 +267,9 @@ def world(
                        prefix=f"rc{suffix}")  # fmt: skip
     placement = {"nodeSelector": {"kubernetes.io/hostname": node.name},
                  "tolerations": [realnode.REAL_NODE_TOLERATION]}  # fmt: skip
-    release = ChartRelease(k8s_cluster, pod_pg_url, root, clock=clock, scope=(), placement=placement)
+    release = ChartRelease(
+        k8s_cluster, pod_pg_url, root, clock=clock, scope=(), placement=placement
+    )
     store = Store.open(pg_url)
     driver = None
     try:
@@ -258,8 +282,12 @@ def world(
         values = release.values(
             image={"repository": repository, "tag": tag, "pullPolicy": "Never"},
             hostNetwork=True,
-            gps={"env": [{"name": "KUBERNETES_SERVICE_HOST", "value": host},
-                         {"name": "KUBERNETES_SERVICE_PORT", "value": port}]},
+            gps={
+                "env": [
+                    {"name": "KUBERNETES_SERVICE_HOST", "value": host},
+                    {"name": "KUBERNETES_SERVICE_PORT", "value": port},
+                ]
+            },
             dagsterWebserver={"enabled": False},  # its role: the daemon below (no cluster DNS)
             dagsterDaemon={"enabled": False},
             engine={"replicaCount": 1},  # host network: one replica per port and node
@@ -270,7 +298,9 @@ def world(
             runLauncher={"config": {"k8sRunLauncher": {"imagePullPolicy": "Never"}}},
         )
         done = release.install(values, timeout="420s", check=False)
-        assert done.returncode == 0, f"helm install: {done.stderr[-1500:]}\n{_pod_logs(release.namespace)}"
+        assert done.returncode == 0, (
+            f"helm install: {done.stderr[-1500:]}\n{_pod_logs(release.namespace)}"
+        )
         yield World(release, pool, node, store, root, release.ports["grpc"])
     finally:
         with contextlib.suppress(Exception):
@@ -300,17 +330,23 @@ def _drop_database(server_url: str, url: str) -> None:
 
     admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1].split("?")[0]}" WITH (FORCE)'))
+        conn.execute(
+            sa.text(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1].split("?")[0]}" WITH (FORCE)')
+        )
     admin.dispose()
 
 
-def _wait(what: str, check: Callable[[], Any], *, timeout_s: float, explain: Callable[[], str] = str) -> Any:
+def _wait(
+    what: str, check: Callable[[], Any], *, timeout_s: float, explain: Callable[[], str] = str
+) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
         got = check()
         if got:
             return got
-        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}\n{explain()}"
+        assert time.monotonic() < deadline, (
+            f"timed out after {timeout_s:.0f} s waiting for {what}\n{explain()}"
+        )
         time.sleep(1)
 
 
@@ -327,7 +363,9 @@ def _uid_of(pid: int) -> int:
     raise AssertionError(f"no Uid line for pid {pid}")
 
 
-def test_chart_pods_run_on_the_real_node_as_10001_read_only_and_ready_by_their_probes(world: World) -> None:
+def test_chart_pods_run_on_the_real_node_as_10001_read_only_and_ready_by_their_probes(
+    world: World,
+) -> None:
     for component in COMPONENTS:
         pods = world.release.pods(component)
         assert len(pods) == 1, (component, [p["metadata"]["name"] for p in pods])
@@ -339,7 +377,11 @@ def test_chart_pods_run_on_the_real_node_as_10001_read_only_and_ready_by_their_p
         status = pod["status"]["containerStatuses"][0]
         started = status["state"]["running"]["startedAt"]
         # Ready strictly after the process started: the kubelet waited for the probe's first success
-        assert conditions["Ready"]["lastTransitionTime"] > started, (component, started, conditions["Ready"])
+        assert conditions["Ready"]["lastTransitionTime"] > started, (
+            component,
+            started,
+            conditions["Ready"],
+        )
         assert status["restartCount"] == 0, component
         record = _runtime(world.node, status)
         spec = record["Spec"]
@@ -350,7 +392,12 @@ def test_chart_pods_run_on_the_real_node_as_10001_read_only_and_ready_by_their_p
         probes = [p for p in ("startupProbe", "readinessProbe") if p in container]
         assert probes, component  # Ready was gated by a probe of the chart's, not by start alone
     api = world.release.pods("api")[0]["metadata"]
-    access_log = Path("/var/log/pods") / f"{world.release.namespace}_{api['name']}_{api['uid']}" / "api" / "0.log"
+    access_log = (
+        Path("/var/log/pods")
+        / f"{world.release.namespace}_{api['name']}_{api['uid']}"
+        / "api"
+        / "0.log"
+    )
     # before this test touched it, the API's own log (written by the kubelet) shows the probes
     assert '"GET /healthz HTTP/1.1" 200' in access_log.read_text(errors="replace")
     web_ports = {c: world.release.ports[k] for c, k in (("engine", "metrics"), ("api", "api"))}
@@ -361,7 +408,9 @@ def test_chart_pods_run_on_the_real_node_as_10001_read_only_and_ready_by_their_p
             assert answer.status == 200, component
 
 
-def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_node(world: World) -> None:
+def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_node(
+    world: World,
+) -> None:
     release, kube = world.release, world.release.kube
     # the engine would swap A and B itself: only the Dagster run may act in this test
     kube.merge_patch(kube.apps.patch_namespaced_deployment, f"{release.fullname}-engine",
@@ -373,8 +422,21 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
     home.mkdir()
     (home / "dagster.yaml").write_text(_daemon_instance(release, launcher))
     workspace = world.home / "workspace.yaml"
-    workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
-        "host": "127.0.0.1", "port": world.grpc_port, "location_name": "gps_dagster"}}]}))
+    workspace.write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    {
+                        "grpc_server": {
+                            "host": "127.0.0.1",
+                            "port": world.grpc_port,
+                            "location_name": "gps_dagster",
+                        }
+                    }
+                ]
+            }
+        )
+    )
     world.store.apply_schedule(parse_schedule(json.dumps(schedule(*WINDOW))), now=T0)
     world.store.set_gate("enforce", now=T0)
     log = world.home / "daemon.log"
@@ -382,7 +444,11 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
     with log.open("wb") as out:  # the child keeps its own descriptor
         daemon = subprocess.Popen(
             [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(workspace)],
-            cwd=world.home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=world.home,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         pod = _wait("a run Job's pod that succeeded", lambda: _finished_run_pod(world), timeout_s=420,
@@ -397,7 +463,10 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
     assert [o["kind"] for o in owners] == ["Job"]
     c = spec["containers"][0]
     assert c["args"][:3] == ["dagster", "api", "execute_run"] or c.get("command", [])[:3] == [
-        "dagster", "api", "execute_run"], c
+        "dagster",
+        "api",
+        "execute_run",
+    ], c
     env = {e["name"]: e.get("value") for e in c.get("env") or []}
     assert "KUBECONFIG" not in env and "GPS_KUBECONFIG" not in env  # in-cluster config only
     assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
@@ -410,7 +479,9 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
     # its release and acquire ops reached the API server and scaled the pool's Deployments
     assert _replicas(world, B) == 0 and _replicas(world, A) == 1
     kind, ns, name = world.pool.workloads[B]
-    assert [e.kind for e in ledger.read(read(world.pool.kube, kind, ns, name)).entries][-1] == "stop"
+    assert [e.kind for e in ledger.read(read(world.pool.kube, kind, ns, name)).entries][
+        -1
+    ] == "stop"
     runs = _runs(home, env_pg=release.db_url)
     assert ("SUCCESS", dnames.TRANSITION_JOB) in runs
 
@@ -443,7 +514,9 @@ def _finished_run_pod(world: World) -> dict[str, Any] | None:
 
 def _replicas(world: World, deploy: str) -> int:
     _, ns, name = world.pool.workloads[deploy]
-    obj = world.pool.kube.call(world.pool.kube.apps.read_namespaced_deployment, name, ns, what="deployment")
+    obj = world.pool.kube.call(
+        world.pool.kube.apps.read_namespaced_deployment, name, ns, what="deployment"
+    )
     return int(obj["spec"].get("replicas") or 0)
 
 
@@ -462,7 +535,9 @@ def _pod_logs(namespace: str) -> str:
     """The containers' logs the kubelet wrote for the namespace (``/var/log/pods``, on this host)."""
     out = []
     for path in sorted(Path("/var/log/pods").glob(f"{namespace}_*/*/*.log")):
-        out.append(f"--- {path.relative_to('/var/log/pods')}\n{path.read_text(errors='replace')[-2500:]}")
+        out.append(
+            f"--- {path.relative_to('/var/log/pods')}\n{path.read_text(errors='replace')[-2500:]}"
+        )
     return "\n".join(out) or f"(no container logs under /var/log/pods for {namespace})"
 
 

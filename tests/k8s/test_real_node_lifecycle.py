@@ -23,7 +23,9 @@ def _cmdlines() -> list[str]:
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                out.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+                out.append(
+                    (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                )
             except OSError:
                 continue
     return out
@@ -50,7 +52,9 @@ def test_sigterm_stops_and_cleans_the_real_node() -> None:
     try:
         assert node_dir is not None, "the node never came up: " + "".join(lines)[-2000:]
         assert any(str(node_dir) in c and "kubelet" in c for c in _cmdlines())
-        tag = f"{proc.pid % 4096:x}"  # realnode.start names the cgroup root and bridge after the pid
+        tag = (
+            f"{proc.pid % 4096:x}"  # realnode.start names the cgroup root and bridge after the pid
+        )
         assert (Path("/sys/fs/cgroup/pids") / f"gps-node-{tag}").is_dir()
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)

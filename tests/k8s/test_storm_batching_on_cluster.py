@@ -91,8 +91,10 @@ def test_one_pass_submits_the_fitting_acquires_together_and_the_rest_waits(
         p.cluster.settle()
         _, ns, _ = p.workload("g0")
         running = [
-            x for x in p.admin.items(p.admin.core.list_namespaced_pod, ns, what="pods",
-                                     label_selector=names.DEPLOY_ID)
+            x
+            for x in p.admin.items(
+                p.admin.core.list_namespaced_pod, ns, what="pods", label_selector=names.DEPLOY_ID
+            )
             if pods.node(x) and not pods.deleting(x)
         ]
         assert sum(pods.gpus(x) for x in running) == 8  # two of them on the node, no more
@@ -126,8 +128,12 @@ def test_one_read_of_many_unschedulable_deploys_lists_the_scale_up_events_once(
             assert time.monotonic() < deadline, "the scheduler never judged the pods"
             time.sleep(0.2)
         _, ns, _ = p.workload("u1")
-        (pod,) = p.admin.items(p.admin.core.list_namespaced_pod, ns, what="u1 pod",
-                               label_selector=f"{names.DEPLOY_ID}=u1")
+        (pod,) = p.admin.items(
+            p.admin.core.list_namespaced_pod,
+            ns,
+            what="u1 pod",
+            label_selector=f"{names.DEPLOY_ID}=u1",
+        )
         event = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -154,7 +160,10 @@ def test_one_read_of_many_unschedulable_deploys_lists_the_scale_up_events_once(
         assert len({p.workload(f"u{i}")[1] for i in range(3)}) == 1  # one namespace
         assert len(listed) == 2  # one LIST per scale-up reason, for the three deploys
         assert {d: v.scale_up for d, v in views.items()} == {
-            "r": None, "u0": None, "u1": "not_triggered", "u2": None
+            "r": None,
+            "u0": None,
+            "u1": "not_triggered",
+            "u2": None,
         }
     finally:
         p.close()

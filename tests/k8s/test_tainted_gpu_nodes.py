@@ -36,7 +36,9 @@ def one_node() -> dict[str, Any]:
 
 
 def gpu_tolerations(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t for t in (obj.get("spec") or {}).get("tolerations") or [] if t.get("key") == names.GPU]
+    return [
+        t for t in (obj.get("spec") or {}).get("tolerations") or [] if t.get("key") == names.GPU
+    ]
 
 
 def own_pods(p: Pool, namespace: str, app: str) -> list[dict[str, Any]]:
@@ -75,13 +77,16 @@ def test_item8_a_gpu_template_without_the_toleration_fits_and_starts_on_a_tainte
     try:
         _, ns, name = p.workload("g")
         node = p.admin.items(
-            p.admin.core.list_node, label_selector=f"{POOL_LABEL}={p.cluster.layout.prefix}",
+            p.admin.core.list_node,
+            label_selector=f"{POOL_LABEL}={p.cluster.layout.prefix}",
             what="nodes",
         )
         assert len(node) == 1 and GPU_TAINT in (node[0]["spec"].get("taints") or [])
         limits_only = {"limits": {names.GPU: "2", "cpu": "10m", "memory": "16Mi"}}
-        container = {**p.cluster.template(p.spec.deploy("g"))["spec"]["containers"][0],
-                     "resources": limits_only}
+        container = {
+            **p.cluster.template(p.spec.deploy("g"))["spec"]["containers"][0],
+            "resources": limits_only,
+        }
         p.patch("g", {"spec": {"template": {"spec": {"containers": [container]}}}})
         template = read_deployment(p, ns, name)["spec"]["template"]
         assert gpu_tolerations(template) == []  # the template never says it
@@ -92,8 +97,11 @@ def test_item8_a_gpu_template_without_the_toleration_fits_and_starts_on_a_tainte
         p.core.start("g", etag=view.etag, idempotency_key="k")
         ready = wait_ready(p, "g")
         assert ready.state is DeployState.READY and ready.ready_replicas == 1, ready
-        [pod] = [q for q in own_pods(p, ns, template["metadata"]["labels"]["app"])
-                 if not pods.deleting(q)]
+        [pod] = [
+            q
+            for q in own_pods(p, ns, template["metadata"]["labels"]["app"])
+            if not pods.deleting(q)
+        ]
         assert pods.node(pod) == node[0]["metadata"]["name"]
         assert gpu_tolerations(pod) == [GPU_TOLERATION]  # added by the admission plugin
         assert GPU_TOLERATION in capacity.admitted_tolerations(template["spec"])  # = the mirror
@@ -101,7 +109,8 @@ def test_item8_a_gpu_template_without_the_toleration_fits_and_starts_on_a_tainte
         # A CPU-only template in the same pool: nothing tolerates the taint, on either side.
         cpu = {**container, "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
         body = {
-            "apiVersion": "apps/v1", "kind": "Deployment",
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
             "metadata": {"name": "cpu-only", "labels": {names.DEPLOY_ID: "cpu-only"}},
             "spec": {
                 "replicas": 0,
@@ -117,8 +126,13 @@ def test_item8_a_gpu_template_without_the_toleration_fits_and_starts_on_a_tainte
         assert gpu_tolerations({"spec": {"tolerations": capacity.admitted_tolerations(spec)}}) == []
         preview = p.core.preview_capacity("cpu-only", delta_replicas=1)
         assert isinstance(preview, Insufficient) and preview.reason == "no_matching_flavor"
-        p.admin.merge_patch(p.admin.apps.patch_namespaced_deployment, "cpu-only", ns,
-                            body={"spec": {"replicas": 1}}, what="scale cpu-only")
+        p.admin.merge_patch(
+            p.admin.apps.patch_namespaced_deployment,
+            "cpu-only",
+            ns,
+            body={"spec": {"replicas": 1}},
+            what="scale cpu-only",
+        )
         deadline = time.monotonic() + 60  # the ReplicaSet controller and the scheduler (wall time)
         while True:
             found = own_pods(p, ns, "cpu-only")
@@ -127,8 +141,11 @@ def test_item8_a_gpu_template_without_the_toleration_fits_and_starts_on_a_tainte
             assert time.monotonic() < deadline, f"cpu-only never judged: {found}"
             time.sleep(0.1)
         assert gpu_tolerations(found[0]) == [] and pods.node(found[0]) is None
-        message = next(c.get("message", "") for c in found[0]["status"]["conditions"]
-                       if c["type"] == "PodScheduled")
+        message = next(
+            c.get("message", "")
+            for c in found[0]["status"]["conditions"]
+            if c["type"] == "PodScheduled"
+        )
         assert "taint" in message and names.GPU in message, message
     finally:
         p.close()

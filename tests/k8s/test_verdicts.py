@@ -254,7 +254,9 @@ def owned_replica_sets(p: Pool, deploy: str) -> list[dict[str, Any]]:
     uid = read_deployment(p, ns, name)["metadata"]["uid"]
     found = p.admin.items(p.admin.apps.list_namespaced_replica_set, ns, what="list replicasets")
     return [
-        r for r in found if any(o.get("uid") == uid for o in r["metadata"].get("ownerReferences") or [])
+        r
+        for r in found
+        if any(o.get("uid") == uid for o in r["metadata"].get("ownerReferences") or [])
     ]
 
 
@@ -342,8 +344,9 @@ def test_a_start_that_renders_the_template_predicts_its_etag_and_the_next_write_
         after = read_deployment(p, ns, name)["metadata"]["annotations"][names.OPERATIONS]
         rs = wait_replica_set_copy(p, deploy, {names.OPERATIONS: after})
         assert rs["spec"]["template"]["metadata"]["labels"].get(kai.RESERVATION_LABEL)  # rendered
-        stop = p.core.stop(deploy, etag=op.etag_after, allow_aliased_downtime=True,
-                           idempotency_key="k2")
+        stop = p.core.stop(
+            deploy, etag=op.etag_after, allow_aliased_downtime=True, idempotency_key="k2"
+        )
         assert p.core.get_deploy(deploy).etag == stop.etag_after
     finally:
         p.close()

@@ -75,9 +75,21 @@ def lists(seen: list[tuple[str, str]]) -> list[str]:
         if method != "GET" or "watch=true" in url.lower():
             continue
         last = path.rstrip("/").rsplit("/", 1)[-1]
-        if last in {"pods", "nodes", "deployments", "services", "horizontalpodautoscalers",
-                    "leaderworkersets", "resourcequotas", "events", "replicasets", "statefulsets",
-                    "daemonsets", "jobs", "configmaps"}:
+        if last in {
+            "pods",
+            "nodes",
+            "deployments",
+            "services",
+            "horizontalpodautoscalers",
+            "leaderworkersets",
+            "resourcequotas",
+            "events",
+            "replicasets",
+            "statefulsets",
+            "daemonsets",
+            "jobs",
+            "configmaps",
+        }:
             out.append(url)
     return out
 
@@ -96,12 +108,18 @@ class Cached:
     def __init__(self, pool: Pool, limits: InformerLimits | None = None) -> None:
         self.pool = pool
         self.requests = Requests(pool.api)
-        self.cache = ClusterCache(pool.api, pool.cluster.namespaces, lws=pool.api.has_lws(),
-                                  limits=limits).start()
+        self.cache = ClusterCache(
+            pool.api, pool.cluster.namespaces, lws=pool.api.has_lws(), limits=limits
+        ).start()
         assert self.cache.wait_synced(WALL_S), self.cache.describe()
-        self.core = K8sCore(pool.api, clock=pool.clock, namespaces=pool.cluster.namespaces,
-                            ledger=ReservationRepository(pool.engine), policy_namespace=pool.cluster.layout.system,
-                            cache=self.cache)
+        self.core = K8sCore(
+            pool.api,
+            clock=pool.clock,
+            namespaces=pool.cluster.namespaces,
+            ledger=ReservationRepository(pool.engine),
+            policy_namespace=pool.cluster.layout.system,
+            cache=self.cache,
+        )
 
     def a_pass(self) -> None:
         """The reads of a steady engine pass and of the operator's views."""
@@ -111,15 +129,24 @@ class Cached:
 
     def pods_of(self, deploy: str) -> list[dict[str, Any]]:
         _, ns, _ = self.pool.workload(deploy)
-        return [p for p in self.cache.pods(ns) or []
-                if pods.labels(p).get(names.DEPLOY_ID) == deploy]
+        return [
+            p for p in self.cache.pods(ns) or [] if pods.labels(p).get(names.DEPLOY_ID) == deploy
+        ]
 
 
 @pytest.fixture
 def cached(k8s_cluster: str, sqlite_url: str) -> Iterator[Cached]:
     pool = Pool(two_deploys(), sqlite_url)
-    c = Cached(pool, InformerLimits(broken_limit_s=30.0, backoff_s=0.05, backoff_max_s=0.2,
-                                    watch_timeout_s=30, monotonic=Clock.now))
+    c = Cached(
+        pool,
+        InformerLimits(
+            broken_limit_s=30.0,
+            backoff_s=0.05,
+            backoff_max_s=0.2,
+            watch_timeout_s=30,
+            monotonic=Clock.now,
+        ),
+    )
     try:
         yield c
     finally:
@@ -148,16 +175,23 @@ def test_after_warm_up_a_steady_pass_sends_no_list_and_reads_what_a_list_reads(
     c.a_pass()
     seen = c.requests.since(mark)
     assert lists(seen) == [], lists(seen)
-    direct = K8sCore(c.pool.api, clock=c.pool.clock, namespaces=c.pool.cluster.namespaces,
-                     ledger=ReservationRepository(c.pool.engine), policy_namespace=c.pool.cluster.layout.system)
+    direct = K8sCore(
+        c.pool.api,
+        clock=c.pool.clock,
+        namespaces=c.pool.cluster.namespaces,
+        ledger=ReservationRepository(c.pool.engine),
+        policy_namespace=c.pool.cluster.layout.system,
+    )
     mark = c.requests.mark()
     direct.get_deploys(["b", "c"])
     direct.preview_capacity("c", delta_replicas=1)
     direct.inventory()
     baseline = lists(c.requests.since(mark))
     assert len(baseline) >= 8, baseline  # the counter counts: the same reads without the cache
-    print(f"requests of the pass's reads: cache {len(seen)} ({len(lists(seen))} LIST), direct "
-          f"{len(c.requests.since(mark))} ({len(baseline)} LIST)")
+    print(
+        f"requests of the pass's reads: cache {len(seen)} ({len(lists(seen))} LIST), direct "
+        f"{len(c.requests.since(mark))} ({len(baseline)} LIST)"
+    )
 
     def same() -> bool:  # controllers may still write statuses: equal once the watch caught up
         return (
@@ -180,10 +214,18 @@ def test_a_pod_deletion_is_seen_from_the_watch_without_a_list(cached: Cached) ->
     woke: list[frozenset[str]] = []
     c.cache.subscribe(woke.append)
     mark = c.requests.mark()
-    c.pool.admin.call(c.pool.admin.core.delete_namespaced_pod, pods.name(victim), ns,
-                      grace_period_seconds=0, what="delete b's pod", mutating=True)
-    until(lambda: pods.name(victim) not in {pods.name(p) for p in c.pods_of("b")},
-          "the deletion seen by the cache")
+    c.pool.admin.call(
+        c.pool.admin.core.delete_namespaced_pod,
+        pods.name(victim),
+        ns,
+        grace_period_seconds=0,
+        what="delete b's pod",
+        mutating=True,
+    )
+    until(
+        lambda: pods.name(victim) not in {pods.name(p) for p in c.pods_of("b")},
+        "the deletion seen by the cache",
+    )
     assert lists(c.requests.since(mark)) == []
     assert any("b" in ids for ids in woke), woke  # the wake-up names the deploy
 
@@ -203,8 +245,16 @@ def on_twin(k8s_cluster: str, sqlite_url: str, tmp_path: Path) -> Iterator[Cache
         pool = Pool(two_deploys(), sqlite_url)
         try:
             pool.api = Kube(connect(str(path), None))
-            c = Cached(pool, InformerLimits(broken_limit_s=30.0, backoff_s=0.05, backoff_max_s=0.2,
-                                            watch_timeout_s=30, monotonic=Clock.now))
+            c = Cached(
+                pool,
+                InformerLimits(
+                    broken_limit_s=30.0,
+                    backoff_s=0.05,
+                    backoff_max_s=0.2,
+                    watch_timeout_s=30,
+                    monotonic=Clock.now,
+                ),
+            )
             try:
                 yield c
             finally:
@@ -240,12 +290,20 @@ def test_a_watch_from_a_too_old_version_is_gone_and_the_cache_relists_and_stays_
     until(lambda: inf.state.broken_since is not None, "the pod watch broken")
     with inf._lock:
         inf.store.resource_version = "1"
-    c.pool.admin.call(c.pool.admin.core.delete_namespaced_pod, pods.name(victim), ns,
-                      grace_period_seconds=0, what="delete b's pod", mutating=True)
+    c.pool.admin.call(
+        c.pool.admin.core.delete_namespaced_pod,
+        pods.name(victim),
+        ns,
+        grace_period_seconds=0,
+        what="delete b's pod",
+        mutating=True,
+    )
     c.requests.broken = False  # reopened from version 1: 410
     until(lambda: inf.state.relists > before, "a relist after 410")
-    until(lambda: pods.name(victim) not in {pods.name(p) for p in c.pods_of("b")},
-          "the relisted cache without the deleted pod")
+    until(
+        lambda: pods.name(victim) not in {pods.name(p) for p in c.pods_of("b")},
+        "the relisted cache without the deleted pod",
+    )
     assert c.cache.describe()["kinds"]["pods"]["mode"] == "watch"
 
 
@@ -292,19 +350,31 @@ def test_the_engine_is_woken_by_the_pod_deletion_before_its_follow_up(new_world:
     can run the pass that sees A's stop converged before the follow-up — the wall clock
     only bounds the wait. Mutation caught: a loop that ignores the wake-up (or a cache that
     does not notify) leaves the stop accepted until 18:02 and the wait fails."""
-    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=local("2026-10-19T17:59:30"),
-                  follow_up_s=120.0, cache=True, config=EngineConfig(pass_interval_s=600.0))
-    w.wait_for(lambda: stop_state(w, A) == "accepted", "A's stop accepted",
-               by=local("2026-10-19T18:01"))
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=local("2026-10-19T17:59:30"),
+        follow_up_s=120.0,
+        cache=True,
+        config=EngineConfig(pass_interval_s=600.0),
+    )
+    w.wait_for(
+        lambda: stop_state(w, A) == "accepted", "A's stop accepted", by=local("2026-10-19T18:01")
+    )
     accepted_at = w.clock.now()
     _, ns, _ = w.cluster.workloads[A]
 
     def a_pods() -> list[dict[str, Any]]:
-        return w.cluster.kube.items(w.cluster.kube.core.list_namespaced_pod, ns,
-                                    label_selector=f"{names.DEPLOY_ID}={A}", what="A pods")
+        return w.cluster.kube.items(
+            w.cluster.kube.core.list_namespaced_pod,
+            ns,
+            label_selector=f"{names.DEPLOY_ID}={A}",
+            what="A pods",
+        )
 
-    gone_at = w.wait_for(lambda: not a_pods(), "A's pods gone",
-                         by=accepted_at + timedelta(seconds=100))
+    gone_at = w.wait_for(
+        lambda: not a_pods(), "A's pods gone", by=accepted_at + timedelta(seconds=100)
+    )
     w.until_quiet_wall(lambda: stop_state(w, A) == "converged", "A's stop converged, clock stopped")
     assert w.clock.now() == gone_at < accepted_at + timedelta(seconds=120)
     assert w.loop.hastened >= 1
@@ -317,8 +387,13 @@ def test_the_clock_never_jumps_while_a_watch_event_has_the_loop_awake(new_world:
     past every boundary in between (seen under load: the seed week lost Thu 18:00 and Fri 08:00).
     Mutation caught: moving the clock without re-checking, under the sleeper's condition, that
     the loop still sleeps towards an instant ahead."""
-    w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=local("2026-10-19T17:59:30"),
-                  cache=True, config=EngineConfig(pass_interval_s=600.0))
+    w = new_world(
+        schedule=seed_schedule(),
+        pool=a_running_pool(),
+        start=local("2026-10-19T17:59:30"),
+        cache=True,
+        config=EngineConfig(pass_interval_s=600.0),
+    )
     w.tick(1)
     before = w.clock.now()
     with w._cond:  # as the loop's sleeper leaves it when a watch event wakes it

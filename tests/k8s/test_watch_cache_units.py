@@ -23,7 +23,9 @@ from gps_dagster.ports import Transient
 from tests.k8s.cluster import T0_K8S
 
 
-def pod(name: str, rv: str, *, ns: str = "a", node: str = "", deploy: str | None = None) -> dict[str, Any]:
+def pod(
+    name: str, rv: str, *, ns: str = "a", node: str = "", deploy: str | None = None
+) -> dict[str, Any]:
     labels = {names.DEPLOY_ID: deploy} if deploy else {}
     return {
         "metadata": {"name": name, "namespace": ns, "resourceVersion": rv, "labels": labels},
@@ -102,8 +104,13 @@ def page(items: list[dict[str, Any]], rv: str, token: str | None = None) -> dict
 
 
 def informer(kube: FakeKube, **limits: Any) -> Informer:
-    return Informer(kube, "pods", lambda **_: None, indexers=POD_INDEXERS,  # type: ignore[arg-type]
-                    limits=InformerLimits(page_size=2, **limits))
+    return Informer(
+        kube,
+        "pods",
+        lambda **_: None,
+        indexers=POD_INDEXERS,  # type: ignore[arg-type]
+        limits=InformerLimits(page_size=2, **limits),
+    )
 
 
 def test_a_list_is_paginated_and_the_watch_starts_from_its_version_with_bookmarks() -> None:
@@ -111,8 +118,12 @@ def test_a_list_is_paginated_and_the_watch_starts_from_its_version_with_bookmark
     last page's version or without ``allow_watch_bookmarks``."""
     kube = FakeKube(
         [page([pod("p", "5"), pod("q", "6")], "7", "tok"), page([pod("r", "7")], "", None)],
-        [[{"type": "DELETED", "object": pod("q", "8")}, {"type": "BOOKMARK",
-                                                          "object": {"metadata": {"resourceVersion": "9"}}}]],
+        [
+            [
+                {"type": "DELETED", "object": pod("q", "8")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}},
+            ]
+        ],
     )
     inf = informer(kube)
     inf.relist()
@@ -164,8 +175,9 @@ def test_a_collection_older_than_its_max_age_is_not_trusted_even_without_an_erro
     """A connection that died silently raises nothing until its read times out: the age alone
     sends reads direct past ``max_age_s`` (mutation caught: ``usable`` ignoring the age)."""
     now = [0.0]
-    inf = informer(FakeKube([page([pod("p", "5")], "5")], []), max_age_s=120.0,
-                   monotonic=lambda: now[0])
+    inf = informer(
+        FakeKube([page([pod("p", "5")], "5")], []), max_age_s=120.0, monotonic=lambda: now[0]
+    )
     inf.relist()
     now[0] = 120.0
     assert inf.usable()
@@ -252,8 +264,11 @@ def test_a_wakeup_for_a_waited_on_deploy_ends_the_sleep_at_the_same_virtual_inst
 
 def test_stop_ends_a_production_wait_on_the_wakeup() -> None:
     wakeup = Wakeup()
-    loop = EngineLoop(FakeEngine(VirtualClock(T0_K8S), set()), clock=VirtualClock(T0_K8S),  # type: ignore[arg-type]
-                      wakeup=wakeup)
+    loop = EngineLoop(
+        FakeEngine(VirtualClock(T0_K8S), set()),
+        clock=VirtualClock(T0_K8S),  # type: ignore[arg-type]
+        wakeup=wakeup,
+    )
     loop.stop()
     assert wakeup.wait(30.0) is True  # returns at once, closed
 
@@ -266,8 +281,12 @@ def test_hasten_makes_due_now_only_the_schedules_whose_steps_wait_on_the_deploys
     does nothing (mutation caught: hastening without the in-flight join wakes every schedule)."""
     from tests.engine.harness import A, a_running_pool, local, make_world
 
-    w = make_world(sqlite_url, pool=a_running_pool(), start=local("2026-10-19T18:00"),
-                   config=EngineConfig(follow_up_s=120.0))
+    w = make_world(
+        sqlite_url,
+        pool=a_running_pool(),
+        start=local("2026-10-19T18:00"),
+        config=EngineConfig(follow_up_s=120.0),
+    )
     w.engine.run_pass()
     assert any(a.state == "accepted" for a in w.store.list_actions(deploy_id=A))
     name = w.spec.name
@@ -280,7 +299,9 @@ def test_hasten_makes_due_now_only_the_schedules_whose_steps_wait_on_the_deploys
     assert w.engine.hasten([A]) == []  # due already: nothing moves
 
 
-def test_engine_run_wires_the_wakeup_and_the_cache_gauges_only_for_a_core_that_offers_them() -> None:
+def test_engine_run_wires_the_wakeup_and_the_cache_gauges_only_for_a_core_that_offers_them() -> (
+    None
+):
     """Mutation caught: ``engine run`` never subscribing (no wake-up) or dropping the gauges."""
     import types
 
@@ -288,7 +309,8 @@ def test_engine_run_wires_the_wakeup_and_the_cache_gauges_only_for_a_core_that_o
 
     got: list[Any] = []
     watching = types.SimpleNamespace(
-        subscribe=lambda cb: got.append(cb) or True, metrics_text=lambda: "gps_k8s_cache_x 1\n")
+        subscribe=lambda cb: got.append(cb) or True, metrics_text=lambda: "gps_k8s_cache_x 1\n"
+    )
     rt: Any = types.SimpleNamespace(core=watching)
     wakeup = _wakeup(rt)
     assert isinstance(wakeup, Wakeup) and got == [wakeup.notify]

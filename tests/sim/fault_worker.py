@@ -16,7 +16,9 @@ from gps_dagster.store.db import create_db_engine
 
 
 def main(url: str, pool: str, deploy: str) -> dict[str, bool]:
-    sim = SimPool.open(create_db_engine(url), pool, VirtualClock(datetime(2026, 10, 19, tzinfo=UTC)))
+    sim = SimPool.open(
+        create_db_engine(url), pool, VirtualClock(datetime(2026, 10, 19, tzinfo=UTC))
+    )
     print("ready", flush=True)
     try:
         sim.get_deploy(deploy)

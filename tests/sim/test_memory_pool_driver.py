@@ -35,7 +35,9 @@ Step = Callable[[Pool, VirtualClock], object]
 
 
 def _stop(pool: Pool, deploy: str, key: str) -> None:
-    pool.stop(deploy, etag=pool.get_deploy(deploy).etag, allow_aliased_downtime=True, idempotency_key=key)
+    pool.stop(
+        deploy, etag=pool.get_deploy(deploy).etag, allow_aliased_downtime=True, idempotency_key=key
+    )
 
 
 def _start(pool: Pool, deploy: str, key: str) -> object:
@@ -46,20 +48,35 @@ def _start(pool: Pool, deploy: str, key: str) -> object:
 
 
 SCRIPT: list[tuple[str, Step]] = [
-    ("intruder waits for published GPUs", lambda p, c: p.add_foreign("intruder", 2, kind="intruder")),
+    (
+        "intruder waits for published GPUs",
+        lambda p, c: p.add_foreign("intruder", 2, kind="intruder"),
+    ),
     ("B stops", lambda p, c: _stop(p, B, "b-stop")),
     ("grace and lag pass: the intruder grabs", lambda p, c: (c.advance(95), p.settle())),
     ("A starts (does not fit yet)", lambda p, c: _start(p, A, "a-start")),
     ("intruder leaves", lambda p, c: p.remove_foreign("intruder")),
-    ("A is placed once published, then ready", lambda p, c: (c.advance(100), p.settle(), c.advance(130), p.settle())),
+    (
+        "A is placed once published, then ready",
+        lambda p, c: (c.advance(100), p.settle(), c.advance(130), p.settle()),
+    ),
     ("C stops", lambda p, c: _stop(p, C, "c-stop")),
-    ("static workload takes the freed GPUs", lambda p, c: (c.advance(95), p.settle(), p.add_foreign("static", 2))),
+    (
+        "static workload takes the freed GPUs",
+        lambda p, c: (c.advance(95), p.settle(), p.add_foreign("static", 2)),
+    ),
     ("C starts and waits", lambda p, c: _start(p, C, "c-start")),
     ("static workload ends", lambda p, c: p.remove_foreign("static")),
     ("C is placed once published: starting", lambda p, c: (c.advance(95), p.settle())),
-    ("C never gets ready: a fault while it starts", lambda p, c: p.inject_fault(FaultSpec(effect="never_ready", deploy=C))),
+    (
+        "C never gets ready: a fault while it starts",
+        lambda p, c: p.inject_fault(FaultSpec(effect="never_ready", deploy=C)),
+    ),
     ("C stays starting", lambda p, c: (c.advance(300), p.settle())),
-    ("faults cleared: C gets a fresh start delay", lambda p, c: (p.clear_faults(), c.advance(121), p.settle())),
+    (
+        "faults cleared: C gets a fresh start delay",
+        lambda p, c: (p.clear_faults(), c.advance(121), p.settle()),
+    ),
     ("a replayed key mutates nothing", lambda p, c: _start(p, C, "c-start")),
 ]
 
@@ -67,16 +84,32 @@ SCRIPT: list[tuple[str, Step]] = [
 def _pools(url: str) -> tuple[tuple[SimPool, VirtualClock], tuple[MemoryPool, VirtualClock]]:
     spec = parse_pool((EXAMPLES / "seed-pool-10.yaml").read_text())
     sql_clock, mem_clock = VirtualClock(T0), VirtualClock(T0)
-    return (SimPool.create(create_db_engine(url), spec, sql_clock), sql_clock), (MemoryPool.create(spec, mem_clock), mem_clock)
+    return (SimPool.create(create_db_engine(url), spec, sql_clock), sql_clock), (
+        MemoryPool.create(spec, mem_clock),
+        mem_clock,
+    )
 
 
 def _picture(pool: Pool) -> tuple[object, ...]:
-    return (pool.observe(), pool.usage_history(), pool.operation_log(), pool.faults(), pool.next_event_at())
+    return (
+        pool.observe(),
+        pool.usage_history(),
+        pool.operation_log(),
+        pool.faults(),
+        pool.next_event_at(),
+    )
 
 
 def _indexes(state: PoolState) -> tuple[object, ...]:
-    return (state.free_on, state.by_holder, state.timed, set(state.timed_groups),
-            {k: v for k, v in state.in_state.items() if v}, state.held_count, state.pending)
+    return (
+        state.free_on,
+        state.by_holder,
+        state.timed,
+        set(state.timed_groups),
+        {k: v for k, v in state.in_state.items() if v},
+        state.held_count,
+        state.pending,
+    )
 
 
 def test_memory_pool_follows_sim_pool_through_the_driver_script(sqlite_url: str) -> None:
@@ -84,22 +117,35 @@ def test_memory_pool_follows_sim_pool_through_the_driver_script(sqlite_url: str)
     for name, step in SCRIPT:
         assert step(mem, mem_clock) == step(sql, sql_clock), name
         assert _picture(mem) == _picture(sql), name
-        assert _indexes(mem.state) == _indexes(mem.state.copy()), f"{name}: an index drifted from the records"
+        assert _indexes(mem.state) == _indexes(mem.state.copy()), (
+            f"{name}: an index drifted from the records"
+        )
     assert len(sql.usage_history()) >= 8  # the script moved the GPU picture many times
 
 
-@pytest.mark.parametrize(("billing", "quota", "answer"), [
-    ("unpaid", 12, "BillingRefused"), ("paid", 6, "QuotaRefused"), ("paid", 12, "accepted"),
-])
-def test_project_changes_answer_as_sim_pool(sqlite_url: str, billing: str, quota: int, answer: str) -> None:
+@pytest.mark.parametrize(
+    ("billing", "quota", "answer"),
+    [
+        ("unpaid", 12, "BillingRefused"),
+        ("paid", 6, "QuotaRefused"),
+        ("paid", 12, "accepted"),
+    ],
+)
+def test_project_changes_answer_as_sim_pool(
+    sqlite_url: str, billing: str, quota: int, answer: str
+) -> None:
     """``set_project`` (an admin action) changes what admission says, alike on both pools."""
     answers = []
-    for pool in (SimPool.create(create_db_engine(sqlite_url), accounts(), VirtualClock(T0)),
-                 MemoryPool.create(accounts(), VirtualClock(T0))):
+    for pool in (
+        SimPool.create(create_db_engine(sqlite_url), accounts(), VirtualClock(T0)),
+        MemoryPool.create(accounts(), VirtualClock(T0)),
+    ):
         pool.set_project("team", billing=billing, gpu_quota=quota)
         with pytest.raises(NotFound):
             pool.set_project("no-such-project", billing="paid")
         started = _start(pool, "t-big", "k")  # team: 4 held + 4 more
-        answers.append((started if isinstance(started, str) else started.state.value, pool.revision()))  # type: ignore[attr-defined]
+        answers.append(
+            (started if isinstance(started, str) else started.state.value, pool.revision())
+        )  # type: ignore[attr-defined]
     assert answers[0] == answers[1]
     assert answers[0][0] == answer

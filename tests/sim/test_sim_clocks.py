@@ -19,7 +19,9 @@ def test_virtual_clock_moves_only_when_told() -> None:
     assert clock.now() == datetime(2026, 10, 19, 2, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("bad", [lambda c: c.set(datetime(2026, 1, 1, tzinfo=UTC)), lambda c: c.advance(-1)])
+@pytest.mark.parametrize(
+    "bad", [lambda c: c.set(datetime(2026, 1, 1, tzinfo=UTC)), lambda c: c.advance(-1)]
+)
 def test_virtual_clock_never_goes_back(bad) -> None:  # type: ignore[no-untyped-def]
     clock = VirtualClock(datetime(2026, 10, 19, tzinfo=UTC))
     with pytest.raises(ValueError):

@@ -25,7 +25,9 @@ def seed(url: str) -> tuple[SimPool, VirtualClock]:
 
 def swap_b_for_a(sim: SimPool, clock: VirtualClock) -> None:
     b = sim.get_deploy("md-qwen32b")
-    sim.stop("md-qwen32b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="08:00/B/stop")
+    sim.stop(
+        "md-qwen32b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="08:00/B/stop"
+    )
     clock.advance(90)
     a = sim.get_deploy("md-llama70b")
     sim.start("md-llama70b", etag=a.etag, idempotency_key="08:00/A/start")
@@ -47,7 +49,9 @@ def test_usage_history_follows_the_swap(sqlite_url: str) -> None:
     summary = summarize(points, T0 + timedelta(seconds=210))
     assert summary.max_in_use == 10
     assert summary.terminating_gpu_s == 6 * 30
-    assert summary.idle_gpu_s == 2 * 90 + 6 * 60  # hgx-02 is C's; 2 free on hgx-01 + B's 6 in the lag
+    assert (
+        summary.idle_gpu_s == 2 * 90 + 6 * 60
+    )  # hgx-02 is C's; 2 free on hgx-01 + B's 6 in the lag
     assert summary.by_holder_gpu_s == {"md-bge-embed": 2 * 210, "md-llama70b": 8 * 120}
     assert summary.in_use_gpu_s == 2 * 210 + 8 * 120
 
@@ -56,7 +60,9 @@ def test_operation_log_records_every_mutation_once(sqlite_url: str) -> None:
     sim, clock = seed(sqlite_url)
     swap_b_for_a(sim, clock)
     b = sim.get_deploy("md-qwen32b")
-    sim.stop("md-qwen32b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="08:00/B/stop")  # replay
+    sim.stop(
+        "md-qwen32b", etag=b.etag, allow_aliased_downtime=False, idempotency_key="08:00/B/stop"
+    )  # replay
     log = sim.operation_log()
     assert [(op.idempotency_key, op.kind.value, op.created_at - T0) for op in log] == [
         ("08:00/B/stop", "stop", timedelta(0)),
@@ -98,7 +104,13 @@ def test_a_fault_naming_an_unknown_deploy_is_refused(sqlite_url: str) -> None:
 
 
 def test_clearing_faults_lets_stuck_deploys_proceed(sqlite_url: str) -> None:
-    spec = load_pool({"name": "p", "nodes": [{"name": "n", "gpus": 4}], "deploys": [{"id": "x", "gpus_per_replica": 2}, {"id": "y", "gpus_per_replica": 2}]})
+    spec = load_pool(
+        {
+            "name": "p",
+            "nodes": [{"name": "n", "gpus": 4}],
+            "deploys": [{"id": "x", "gpus_per_replica": 2}, {"id": "y", "gpus_per_replica": 2}],
+        }
+    )
     clock = VirtualClock(T0)
     sim = SimPool.create(create_db_engine(sqlite_url), spec, clock)
     sim.inject_fault(FaultSpec(effect="never_ready", deploy="x"))
@@ -116,7 +128,14 @@ def test_clearing_faults_lets_stuck_deploys_proceed(sqlite_url: str) -> None:
 
 
 def test_billing_can_change_at_runtime(sqlite_url: str) -> None:
-    spec = load_pool({"name": "p", "nodes": [{"name": "n", "gpus": 4}], "projects": {"t": {}}, "deploys": [{"id": "x", "project": "t", "gpus_per_replica": 2}]})
+    spec = load_pool(
+        {
+            "name": "p",
+            "nodes": [{"name": "n", "gpus": 4}],
+            "projects": {"t": {}},
+            "deploys": [{"id": "x", "project": "t", "gpus_per_replica": 2}],
+        }
+    )
     sim = SimPool.create(create_db_engine(sqlite_url), spec, VirtualClock(T0))
     sim.check_billing("x")
     sim.set_project("t", billing="unpaid")

@@ -49,7 +49,11 @@ def test_the_seed_pool_is_in_its_monday_midnight_state(sqlite_url: str) -> None:
     assert ("hgx-02", "md-bge-embed") in by_node and ("hgx-01", "md-qwen32b") in by_node
     assert sum(1 for h in holders.values() if h is None) == 2
     states = {d.id: d.state for d in snap.deploys}
-    assert states == {"md-llama70b": DeployState.STOPPED, "md-qwen32b": DeployState.READY, "md-bge-embed": DeployState.READY}
+    assert states == {
+        "md-llama70b": DeployState.STOPPED,
+        "md-qwen32b": DeployState.READY,
+        "md-bge-embed": DeployState.READY,
+    }
 
 
 def test_loading_the_same_pool_twice_does_not_duplicate(db_url: str) -> None:
@@ -79,7 +83,9 @@ def test_pool_show_prints_a_pool_file_as_a_table() -> None:
 
 
 def test_pool_show_json() -> None:
-    result = CliRunner().invoke(pool_group, ["show", "--pool", str(EXAMPLES / "seed-pool-16.yaml"), "--format", "json"])
+    result = CliRunner().invoke(
+        pool_group, ["show", "--pool", str(EXAMPLES / "seed-pool-16.yaml"), "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["capacity"] == 16 and len(data["gpus"]) == 16
@@ -101,7 +107,11 @@ def test_pool_show_reports_a_bad_pool_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nnodes: [{name: n, gpus: 0}]\n")
     result = CliRunner().invoke(pool_group, ["show", "--pool", str(bad)])
-    assert result.exit_code != 0 and "nodes[0].gpus" in result.output and "Traceback" not in result.output
+    assert (
+        result.exit_code != 0
+        and "nodes[0].gpus" in result.output
+        and "Traceback" not in result.output
+    )
 
 
 def test_a_pool_declaring_reservations_needs_the_ledger_handed_over(sqlite_url: str) -> None:

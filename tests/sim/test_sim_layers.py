@@ -23,7 +23,11 @@ def imported(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", ["ports.py", "clocks.py", "domain/pool.py"])
 def test_no_adapter_imports(module: str) -> None:
-    bad = {n for n in imported(ROOT / module) if n.split(".")[0] in FORBIDDEN or n.startswith(FORBIDDEN)}
+    bad = {
+        n
+        for n in imported(ROOT / module)
+        if n.split(".")[0] in FORBIDDEN or n.startswith(FORBIDDEN)
+    }
     assert not bad, f"{module} imports {bad}"
 
 

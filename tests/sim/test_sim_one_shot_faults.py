@@ -53,13 +53,17 @@ def test_a_times_1_fault_fires_once_across_two_processes(pg_url: str) -> None:
     sim.inject_fault(FaultSpec(effect="fail_next", op="get_deploy", deploy="d1", times=1))
     cmd = [sys.executable, str(WORKER), pg_url, "faulty", "d1"]
     with engine.connect() as holder:
-        holder.execute(sa.select(t.faults.c.id).where(t.faults.c.pool == "faulty").with_for_update())
+        holder.execute(
+            sa.select(t.faults.c.id).where(t.faults.c.pool == "faulty").with_for_update()
+        )
         workers = [
             subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)
         ]
         try:
-            _wait_for(lambda: _lock_waiters(engine) >= 2, 120, "both workers waiting on the fault row")
+            _wait_for(
+                lambda: _lock_waiters(engine) >= 2, 120, "both workers waiting on the fault row"
+            )
         finally:
             holder.rollback()  # release the row: the two consumers race now
         outputs = [w.communicate(timeout=120) for w in workers]

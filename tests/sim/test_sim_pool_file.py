@@ -21,7 +21,10 @@ def doc(**sim: Any) -> dict[str, Any]:
     return {
         "name": "p",
         "nodes": [{"name": "n1", "gpus": 4}, {"name": "n2", "gpus": 4}],
-        "deploys": [{"id": "a", "gpus_per_replica": 4}, {"id": "b", "gpus_per_replica": 2, "state": "running"}],
+        "deploys": [
+            {"id": "a", "gpus_per_replica": 4},
+            {"id": "b", "gpus_per_replica": 2, "state": "running"},
+        ],
         "sim": sim,
     }
 
@@ -35,7 +38,10 @@ def test_faults_and_foreign_workloads_from_the_file_apply(sqlite_url: str) -> No
     spec = load_pool(
         doc(
             foreign=[{"id": "job", "gpus": 2, "node": "n2"}],
-            faults=[{"effect": "unschedulable", "deploy": "a"}, {"effect": "lose_response", "op": "start"}],
+            faults=[
+                {"effect": "unschedulable", "deploy": "a"},
+                {"effect": "lose_response", "op": "start"},
+            ],
             timings={"start_delay_s": 5},
         )
     )
@@ -56,12 +62,24 @@ def test_faults_and_foreign_workloads_from_the_file_apply(sqlite_url: str) -> No
 @pytest.mark.parametrize(
     ("sim", "path", "reason"),
     [
-        ({"faults": [{"effect": "never_ready", "deploy": "zz"}]}, "sim.faults[0]", "unknown_deploy"),
+        (
+            {"faults": [{"effect": "never_ready", "deploy": "zz"}]},
+            "sim.faults[0]",
+            "unknown_deploy",
+        ),
         ({"faults": [{"effect": "fail_next"}]}, "sim.faults[0]", "op_required"),
         ({"faults": [{"effect": "never_ready"}]}, "sim.faults[0]", "deploy_required"),
-        ({"faults": [{"effect": "explode", "op": "start"}]}, "sim.faults[0].effect", "invalid_value"),
+        (
+            {"faults": [{"effect": "explode", "op": "start"}]},
+            "sim.faults[0].effect",
+            "invalid_value",
+        ),
         ({"foreign": [{"id": "a", "gpus": 1}]}, "sim.foreign[0].id", "duplicate_holder"),
-        ({"foreign": [{"id": "j", "gpus": 1, "node": "n9"}]}, "sim.foreign[0].node", "unknown_node"),
+        (
+            {"foreign": [{"id": "j", "gpus": 1, "node": "n9"}]},
+            "sim.foreign[0].node",
+            "unknown_node",
+        ),
         ({"timings": {"publish_lag_s": -1}}, "sim.timings.publish_lag_s", "too_small"),
         ({"bogus": 1}, "sim.bogus", "unknown_field"),
     ],
@@ -78,7 +96,9 @@ def test_running_deploys_that_do_not_fit_are_rejected(sqlite_url: str) -> None:
     data["deploys"][0]["gpus_per_replica"] = 6
     with pytest.raises(SpecInvalid) as err:
         SimPool.create(create_db_engine(sqlite_url), load_pool(data), VirtualClock(T0))
-    assert ("deploys[0].state", "initial_overcommit") in {(e.path, e.reason) for e in err.value.errors}
+    assert ("deploys[0].state", "initial_overcommit") in {
+        (e.path, e.reason) for e in err.value.errors
+    }
 
 
 def test_node_selector_must_name_a_node() -> None:

@@ -20,7 +20,9 @@ def load(url: str, name: str, start: datetime) -> tuple[SimPool, VirtualClock]:
     return SimPool.create(create_db_engine(url), spec, clock), clock
 
 
-def wait_until_fits(sim: SimPool, clock: VirtualClock, deploy: str, delta: int, limit_s: int) -> int:
+def wait_until_fits(
+    sim: SimPool, clock: VirtualClock, deploy: str, delta: int, limit_s: int
+) -> int:
     waited = 0
     while not isinstance(sim.preview_capacity(deploy, delta_replicas=delta), Fits):
         assert waited < limit_s, f"{deploy} never fits"
@@ -30,10 +32,14 @@ def wait_until_fits(sim: SimPool, clock: VirtualClock, deploy: str, delta: int, 
 
 
 def test_scenario_2_scales_a_with_zero_downtime(db_url: str) -> None:
-    sim, clock = load(db_url, "seed-pool-16.yaml", datetime(2026, 10, 19, 1, 0, tzinfo=UTC))  # Mon 08:00 +07
+    sim, clock = load(
+        db_url, "seed-pool-16.yaml", datetime(2026, 10, 19, 1, 0, tzinfo=UTC)
+    )  # Mon 08:00 +07
     a_ready = []
     q = sim.get_deploy("md-qwen-8gpu")
-    sim.stop("md-qwen-8gpu", etag=q.etag, allow_aliased_downtime=False, idempotency_key="08:00/q/stop")
+    sim.stop(
+        "md-qwen-8gpu", etag=q.etag, allow_aliased_downtime=False, idempotency_key="08:00/q/stop"
+    )
     assert isinstance(sim.preview_capacity("md-llama70b", delta_replicas=1), Insufficient)
     assert wait_until_fits(sim, clock, "md-llama70b", 1, 900) == 90  # grace 30 s + publish lag 60 s
     a = sim.get_deploy("md-llama70b")

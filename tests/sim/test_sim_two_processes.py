@@ -24,7 +24,12 @@ ZERO = {"stop_grace_s": 0, "publish_lag_s": 0, "start_delay_s": 0}
 def _pool() -> dict[str, object]:
     deploys = [{"id": f"d{i}", "gpus_per_replica": 1} for i in range(10)]
     deploys += [{"id": f"w{i}", "gpus_per_replica": 2} for i in range(3)]
-    return {"name": "hammer", "nodes": [{"name": "n1", "gpus": 4}, {"name": "n2", "gpus": 4}], "deploys": deploys, "sim": {"timings": ZERO}}
+    return {
+        "name": "hammer",
+        "nodes": [{"name": "n1", "gpus": 4}, {"name": "n2", "gpus": 4}],
+        "deploys": deploys,
+        "sim": {"timings": ZERO},
+    }
 
 
 def _assert_no_double_allocation(url: str, accepted: int) -> None:
@@ -34,8 +39,13 @@ def _assert_no_double_allocation(url: str, accepted: int) -> None:
     with engine.connect() as conn:
         gpus = conn.execute(sa.select(t.gpus).where(t.gpus.c.pool == "hammer")).all()
         groups = conn.execute(
-            sa.select(t.groups.c.deploy, t.groups.c.grp, t.groups.c.state, t.deploys.c.gpus_per_replica)
-            .join(t.deploys, sa.and_(t.deploys.c.pool == t.groups.c.pool, t.deploys.c.id == t.groups.c.deploy))
+            sa.select(
+                t.groups.c.deploy, t.groups.c.grp, t.groups.c.state, t.deploys.c.gpus_per_replica
+            )
+            .join(
+                t.deploys,
+                sa.and_(t.deploys.c.pool == t.groups.c.pool, t.deploys.c.id == t.groups.c.deploy),
+            )
             .where(t.groups.c.pool == "hammer")
         ).all()
     assert len(gpus) == 8 and len({g.uuid for g in gpus}) == 8
@@ -44,7 +54,9 @@ def _assert_no_double_allocation(url: str, accepted: int) -> None:
     assert held == Counter(placed)  # every placed group holds exactly its GPUs, no GPU is shared
     assert sum(held.values()) <= 8
     last = sim.usage_history()[-1]
-    assert last.in_use == dict(Counter(g.holder for g in gpus if g.state == "held"))  # incremental == recount
+    assert last.in_use == dict(
+        Counter(g.holder for g in gpus if g.state == "held")
+    )  # incremental == recount
     assert last.free == sum(1 for g in gpus if g.state == "free")
     log = sim.operation_log()
     assert len(log) == accepted and len({op.idempotency_key for op in log}) == accepted
@@ -56,7 +68,11 @@ def _hammer(url: str) -> None:
     SimPool.create(engine, load_pool(_pool()), VirtualClock(datetime(2026, 10, 19, tzinfo=UTC)))
     engine.dispose()
     procs = [
-        subprocess.Popen([sys.executable, str(HAMMER), url, "hammer", str(seed), "120"], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(HAMMER), url, "hammer", str(seed), "120"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for seed in (1, 2)
     ]
     results = []

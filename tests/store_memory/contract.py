@@ -54,13 +54,25 @@ def memory_world(stores: Stores, tmp: Any) -> Callable[..., harness.World]:
     """``harness.make_world`` on a ``MemoryStore``; the pool's tables in a SQLite file."""
 
     def make_world(
-        db_url: str, *, schedule: dict[str, Any] | None = None, pool: dict[str, Any] | None = None,
-        start: datetime = harness.SEED_MONDAY, config: EngineConfig | None = None, gate: str = "enforce",
+        db_url: str,
+        *,
+        schedule: dict[str, Any] | None = None,
+        pool: dict[str, Any] | None = None,
+        start: datetime = harness.SEED_MONDAY,
+        config: EngineConfig | None = None,
+        gate: str = "enforce",
         engine: Engine | None = None,
     ) -> harness.World:
         if not db_url.startswith(MEMORY):
-            return harness_make_world(db_url, schedule=schedule, pool=pool, start=start, config=config,
-                                      gate=gate, engine=engine)
+            return harness_make_world(
+                db_url,
+                schedule=schedule,
+                pool=pool,
+                start=start,
+                config=config,
+                gate=gate,
+                engine=engine,
+            )
         clock = VirtualClock(start)
         store = stores.open(db_url)
         store._clock = clock
@@ -94,7 +106,9 @@ def adopt(namespace: dict[str, Any], modules: list[ModuleType], excluded: dict[s
             namespace[f"test_{short}__{name.removeprefix('test_')}"] = fn
 
 
-def patch_modules(monkeypatch: pytest.MonkeyPatch, modules: list[ModuleType], stores: Stores, tmp: Any) -> None:
+def patch_modules(
+    monkeypatch: pytest.MonkeyPatch, modules: list[ModuleType], stores: Stores, tmp: Any
+) -> None:
     world = memory_world(stores, tmp)
     for mod in [*modules, harness]:
         if hasattr(mod, "Store"):

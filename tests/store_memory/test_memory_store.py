@@ -40,14 +40,40 @@ def spec(**changes: Any) -> Schedule:
     return load_schedule(doc)
 
 
-def plan(name: str, tid: str, version: int, *, deploys: tuple[str, ...], at: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    transition = {"id": tid, "schedule_name": name, "schedule_version": version, "boundary_at": at,
-                  "order": "release_first", "trigger": "boundary", "state": "open", "targets": list(deploys),
-                  "created_at": at, "lag_seconds": 1.5}
-    steps = [{"id": f"{tid}-{d}", "idempotency_key": f"key-{tid}-{d}", "transition_id": tid,
-              "schedule_name": name, "schedule_version": version, "deploy_id": d, "interval_start": at,
-              "step": "stop", "order": "release", "seq": i, "state": "pending", "detail": {"n": (1, 2)},
-              "created_at": at, "updated_at": at} for i, d in enumerate(deploys)]
+def plan(
+    name: str, tid: str, version: int, *, deploys: tuple[str, ...], at: datetime
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    transition = {
+        "id": tid,
+        "schedule_name": name,
+        "schedule_version": version,
+        "boundary_at": at,
+        "order": "release_first",
+        "trigger": "boundary",
+        "state": "open",
+        "targets": list(deploys),
+        "created_at": at,
+        "lag_seconds": 1.5,
+    }
+    steps = [
+        {
+            "id": f"{tid}-{d}",
+            "idempotency_key": f"key-{tid}-{d}",
+            "transition_id": tid,
+            "schedule_name": name,
+            "schedule_version": version,
+            "deploy_id": d,
+            "interval_start": at,
+            "step": "stop",
+            "order": "release",
+            "seq": i,
+            "state": "pending",
+            "detail": {"n": (1, 2)},
+            "created_at": at,
+            "updated_at": at,
+        }
+        for i, d in enumerate(deploys)
+    ]
     return transition, steps
 
 
@@ -63,8 +89,10 @@ def script(store: Any) -> list[Any]:
     seen_a = store.ensure_status(name, A, schedule_version=1, now=T0)
     seen_b = store.ensure_status(name, B, schedule_version=1, now=T0)
     tr, steps = plan(name, "t1", 1, deploys=(A, B), at=T0)
-    moves = [(seen_a, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
-             (seen_b, {"phase": "releasing", "transition_id": "t1", "interval_start": T0})]
+    moves = [
+        (seen_a, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
+        (seen_b, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
+    ]
     rec(("open", store.open_transition(tr, steps, moves, now=T0)))
     rec(("open-again", store.open_transition(tr, steps, [], now=T0)))  # a taken id: nothing written
     rec(("stale-cas", store.cas_status(seen_a, now=T0, phase="failed")))  # seen_a is stale now
@@ -72,25 +100,76 @@ def script(store: Any) -> list[Any]:
     back = store.cas_status(a_now, now=T0, interval_start=T0 - timedelta(hours=1))
     rec(("backwards", back))  # R-PASS-14: the interval start never moves back
     step_a, step_b = store.get_action("t1-" + A), store.get_action("t1-" + B)
-    fenced = store.fence(step_a, store.get_status(name, A), now=T0, status_changes={"phase": "releasing"})
+    fenced = store.fence(
+        step_a, store.get_status(name, A), now=T0, status_changes={"phase": "releasing"}
+    )
     rec(("fence", fenced.ok, fenced.reason, asdict(fenced.status) if fenced.status else None))
-    rec(("fence-again", store.fence(step_a, store.get_status(name, A), now=T0, status_changes={}).reason))
-    rec(("write-first-lost", store.write_steps([StepWrite(step_b.id, ("accepted",), {"state": "failed"})], now=T0)))
-    rec(("write-each", store.write_each([
-        StepWrite(step_a.id, ("submitting",), {"state": "accepted", "accepted_at": T0}),
-        StepWrite(step_b.id, ("accepted",), {"state": "converged"}),
-    ], now=T0)))
+    rec(
+        (
+            "fence-again",
+            store.fence(step_a, store.get_status(name, A), now=T0, status_changes={}).reason,
+        )
+    )
+    rec(
+        (
+            "write-first-lost",
+            store.write_steps([StepWrite(step_b.id, ("accepted",), {"state": "failed"})], now=T0),
+        )
+    )
+    rec(
+        (
+            "write-each",
+            store.write_each(
+                [
+                    StepWrite(step_a.id, ("submitting",), {"state": "accepted", "accepted_at": T0}),
+                    StepWrite(step_b.id, ("accepted",), {"state": "converged"}),
+                ],
+                now=T0,
+            ),
+        )
+    )
     store.apply_schedule(spec(enabled=False), now=T0 + timedelta(minutes=1))
     rec(("fence-version", store.fence_check(step_b)))
     b_row = store.get_status(name, B)
-    rec(("fence-many", {k: (v.ok, v.reason) for k, v in store.fence_many([(step_b, b_row, {})], now=T0).items()}))
+    rec(
+        (
+            "fence-many",
+            {
+                k: (v.ok, v.reason)
+                for k, v in store.fence_many([(step_b, b_row, {})], now=T0).items()
+            },
+        )
+    )
     with pytest.raises(ScheduleInFlight):
         store.delete_schedule(name, now=T0)
-    rec(("claims", [asdict(c) for c in store.claim_due(holder="e1", now=T0 + timedelta(minutes=2),
-                                                        limit=10, lease_s=15)]))
-    rec(("claims-other", store.claim_due(holder="e2", now=T0 + timedelta(minutes=2), limit=10, lease_s=15)))
-    rec(("claims-expired", [c.claimed_by for c in store.claim_due(holder="e2", now=T0 + timedelta(minutes=3),
-                                                                   limit=10, lease_s=15)]))
+    rec(
+        (
+            "claims",
+            [
+                asdict(c)
+                for c in store.claim_due(
+                    holder="e1", now=T0 + timedelta(minutes=2), limit=10, lease_s=15
+                )
+            ],
+        )
+    )
+    rec(
+        (
+            "claims-other",
+            store.claim_due(holder="e2", now=T0 + timedelta(minutes=2), limit=10, lease_s=15),
+        )
+    )
+    rec(
+        (
+            "claims-expired",
+            [
+                c.claimed_by
+                for c in store.claim_due(
+                    holder="e2", now=T0 + timedelta(minutes=3), limit=10, lease_s=15
+                )
+            ],
+        )
+    )
     rec(("renew", store.renew_claims(holder="e1", now=T0, lease_s=15)))
     row = store.due_rows([name])[name]
     store.set_gate("enforce", now=T0 + timedelta(minutes=4))  # a mark while e2 visits
@@ -105,8 +184,15 @@ def script(store: Any) -> list[Any]:
     rec(("deleted", asdict(store.delete_schedule(name, now=T0 + timedelta(minutes=6), force=True))))
     rec(("transitions", [asdict(t) for t in store.list_transitions()]))
     rec(("actions", [asdict(a) for a in store.list_actions()]))
-    rec(("events", [(e.id, e.at, e.schedule, e.deploy_id, e.kind, e.phase, e.reason, e.detail)
-                    for e in store.list_events(limit=1000)]))
+    rec(
+        (
+            "events",
+            [
+                (e.id, e.at, e.schedule, e.deploy_id, e.kind, e.phase, e.reason, e.detail)
+                for e in store.list_events(limit=1000)
+            ],
+        )
+    )
     rec(("readings", store.metric_readings()))
     rec(("pruned", store.prune(before=T0 + timedelta(days=1))))
     rec(("left", [asdict(t) for t in store.list_transitions()], len(store.list_events(limit=1000))))
@@ -142,9 +228,16 @@ def test_a_failed_transaction_writes_nothing(monkeypatch: pytest.MonkeyPatch) ->
         store.set_gate("enforce", now=T0 + timedelta(seconds=1))
     monkeypatch.undo()
     assert (store.get_gate(), store.due_rows(["seed-weekday"]), store.list_events()) == before
-    other = load_schedule({"name": "other", "timezone": "UTC",
-                           "targets": [{"model_deploy_id": "free-one", "default_state": "running"},
-                                       {"model_deploy_id": A, "default_state": "running"}]})
+    other = load_schedule(
+        {
+            "name": "other",
+            "timezone": "UTC",
+            "targets": [
+                {"model_deploy_id": "free-one", "default_state": "running"},
+                {"model_deploy_id": A, "default_state": "running"},
+            ],
+        }
+    )
     with pytest.raises(TargetOwned):
         store.apply_schedule(other, now=T0)
     assert store.owner_of("free-one") is None and store.find_schedule("other") is None
@@ -155,7 +248,10 @@ def test_rows_handed_out_are_copies_and_naive_datetimes_are_refused() -> None:
     name = store.apply_schedule(spec(), now=T0).name
     seen = store.ensure_status(name, A, schedule_version=1, now=T0)
     row = store.cas_status(seen, now=T0, detail={"observed_state": "READY", "uuids": ("g0",)})
-    assert row is not None and row.detail == {"observed_state": "READY", "uuids": ["g0"]}  # through JSON
+    assert row is not None and row.detail == {
+        "observed_state": "READY",
+        "uuids": ["g0"],
+    }  # through JSON
     row.detail["observed_state"] = "mutated by a caller"
     assert store.get_status(name, A).detail["observed_state"] == "READY"  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="naive"):
@@ -166,8 +262,14 @@ def test_rows_handed_out_are_copies_and_naive_datetimes_are_refused() -> None:
 def test_the_memory_ledger_is_one_book_for_the_store_and_a_pool() -> None:
     book = MemoryReservationBook()
     store = MemoryStore(VirtualClock(T0), ledger=book)
-    rsv = ReservationSpec(id="rsv-a", node="hgx-01", gpu_uuids=("GPU-00000000-0000-0000-0000-000000000001",),
-                          namespace="cmp-a", mode=SharingMode.TIME_SLICED, gpu_memory_mib=143771)
+    rsv = ReservationSpec(
+        id="rsv-a",
+        node="hgx-01",
+        gpu_uuids=("GPU-00000000-0000-0000-0000-000000000001",),
+        namespace="cmp-a",
+        mode=SharingMode.TIME_SLICED,
+        gpu_memory_mib=143771,
+    )
     book.create(rsv, at=T0, actor="test")
     assert store.ledger() is book and store.ledger().get("rsv-a").node == "hgx-01"
     assert list(book.held_on(None)) == ["rsv-a"]
@@ -177,4 +279,6 @@ def test_the_memory_ledger_is_one_book_for_the_store_and_a_pool() -> None:
         assert locked.id == "rsv-a"
     book.release("rsv-a", at=T0, actor="test")
     assert book.held_on(None) == {} and book.list(include_released=False) == []
-    book.create(rsv.model_copy(update={"id": "rsv-b"}), at=T0, actor="test")  # its GPU is free again
+    book.create(
+        rsv.model_copy(update={"id": "rsv-b"}), at=T0, actor="test"
+    )  # its GPU is free again

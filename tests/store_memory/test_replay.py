@@ -20,18 +20,38 @@ from gps_dagster.simulation import simulate
 from tests.engine.harness import example
 
 CASES = {
-    "demo-30m": ("demo-schedule.json", "demo-pool.yaml", "2026-10-19T07:30:00+00:00", timedelta(minutes=30)),
-    "seed-1d": ("seed-schedule.json", "seed-pool-10.yaml", "2026-10-19T00:00:00+07:00", timedelta(days=1)),
-    "scenario2-1d": ("scenario2-schedule.json", "scenario2-reservations-pool.yaml",
-                     "2026-10-19T00:00:00+07:00", timedelta(days=1)),
+    "demo-30m": (
+        "demo-schedule.json",
+        "demo-pool.yaml",
+        "2026-10-19T07:30:00+00:00",
+        timedelta(minutes=30),
+    ),
+    "seed-1d": (
+        "seed-schedule.json",
+        "seed-pool-10.yaml",
+        "2026-10-19T00:00:00+07:00",
+        timedelta(days=1),
+    ),
+    "scenario2-1d": (
+        "scenario2-schedule.json",
+        "scenario2-reservations-pool.yaml",
+        "2026-10-19T00:00:00+07:00",
+        timedelta(days=1),
+    ),
 }
 
 
 def replay(case: str, *, memory_store: bool) -> dict[str, Any]:
     schedule, pool, start, span = CASES[case]
     at = datetime.fromisoformat(start)
-    rep = simulate(load_schedule(example(schedule)), load_pool(example(pool)), at, at + span,
-                   memory_store=memory_store, memory_pool=False)  # the pool held at SQL
+    rep = simulate(
+        load_schedule(example(schedule)),
+        load_pool(example(pool)),
+        at,
+        at + span,
+        memory_store=memory_store,
+        memory_pool=False,
+    )  # the pool held at SQL
     return rep.as_dict()
 
 
@@ -49,11 +69,19 @@ def test_an_engine_restart_after_a_crash_fault_replays_the_same_on_both_stores()
     """A ``crash`` fault kills the engine mid-pass: the new process waits out the dead one's
     lease on the pass lock, and takes over its plan, on either store alike."""
     pool = example("seed-pool-10.yaml")
-    pool.setdefault("sim", {})["faults"] = [{"effect": "crash", "op": "start", "point": "before_commit"}]
+    pool.setdefault("sim", {})["faults"] = [
+        {"effect": "crash", "op": "start", "point": "before_commit"}
+    ]
     start = datetime.fromisoformat("2026-10-19T06:00:00+07:00")
     reports = [
-        simulate(load_schedule(example("seed-schedule.json")), load_pool(pool), start, start + timedelta(hours=14),
-                 memory_store=memory, memory_pool=False).as_dict()
+        simulate(
+            load_schedule(example("seed-schedule.json")),
+            load_pool(pool),
+            start,
+            start + timedelta(hours=14),
+            memory_store=memory,
+            memory_pool=False,
+        ).as_dict()
         for memory in (False, True)
     ]
     sql, memory = reports

@@ -16,7 +16,10 @@ T0 = datetime(2026, 10, 19, 10, 0, tzinfo=UTC)
 POOL = {
     "name": "p",
     "nodes": [{"name": "n1", "gpus": 8}],
-    "deploys": [{"id": "a", "gpus_per_replica": 8, "state": "running"}, {"id": "b", "gpus_per_replica": 8}],
+    "deploys": [
+        {"id": "a", "gpus_per_replica": 8, "state": "running"},
+        {"id": "b", "gpus_per_replica": 8},
+    ],
 }
 
 
@@ -31,7 +34,11 @@ def test_the_handler_sees_every_call_with_its_arguments_and_submit_many_as_singl
     a = core.get_deploy("a")
     core.submit_many([Submission(OperationKind.STOP, "a", a.etag, "k-a")])
     assert [(c.method, c.deploy_id) for c in seen] == [("get_deploy", "a"), ("stop", "a")]
-    assert seen[1].args == {"etag": a.etag, "allow_aliased_downtime": False, "idempotency_key": "k-a"}
+    assert seen[1].args == {
+        "etag": a.etag,
+        "allow_aliased_downtime": False,
+        "idempotency_key": "k-a",
+    }
 
 
 def test_a_handler_raising_after_proceed_loses_the_answer_but_not_the_mutation() -> None:
@@ -65,6 +72,9 @@ def test_a_pool_it_does_not_model_is_refused_not_approximated() -> None:
     doc = {**POOL, "sim": {"faults": [{"effect": "never_ready", "deploy": "b"}]}}
     with pytest.raises(NotModelled, match="handler"):
         FakeCore(load_pool(doc), VirtualClock(T0))
-    too_big = {**POOL, "deploys": [{"id": "a", "gpus_per_replica": 8, "replicas": 2, "state": "running"}]}
+    too_big = {
+        **POOL,
+        "deploys": [{"id": "a", "gpus_per_replica": 8, "replicas": 2, "state": "running"}],
+    }
     with pytest.raises(NotModelled, match="does not fit"):
         FakeCore(load_pool(too_big), VirtualClock(T0))

@@ -62,18 +62,23 @@ def ensure_tools() -> None:
     if not missing:
         return
     if os.geteuid() != 0:
-        raise SystemExit(f"build_image: {missing} missing; install: apt-get install {' '.join(missing)}")
+        raise SystemExit(
+            f"build_image: {missing} missing; install: apt-get install {' '.join(missing)}"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"],
-                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing]):
+    for cmd in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+    ):
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
             raise SystemExit(f"build_image: {' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
 
 
 def have_image(ref: str) -> bool:
-    done = subprocess.run(["buildah", *STORAGE, "inspect", "--type", "image", ref],
-                          capture_output=True, check=False)
+    done = subprocess.run(
+        ["buildah", *STORAGE, "inspect", "--type", "image", ref], capture_output=True, check=False
+    )
     return done.returncode == 0
 
 
@@ -85,22 +90,44 @@ def base_image(cache: Path) -> None:
         shutil.rmtree(rootfs, ignore_errors=True)
         partial = cache / "rootfs.partial"
         shutil.rmtree(partial, ignore_errors=True)
-        run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates",
-             "bookworm", str(partial), MIRROR], what="debootstrap of the Debian base")
+        run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-venv,ca-certificates",
+                "bookworm",
+                str(partial),
+                MIRROR,
+            ],
+            what="debootstrap of the Debian base",
+        )
         partial.rename(rootfs)
     with tempfile.TemporaryDirectory(prefix="gps-base-", dir=cache) as tmp:
         ctx = Path(tmp)
         run(["cp", "-al", str(rootfs), str(ctx / "rootfs")], what="context of the base image")
-        run(["buildah", *STORAGE, "bud", "--isolation", "chroot", "-t", BASE,
-             "-f", str(REPO / "tools" / "image" / "Containerfile.base"), str(ctx)],
-            what="buildah bud of the base image")
+        run(
+            [
+                "buildah",
+                *STORAGE,
+                "bud",
+                "--isolation",
+                "chroot",
+                "-t",
+                BASE,
+                "-f",
+                str(REPO / "tools" / "image" / "Containerfile.base"),
+                str(ctx),
+            ],
+            what="buildah bud of the base image",
+        )
 
 
 def inputs_hash() -> str:
     digest = hashlib.sha256()
     files = [REPO / f for f in INPUTS] + [Path(__file__).resolve()]  # how it is built, too
-    files += sorted(p for p in (REPO / "gps_dagster").rglob("*")
-                    if p.is_file() and "__pycache__" not in p.parts)
+    files += sorted(
+        p for p in (REPO / "gps_dagster").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
     for path in files:
         digest.update(str(path.relative_to(REPO)).encode())
         digest.update(path.read_bytes())
@@ -120,8 +147,13 @@ def source_copy(dest: Path) -> Path:
     Never the work tree itself: setuptools' ``build/lib`` keeps files the tree no longer has (a
     moved module stayed in the image after it left the package), and an untracked scratch file
     would ship too."""
-    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                          cwd=REPO, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"build_image: git ls-files failed (a checkout is needed):\n{done.stderr}")
     for name in filter(None, done.stdout.split("\0")):
@@ -136,14 +168,43 @@ def product_image(cache: Path, ref: str, plain: str) -> None:
     with tempfile.TemporaryDirectory(prefix="gps-image-", dir=cache) as tmp:
         ctx = Path(tmp)
         src = source_copy(ctx / "src")
-        run([sys.executable, "-m", "pip", "wheel", "-q", "-c", str(REPO / "constraints.txt"),
-             "--wheel-dir", str(ctx / "wheels"), str(src)], what="pip wheel")
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "-c",
+                str(REPO / "constraints.txt"),
+                "--wheel-dir",
+                str(ctx / "wheels"),
+                str(src),
+            ],
+            what="pip wheel",
+        )
         shutil.rmtree(src)  # not part of the image's build context
         for name in INPUTS[:4]:
             shutil.copy(REPO / name, ctx / name)
-        run(["buildah", *STORAGE, "bud", "--isolation", "chroot", "--build-arg", f"BASE={BASE}",
-             "-t", ref, "-t", plain, "-f", str(ctx / "Containerfile"), str(ctx)],
-            what="buildah bud of the product image")
+        run(
+            [
+                "buildah",
+                *STORAGE,
+                "bud",
+                "--isolation",
+                "chroot",
+                "--build-arg",
+                f"BASE={BASE}",
+                "-t",
+                ref,
+                "-t",
+                plain,
+                "-f",
+                str(ctx / "Containerfile"),
+                str(ctx),
+            ],
+            what="buildah bud of the product image",
+        )
 
 
 KEEP = 3
@@ -156,8 +217,9 @@ def prune(cache: Path, keep: str) -> None:
     built = [r for r in (history.read_text().split() if history.is_file() else []) if r != keep]
     recent = [*built, keep][-KEEP:]
     history.write_text("".join(r + "\n" for r in recent))
-    listing = run(["buildah", *STORAGE, "images", "--format", "{{.Name}}:{{.Tag}}"],
-                  what="buildah images")
+    listing = run(
+        ["buildah", *STORAGE, "images", "--format", "{{.Name}}:{{.Tag}}"], what="buildah images"
+    )
     for line in listing.split():
         if line.startswith(NAME + ":") and line not in recent and "-" in line.rsplit(":", 1)[1]:
             subprocess.run(["buildah", *STORAGE, "rmi", line], capture_output=True, check=False)

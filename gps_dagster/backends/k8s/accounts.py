@@ -149,8 +149,7 @@ def check_quota(
     used = max(used - credit, 0)
     if used + requested > hard:
         raise QuotaRefused(
-            f"ResourceQuota {scope}: {used} {QUOTA_KEY} used + {requested} "
-            f"requested > hard {hard}",
+            f"ResourceQuota {scope}: {used} {QUOTA_KEY} used + {requested} requested > hard {hard}",
             project=project,
             quota=hard,
             used=used,

@@ -68,7 +68,9 @@ def connect(kubeconfig: str | None, context: str | None) -> client.ApiClient:
         if kubeconfig is None:
             config.load_incluster_config(client_configuration=cfg)
         else:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+            config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=cfg
+            )
     except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
         where = kubeconfig or "the in-cluster service account"
         raise Permanent(
@@ -176,7 +178,11 @@ class Kube:
     """Typed API groups of one ``ApiClient`` and a call wrapper that returns plain JSON."""
 
     def __init__(
-        self, api_client: client.ApiClient, *, timeout_s: float = 15.0, throttle: Throttle | None = None
+        self,
+        api_client: client.ApiClient,
+        *,
+        timeout_s: float = 15.0,
+        throttle: Throttle | None = None,
     ) -> None:
         self.api_client = api_client
         self.timeout = (5.0, timeout_s)
@@ -214,7 +220,10 @@ class Kube:
                 wait = retry_after(exc, mutating=mutating)
                 if wait is None:
                     raise translate(exc, what, mutating=mutating) from exc
-                if retries >= self.throttle.max_retries or waited + wait > self.throttle.retry_budget_s:
+                if (
+                    retries >= self.throttle.max_retries
+                    or waited + wait > self.throttle.retry_budget_s
+                ):
                     raise Transient(
                         f"{what}: the API server is throttling this client (HTTP "
                         f"{getattr(exc, 'status', '?')}, Retry-After {wait:g} s, {retries} "

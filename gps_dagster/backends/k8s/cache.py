@@ -36,7 +36,12 @@ from gps_dagster.backends.k8s.informer import Informer, InformerLimits, ObjectSt
 log = logging.getLogger(__name__)
 
 PODS, NODES, DEPLOYMENTS, LWSS, SERVICES, HPAS = (
-    "pods", "nodes", "deployments", "leaderworkersets", "services", "hpas"
+    "pods",
+    "nodes",
+    "deployments",
+    "leaderworkersets",
+    "services",
+    "hpas",
 )
 TEMPLATE_HASH = "pod-template-hash"
 """The label the Deployment controller puts on a ReplicaSet's pods: the suffix of its name."""
@@ -84,16 +89,18 @@ class ClusterCache:
         lws: bool = True,
         limits: InformerLimits | None = None,
     ) -> None:
-        self.kube, self.namespaces, self.limits = kube, tuple(namespaces), limits or InformerLimits()
+        self.kube, self.namespaces, self.limits = (
+            kube,
+            tuple(namespaces),
+            limits or InformerLimits(),
+        )
         self.fallbacks: dict[str, int] = {}
         self._subscribers: list[Callable[[frozenset[str]], None]] = []
         self._lock = threading.Lock()
         core, apps, auto = kube.core, kube.apps, kube.autoscaling
         self.informers: dict[str, list[Informer]] = {
             NODES: [self._informer(NODES, core.list_node)],
-            PODS: [
-                self._informer(PODS, core.list_pod_for_all_namespaces, indexers=POD_INDEXERS)
-            ],
+            PODS: [self._informer(PODS, core.list_pod_for_all_namespaces, indexers=POD_INDEXERS)],
             DEPLOYMENTS: self._scoped(
                 DEPLOYMENTS,
                 apps.list_namespaced_deployment,
@@ -121,24 +128,31 @@ class ClusterCache:
             self.informers[LWSS] = (
                 [
                     self._informer(
-                        LWSS, c.list_namespaced_custom_object, *group, ns, names.LWS_PLURAL,
-                        indexers=WORKLOAD_INDEXERS, label_selector=names.DEPLOY_ID,
+                        LWSS,
+                        c.list_namespaced_custom_object,
+                        *group,
+                        ns,
+                        names.LWS_PLURAL,
+                        indexers=WORKLOAD_INDEXERS,
+                        label_selector=names.DEPLOY_ID,
                     )
                     for ns in self.namespaces
                 ]
                 if self.namespaces
                 else [
                     self._informer(
-                        LWSS, c.list_cluster_custom_object, *group, names.LWS_PLURAL,
-                        indexers=WORKLOAD_INDEXERS, label_selector=names.DEPLOY_ID,
+                        LWSS,
+                        c.list_cluster_custom_object,
+                        *group,
+                        names.LWS_PLURAL,
+                        indexers=WORKLOAD_INDEXERS,
+                        label_selector=names.DEPLOY_ID,
                     )
                 ]
             )
 
     def _informer(self, kind: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Informer:
-        return Informer(
-            self.kube, kind, fn, *args, limits=self.limits, on_event=self._event, **kw
-        )
+        return Informer(self.kube, kind, fn, *args, limits=self.limits, on_event=self._event, **kw)
 
     def _scoped(
         self, kind: str, ns_fn: Callable[..., Any], all_fn: Callable[..., Any], **kw: Any

@@ -309,6 +309,7 @@ def queued_ahead(pending: Iterable[Pod], template_spec: Mapping[str, Any]) -> li
     the preview cannot read: only pods of the same class are then known to be ahead."""
     klass = template_spec.get("priorityClassName")
     if klass and template_spec.get("priority") is None:
+
         def ahead(spec: Mapping[str, Any]) -> bool:
             return bool(spec.get("priorityClassName") == klass)
     else:
@@ -316,6 +317,7 @@ def queued_ahead(pending: Iterable[Pod], template_spec: Mapping[str, Any]) -> li
 
         def ahead(spec: Mapping[str, Any]) -> bool:
             return priority(spec) >= ours
+
     found = [
         p
         for p in pending

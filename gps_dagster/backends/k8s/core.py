@@ -203,7 +203,9 @@ class K8sCore(MutationsMixin):
                 services = accounts.list_alias_services(self.kube, ns)
             snap.services.update(accounts.alias_services(services))
             hpas = cache.hpas(ns) if cache is not None else None
-            snap.hpa |= views.hpa_targets(hpas if hpas is not None else accounts.hpa_list(self.kube, ns))
+            snap.hpa |= views.hpa_targets(
+                hpas if hpas is not None else accounts.hpa_list(self.kube, ns)
+            )
         return snap
 
     def _binding(self, w: Workload) -> Binding | None:
@@ -305,8 +307,9 @@ class K8sCore(MutationsMixin):
             ],
         )
         if isinstance(out, Fits):
-            self.sessions.took(group, namespace=w.namespace, replicas=delta_replicas,
-                               deploy_id=deploy_id)
+            self.sessions.took(
+                group, namespace=w.namespace, replicas=delta_replicas, deploy_id=deploy_id
+            )
         return out
 
     @contextmanager
@@ -348,9 +351,7 @@ class K8sCore(MutationsMixin):
         b = self._binding(w)
         return self._quota(w, b, delta_replicas)
 
-    def _quota(
-        self, w: Workload, b: Binding | None, delta: int, *, credit: int = 0
-    ) -> QuotaStatus:
+    def _quota(self, w: Workload, b: Binding | None, delta: int, *, credit: int = 0) -> QuotaStatus:
         gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
         return accounts.check_quota(
             self.kube,

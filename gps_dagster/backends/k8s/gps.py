@@ -199,7 +199,8 @@ class Reservations:
         refused = self.witness_refusal(b)
         if refused is not None:
             raise AdmissionRefused(
-                refused.reason, f"{w.deploy_id} on reservation '{refused.reservation_id}': {refused.fix}"
+                refused.reason,
+                f"{w.deploy_id} on reservation '{refused.reservation_id}': {refused.fix}",
             )
 
     def _scope_decision(

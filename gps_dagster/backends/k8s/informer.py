@@ -269,8 +269,12 @@ class Informer:
             if self.state.broken_since is None:
                 self.state.broken_since = self.limits.monotonic()
             self.state.errors = [*self.state.errors[-4:], f"{type(exc).__name__}: {exc}"]
-        log.log(logging.DEBUG if quiet else logging.WARNING, "%s watch broken (%s); retrying",
-                self.kind, exc)
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING,
+            "%s watch broken (%s); retrying",
+            self.kind,
+            exc,
+        )
 
     def _seen(self) -> None:
         self.state.last_seen_at = self.limits.monotonic()

@@ -21,7 +21,12 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _T = descriptor_pb2.FieldDescriptorProto
-_TYPES = {"string": _T.TYPE_STRING, "bool": _T.TYPE_BOOL, "int64": _T.TYPE_INT64, "int32": _T.TYPE_INT32}
+_TYPES = {
+    "string": _T.TYPE_STRING,
+    "bool": _T.TYPE_BOOL,
+    "int64": _T.TYPE_INT64,
+    "int32": _T.TYPE_INT32,
+}
 
 # message -> [(name, number, type, repeated)]; a type not in _TYPES names a message;
 # "map" is map<string, string>.
@@ -115,7 +120,9 @@ def _camel(name: str) -> str:
 
 
 def _file(package: str, messages: Mapping[str, Fields]) -> descriptor_pb2.FileDescriptorProto:
-    f = descriptor_pb2.FileDescriptorProto(name=f"gps_{package}.proto", package=package, syntax="proto3")
+    f = descriptor_pb2.FileDescriptorProto(
+        name=f"gps_{package}.proto", package=package, syntax="proto3"
+    )
     for mname, fields in messages.items():
         m = f.message_type.add(name=mname)
         for fname, number, ftype, repeated in fields:
@@ -125,7 +132,9 @@ def _file(package: str, messages: Mapping[str, Fields]) -> descriptor_pb2.FileDe
                 entry = m.nested_type.add(name=f"{_camel(fname)}Entry")
                 entry.options.map_entry = True
                 entry.field.add(name="key", number=1, type=_T.TYPE_STRING, label=_T.LABEL_OPTIONAL)
-                entry.field.add(name="value", number=2, type=_T.TYPE_STRING, label=_T.LABEL_OPTIONAL)
+                entry.field.add(
+                    name="value", number=2, type=_T.TYPE_STRING, label=_T.LABEL_OPTIONAL
+                )
                 fd.type = _T.TYPE_MESSAGE
                 fd.type_name = f".{package}.{mname}.{entry.name}"
             elif ftype in _TYPES:

@@ -113,7 +113,9 @@ class PodResourcesSource:
         out: Devices = {}
         for pod in resp.pod_resources:
             for c in pod.containers:
-                ids = tuple(i for d in c.devices if d.resource_name == self.resource for i in d.device_ids)
+                ids = tuple(
+                    i for d in c.devices if d.resource_name == self.resource for i in d.device_ids
+                )
                 if ids:
                     out.setdefault((pod.namespace, pod.name), {})[c.name] = ids
         return out
@@ -131,7 +133,9 @@ def dcgm_devices(text: str) -> Devices:
         if not match:
             continue
         labels = {m["k"]: m["v"] for m in _LABEL.finditer(match["labels"])}
-        ns, pod, container, uuid = (labels.get(k, "") for k in ("namespace", "pod", "container", "UUID"))
+        ns, pod, container, uuid = (
+            labels.get(k, "") for k in ("namespace", "pod", "container", "UUID")
+        )
         if ns and pod and container and uuid:
             have = out.setdefault((ns, pod), {}).get(container, ())
             if uuid not in have:
@@ -216,12 +220,17 @@ def publish(
             p
             for ns in namespaces
             for p in kube.items(
-                kube.core.list_namespaced_pod, ns, field_selector=selector, what=f"list pods of {node} in {ns}"
+                kube.core.list_namespaced_pod,
+                ns,
+                field_selector=selector,
+                what=f"list pods of {node} in {ns}",
             )
         ]
     else:
         on_node = kube.items(
-            kube.core.list_pod_for_all_namespaces, field_selector=selector, what=f"list pods on node {node}"
+            kube.core.list_pod_for_all_namespaces,
+            field_selector=selector,
+            what=f"list pods on node {node}",
         )
     now = clock.now() if clock is not None else None
     return annotate(kube, on_node, found, source.name, now=now, heartbeat_s=heartbeat_s)
@@ -253,7 +262,9 @@ def annotate(
         want = annotations_for(found[key], source)
         have = meta.get("annotations") or {}
         last = seen_at(pod)
-        fresh = now is None or (last is not None and 0 <= (now - last).total_seconds() < heartbeat_s)
+        fresh = now is None or (
+            last is not None and 0 <= (now - last).total_seconds() < heartbeat_s
+        )
         if fresh and all(have.get(k) == v for k, v in want.items()):
             continue
         if now is not None:
@@ -321,5 +332,11 @@ def run(
         except WitnessUnavailable as exc:
             log.warning("%s: %s", WITNESS_UNAVAILABLE, exc)
         except Exception as exc:
-            log.warning("node %s: sync failed (%s: %s); retrying in %.0f s", node, type(exc).__name__, exc, interval_s)
+            log.warning(
+                "node %s: sync failed (%s: %s); retrying in %.0f s",
+                node,
+                type(exc).__name__,
+                exc,
+                interval_s,
+            )
         stop.wait(interval_s)

@@ -173,9 +173,7 @@ def service_account_token(
             ):
                 return base64.b64decode(s["data"]["token"]).decode()
         if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"no token Secret for {namespace}/{account} after {timeout_s} s"
-            )
+            raise TimeoutError(f"no token Secret for {namespace}/{account} after {timeout_s} s")
         time.sleep(0.1)
 
 

@@ -15,7 +15,13 @@ from gps_dagster.backends.k8s.pods import Pod
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.render import kai
 
-__all__ = ["RESERVATIONS", "exclusive_template", "is_holder", "keep_template_metadata", "pod_reservations"]
+__all__ = [
+    "RESERVATIONS",
+    "exclusive_template",
+    "is_holder",
+    "keep_template_metadata",
+    "pod_reservations",
+]
 
 RESERVATIONS = names.PREFIX + "reservations"
 """On a rendered exclusive pod template: the reservation ids its replica may land on."""
@@ -65,7 +71,9 @@ def keep_template_metadata(source: Obj, rendered: Obj) -> Obj:
     (``null``); a render without it would make the start's merge patch delete a key the server
     keeps, and the ETag predicted after the write would not be the object's."""
     meta = {
-        k: v for k, v in (source.get("metadata") or {}).items() if k not in ("labels", "annotations")
+        k: v
+        for k, v in (source.get("metadata") or {}).items()
+        if k not in ("labels", "annotations")
     }
     return {**rendered, "metadata": {**meta, **(rendered.get("metadata") or {})}}
 

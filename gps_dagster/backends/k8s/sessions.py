@@ -65,12 +65,14 @@ class PreviewSessions:
         for r in range(max(replicas, 0)):
             for i, template in enumerate(group):
                 meta = template.get("metadata") or {}
-                taken.append({
-                    "metadata": {
-                        "name": f"{deploy_id}-previewed-{r}-{i}",
-                        "namespace": namespace,
-                        "labels": dict(meta.get("labels") or {}),
-                    },
-                    "spec": template.get("spec") or {},
-                    "status": {"phase": "Pending"},
-                })
+                taken.append(
+                    {
+                        "metadata": {
+                            "name": f"{deploy_id}-previewed-{r}-{i}",
+                            "namespace": namespace,
+                            "labels": dict(meta.get("labels") or {}),
+                        },
+                        "spec": template.get("spec") or {},
+                        "status": {"phase": "Pending"},
+                    }
+                )

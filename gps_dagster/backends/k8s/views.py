@@ -130,12 +130,15 @@ def crash_loop(own: Sequence[Pod]) -> tuple[int, str | None]:
         if pods.terminal(p) or pods.deleting(p):
             continue
         status = p.get("status") or {}
-        for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        for cs in [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") != CRASH_LOOP_BACK_OFF:
                 continue
             n = _int(cs.get("restartCount"))
-            last = ((cs.get("lastState") or {}).get("terminated") or {})
+            last = (cs.get("lastState") or {}).get("terminated") or {}
             code = last.get("exitCode")
             words = (
                 f"pod {pods.name(p)} container {cs.get('name')}: {CRASH_LOOP_BACK_OFF} after {n} "

@@ -9,4 +9,12 @@ from gps_dagster.backends.sim.driver import UsagePoint, UsageSummary, summarize
 from gps_dagster.backends.sim.faults import SimulatedCrash
 from gps_dagster.backends.sim.snapshot import PoolSnapshot, snapshot
 
-__all__ = ["PoolSnapshot", "SimPool", "SimulatedCrash", "UsagePoint", "UsageSummary", "snapshot", "summarize"]
+__all__ = [
+    "PoolSnapshot",
+    "SimPool",
+    "SimulatedCrash",
+    "UsagePoint",
+    "UsageSummary",
+    "snapshot",
+    "summarize",
+]

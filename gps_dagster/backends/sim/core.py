@@ -67,7 +67,9 @@ SESSION_MUTATIONS = 50
 """Mutations per transaction of ``submit_many``. Each runs in a savepoint; PostgreSQL keeps 64
 subtransactions per transaction in shared memory and, past that, every other session's snapshot
 checks go through ``pg_subtrans``: keep a transaction below it."""
-_SEEN = sa.select(t.operations).where(t.operations.c.pool == sa.bindparam("pool"), t.operations.c.key == sa.bindparam("key"))
+_SEEN = sa.select(t.operations).where(
+    t.operations.c.pool == sa.bindparam("pool"), t.operations.c.key == sa.bindparam("key")
+)
 _RECORD = t.operations.insert().returning(*t.operations.c)
 """Built once (the mutation path's statements; see ``views``)."""
 
@@ -92,9 +94,13 @@ class SimPool(DriverMixin):
             if row is None:
                 raise NotFound(f"no simulated pool named {name!r}")
             nodes = conn.execute(
-                sa.select(t.nodes.c.name, t.nodes.c.flavor, t.nodes.c.ordinal).where(t.nodes.c.pool == name)
+                sa.select(t.nodes.c.name, t.nodes.c.flavor, t.nodes.c.ordinal).where(
+                    t.nodes.c.pool == name
+                )
             ).all()
-            uuids = conn.execute(sa.select(t.gpus.c.uuid).where(t.gpus.c.pool == name)).scalars().all()
+            uuids = (
+                conn.execute(sa.select(t.gpus.c.uuid).where(t.gpus.c.pool == name)).scalars().all()
+            )
             self._bindings = reserved.load_bindings(conn, name)
         self.settings = SimSettings.model_validate_json(row.settings)
         self._flavors = {n: f for n, f, _ in nodes}
@@ -129,7 +135,9 @@ class SimPool(DriverMixin):
         t.ensure_schema(engine)
         if spec.reservations:
             if ledger is None:
-                raise ValueError(f"pool {spec.name!r} declares reservations: give it a reservation ledger")
+                raise ValueError(
+                    f"pool {spec.name!r} declares reservations: give it a reservation ledger"
+                )
             record_reservations(ledger, spec, clock)
         source = ledger
         with engine.begin() as conn:
@@ -183,7 +191,9 @@ class SimPool(DriverMixin):
             if session.mutated:
                 if session.op_seq is not None:
                     p = t.pools
-                    ctx.conn.execute(p.update().where(p.c.name == self.name).values(op_seq=session.op_seq))
+                    ctx.conn.execute(
+                        p.update().where(p.c.name == self.name).values(op_seq=session.op_seq)
+                    )
                 self._commit_changes(ctx)
 
     def previews_count_fits(self) -> bool:
@@ -192,7 +202,11 @@ class SimPool(DriverMixin):
 
     def _faulty(self) -> bool:
         with self.engine.connect() as conn:
-            return bool(conn.execute(sa.select(t.faults.c.id).where(t.faults.c.pool == self.name).limit(1)).first())
+            return bool(
+                conn.execute(
+                    sa.select(t.faults.c.id).where(t.faults.c.pool == self.name).limit(1)
+                ).first()
+            )
 
     @contextmanager
     def _tx(self, *, write: bool = False) -> Iterator[tuple[Ctx, mutations.Blocks]]:
@@ -215,7 +229,9 @@ class SimPool(DriverMixin):
                 raise
             return
         with self.engine.begin() as conn:
-            query = sa.select(t.pools.c.clock_at, t.pools.c.next_event_at).where(t.pools.c.name == self.name)
+            query = sa.select(t.pools.c.clock_at, t.pools.c.next_event_at).where(
+                t.pools.c.name == self.name
+            )
             if _is_postgres(self.engine):
                 query = query.with_for_update()
             head = conn.execute(query).first()
@@ -229,8 +245,16 @@ class SimPool(DriverMixin):
                 fail_stop=faults.deploys_with(active, "fail_stop"),
             )
             ctx = Ctx(
-                conn, self.name, self.settings.timings, self._flavors, self._ordinals, float(head.clock_at),
-                self.settings.record_usage, active=active, ledger=self._ledger(conn), bindings=self._bindings,
+                conn,
+                self.name,
+                self.settings.timings,
+                self._flavors,
+                self._ordinals,
+                float(head.clock_at),
+                self.settings.record_usage,
+                active=active,
+                ledger=self._ledger(conn),
+                bindings=self._bindings,
             )
             now = max(_ts(self.clock.now()), float(head.clock_at))
             advance(ctx, now, head.next_event_at, blocks.unschedulable, blocks.never_ready)
@@ -239,7 +263,9 @@ class SimPool(DriverMixin):
     def _commit_changes(self, ctx: Ctx) -> None:
         save_next_event(ctx)
         ctx.conn.execute(
-            t.pools.update().where(t.pools.c.name == self.name).values(revision=t.pools.c.revision + 1, clock_at=ctx.now)
+            t.pools.update()
+            .where(t.pools.c.name == self.name)
+            .values(revision=t.pools.c.revision + 1, clock_at=ctx.now)
         )
         record_usage(ctx)
 
@@ -262,7 +288,9 @@ class SimPool(DriverMixin):
             if fault.effect == "crash" and fault.point == point:
                 raise SimulatedCrash(point, op)
         if point == "after_commit" and any(f.effect == "lose_response" for f in hits):
-            raise Transient(f"response of {op} lost (the mutation was applied)", reason="response_lost")
+            raise Transient(
+                f"response of {op} lost (the mutation was applied)", reason="response_lost"
+            )
 
     def _read(self, op: str, deploy: str | None, fn: Callable[[Ctx, mutations.Blocks], R]) -> R:
         hits = self._one_shots(op, deploy)
@@ -282,14 +310,22 @@ class SimPool(DriverMixin):
     # -- the Core port: reads --------------------------------------------------------------
 
     def get_deploy(self, deploy_id: str) -> DeployView:
-        return self._read("get_deploy", deploy_id, lambda ctx, _b: views.deploy_view(ctx, self._row(ctx, deploy_id)))
+        return self._read(
+            "get_deploy",
+            deploy_id,
+            lambda ctx, _b: views.deploy_view(ctx, self._row(ctx, deploy_id)),
+        )
 
     def get_deploys(self, deploy_ids: Sequence[str]) -> dict[str, DeployView]:
         """Many deploys in one consistent read; unknown ids are left out."""
 
         def read(ctx: Ctx, _b: mutations.Blocks) -> dict[str, DeployView]:
             d = t.deploys
-            rows = list(ctx.conn.execute(sa.select(d).where(d.c.pool == self.name, d.c.id.in_(list(deploy_ids)))))
+            rows = list(
+                ctx.conn.execute(
+                    sa.select(d).where(d.c.pool == self.name, d.c.id.in_(list(deploy_ids)))
+                )
+            )
             return views.deploy_views(ctx, rows)
 
         return self._read("get_deploys", None, read)
@@ -323,16 +359,26 @@ class SimPool(DriverMixin):
 
     def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
         return self._read(
-            "check_quota", deploy_id, lambda ctx, _b: mutations.check_quota(ctx, self._row(ctx, deploy_id), delta_replicas=delta_replicas)
+            "check_quota",
+            deploy_id,
+            lambda ctx, _b: mutations.check_quota(
+                ctx, self._row(ctx, deploy_id), delta_replicas=delta_replicas
+            ),
         )
 
     def check_billing(self, deploy_id: str) -> None:
-        self._read("check_billing", deploy_id, lambda ctx, _b: mutations.check_billing(ctx, self._row(ctx, deploy_id)))
+        self._read(
+            "check_billing",
+            deploy_id,
+            lambda ctx, _b: mutations.check_billing(ctx, self._row(ctx, deploy_id)),
+        )
 
     def get_operation(self, op_id: str) -> Operation:
         def read(ctx: Ctx, _b: mutations.Blocks) -> Operation:
             o = t.operations
-            op = ctx.conn.execute(sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)).first()
+            op = ctx.conn.execute(
+                sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)
+            ).first()
             if op is None:
                 raise NotFound(f"no operation {op_id!r}")
             return self._live(ctx, op)
@@ -343,7 +389,9 @@ class SimPool(DriverMixin):
         def read(ctx: Ctx, _b: mutations.Blocks) -> tuple[DeployView, ...]:
             d = t.deploys
             rows = ctx.conn.execute(
-                sa.select(d).where(d.c.pool == self.name, d.c.endpoint == endpoint_id).order_by(d.c.ordinal)
+                sa.select(d)
+                .where(d.c.pool == self.name, d.c.endpoint == endpoint_id)
+                .order_by(d.c.ordinal)
             ).all()
             if not rows:
                 raise NotFound(f"no CMP endpoint {endpoint_id!r}")
@@ -353,10 +401,14 @@ class SimPool(DriverMixin):
 
     # -- the Core port: reservations (R-GPS) --------------------------------------------
 
-    def admission_preview(self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()) -> AdmissionPreview:
+    def admission_preview(
+        self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()
+    ) -> AdmissionPreview:
         """Read-only VRAM admission of a start / scale-up, not counting ``releasing`` members."""
         return self._read(
-            "admission_preview", deploy_id, lambda ctx, _b: reserved.preview(ctx, self._row(ctx, deploy_id), releasing)
+            "admission_preview",
+            deploy_id,
+            lambda ctx, _b: reserved.preview(ctx, self._row(ctx, deploy_id), releasing),
         )
 
     def witness(self, deploy_id: str) -> WitnessResult:
@@ -372,7 +424,11 @@ class SimPool(DriverMixin):
         def read(ctx: Ctx, _b: mutations.Blocks) -> tuple[DeployView, ...]:
             d = t.deploys
             ids = reserved.bound_to(ctx, reservation_id)
-            rows = list(ctx.conn.execute(sa.select(d).where(d.c.pool == self.name, d.c.id.in_(ids)).order_by(d.c.ordinal)))
+            rows = list(
+                ctx.conn.execute(
+                    sa.select(d).where(d.c.pool == self.name, d.c.id.in_(ids)).order_by(d.c.ordinal)
+                )
+            )
             return tuple(views.deploy_view(ctx, r) for r in rows)
 
         return self._read("reservation_deploys", None, read)
@@ -383,21 +439,39 @@ class SimPool(DriverMixin):
 
     # -- the Core port: mutations ----------------------------------------------------------
 
-    def stop(self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str) -> Operation:
+    def stop(
+        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
+    ) -> Operation:
         return self._mutate(
-            OperationKind.STOP, deploy_id, etag, idempotency_key, None,
-            lambda ctx, row, b: mutations.stop(ctx, row, allow_aliased_downtime=allow_aliased_downtime, blocks=b),
+            OperationKind.STOP,
+            deploy_id,
+            etag,
+            idempotency_key,
+            None,
+            lambda ctx, row, b: mutations.stop(
+                ctx, row, allow_aliased_downtime=allow_aliased_downtime, blocks=b
+            ),
         )
 
     def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
         return self._mutate(
-            OperationKind.START, deploy_id, etag, idempotency_key, None,
+            OperationKind.START,
+            deploy_id,
+            etag,
+            idempotency_key,
+            None,
             lambda ctx, row, b: mutations.start(ctx, row, blocks=b),
         )
 
-    def set_replica_intent(self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str) -> Operation:
+    def set_replica_intent(
+        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
+    ) -> Operation:
         return self._mutate(
-            OperationKind.SET_REPLICA_INTENT, deploy_id, etag, idempotency_key, replicas,
+            OperationKind.SET_REPLICA_INTENT,
+            deploy_id,
+            etag,
+            idempotency_key,
+            replicas,
             lambda ctx, row, b: mutations.set_replica_intent(ctx, row, replicas, blocks=b),
         )
 
@@ -441,12 +515,17 @@ class SimPool(DriverMixin):
             if seen is not None:
                 # A replay mutates nothing, but the faults it consumed still fire: a retry can lose its answer too.
                 if seen.deploy != deploy_id or seen.kind != kind.value:
-                    raise Permanent(f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}", reason="idempotency_key_reused")
+                    raise Permanent(
+                        f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
+                        reason="idempotency_key_reused",
+                    )
                 result = self._live(ctx, seen)
             else:
                 row = self._row(ctx, deploy_id)
                 if etag != views.etag_of(deploy_id, row.version):
-                    raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {views.etag_of(deploy_id, row.version)})")
+                    raise EtagMismatch(
+                        f"{deploy_id}: etag {etag} is stale (current {views.etag_of(deploy_id, row.version)})"
+                    )
                 outcome = apply(ctx, row, blocks)
                 op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
                 if self._session is None:
@@ -468,14 +547,31 @@ class SimPool(DriverMixin):
         session.op_seq += 1
         return session.op_seq
 
-    def _record(self, ctx: Ctx, kind: OperationKind, deploy_id: str, key: str, replicas: int | None, outcome: mutations.Outcome) -> Row[Any]:
+    def _record(
+        self,
+        ctx: Ctx,
+        kind: OperationKind,
+        deploy_id: str,
+        key: str,
+        replicas: int | None,
+        outcome: mutations.Outcome,
+    ) -> Row[Any]:
         seq = self._next_seq(ctx)
         version = self._row(ctx, deploy_id).version
         values = dict(
-            pool=self.name, id=f"op-{seq:06d}", seq=seq, key=key, deploy=deploy_id, kind=kind.value, replicas=replicas,
+            pool=self.name,
+            id=f"op-{seq:06d}",
+            seq=seq,
+            key=key,
+            deploy=deploy_id,
+            kind=kind.value,
+            replicas=replicas,
             persist_only=outcome.persist_only,
-            state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
-            etag_after=views.etag_of(deploy_id, version), created_at=ctx.now,
+            state=OperationState.DONE.value
+            if outcome.persist_only
+            else OperationState.ACCEPTED.value,
+            etag_after=views.etag_of(deploy_id, version),
+            created_at=ctx.now,
         )
         return ctx.conn.execute(_RECORD, values).one()
 

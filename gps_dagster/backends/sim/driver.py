@@ -59,33 +59,55 @@ class DriverMixin:
     name: str
 
     if TYPE_CHECKING:
+
         def _tx(self) -> AbstractContextManager[tuple[Ctx, Blocks]]: ...
         def _commit_changes(self, ctx: Ctx) -> None: ...
 
     def settle(self) -> datetime | None:
         """Apply every transition due up to the clock's now; return the next event instant."""
         with self._tx() as (ctx, _b):
-            nxt = ctx.conn.execute(sa.select(t.pools.c.next_event_at).where(t.pools.c.name == self.name)).scalar_one()
-            ctx.conn.execute(t.pools.update().where(t.pools.c.name == self.name).values(clock_at=ctx.now))
+            nxt = ctx.conn.execute(
+                sa.select(t.pools.c.next_event_at).where(t.pools.c.name == self.name)
+            ).scalar_one()
+            ctx.conn.execute(
+                t.pools.update().where(t.pools.c.name == self.name).values(clock_at=ctx.now)
+            )
         return None if nxt is None else views.to_dt(nxt)
 
     def next_event_at(self) -> datetime | None:
         with self._tx() as (ctx, _b):
-            nxt = ctx.conn.execute(sa.select(t.pools.c.next_event_at).where(t.pools.c.name == self.name)).scalar_one()
+            nxt = ctx.conn.execute(
+                sa.select(t.pools.c.next_event_at).where(t.pools.c.name == self.name)
+            ).scalar_one()
         return None if nxt is None else views.to_dt(nxt)
 
     def revision(self) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(sa.select(t.pools.c.revision).where(t.pools.c.name == self.name)).scalar_one())
+            return int(
+                conn.execute(
+                    sa.select(t.pools.c.revision).where(t.pools.c.name == self.name)
+                ).scalar_one()
+            )
 
     def usage_history(self) -> list[UsagePoint]:
         u = t.usage
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(u.c.at, u.c.data).where(u.c.pool == self.name).order_by(u.c.id)).all()
+            rows = conn.execute(
+                sa.select(u.c.at, u.c.data).where(u.c.pool == self.name).order_by(u.c.id)
+            ).all()
         out = []
         for at, data in rows:
             d = json.loads(data)
-            out.append(UsagePoint(views.to_dt(at), d["in_use"], d["terminating"], d["unpublished"], d["free"], d.get("shared", {})))
+            out.append(
+                UsagePoint(
+                    views.to_dt(at),
+                    d["in_use"],
+                    d["terminating"],
+                    d["unpublished"],
+                    d["free"],
+                    d.get("shared", {}),
+                )
+            )
         return out
 
     def operation_log(self) -> list[Operation]:
@@ -111,7 +133,12 @@ class DriverMixin:
     def deploy_ids(self) -> list[str]:
         d = t.deploys
         with self.engine.connect() as conn:
-            return [r[0] for r in conn.execute(sa.select(d.c.id).where(d.c.pool == self.name).order_by(d.c.ordinal))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    sa.select(d.c.id).where(d.c.pool == self.name).order_by(d.c.ordinal)
+                )
+            ]
 
     # -- faults --------------------------------------------------------------------------
 
@@ -119,7 +146,9 @@ class DriverMixin:
         """Persist a fault now; every process using this pool sees it."""
         reason = fault_problem(fault, set(self.deploy_ids()))
         if reason:
-            raise AdmissionRefused(reason, f"fault {fault.model_dump(exclude_defaults=True)}: {reason}")
+            raise AdmissionRefused(
+                reason, f"fault {fault.model_dump(exclude_defaults=True)}: {reason}"
+            )
         with self._tx() as (ctx, _b):
             faults.insert(ctx.conn, self.name, fault)
             ctx.forget()  # a forced state changes deploy rows
@@ -139,27 +168,44 @@ class DriverMixin:
     # -- foreign workloads and accounts -------------------------------------------------
 
     def add_foreign(
-        self, workload_id: str, gpus: int, *, kind: Literal["static", "intruder"] = "static", node: str | None = None, flavor: str | None = None
+        self,
+        workload_id: str,
+        gpus: int,
+        *,
+        kind: Literal["static", "intruder"] = "static",
+        node: str | None = None,
+        flavor: str | None = None,
     ) -> None:
         """A workload no schedule owns: ``static`` takes GPUs now; ``intruder`` grabs published ones."""
         with self._tx() as (ctx, _b):
             f = t.foreign
-            taken = ctx.conn.execute(sa.select(f.c.id).where(f.c.pool == self.name, f.c.id == workload_id)).first()
+            taken = ctx.conn.execute(
+                sa.select(f.c.id).where(f.c.pool == self.name, f.c.id == workload_id)
+            ).first()
             if taken is not None or views.deploy_row(ctx, workload_id) is not None:
                 raise AdmissionRefused("duplicate_holder", f"{workload_id!r} already exists")
-            ctx.conn.execute(f.insert().values(pool=self.name, id=workload_id, kind=kind, gpus=gpus, flavor=flavor))
+            ctx.conn.execute(
+                f.insert().values(
+                    pool=self.name, id=workload_id, kind=kind, gpus=gpus, flavor=flavor
+                )
+            )
             if kind == "static":
                 self._place_static(ctx, workload_id, gpus, node, flavor)
             self._commit_changes(ctx)
 
     @staticmethod
-    def _place_static(ctx: Ctx, workload_id: str, gpus: int, node: str | None, flavor: str | None) -> None:
+    def _place_static(
+        ctx: Ctx, workload_id: str, gpus: int, node: str | None, flavor: str | None
+    ) -> None:
         free = free_by_node(ctx)
         if node is None:
             chosen = choose_nodes(ctx, free, flavor, gpus, 1)
             node = chosen[0] if chosen else None
         if node is None or free.get(node, 0) < gpus:
-            raise AdmissionRefused("insufficient_capacity", f"{workload_id}: {gpus} free GPUs not available on one node")
+            raise AdmissionRefused(
+                "insufficient_capacity",
+                f"{workload_id}: {gpus} free GPUs not available on one node",
+            )
         allocate(ctx, node, gpus, workload_id, "foreign", None)
         ctx.touched.add(workload_id)
 
@@ -167,13 +213,17 @@ class DriverMixin:
         """The workload ends: its GPUs terminate, then are published after the lag."""
         with self._tx() as (ctx, _b):
             f = t.foreign
-            gone = ctx.conn.execute(f.delete().where(f.c.pool == self.name, f.c.id == workload_id)).rowcount
+            gone = ctx.conn.execute(
+                f.delete().where(f.c.pool == self.name, f.c.id == workload_id)
+            ).rowcount
             if not gone:
                 raise NotFound(f"no foreign workload {workload_id!r}")
             release(ctx, workload_id)
             self._commit_changes(ctx)
 
-    def set_project(self, project: str, *, gpu_quota: int | None = None, billing: str | None = None) -> None:
+    def set_project(
+        self, project: str, *, gpu_quota: int | None = None, billing: str | None = None
+    ) -> None:
         """Change a project's quota and/or billing status (admin action)."""
         p = t.projects
         values: dict[str, object] = {}
@@ -182,7 +232,12 @@ class DriverMixin:
         if billing is not None:
             values["billing"] = billing
         with self._tx() as (ctx, _b):
-            if not values or not ctx.conn.execute(p.update().where(p.c.pool == self.name, p.c.name == project).values(**values)).rowcount:
+            if (
+                not values
+                or not ctx.conn.execute(
+                    p.update().where(p.c.pool == self.name, p.c.name == project).values(**values)
+                ).rowcount
+            ):
                 raise NotFound(f"no project {project!r} (or nothing to change)")
             self._commit_changes(ctx)
 
@@ -222,7 +277,9 @@ def summarize(points: list[UsagePoint], end: datetime) -> UsageSummary:
         for h, n in p.in_use.items():
             if span and n:
                 holders[h] = holders.get(h, 0.0) + span * n
-    return UsageSummary(points[0].at, end, max(p.total_in_use for p in points), in_use, idle, term, holders)
+    return UsageSummary(
+        points[0].at, end, max(p.total_in_use for p in points), in_use, idle, term, holders
+    )
 
 
 __all__ = ["DriverMixin", "UsagePoint", "UsageSummary", "summarize"]

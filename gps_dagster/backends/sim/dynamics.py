@@ -31,30 +31,54 @@ from gps_dagster.ports import Transient
 _gr, _d = t.groups, t.deploys
 # The placement path's statements, built once (bound as pool / b_*; see ``views``).
 _PENDING = (
-    sa.select(_gr.c.deploy, _gr.c.grp, _d.c.gpus_per_replica, _d.c.nodes_per_replica, _d.c.flavor, _d.c.node_selector)
+    sa.select(
+        _gr.c.deploy,
+        _gr.c.grp,
+        _d.c.gpus_per_replica,
+        _d.c.nodes_per_replica,
+        _d.c.flavor,
+        _d.c.node_selector,
+    )
     .join(_d, sa.and_(_d.c.pool == _gr.c.pool, _d.c.id == _gr.c.deploy))
     .where(_gr.c.pool == sa.bindparam("pool"), _gr.c.state == "pending")
     .order_by(_d.c.ordinal, _gr.c.grp)
 )
 _STARTING = (
     _gr.update()
-    .where(_gr.c.pool == sa.bindparam("b_pool"), _gr.c.deploy == sa.bindparam("b_deploy"), _gr.c.grp == sa.bindparam("b_grp"))
+    .where(
+        _gr.c.pool == sa.bindparam("b_pool"),
+        _gr.c.deploy == sa.bindparam("b_deploy"),
+        _gr.c.grp == sa.bindparam("b_grp"),
+    )
     .values(state="starting", ready_at=sa.bindparam("b_ready_at"))
 )
 _WAITING = sa.exists().where(
-    _gr.c.pool == sa.bindparam("b_pool"), _gr.c.deploy == sa.bindparam("b_deploy"), _gr.c.state == "pending"
+    _gr.c.pool == sa.bindparam("b_pool"),
+    _gr.c.deploy == sa.bindparam("b_deploy"),
+    _gr.c.state == "pending",
 )
 _MARK_APPLIED = (
     _d.update()
     .where(
-        _d.c.pool == sa.bindparam("b_pool"), _d.c.id == sa.bindparam("b_deploy"),
-        _d.c.applied_generation != _d.c.generation, ~_WAITING,
+        _d.c.pool == sa.bindparam("b_pool"),
+        _d.c.id == sa.bindparam("b_deploy"),
+        _d.c.applied_generation != _d.c.generation,
+        ~_WAITING,
     )
     .values(applied_generation=_d.c.generation)
     .returning(*_d.c)
 )
 
-__all__ = ["Ctx", "advance", "allocate", "choose_nodes", "eligible", "free_by_node", "place_pending", "release"]
+__all__ = [
+    "Ctx",
+    "advance",
+    "allocate",
+    "choose_nodes",
+    "eligible",
+    "free_by_node",
+    "place_pending",
+    "release",
+]
 
 
 def _scope(ctx: Ctx, among: Collection[str] | None) -> list[Any]:
@@ -79,7 +103,13 @@ def free_by_node(ctx: Ctx, among: Collection[str] | None = None) -> dict[str, in
 
 
 def allocate(
-    ctx: Ctx, node: str, count: int, holder: str, holder_type: str, grp: int | None, among: Collection[str] | None = None
+    ctx: Ctx,
+    node: str,
+    count: int,
+    holder: str,
+    holder_type: str,
+    grp: int | None,
+    among: Collection[str] | None = None,
 ) -> None:
     """Hand ``count`` free GPUs of ``node`` (of ``among``, else unreserved) to ``holder``; refuse if any was taken meanwhile."""
     g = t.gpus
@@ -119,7 +149,9 @@ def release(ctx: Ctx, holder: str, grps: Iterable[int] | None = None) -> int:
     ctx.touched.add(holder)
     return int(
         ctx.conn.execute(
-            g.update().where(*cond).values(state="terminating", until=ctx.now + ctx.timings.stop_grace_s)
+            g.update()
+            .where(*cond)
+            .values(state="terminating", until=ctx.now + ctx.timings.stop_grace_s)
         ).rowcount
     )
 
@@ -149,7 +181,9 @@ def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> set[str
                 allocate(ctx, node, per_node, dep, "deploy", grp)
                 free[node] -= per_node
         ready_at = None if dep in never_ready else ctx.now + ctx.timings.start_delay_s
-        ctx.conn.execute(_STARTING, {"b_pool": ctx.pool, "b_deploy": dep, "b_grp": grp, "b_ready_at": ready_at})
+        ctx.conn.execute(
+            _STARTING, {"b_pool": ctx.pool, "b_deploy": dep, "b_grp": grp, "b_ready_at": ready_at}
+        )
         placed.add(dep)
     for dep in placed:
         mark_applied_if_placed(ctx, dep)
@@ -158,7 +192,13 @@ def place_pending(ctx: Ctx, blocked: set[str], never_ready: set[str]) -> set[str
 
 
 def _place_bound(
-    ctx: Ctx, dep: str, grp: int, gpr: int, flavor: str | None, binding: reserved.Binding, misplaced: bool
+    ctx: Ctx,
+    dep: str,
+    grp: int,
+    gpr: int,
+    flavor: str | None,
+    binding: reserved.Binding,
+    misplaced: bool,
 ) -> bool:
     """A bound replica: on its reservations' GPUs only (R-GPS-2), whole on one reservation."""
     if isinstance(binding, TimeSlicedBinding):
@@ -187,11 +227,15 @@ def grab_for_intruders(ctx: Ctx) -> None:
     """Intruders take published GPUs the moment they appear (reproduces capacity_unavailable)."""
     f, g = t.foreign, t.gpus
     intruders = ctx.conn.execute(
-        sa.select(f.c.id, f.c.gpus, f.c.flavor).where(f.c.pool == ctx.pool, f.c.kind == "intruder").order_by(f.c.id)
+        sa.select(f.c.id, f.c.gpus, f.c.flavor)
+        .where(f.c.pool == ctx.pool, f.c.kind == "intruder")
+        .order_by(f.c.id)
     ).all()
     for fid, want, flavor in intruders:
         held = ctx.conn.execute(
-            sa.select(sa.func.count()).where(g.c.pool == ctx.pool, g.c.holder == fid, g.c.state == "held")
+            sa.select(sa.func.count()).where(
+                g.c.pool == ctx.pool, g.c.holder == fid, g.c.state == "held"
+            )
         ).scalar_one()
         need = int(want) - int(held)
         for node, n in sorted(free_by_node(ctx).items(), key=lambda kv: ctx.ordinals[kv[0]]):
@@ -211,13 +255,23 @@ def _apply_due(ctx: Ctx, at: float, blocked: set[str], never_ready: set[str]) ->
     ctx.conn.execute(
         g.update()
         .where(g.c.pool == ctx.pool, g.c.state == "terminating", g.c.until <= at)
-        .values(state="unpublished", holder=None, holder_type=None, grp=None, until=g.c.until + ctx.timings.publish_lag_s)
+        .values(
+            state="unpublished",
+            holder=None,
+            holder_type=None,
+            grp=None,
+            until=g.c.until + ctx.timings.publish_lag_s,
+        )
     )
     published = ctx.conn.execute(
-        g.update().where(g.c.pool == ctx.pool, g.c.state == "unpublished", g.c.until <= at).values(state="free", until=None)
+        g.update()
+        .where(g.c.pool == ctx.pool, g.c.state == "unpublished", g.c.until <= at)
+        .values(state="free", until=None)
     ).rowcount
     became_ready = ctx.conn.execute(
-        gr.update().where(gr.c.pool == ctx.pool, gr.c.state == "starting", gr.c.ready_at <= at).values(state="ready", ready_at=None)
+        gr.update()
+        .where(gr.c.pool == ctx.pool, gr.c.state == "starting", gr.c.ready_at <= at)
+        .values(state="ready", ready_at=None)
     ).rowcount
     if became_ready and ctx.ledger.rsvs:
         reserved.sync_holders(ctx)  # a member is ready again: its holder can go
@@ -230,7 +284,9 @@ def _apply_due(ctx: Ctx, at: float, blocked: set[str], never_ready: set[str]) ->
 def next_event(ctx: Ctx) -> float | None:
     g, gr = t.gpus, t.groups
     a = ctx.conn.execute(sa.select(sa.func.min(g.c.until)).where(g.c.pool == ctx.pool)).scalar_one()
-    b = ctx.conn.execute(sa.select(sa.func.min(gr.c.ready_at)).where(gr.c.pool == ctx.pool)).scalar_one()
+    b = ctx.conn.execute(
+        sa.select(sa.func.min(gr.c.ready_at)).where(gr.c.pool == ctx.pool)
+    ).scalar_one()
     found = [float(x) for x in (a, b) if x is not None]
     return min(found) if found else None
 
@@ -241,7 +297,9 @@ def save_next_event(ctx: Ctx) -> float | None:
     return nxt
 
 
-def advance(ctx: Ctx, target: float, next_at: float | None, blocked: set[str], never_ready: set[str]) -> None:
+def advance(
+    ctx: Ctx, target: float, next_at: float | None, blocked: set[str], never_ready: set[str]
+) -> None:
     """Apply every transition due up to ``target``, batch by batch, in time order."""
     moved = False
     while next_at is not None and next_at <= target:
@@ -266,7 +324,9 @@ def usage_now(ctx: Ctx, previous: dict[str, Any] | None = None) -> dict[str, Any
     if previous is None:
         in_use = {}
         rows = ctx.conn.execute(
-            sa.select(g.c.holder, sa.func.count()).where(g.c.pool == ctx.pool, g.c.state == "held").group_by(g.c.holder)
+            sa.select(g.c.holder, sa.func.count())
+            .where(g.c.pool == ctx.pool, g.c.state == "held")
+            .group_by(g.c.holder)
         )
     else:
         in_use = {h: n for h, n in previous["in_use"].items() if h not in ctx.touched}
@@ -299,7 +359,9 @@ def record_usage(ctx: Ctx) -> None:
     last = ctx.conn.execute(
         sa.select(u.c.at, u.c.data).where(u.c.pool == ctx.pool).order_by(u.c.id.desc()).limit(1)
     ).first()
-    data = json.dumps(usage_now(ctx, None if last is None else json.loads(last.data)), sort_keys=True)
+    data = json.dumps(
+        usage_now(ctx, None if last is None else json.loads(last.data)), sort_keys=True
+    )
     ctx.touched.clear()
     if last is not None and last.data == data:
         return

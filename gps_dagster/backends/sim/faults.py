@@ -36,7 +36,9 @@ def insert(conn: Connection, pool: str, fault: FaultSpec) -> None:
     d, gr = t.deploys, t.groups
     if fault.effect in ("failed", "deleting"):
         conn.execute(
-            d.update().where(d.c.pool == pool, d.c.id == fault.deploy).values(forced_state=fault.effect.upper())
+            d.update()
+            .where(d.c.pool == pool, d.c.id == fault.deploy)
+            .values(forced_state=fault.effect.upper())
         )
     if fault.effect == "never_ready":
         conn.execute(
@@ -114,7 +116,9 @@ def persistent(conn: Connection, pool: str) -> list[tuple[str, str | None]]:
     f = t.faults
     return [
         (str(e), d)
-        for e, d in conn.execute(sa.select(f.c.effect, f.c.deploy).where(f.c.pool == pool, f.c.remaining.is_(None)))
+        for e, d in conn.execute(
+            sa.select(f.c.effect, f.c.deploy).where(f.c.pool == pool, f.c.remaining.is_(None))
+        )
     ]
 
 

@@ -65,16 +65,25 @@ class Ledger:
 
 
 def read_ledger(
-    source: SharedLedger, conn: Connection, pool_uuids: Mapping[str, str], nodes: Mapping[str, object]
+    source: SharedLedger,
+    conn: Connection,
+    pool_uuids: Mapping[str, str],
+    nodes: Mapping[str, object],
 ) -> Ledger:
     """The ledger restricted to ``nodes``; ``pool_uuids`` maps lower-cased UUIDs to the pool's ids."""
     return ledger_of(source.held_on(conn), pool_uuids, nodes, source)
 
 
 def ledger_of(
-    held: Mapping[str, Reservation], pool_uuids: Mapping[str, str], nodes: Mapping[str, object], source: SharedLedger | None
+    held: Mapping[str, Reservation],
+    pool_uuids: Mapping[str, str],
+    nodes: Mapping[str, object],
+    source: SharedLedger | None,
 ) -> Ledger:
     """Reservations of ``held`` on ``nodes``, their UUIDs translated to the pool's ids (shared with ``MemoryPool``)."""
     rsvs = {rid: r for rid, r in held.items() if r.node in nodes}
-    uuids = {rid: tuple(pool_uuids[u.lower()] for u in r.gpu_uuids if u.lower() in pool_uuids) for rid, r in rsvs.items()}
+    uuids = {
+        rid: tuple(pool_uuids[u.lower()] for u in r.gpu_uuids if u.lower() in pool_uuids)
+        for rid, r in rsvs.items()
+    }
     return Ledger(rsvs, uuids, frozenset(u for us in uuids.values() for u in us), source)

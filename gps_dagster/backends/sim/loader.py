@@ -35,7 +35,19 @@ def exists(conn: Connection, name: str) -> bool:
 
 
 def delete(conn: Connection, name: str) -> None:
-    for table in (t.gpus, t.nodes, t.deploys, t.groups, t.projects, t.foreign, t.operations, t.faults, t.usage, t.bindings, t.shares):
+    for table in (
+        t.gpus,
+        t.nodes,
+        t.deploys,
+        t.groups,
+        t.projects,
+        t.foreign,
+        t.operations,
+        t.faults,
+        t.usage,
+        t.bindings,
+        t.shares,
+    ):
         conn.execute(table.delete().where(table.c.pool == name))
     conn.execute(t.pools.delete().where(t.pools.c.name == name))
 
@@ -63,7 +75,11 @@ def load(conn: Connection, spec: PoolSpec, now: float, ledger: Ledger | None = N
     _deploys(conn, spec)
     reserved.save_bindings(conn, spec)
     for name, proj in spec.projects.items():
-        conn.execute(t.projects.insert().values(pool=spec.name, name=name, gpu_quota=proj.gpu_quota, billing=proj.billing))
+        conn.execute(
+            t.projects.insert().values(
+                pool=spec.name, name=name, gpu_quota=proj.gpu_quota, billing=proj.billing
+            )
+        )
     for fault in spec.sim.faults:
         faults.insert(conn, spec.name, fault)
     ctx = Ctx(
@@ -101,10 +117,19 @@ def _nodes(conn: Connection, spec: PoolSpec) -> None:
     gpu_rows = []
     for i, node in enumerate(spec.nodes):
         conn.execute(
-            t.nodes.insert().values(pool=spec.name, name=node.name, ordinal=i, flavor=node.flavor, region=node.region, gpus=node.gpus)
+            t.nodes.insert().values(
+                pool=spec.name,
+                name=node.name,
+                ordinal=i,
+                flavor=node.flavor,
+                region=node.region,
+                gpus=node.gpus,
+            )
         )
         for idx, uuid in enumerate(spec.uuids(node)):
-            gpu_rows.append({"pool": spec.name, "uuid": uuid, "node": node.name, "idx": idx, "state": "free"})
+            gpu_rows.append(
+                {"pool": spec.name, "uuid": uuid, "node": node.name, "idx": idx, "state": "free"}
+            )
     conn.execute(t.gpus.insert(), gpu_rows)
 
 
@@ -150,7 +175,11 @@ def _deploys(conn: Connection, spec: PoolSpec) -> None:
 def _foreign(ctx: Ctx, spec: PoolSpec) -> None:
     problems = []
     for i, fw in enumerate(spec.sim.foreign):
-        ctx.conn.execute(t.foreign.insert().values(pool=spec.name, id=fw.id, kind=fw.kind, gpus=fw.gpus, flavor=fw.flavor))
+        ctx.conn.execute(
+            t.foreign.insert().values(
+                pool=spec.name, id=fw.id, kind=fw.kind, gpus=fw.gpus, flavor=fw.flavor
+            )
+        )
         if fw.kind != "static":
             continue
         free = free_by_node(ctx)
@@ -159,7 +188,13 @@ def _foreign(ctx: Ctx, spec: PoolSpec) -> None:
             chosen = choose_nodes(ctx, free, fw.flavor, fw.gpus, 1)
             node = chosen[0] if chosen else None
         if node is None or free.get(node, 0) < fw.gpus:
-            problems.append(FieldError(f"sim.foreign[{i}].gpus", "initial_overcommit", f"'{fw.id}' does not fit; free GPUs or lower gpus"))
+            problems.append(
+                FieldError(
+                    f"sim.foreign[{i}].gpus",
+                    "initial_overcommit",
+                    f"'{fw.id}' does not fit; free GPUs or lower gpus",
+                )
+            )
             continue
         allocate(ctx, node, fw.gpus, fw.id, "foreign", None)
     if problems:
@@ -169,14 +204,25 @@ def _foreign(ctx: Ctx, spec: PoolSpec) -> None:
 def _place_running(ctx: Ctx, spec: PoolSpec) -> None:
     place_pending(ctx, blocked=set(), never_ready=set())
     gr = t.groups
-    ctx.conn.execute(gr.update().where(gr.c.pool == spec.name, gr.c.state == "starting").values(state="ready", ready_at=None))
+    ctx.conn.execute(
+        gr.update()
+        .where(gr.c.pool == spec.name, gr.c.state == "starting")
+        .values(state="ready", ready_at=None)
+    )
     stuck = {
-        r[0] for r in ctx.conn.execute(sa.select(gr.c.deploy).where(gr.c.pool == spec.name, gr.c.state == "pending"))
+        r[0]
+        for r in ctx.conn.execute(
+            sa.select(gr.c.deploy).where(gr.c.pool == spec.name, gr.c.state == "pending")
+        )
     }
     if stuck:
         raise SpecInvalid(
             [
-                FieldError(f"deploys[{i}].state", "initial_overcommit", f"running '{d.id}' does not fit the pool; stop it or add GPUs")
+                FieldError(
+                    f"deploys[{i}].state",
+                    "initial_overcommit",
+                    f"running '{d.id}' does not fit the pool; stop it or add GPUs",
+                )
                 for i, d in enumerate(spec.deploys)
                 if d.id in stuck
             ],

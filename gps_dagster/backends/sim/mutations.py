@@ -69,7 +69,9 @@ def stop(ctx: Ctx, row: Row[Any], *, allow_aliased_downtime: bool, blocks: Block
     if row.forced_state == "DELETING":
         raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
     if json.loads(row.aliases) and not allow_aliased_downtime:
-        raise AdmissionRefused("alias_requires_consent", f"{row.id} has an alias; pass allow_aliased_downtime=True")
+        raise AdmissionRefused(
+            "alias_requires_consent", f"{row.id} has an alias; pass allow_aliased_downtime=True"
+        )
     if not row.running:
         return Outcome(changed=False)
     release(ctx, row.id)
@@ -77,7 +79,9 @@ def stop(ctx: Ctx, row: Row[Any], *, allow_aliased_downtime: bool, blocks: Block
     ctx.conn.execute(gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id))
     if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding):
         reserved.detach_member(ctx, row.id)
-        reserved.sync_holders(ctx)  # the holder arrives in the same transaction the last member leaves
+        reserved.sync_holders(
+            ctx
+        )  # the holder arrives in the same transaction the last member leaves
     _bump(ctx, row, applied=True, running=False)
     return Outcome(changed=True)
 
@@ -100,12 +104,19 @@ def start(ctx: Ctx, row: Row[Any], *, blocks: Blocks) -> Outcome:
 def set_replica_intent(ctx: Ctx, row: Row[Any], replicas: int, *, blocks: Blocks) -> Outcome:
     if replicas < 1:
         raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
-    refusal = scale_refusal(DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None)
+    refusal = scale_refusal(
+        DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None
+    )
     if refusal:
-        raise Unsupported(refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}")
+        raise Unsupported(
+            refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}"
+        )
     refuse_forced(row)
     if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding) and replicas != 1:
-        raise Unsupported("unsupported_scale_for_mode", f"{row.id} is a time-sliced member: one replica on its reservation's GPU")
+        raise Unsupported(
+            "unsupported_scale_for_mode",
+            f"{row.id} is a time-sliced member: one replica on its reservation's GPU",
+        )
     roles = {"desired": replicas, "role_min": replicas, "role_max": replicas}
     if not row.running:
         _bump(ctx, row, applied=True, **roles)
@@ -126,7 +137,16 @@ def set_replica_intent(ctx: Ctx, row: Row[Any], replicas: int, *, blocks: Blocks
 def _add_groups(ctx: Ctx, row: Row[Any], first: int, count: int) -> None:
     ctx.conn.execute(
         t.groups.insert(),
-        [{"pool": ctx.pool, "deploy": row.id, "grp": first + i, "state": "pending", "ready_at": None} for i in range(count)],
+        [
+            {
+                "pool": ctx.pool,
+                "deploy": row.id,
+                "grp": first + i,
+                "state": "pending",
+                "ready_at": None,
+            }
+            for i in range(count)
+        ],
     )
 
 
@@ -146,7 +166,9 @@ def _remove_groups(ctx: Ctx, row: Row[Any], count: int) -> None:
         )
     ]
     release(ctx, row.id, victims)
-    ctx.conn.execute(gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id, gr.c.grp.in_(victims)))
+    ctx.conn.execute(
+        gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id, gr.c.grp.in_(victims))
+    )
 
 
 def _place(ctx: Ctx, deploy_id: str, blocks: Blocks) -> None:
@@ -201,5 +223,7 @@ def project_gpus(ctx: Ctx, project: str, held: list[Any]) -> int:
             d.c.pool == ctx.pool, d.c.project == project, d.c.running.is_(True)
         )
     )
-    workloads = [Workload(i, int(n) * int(g), 0, 0, reservation_of(ctx.bindings.get(i))) for i, n, g in rows]
+    workloads = [
+        Workload(i, int(n) * int(g), 0, 0, reservation_of(ctx.bindings.get(i))) for i, n, g in rows
+    ]
     return quota_usage(held, workloads).gpus

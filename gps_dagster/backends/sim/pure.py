@@ -84,7 +84,9 @@ def holder_id(reservation_id: str) -> str:
 # -- placement ------------------------------------------------------------------------------
 
 
-def eligible(topo: Topology, free: Mapping[str, int], flavor: str | None, selector: Iterable[str] = ()) -> dict[str, int]:
+def eligible(
+    topo: Topology, free: Mapping[str, int], flavor: str | None, selector: Iterable[str] = ()
+) -> dict[str, int]:
     """Free counts of the nodes a deploy may use (flavor, node selector)."""
     allowed = set(selector)
     return {
@@ -95,7 +97,12 @@ def eligible(topo: Topology, free: Mapping[str, int], flavor: str | None, select
 
 
 def choose_nodes(
-    topo: Topology, free: Mapping[str, int], flavor: str | None, per_node: int, count: int, selector: Iterable[str] = ()
+    topo: Topology,
+    free: Mapping[str, int],
+    flavor: str | None,
+    per_node: int,
+    count: int,
+    selector: Iterable[str] = (),
 ) -> list[str] | None:
     """Best-fit choice of ``count`` distinct nodes with ``per_node`` free GPUs each."""
     fitting = [n for n, f in eligible(topo, free, flavor, selector).items() if f >= per_node]
@@ -110,7 +117,9 @@ def choose_nodes(
     return fitting[:count]
 
 
-def unbound_preview(topo: Topology, row: DeployRow, free: Mapping[str, int], delta: int) -> CapacityPreview:
+def unbound_preview(
+    topo: Topology, row: DeployRow, free: Mapping[str, int], delta: int
+) -> CapacityPreview:
     """Fit ``delta`` whole replica groups of an unbound deploy on ``free``, node by node, per flavor."""
     per_node = row.gpus_per_replica // row.nodes_per_replica
     npr = row.nodes_per_replica
@@ -124,7 +133,9 @@ def unbound_preview(topo: Topology, row: DeployRow, free: Mapping[str, int], del
     fitting = sum(groups_fitting(slots, npr, delta) for slots in by_flavor.values())
     if fitting >= delta:
         return Fits(groups=delta)
-    return Insufficient("insufficient_capacity", dict(sorted(matching.items())), delta, min(fitting, delta))
+    return Insufficient(
+        "insufficient_capacity", dict(sorted(matching.items())), delta, min(fitting, delta)
+    )
 
 
 def take(topo: Topology, row: DeployRow, free: dict[str, int], delta: int) -> None:
@@ -164,7 +175,9 @@ def binding_view(binding: Binding | None) -> ReservationBinding | None:
     return ReservationBinding(tuple(binding.reservations), "exclusive")
 
 
-def view_of(row: DeployRow, counts: Mapping[str, int], term: int, binding: Binding | None) -> DeployView:
+def view_of(
+    row: DeployRow, counts: Mapping[str, int], term: int, binding: Binding | None
+) -> DeployView:
     """A deploy's view from its row, its groups by state and its terminating pods."""
     pending = counts.get("pending", 0)
     return DeployView(
@@ -236,17 +249,31 @@ def admission_view(deploy_id: str, decision: Decision | None) -> AdmissionPrevie
         return AdmissionPreview(deploy_id, True)
     if isinstance(decision, Admitted):
         return AdmissionPreview(
-            deploy_id, True, decision.reservation_id, None,
+            deploy_id,
+            True,
+            decision.reservation_id,
+            None,
             f"fits: {format_mib(decision.total_mib)} of {format_mib(decision.budget_mib)} MiB",
             decision.budget_mib,
         )
     if isinstance(decision, Overcommitted):
         return AdmissionPreview(
-            deploy_id, False, decision.reservation_id, decision.reason, admission_message(deploy_id, decision),
-            decision.budget_mib, decision.running_mib, decision.in_flight_mib, decision.proposed_mib,
+            deploy_id,
+            False,
+            decision.reservation_id,
+            decision.reason,
+            admission_message(deploy_id, decision),
+            decision.budget_mib,
+            decision.running_mib,
+            decision.in_flight_mib,
+            decision.proposed_mib,
         )
     return AdmissionPreview(
-        deploy_id, False, decision.reservation_id, decision.reason, admission_message(deploy_id, decision)
+        deploy_id,
+        False,
+        decision.reservation_id,
+        decision.reason,
+        admission_message(deploy_id, decision),
     )
 
 

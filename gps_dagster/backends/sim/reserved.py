@@ -55,9 +55,24 @@ from gps_dagster.ports import (
 )
 
 __all__ = [
-    "HOLDER_MIB", "WITNESS_SOURCE", "Binding", "admit_start", "attach_member", "binding_view", "bound_to", "capacity",
-    "decide", "detach_member", "exclusive_choices", "holder_id", "load_bindings", "preview", "save_bindings",
-    "shared_usage", "sync_holders", "witness",
+    "HOLDER_MIB",
+    "WITNESS_SOURCE",
+    "Binding",
+    "admit_start",
+    "attach_member",
+    "binding_view",
+    "bound_to",
+    "capacity",
+    "decide",
+    "detach_member",
+    "exclusive_choices",
+    "holder_id",
+    "load_bindings",
+    "preview",
+    "save_bindings",
+    "shared_usage",
+    "sync_holders",
+    "witness",
 ]
 
 _REF = TypeAdapter(DeployReservation)
@@ -86,15 +101,24 @@ def load_bindings(conn: Connection, pool: str) -> dict[str, Binding]:
     out: dict[str, Binding] = {}
     for deploy, spec, gpr in rows:
         ref = _REF.validate_python(json.loads(spec))
-        out[deploy] = ref if isinstance(ref, TimeSlicedBinding) else ExclusiveBinding(gpus_per_replica=gpr, reservations=ref.reservations)
+        out[deploy] = (
+            ref
+            if isinstance(ref, TimeSlicedBinding)
+            else ExclusiveBinding(gpus_per_replica=gpr, reservations=ref.reservations)
+        )
     return out
 
 
 def bound_to(ctx: Ctx, reservation_id: str) -> list[str]:
     """Deploys whose binding names the reservation."""
     return [
-        d for d, b in ctx.bindings.items()
-        if (b.reservation == reservation_id if isinstance(b, TimeSlicedBinding) else reservation_id in b.reservations)
+        d
+        for d, b in ctx.bindings.items()
+        if (
+            b.reservation == reservation_id
+            if isinstance(b, TimeSlicedBinding)
+            else reservation_id in b.reservations
+        )
     ]
 
 
@@ -103,17 +127,28 @@ def bound_to(ctx: Ctx, reservation_id: str) -> list[str]:
 
 def exclusive_choices(ctx: Ctx, binding: ExclusiveBinding, misplaced: bool) -> list[frozenset[str]]:
     """GPU sets one replica may take whole: one per ACTIVE reservation, or (fault) anything else."""
-    own = [frozenset(ctx.ledger.uuids.get(r, ())) for r in binding.reservations if ctx.ledger.active(r) is not None]
+    own = [
+        frozenset(ctx.ledger.uuids.get(r, ()))
+        for r in binding.reservations
+        if ctx.ledger.active(r) is not None
+    ]
     if not misplaced:
         return own
-    everything = frozenset(str(u) for u in ctx.conn.execute(sa.select(t.gpus.c.uuid).where(t.gpus.c.pool == ctx.pool)).scalars())
+    everything = frozenset(
+        str(u)
+        for u in ctx.conn.execute(
+            sa.select(t.gpus.c.uuid).where(t.gpus.c.pool == ctx.pool)
+        ).scalars()
+    )
     return [everything.difference(*own)]
 
 
 def _take_group_gpu(ctx: Ctx, reservation_id: str, uuid: str) -> bool:
     """Hold the shared GPU for the reservation's group; False while it is still being released."""
     g = t.gpus
-    row = ctx.conn.execute(sa.select(g.c.state, g.c.holder).where(g.c.pool == ctx.pool, g.c.uuid == uuid)).first()
+    row = ctx.conn.execute(
+        sa.select(g.c.state, g.c.holder).where(g.c.pool == ctx.pool, g.c.uuid == uuid)
+    ).first()
     if row is None:
         return False
     if row.state == "held":
@@ -121,7 +156,8 @@ def _take_group_gpu(ctx: Ctx, reservation_id: str, uuid: str) -> bool:
     if row.state != "free":
         return False
     ctx.conn.execute(
-        g.update().where(g.c.pool == ctx.pool, g.c.uuid == uuid, g.c.state == "free")
+        g.update()
+        .where(g.c.pool == ctx.pool, g.c.uuid == uuid, g.c.state == "free")
         .values(state="held", holder=reservation_id, holder_type="shared", grp=None, until=None)
     )
     ctx.touched.add(reservation_id)
@@ -137,23 +173,38 @@ def attach_member(ctx: Ctx, deploy_id: str, binding: TimeSlicedBinding, misplace
     uuid = uuids[0]
     if misplaced:
         g = t.gpus
-        uuid = ctx.conn.execute(
-            sa.select(g.c.uuid).where(g.c.pool == ctx.pool, g.c.node == rsv.node, g.c.uuid.not_in(list(uuids))).order_by(g.c.idx).limit(1)
-        ).scalar_one_or_none() or uuid
+        uuid = (
+            ctx.conn.execute(
+                sa.select(g.c.uuid)
+                .where(g.c.pool == ctx.pool, g.c.node == rsv.node, g.c.uuid.not_in(list(uuids)))
+                .order_by(g.c.idx)
+                .limit(1)
+            ).scalar_one_or_none()
+            or uuid
+        )
     elif not _take_group_gpu(ctx, rsv.id, uuid):
         return False
     s = t.shares
     ctx.conn.execute(s.delete().where(s.c.pool == ctx.pool, s.c.occupant == deploy_id))
-    ctx.conn.execute(s.insert().values(
-        pool=ctx.pool, reservation=rsv.id, occupant=deploy_id, kind="member", gpu_uuid=uuid, memory_mib=binding.memory_mib,
-    ))
+    ctx.conn.execute(
+        s.insert().values(
+            pool=ctx.pool,
+            reservation=rsv.id,
+            occupant=deploy_id,
+            kind="member",
+            gpu_uuid=uuid,
+            memory_mib=binding.memory_mib,
+        )
+    )
     ctx.touched.add(rsv.id)
     return True
 
 
 def detach_member(ctx: Ctx, deploy_id: str) -> None:
     s = t.shares
-    ctx.conn.execute(s.delete().where(s.c.pool == ctx.pool, s.c.occupant == deploy_id, s.c.kind == "member"))
+    ctx.conn.execute(
+        s.delete().where(s.c.pool == ctx.pool, s.c.occupant == deploy_id, s.c.kind == "member")
+    )
 
 
 def sync_holders(ctx: Ctx) -> None:
@@ -161,16 +212,32 @@ def sync_holders(ctx: Ctx) -> None:
     s, g = t.shares, t.gpus
     for rsv in ctx.ledger.time_sliced():
         uuids = ctx.ledger.uuids.get(rsv.id, ())
-        occupants = dict(ctx.conn.execute(
-            sa.select(s.c.occupant, s.c.kind).where(s.c.pool == ctx.pool, s.c.reservation == rsv.id)
-        ).all())
+        occupants = dict(
+            ctx.conn.execute(
+                sa.select(s.c.occupant, s.c.kind).where(
+                    s.c.pool == ctx.pool, s.c.reservation == rsv.id
+                )
+            ).all()
+        )
         members = [o for o, k in occupants.items() if k == "member"]
         ready = _ready_deploys(ctx, members)
         holder = holder_id(rsv.id)
-        if holder_wanted(rsv, running=ready) and holder not in occupants and uuids and _take_group_gpu(ctx, rsv.id, uuids[0]):
-            ctx.conn.execute(s.insert().values(
-                pool=ctx.pool, reservation=rsv.id, occupant=holder, kind="holder", gpu_uuid=uuids[0], memory_mib=HOLDER_MIB,
-            ))
+        if (
+            holder_wanted(rsv, running=ready)
+            and holder not in occupants
+            and uuids
+            and _take_group_gpu(ctx, rsv.id, uuids[0])
+        ):
+            ctx.conn.execute(
+                s.insert().values(
+                    pool=ctx.pool,
+                    reservation=rsv.id,
+                    occupant=holder,
+                    kind="holder",
+                    gpu_uuid=uuids[0],
+                    memory_mib=HOLDER_MIB,
+                )
+            )
             occupants[holder] = "holder"
             ctx.touched.add(rsv.id)
         elif not holder_wanted(rsv, running=ready) and holder in occupants:
@@ -179,7 +246,8 @@ def sync_holders(ctx: Ctx) -> None:
             ctx.touched.add(rsv.id)
         if not occupants:  # nobody on the GPU: the group dissolves and the GPU is released
             released = ctx.conn.execute(
-                g.update().where(g.c.pool == ctx.pool, g.c.holder == rsv.id, g.c.state == "held")
+                g.update()
+                .where(g.c.pool == ctx.pool, g.c.holder == rsv.id, g.c.state == "held")
                 .values(state="terminating", until=ctx.now + ctx.timings.stop_grace_s)
             ).rowcount
             if released:
@@ -191,7 +259,9 @@ def _ready_deploys(ctx: Ctx, deploys: Collection[str]) -> list[str]:
         return []
     gr = t.groups
     rows = ctx.conn.execute(
-        sa.select(gr.c.deploy).where(gr.c.pool == ctx.pool, gr.c.deploy.in_(list(deploys)), gr.c.state == "ready").distinct()
+        sa.select(gr.c.deploy)
+        .where(gr.c.pool == ctx.pool, gr.c.deploy.in_(list(deploys)), gr.c.state == "ready")
+        .distinct()
     )
     return sorted(str(r[0]) for r in rows)
 
@@ -200,7 +270,9 @@ def shared_usage(ctx: Ctx) -> dict[str, list[str]]:
     """reservation -> fractional pods on its GPU (members and holder), for the usage history."""
     s = t.shares
     out: dict[str, list[str]] = {}
-    for rid, occupant in ctx.conn.execute(sa.select(s.c.reservation, s.c.occupant).where(s.c.pool == ctx.pool)):
+    for rid, occupant in ctx.conn.execute(
+        sa.select(s.c.reservation, s.c.occupant).where(s.c.pool == ctx.pool)
+    ):
         out.setdefault(str(rid), []).append(str(occupant))
     return {k: sorted(v) for k, v in sorted(out.items())}
 
@@ -208,30 +280,47 @@ def shared_usage(ctx: Ctx) -> dict[str, list[str]]:
 # -- admission (R-GPS-3) ---------------------------------------------------------------------------
 
 
-def _members(ctx: Ctx, reservation_id: str, skip: Collection[str]) -> tuple[dict[str, int], dict[str, int]]:
+def _members(
+    ctx: Ctx, reservation_id: str, skip: Collection[str]
+) -> tuple[dict[str, int], dict[str, int]]:
     """(running, in flight) members of a time-sliced reservation with their ``memory_mib``."""
     members = {
-        d: b.memory_mib for d, b in ctx.bindings.items()
+        d: b.memory_mib
+        for d, b in ctx.bindings.items()
         if isinstance(b, TimeSlicedBinding) and b.reservation == reservation_id and d not in skip
     }
     if not members:
         return {}, {}
     d = t.deploys
-    started = [str(r[0]) for r in ctx.conn.execute(
-        sa.select(d.c.id).where(d.c.pool == ctx.pool, d.c.id.in_(list(members)), d.c.running.is_(True))
-    )]
+    started = [
+        str(r[0])
+        for r in ctx.conn.execute(
+            sa.select(d.c.id).where(
+                d.c.pool == ctx.pool, d.c.id.in_(list(members)), d.c.running.is_(True)
+            )
+        )
+    ]
     ready = set(_ready_deploys(ctx, started))
-    return ({m: members[m] for m in started if m in ready}, {m: members[m] for m in started if m not in ready})
+    return (
+        {m: members[m] for m in started if m in ready},
+        {m: members[m] for m in started if m not in ready},
+    )
 
 
-def decide(ctx: Ctx, row: Row[Any], *, releasing: Collection[str] = (), lock: bool = False) -> Decision | None:
+def decide(
+    ctx: Ctx, row: Row[Any], *, releasing: Collection[str] = (), lock: bool = False
+) -> Decision | None:
     """The admission decision for starting ``row``; None when no VRAM budget applies."""
     binding = ctx.bindings.get(row.id)
     if not isinstance(binding, TimeSlicedBinding):
         return None
     rsv = ctx.ledger.rsvs.get(binding.reservation)
     if rsv is None:
-        return Ineligible(binding.reservation, "unknown_reservation", f"reservation '{binding.reservation}' is not in the ledger")
+        return Ineligible(
+            binding.reservation,
+            "unknown_reservation",
+            f"reservation '{binding.reservation}' is not in the ledger",
+        )
     if lock:
         rsv = ctx.ledger.lock(ctx.conn, rsv.id)
     running, flying = _members(ctx, rsv.id, skip=set(releasing))
@@ -270,7 +359,9 @@ def capacity(ctx: Ctx, row: Row[Any], delta: int) -> CapacityPreview | None:
     for among in exclusive_choices(ctx, binding, misplaced=False):
         g = t.gpus
         for node, n in ctx.conn.execute(
-            sa.select(g.c.node, sa.func.count()).where(g.c.pool == ctx.pool, g.c.state == "free", g.c.uuid.in_(list(among))).group_by(g.c.node)
+            sa.select(g.c.node, sa.func.count())
+            .where(g.c.pool == ctx.pool, g.c.state == "free", g.c.uuid.in_(list(among)))
+            .group_by(g.c.node)
         ):
             free[str(node)] = free.get(str(node), 0) + int(n)
             groups += int(n) // per_node
@@ -281,16 +372,25 @@ def capacity(ctx: Ctx, row: Row[Any], delta: int) -> CapacityPreview | None:
 
 def _group_gpu_usable(ctx: Ctx, reservation_id: str, uuid: str) -> bool:
     g = t.gpus
-    row = ctx.conn.execute(sa.select(g.c.state, g.c.holder).where(g.c.pool == ctx.pool, g.c.uuid == uuid)).first()
-    return row is not None and (row.state == "free" or (row.state == "held" and row.holder == reservation_id))
+    row = ctx.conn.execute(
+        sa.select(g.c.state, g.c.holder).where(g.c.pool == ctx.pool, g.c.uuid == uuid)
+    ).first()
+    return row is not None and (
+        row.state == "free" or (row.state == "held" and row.holder == reservation_id)
+    )
 
 
 def witness(ctx: Ctx, deploy_id: str) -> WitnessResult:
     """UUIDs per ready replica group, as placement gave them."""
     gr, g, s = t.groups, t.gpus, t.shares
-    ready = [int(r[0]) for r in ctx.conn.execute(
-        sa.select(gr.c.grp).where(gr.c.pool == ctx.pool, gr.c.deploy == deploy_id, gr.c.state == "ready").order_by(gr.c.grp)
-    )]
+    ready = [
+        int(r[0])
+        for r in ctx.conn.execute(
+            sa.select(gr.c.grp)
+            .where(gr.c.pool == ctx.pool, gr.c.deploy == deploy_id, gr.c.state == "ready")
+            .order_by(gr.c.grp)
+        )
+    ]
     if not ready:
         return WitnessResult(deploy_id, (), WITNESS_SOURCE)
     if isinstance(ctx.bindings.get(deploy_id), TimeSlicedBinding):
@@ -300,7 +400,10 @@ def witness(ctx: Ctx, deploy_id: str) -> WitnessResult:
         return WitnessResult(deploy_id, ((str(uuid),),) if uuid else (), WITNESS_SOURCE)
     by_grp: dict[int, list[str]] = {}
     for grp, uuid in ctx.conn.execute(
-        sa.select(g.c.grp, g.c.uuid).where(g.c.pool == ctx.pool, g.c.holder == deploy_id, g.c.state == "held", g.c.grp.in_(ready))
+        sa.select(g.c.grp, g.c.uuid)
+        .where(
+            g.c.pool == ctx.pool, g.c.holder == deploy_id, g.c.state == "held", g.c.grp.in_(ready)
+        )
         .order_by(g.c.grp, g.c.node, g.c.idx)
     ):
         by_grp.setdefault(int(grp), []).append(str(uuid))

@@ -95,11 +95,15 @@ def snapshot(pool: SimPool) -> PoolSnapshot:
             free[gpu.node] = free.get(gpu.node, 0) + (gpu.state == "free")
         nodes = tuple(
             NodeRow(r.name, r.flavor, r.region, r.gpus, free.get(r.name, 0))
-            for r in ctx.conn.execute(sa.select(n).where(n.c.pool == pool.name).order_by(n.c.ordinal))
+            for r in ctx.conn.execute(
+                sa.select(n).where(n.c.pool == pool.name).order_by(n.c.ordinal)
+            )
         )
         deploys = tuple(
             views.deploy_view(ctx, r)
-            for r in ctx.conn.execute(sa.select(d).where(d.c.pool == pool.name).order_by(d.c.ordinal))
+            for r in ctx.conn.execute(
+                sa.select(d).where(d.c.pool == pool.name).order_by(d.c.ordinal)
+            )
         )
         foreign = tuple(
             ForeignRow(r.id, r.kind, r.gpus)

@@ -35,17 +35,32 @@ from gps_dagster.backends.sim.pure import (
 from gps_dagster.ports import CapacityPreview, DeployView, OperationState
 
 __all__ = [
-    "deploy_row", "deploy_view", "deploy_views", "derive_state", "etag_of", "names", "operation_state", "preview",
-    "take", "to_dt", "to_operation",
+    "deploy_row",
+    "deploy_view",
+    "deploy_views",
+    "derive_state",
+    "etag_of",
+    "names",
+    "operation_state",
+    "preview",
+    "take",
+    "to_dt",
+    "to_operation",
 ]
 
 _d, _gr, _g = t.deploys, t.groups, t.gpus
 # The hottest reads as statements built once: building one per call, and its cache key, cost
 # about as much Python time as the round trip (bound as pool / deploy).
-_DEPLOY_ROW = sa.select(_d).where(_d.c.pool == sa.bindparam("pool"), _d.c.id == sa.bindparam("deploy"))
+_DEPLOY_ROW = sa.select(_d).where(
+    _d.c.pool == sa.bindparam("pool"), _d.c.id == sa.bindparam("deploy")
+)
 _PODS = (
     sa.select(_g.c.grp, _g.c.node)
-    .where(_g.c.pool == sa.bindparam("pool"), _g.c.holder == sa.bindparam("deploy"), _g.c.state == "terminating")
+    .where(
+        _g.c.pool == sa.bindparam("pool"),
+        _g.c.holder == sa.bindparam("deploy"),
+        _g.c.state == "terminating",
+    )
     .distinct()
     .subquery()
 )
@@ -88,7 +103,12 @@ def deploy_views(ctx: Ctx, rows: list[Row[Any]]) -> dict[str, DeployView]:
         .distinct()
         .subquery()
     )
-    term = {h: int(n) for h, n in ctx.conn.execute(sa.select(inner.c.holder, sa.func.count()).group_by(inner.c.holder))}
+    term = {
+        h: int(n)
+        for h, n in ctx.conn.execute(
+            sa.select(inner.c.holder, sa.func.count()).group_by(inner.c.holder)
+        )
+    }
     return {r.id: deploy_view(ctx, r, counts[r.id], term.get(r.id, 0)) for r in rows}
 
 
@@ -107,14 +127,22 @@ def deploy_view(
     return view_of(row, counts, term, ctx.bindings.get(row.id))
 
 
-def operation_state(ctx: Ctx, op: Row[Any], view: DeployView, *, latest: bool = False) -> OperationState:
+def operation_state(
+    ctx: Ctx, op: Row[Any], view: DeployView, *, latest: bool = False
+) -> OperationState:
     """``latest``: ``op`` was recorded moments ago in this transaction (no later one exists)."""
     if op.state != OperationState.ACCEPTED:
         return OperationState(op.state)
     o = t.operations
-    later = 0 if latest else ctx.conn.execute(
-        sa.select(sa.func.count()).where(o.c.pool == ctx.pool, o.c.deploy == op.deploy, o.c.seq > op.seq)
-    ).scalar_one()
+    later = (
+        0
+        if latest
+        else ctx.conn.execute(
+            sa.select(sa.func.count()).where(
+                o.c.pool == ctx.pool, o.c.deploy == op.deploy, o.c.seq > op.seq
+            )
+        ).scalar_one()
+    )
     return settled_state(op, view, superseded=bool(later))
 
 

@@ -92,11 +92,15 @@ def admit(
     """
     if reservation.state is not ReservationState.ACTIVE:
         return Ineligible(
-            reservation.id, NOT_ACTIVE, f"reservation is {reservation.state}; start members only on an ACTIVE reservation"
+            reservation.id,
+            NOT_ACTIVE,
+            f"reservation is {reservation.state}; start members only on an ACTIVE reservation",
         )
     if reservation.mode is not SharingMode.TIME_SLICED:
         return Ineligible(
-            reservation.id, MODE_MISMATCH, "VRAM admission applies to time-sliced reservations; bind exclusive{...} instead"
+            reservation.id,
+            MODE_MISMATCH,
+            "VRAM admission applies to time-sliced reservations; bind exclusive{...} instead",
         )
     deploy_id, proposed_mib = proposed
     flying = {k: v for k, v in in_flight.items() if k != deploy_id}
@@ -105,4 +109,6 @@ def admit(
     total = running_mib + in_flight_mib + proposed_mib
     if total <= reservation.budget_mib:
         return Admitted(reservation.id, reservation.generation, reservation.budget_mib, total)
-    return Overcommitted(reservation.id, reservation.budget_mib, running_mib, in_flight_mib, proposed_mib)
+    return Overcommitted(
+        reservation.id, reservation.budget_mib, running_mib, in_flight_mib, proposed_mib
+    )

@@ -39,7 +39,9 @@ class Usage:
         return (Decimal(self.billed_seconds * self.gpus) / _HOUR).quantize(Decimal("0.000001"))
 
 
-def billed_seconds(history: Sequence[tuple[datetime, ReservationState]], *, start: datetime, end: datetime) -> int:
+def billed_seconds(
+    history: Sequence[tuple[datetime, ReservationState]], *, start: datetime, end: datetime
+) -> int:
     """Seconds of ``[start, end)`` spent in a billed state; ``history`` is (at, new state), any order."""
     _aware(start, end, *(at for at, _ in history))
     if end <= start:
@@ -55,10 +57,16 @@ def billed_seconds(history: Sequence[tuple[datetime, ReservationState]], *, star
 
 
 def usage(
-    reservation: Reservation, history: Sequence[tuple[datetime, ReservationState]], *, start: datetime, end: datetime
+    reservation: Reservation,
+    history: Sequence[tuple[datetime, ReservationState]],
+    *,
+    start: datetime,
+    end: datetime,
 ) -> Usage:
     """Billed reservation-hours and GPU-hours of one reservation over ``[start, end)``."""
-    return Usage(reservation.id, reservation.gpu_count, billed_seconds(history, start=start, end=end))
+    return Usage(
+        reservation.id, reservation.gpu_count, billed_seconds(history, start=start, end=end)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +83,7 @@ class Workload:
 def reservation_project(reservation: Reservation) -> str | None:
     """The CMP project a reservation is charged to: its namespace ``cmp-<project>``; else None (admin)."""
     ns = reservation.namespace
-    return ns[len("cmp-"):] if ns.startswith("cmp-") and len(ns) > len("cmp-") else None
+    return ns[len("cmp-") :] if ns.startswith("cmp-") and len(ns) > len("cmp-") else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,17 +33,25 @@ from gps_dagster.domain.models import Frozen
 class ExclusiveBinding(Frozen):
     mode: Literal["exclusive"] = "exclusive"
     gpus_per_replica: int = Field(
-        ge=1, le=65_536, strict=True,
+        ge=1,
+        le=65_536,
+        strict=True,
         description="Whole GPUs of one replica, all on one reservation.",
     )
-    reservations: tuple[str, ...] = Field(min_length=1, description="Reservation ids a replica may land on.")
+    reservations: tuple[str, ...] = Field(
+        min_length=1, description="Reservation ids a replica may land on."
+    )
 
 
 class TimeSlicedBinding(Frozen):
     mode: Literal["time_sliced"] = "time_sliced"
-    reservation: str = Field(min_length=1, description="The shared reservation this deploy is a member of.")
+    reservation: str = Field(
+        min_length=1, description="The shared reservation this deploy is a member of."
+    )
     memory_mib: int = Field(
-        ge=1, le=10_000_000, strict=True,
+        ge=1,
+        le=10_000_000,
+        strict=True,
         description="VRAM share admitted against the reservation's budget.",
     )
 
@@ -80,15 +88,33 @@ def binding_errors(
 
 def _usable(rsv: Reservation | None, rid: str, path: str, mode: SharingMode) -> list[FieldError]:
     if rsv is None:
-        return [FieldError(path, "unknown_reservation", f"create reservation '{rid}' first or fix the id")]
+        return [
+            FieldError(
+                path, "unknown_reservation", f"create reservation '{rid}' first or fix the id"
+            )
+        ]
     if rsv.state is not ReservationState.ACTIVE:
-        return [FieldError(path, "reservation_not_active", f"reservation '{rid}' is {rsv.state}; bind to an ACTIVE one")]
+        return [
+            FieldError(
+                path,
+                "reservation_not_active",
+                f"reservation '{rid}' is {rsv.state}; bind to an ACTIVE one",
+            )
+        ]
     if rsv.mode is not mode:
-        return [FieldError(path, "reservation_mode_mismatch", f"reservation '{rid}' is {rsv.mode}; bind as {rsv.mode} or pick a {mode} reservation")]
+        return [
+            FieldError(
+                path,
+                "reservation_mode_mismatch",
+                f"reservation '{rid}' is {rsv.mode}; bind as {rsv.mode} or pick a {mode} reservation",
+            )
+        ]
     return []
 
 
-def _time_sliced_errors(b: TimeSlicedBinding, ledger: Mapping[str, Reservation], path: str) -> list[FieldError]:
+def _time_sliced_errors(
+    b: TimeSlicedBinding, ledger: Mapping[str, Reservation], path: str
+) -> list[FieldError]:
     rsv = ledger.get(b.reservation)
     problems = _usable(rsv, b.reservation, f"{path}.reservation", SharingMode.TIME_SLICED)
     if rsv is not None and not problems and b.memory_mib > rsv.budget_mib:
@@ -102,7 +128,9 @@ def _time_sliced_errors(b: TimeSlicedBinding, ledger: Mapping[str, Reservation],
     return problems
 
 
-def _exclusive_errors(b: ExclusiveBinding, ledger: Mapping[str, Reservation], path: str) -> list[FieldError]:
+def _exclusive_errors(
+    b: ExclusiveBinding, ledger: Mapping[str, Reservation], path: str
+) -> list[FieldError]:
     problems: list[FieldError] = []
     seen: set[str] = set()
     for i, rid in enumerate(b.reservations):

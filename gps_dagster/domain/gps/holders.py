@@ -15,9 +15,14 @@ from collections.abc import Collection
 from gps_dagster.domain.gps.reservations import Reservation, ReservationState, SharingMode
 
 
-def holder_wanted(reservation: Reservation, *, running: Collection[str], stopping: Collection[str] = ()) -> bool:
+def holder_wanted(
+    reservation: Reservation, *, running: Collection[str], stopping: Collection[str] = ()
+) -> bool:
     """True when no member of ``reservation`` runs once ``stopping`` have stopped."""
-    if reservation.mode is not SharingMode.TIME_SLICED or reservation.state is not ReservationState.ACTIVE:
+    if (
+        reservation.mode is not SharingMode.TIME_SLICED
+        or reservation.state is not ReservationState.ACTIVE
+    ):
         return False
     return not (set(running) - set(stopping))
 

@@ -79,7 +79,9 @@ class ReservationSpec(Frozen):
 
     id: str = Field(description="Ledger id, a DNS label, e.g. ``rsv-gpu42-shared``.")
     node: str = Field(description="The single node holding the GPUs, e.g. ``hla-worker-042``.")
-    gpu_uuids: tuple[GpuUuid, ...] = Field(min_length=1, description="NVIDIA GPU UUIDs, ``GPU-<uuid>``.")
+    gpu_uuids: tuple[GpuUuid, ...] = Field(
+        min_length=1, description="NVIDIA GPU UUIDs, ``GPU-<uuid>``."
+    )
     namespace: str = Field(description="Namespace the members run in, e.g. ``cmp-vision``.")
     mode: SharingMode
     gpu_memory_mib: int = Field(
@@ -103,7 +105,9 @@ class ReservationSpec(Frozen):
     @classmethod
     def _node_name(cls, value: str) -> str:
         if not _NODE_NAME.match(value):
-            raise FieldErrorCarrier("invalid_node", "use the node's Kubernetes name, e.g. hla-worker-042")
+            raise FieldErrorCarrier(
+                "invalid_node", "use the node's Kubernetes name, e.g. hla-worker-042"
+            )
         return value
 
     @field_validator("headroom", mode="after")
@@ -126,7 +130,9 @@ class ReservationSpec(Frozen):
 class Reservation(ReservationSpec):
     """A reservation as the ledger holds it."""
 
-    generation: int = Field(default=1, ge=1, description="Bumped by every re-pin; the fence of R-GPS-9.")
+    generation: int = Field(
+        default=1, ge=1, description="Bumped by every re-pin; the fence of R-GPS-9."
+    )
     state: ReservationState = ReservationState.ACTIVE
     created_at: AwareDatetime
 
@@ -161,7 +167,11 @@ def duplicate_uuid_errors(uuids: Iterable[str], path: str) -> list[FieldError]:
         key = value.lower()
         if key in seen:
             out.append(
-                FieldError(f"{path}[{i}]", "duplicate_gpu_uuid", f"already listed as {path}[{seen[key]}]; list each GPU once")
+                FieldError(
+                    f"{path}[{i}]",
+                    "duplicate_gpu_uuid",
+                    f"already listed as {path}[{seen[key]}]; list each GPU once",
+                )
             )
         seen.setdefault(key, i)
     return out

@@ -25,7 +25,9 @@ _SPELLINGS = (FLAG, "--gpu_memory_utilization")  # vLLM's parser accepts both
 def gpu_memory_utilization(memory_mib: int, gpu_memory_mib: int) -> Decimal:
     """``memory_mib / gpu_memory_mib`` rounded down to 2 decimals; must land in (0, 1]."""
     if gpu_memory_mib < 1:
-        raise SpecInvalid([FieldError("gpu_memory_mib", "too_small", "use the GPU's memory in MiB (>= 1)")])
+        raise SpecInvalid(
+            [FieldError("gpu_memory_mib", "too_small", "use the GPU's memory in MiB (>= 1)")]
+        )
     hundredths = memory_mib * 100 // gpu_memory_mib
     if hundredths < 1 or memory_mib > gpu_memory_mib:
         raise SpecInvalid(
@@ -69,7 +71,13 @@ def render_vllm_args(
         except InvalidOperation:
             given = None
         if given is None or not given.is_finite() or given != util:
-            problems.append(FieldError(f"{path}[{i}]", "gpu_memory_utilization_conflict", f"{value!r} contradicts {util}; {fix}"))
+            problems.append(
+                FieldError(
+                    f"{path}[{i}]",
+                    "gpu_memory_utilization_conflict",
+                    f"{value!r} contradicts {util}; {fix}",
+                )
+            )
         else:
             agreed = True
     if problems:

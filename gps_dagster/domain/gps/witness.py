@@ -30,7 +30,9 @@ PLACEMENT_MISMATCH = "placement_mismatch"
 WITNESS_UNAVAILABLE = "witness_unavailable"
 """A core's witness read that cannot vouch for its record (the node agent's heartbeat is stale):
 not "no evidence yet", so the step says it while it waits and ends with it at its deadline."""
-_ANNOTATION = re.compile(r"^gps\.dagster\.io/container\.(?P<container>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.gpus\.devices$")
+_ANNOTATION = re.compile(
+    r"^gps\.dagster\.io/container\.(?P<container>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.gpus\.devices$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,9 @@ class Unknown:
 Verdict = Confirmed | Mismatch | Unknown
 
 
-def annotation_uuids(pod: Mapping[str, Any], *, container: str | None = None) -> tuple[str, ...] | None:
+def annotation_uuids(
+    pod: Mapping[str, Any], *, container: str | None = None
+) -> tuple[str, ...] | None:
     """UUIDs from the node agent's annotations (all containers, or one); ``None`` when absent or
     empty."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
@@ -94,7 +98,9 @@ def dcgm_uuids(
     return _unique(found) or None
 
 
-def judge(uuids: Collection[str] | None, reservation_id: str, reserved: Collection[str], *, source: str) -> Verdict:
+def judge(
+    uuids: Collection[str] | None, reservation_id: str, reserved: Collection[str], *, source: str
+) -> Verdict:
     """Compare what a pod got with what the reservation holds (case-insensitive UUIDs)."""
     if not uuids:
         return Unknown(f"no GPU UUID reported by {source} yet")
@@ -119,7 +125,12 @@ def witness_pod(
     if uuids is not None:
         return judge(uuids, reservation_id, reserved, source="node_agent")
     meta = pod.get("metadata") or {}
-    uuids = dcgm_uuids(dcgm, namespace=str(meta.get("namespace", "")), pod=str(meta.get("name", "")), container=container)
+    uuids = dcgm_uuids(
+        dcgm,
+        namespace=str(meta.get("namespace", "")),
+        pod=str(meta.get("name", "")),
+        container=container,
+    )
     if uuids is not None:
         return judge(uuids, reservation_id, reserved, source="dcgm")
     return Unknown("no node-agent annotation and no DCGM sample for the pod yet")

@@ -46,7 +46,9 @@ def claim_name(reservation_id: str) -> str:
     return f"{reservation_id[: 63 - len('-gpus')]}-gpus"
 
 
-def render_resource_claim(reservation: Reservation, *, api_version: str = V1ALPHA3) -> dict[str, Any]:
+def render_resource_claim(
+    reservation: Reservation, *, api_version: str = V1ALPHA3
+) -> dict[str, Any]:
     """The claim every member of ``reservation`` shares; time-sliced reservations get the TimeSlicing config."""
     body: dict[str, Any] = {
         "deviceClassName": DEVICE_CLASS,
@@ -62,7 +64,9 @@ def render_resource_claim(reservation: Reservation, *, api_version: str = V1ALPH
         raise ValueError(f"unsupported ResourceClaim API {api_version!r}; use {V1ALPHA3} or {V1}")
     devices: dict[str, Any] = {"requests": [request]}
     if reservation.mode is SharingMode.TIME_SLICED:
-        devices["config"] = [{"requests": [REQUEST], "opaque": {"driver": DRIVER, "parameters": _time_slicing()}}]
+        devices["config"] = [
+            {"requests": [REQUEST], "opaque": {"driver": DRIVER, "parameters": _time_slicing()}}
+        ]
     return {
         "apiVersion": api_version,
         "kind": "ResourceClaim",
@@ -96,7 +100,9 @@ def render_member_pod(
     Sanitised like track S (namespace, queue, scheduler, node pin, tenant GPU
     requests dropped and reported); the GPU comes only from the claim.
     """
-    pod, dropped = sanitise(tenant_pod, reservation=reservation, deploy_id=deploy_id, project=project, policy=policy)
+    pod, dropped = sanitise(
+        tenant_pod, reservation=reservation, deploy_id=deploy_id, project=project, policy=policy
+    )
     spec = pod["spec"]
     spec["resourceClaims"] = [{"name": REQUEST, "resourceClaimName": claim_name(reservation.id)}]
     for container in spec.get("containers") or []:
@@ -119,7 +125,9 @@ def allocated_devices(claim: Mapping[str, Any]) -> tuple[AllocatedDevice, ...] |
         return None
     results = (allocation.get("devices") or {}).get("results") or []
     return tuple(
-        AllocatedDevice(str(r.get("request", "")), str(r["driver"]), str(r["pool"]), str(r["device"]))
+        AllocatedDevice(
+            str(r.get("request", "")), str(r["driver"]), str(r["pool"]), str(r["device"])
+        )
         for r in results
         if isinstance(r, Mapping) and {"driver", "pool", "device"} <= r.keys()
     )
@@ -139,7 +147,9 @@ def slice_uuids(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str
     return out
 
 
-def claim_uuids(claim: Mapping[str, Any], slices: Iterable[Mapping[str, Any]]) -> tuple[str, ...] | None:
+def claim_uuids(
+    claim: Mapping[str, Any], slices: Iterable[Mapping[str, Any]]
+) -> tuple[str, ...] | None:
     """The GPU UUIDs a claim got: ``None`` if unallocated or a device is not in any slice (unknown)."""
     devices = allocated_devices(claim)
     if not devices:

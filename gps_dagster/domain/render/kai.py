@@ -102,7 +102,9 @@ def render_member_pod(
     ``--gpu-memory-utilization`` (R-GPS-4); a contradicting tenant value is
     ``SpecInvalid`` at ``spec.containers[i].args[j]``.
     """
-    pod, dropped = sanitise(tenant_pod, reservation=reservation, deploy_id=deploy_id, project=project, policy=policy)
+    pod, dropped = sanitise(
+        tenant_pod, reservation=reservation, deploy_id=deploy_id, project=project, policy=policy
+    )
     pod["metadata"].setdefault("annotations", {})[GPU_MEMORY_ANNOTATION] = str(memory_mib)
     if vllm_container is not None:
         _vllm_args(pod["spec"], vllm_container, memory_mib, reservation.gpu_memory_mib)
@@ -117,7 +119,15 @@ def _vllm_args(spec: dict[str, Any], name: str, memory_mib: int, gpu_memory_mib:
             path = f"spec.containers[{i}].args"
             container["args"] = list(render_vllm_args(args, memory_mib, gpu_memory_mib, path=path))
             return
-    raise SpecInvalid([FieldError("spec.containers", "unknown_container", f"add a container named '{name}' or fix vllm_container")])
+    raise SpecInvalid(
+        [
+            FieldError(
+                "spec.containers",
+                "unknown_container",
+                f"add a container named '{name}' or fix vllm_container",
+            )
+        ]
+    )
 
 
 def sanitise(
@@ -139,16 +149,36 @@ def sanitise(
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     meta = pod.setdefault("metadata", {})
     spec = pod.setdefault("spec", {})
-    _override(meta, "namespace", reservation.namespace, "metadata.namespace", "namespace_is_the_reservation's", dropped)
+    _override(
+        meta,
+        "namespace",
+        reservation.namespace,
+        "metadata.namespace",
+        "namespace_is_the_reservation's",
+        dropped,
+    )
     labels = meta.setdefault("labels", {})
     for key in (QUEUE_LABEL, LEGACY_QUEUE_LABEL):
         if key in labels:
-            dropped.append(Dropped(f"metadata.labels[{key}]", labels.pop(key), "queue_is_server_derived"))
-    labels.update({QUEUE_LABEL: policy.queue_for(project), RESERVATION_LABEL: reservation.id, DEPLOY_LABEL: deploy_id, ROLE_LABEL: "member"})
+            dropped.append(
+                Dropped(f"metadata.labels[{key}]", labels.pop(key), "queue_is_server_derived")
+            )
+    labels.update(
+        {
+            QUEUE_LABEL: policy.queue_for(project),
+            RESERVATION_LABEL: reservation.id,
+            DEPLOY_LABEL: deploy_id,
+            ROLE_LABEL: "member",
+        }
+    )
     annotations = meta.get("annotations") or {}
     for key in (GPU_FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION):
         if key in annotations:
-            dropped.append(Dropped(f"metadata.annotations[{key}]", annotations.pop(key), "gpu_share_is_memory_mib"))
+            dropped.append(
+                Dropped(
+                    f"metadata.annotations[{key}]", annotations.pop(key), "gpu_share_is_memory_mib"
+                )
+            )
     if "annotations" in meta and not annotations:
         meta.pop("annotations")
     _schedule(spec, reservation, policy, dropped)
@@ -156,10 +186,14 @@ def sanitise(
     return pod, tuple(dropped)
 
 
-def render_holder_pod(reservation: Reservation, *, project: str, policy: SchedulingPolicy) -> dict[str, Any]:
+def render_holder_pod(
+    reservation: Reservation, *, project: str, policy: SchedulingPolicy
+) -> dict[str, Any]:
     """The minimal fractional pod that keeps the reservation's KAI GPU group alive across a swap."""
     return _holder_pod(
-        reservation, project, policy,
+        reservation,
+        project,
+        policy,
         requests={"cpu": "10m", "memory": "16Mi"},
         limits={"memory": "16Mi"},
         container_security={},
@@ -183,7 +217,9 @@ def render_exclusive_holder_pod(
     """
     gpus = str(len(reservation.gpu_uuids))
     return _holder_pod(
-        reservation, project, policy,
+        reservation,
+        project,
+        policy,
         requests={"cpu": "10m", "memory": "16Mi", GPU_RESOURCE: gpus},
         limits={"memory": "16Mi", GPU_RESOURCE: gpus},
         container_security={"readOnlyRootFilesystem": True},
@@ -243,17 +279,39 @@ def holder_name(reservation_id: str) -> str:
     return f"{reservation_id[: 63 - len('-holder')]}-holder"
 
 
-def _schedule(spec: dict[str, Any], rsv: Reservation, policy: SchedulingPolicy, dropped: list[Dropped]) -> None:
-    _override(spec, "schedulerName", policy.scheduler_name, "spec.schedulerName", "scheduler_is_server_derived", dropped)
+def _schedule(
+    spec: dict[str, Any], rsv: Reservation, policy: SchedulingPolicy, dropped: list[Dropped]
+) -> None:
+    _override(
+        spec,
+        "schedulerName",
+        policy.scheduler_name,
+        "spec.schedulerName",
+        "scheduler_is_server_derived",
+        dropped,
+    )
     if "nodeName" in spec:
         dropped.append(Dropped("spec.nodeName", spec.pop("nodeName"), "node_is_the_reservation's"))
     affinity = spec.get("affinity")
     if isinstance(affinity, dict) and "nodeAffinity" in affinity:
-        dropped.append(Dropped("spec.affinity.nodeAffinity", affinity.pop("nodeAffinity"), "node_is_the_reservation's"))
+        dropped.append(
+            Dropped(
+                "spec.affinity.nodeAffinity",
+                affinity.pop("nodeAffinity"),
+                "node_is_the_reservation's",
+            )
+        )
         if not affinity:
             spec.pop("affinity")
     selector = spec.setdefault("nodeSelector", {})
-    _override(selector, HOSTNAME_LABEL, rsv.node, f"spec.nodeSelector[{HOSTNAME_LABEL}]", "node_is_the_reservation's", dropped)
+    _override(
+        selector,
+        HOSTNAME_LABEL,
+        rsv.node,
+        f"spec.nodeSelector[{HOSTNAME_LABEL}]",
+        "node_is_the_reservation's",
+        dropped,
+    )
     tolerations = spec.setdefault("tolerations", [])
     if GPU_TOLERATION not in tolerations:
         tolerations.append(dict(GPU_TOLERATION))
@@ -268,12 +326,20 @@ def _strip_gpu_resources(spec: dict[str, Any], dropped: list[Dropped]) -> None:
             for section in ("limits", "requests"):
                 values = resources.get(section) or {}
                 if GPU_RESOURCE in values:
-                    dropped.append(Dropped(f"spec.{kind}[{i}].resources.{section}[{GPU_RESOURCE}]", values.pop(GPU_RESOURCE), "gpu_share_is_memory_mib"))
+                    dropped.append(
+                        Dropped(
+                            f"spec.{kind}[{i}].resources.{section}[{GPU_RESOURCE}]",
+                            values.pop(GPU_RESOURCE),
+                            "gpu_share_is_memory_mib",
+                        )
+                    )
                     if not values:  # as the API server returns it: an empty map is omitted
                         resources.pop(section, None)
 
 
-def _override(target: dict[str, Any], key: str, value: Any, path: str, reason: str, dropped: list[Dropped]) -> None:
+def _override(
+    target: dict[str, Any], key: str, value: Any, path: str, reason: str, dropped: list[Dropped]
+) -> None:
     if key in target and target[key] != value:
         dropped.append(Dropped(path, target[key], reason))
     target[key] = value

@@ -247,8 +247,11 @@ class MemoryBase:
         elif old is not None and new is None:
             self.ordinal.pop(action_id, None)
             self.keys.pop(old.idempotency_key, None)
-            for index, key in ((self.by_transition, old.transition_id), (self.by_schedule, old.schedule),
-                               (self.by_deploy, old.deploy_id)):
+            for index, key in (
+                (self.by_transition, old.transition_id),
+                (self.by_schedule, old.schedule),
+                (self.by_deploy, old.deploy_id),
+            ):
                 index.get(key, {}).pop(action_id, None)
         if new is not None and new.state in _IN_FLIGHT:
             self.in_flight[action_id] = None
@@ -272,7 +275,9 @@ class MemoryBase:
         self._index_transition(transition_id, old, row)
         self._log(lambda: self._index_transition(transition_id, row, old))
 
-    def _index_transition(self, tid: str, old: TransitionRow | None, new: TransitionRow | None) -> None:
+    def _index_transition(
+        self, tid: str, old: TransitionRow | None, new: TransitionRow | None
+    ) -> None:
         if new is None:
             self.transitions.pop(tid, None)
         else:
@@ -295,31 +300,67 @@ class MemoryBase:
         self._set_transition(row.id, row)
 
     def _event(
-        self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str,
-        *, phase: str | None = None, reason: str | None = None, detail: Any = None,
+        self,
+        at: datetime,
+        schedule: str | None,
+        deploy_id: str | None,
+        kind: str,
+        *,
+        phase: str | None = None,
+        reason: str | None = None,
+        detail: Any = None,
     ) -> None:
         """Append an event; its id is the last one's plus one (SQLite's ``INTEGER PRIMARY KEY``)."""
         next_id = self.events[-1].id + 1 if self.events else 1
         at_utc = utc(at)
         assert at_utc is not None
-        self.events.append(EventRow(next_id, at_utc, schedule, deploy_id, kind, phase, reason, column(detail)))
+        self.events.append(
+            EventRow(next_id, at_utc, schedule, deploy_id, kind, phase, reason, column(detail))
+        )
         self._log(self._drop_last_event)
 
     def _event_row(self, values: Mapping[str, Any]) -> None:
         """An event given as the SQL store's row values (``schedule_name`` ...)."""
-        self._event(values["at"], values.get("schedule_name"), values.get("deploy_id"), values["kind"],
-                    phase=values.get("phase"), reason=values.get("reason"), detail=values.get("detail"))
+        self._event(
+            values["at"],
+            values.get("schedule_name"),
+            values.get("deploy_id"),
+            values["kind"],
+            phase=values.get("phase"),
+            reason=values.get("reason"),
+            detail=values.get("detail"),
+        )
 
     def _audit(
-        self, *, at: datetime, actor: str, action: str, kind: str, name: str, scope: str | None = None,
-        version: int | None = None, detail: dict[str, Any] | None = None,
+        self,
+        *,
+        at: datetime,
+        actor: str,
+        action: str,
+        kind: str,
+        name: str,
+        scope: str | None = None,
+        version: int | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         """Append one audit row in the caller's transaction (``audit.record``)."""
         next_id = self.audit_rows[-1].id + 1 if self.audit_rows else 1
         when = utc(at)
         assert when is not None
-        self.audit_rows.append(AuditRow(next_id, when, actor[:160], action, kind, name, scope, version,
-                                        column(detail), token_id_of(actor)))
+        self.audit_rows.append(
+            AuditRow(
+                next_id,
+                when,
+                actor[:160],
+                action,
+                kind,
+                name,
+                scope,
+                version,
+                column(detail),
+                token_id_of(actor),
+            )
+        )
         self._log(self._drop_last_audit)
 
     def _drop_last_event(self) -> None:
@@ -360,20 +401,46 @@ def action_row(v: Mapping[str, Any]) -> ActionRow:
     """An ``actions`` row from its column values (absent nullable columns are None)."""
     g = v.get
     return ActionRow(
-        v["id"], v["idempotency_key"], v["transition_id"], v["schedule_name"], v["schedule_version"],
-        v["deploy_id"], _at(v["interval_start"]), v["step"], v["order"], v["seq"], g("replicas"),
-        g("delta_replicas"), g("etag_used"), v["state"], column(g("operation_ids")), g("reason"),
-        g("fix"), column(g("detail")), _at(v["created_at"]), utc(g("submitted_at")),
-        utc(g("accepted_at")), utc(g("finished_at")), utc(g("deadline_at")), _at(v["updated_at"]),
+        v["id"],
+        v["idempotency_key"],
+        v["transition_id"],
+        v["schedule_name"],
+        v["schedule_version"],
+        v["deploy_id"],
+        _at(v["interval_start"]),
+        v["step"],
+        v["order"],
+        v["seq"],
+        g("replicas"),
+        g("delta_replicas"),
+        g("etag_used"),
+        v["state"],
+        column(g("operation_ids")),
+        g("reason"),
+        g("fix"),
+        column(g("detail")),
+        _at(v["created_at"]),
+        utc(g("submitted_at")),
+        utc(g("accepted_at")),
+        utc(g("finished_at")),
+        utc(g("deadline_at")),
+        _at(v["updated_at"]),
     )
 
 
 def transition_row(v: Mapping[str, Any]) -> TransitionRow:
     fields_ = fields(v, TRANSITION_FIELDS)
     return TransitionRow(
-        fields_["id"], fields_["schedule"], fields_["schedule_version"], fields_["boundary_at"],
-        fields_["order"], fields_["trigger"], fields_["state"], list(fields_["targets"]),
-        fields_["created_at"], fields_.get("lag_seconds"),
+        fields_["id"],
+        fields_["schedule"],
+        fields_["schedule_version"],
+        fields_["boundary_at"],
+        fields_["order"],
+        fields_["trigger"],
+        fields_["state"],
+        list(fields_["targets"]),
+        fields_["created_at"],
+        fields_.get("lag_seconds"),
     )
 
 

@@ -45,7 +45,9 @@ class BulkMixin(PlansMixin):
             return self._apply_writes(writes, now)
 
     def _apply_writes(self, writes: Sequence[StepWrite], now: datetime) -> dict[str, str]:
-        states = {i: self.actions[i].state for i in {w.action_id for w in writes} if i in self.actions}
+        states = {
+            i: self.actions[i].state for i in {w.action_id for w in writes} if i in self.actions
+        }
         moved: list[tuple[StepWrite, ActionRow]] = []
         for w in writes:
             state = states.get(w.action_id)
@@ -56,26 +58,48 @@ class BulkMixin(PlansMixin):
             return {}
         for w, _ in moved:
             self._update_action(w.action_id, {"updated_at": now, **w.changes})
-        current = self._read_statuses([(r.schedule, r.deploy_id) for w, r in moved if w.status is not None])
+        current = self._read_statuses(
+            [(r.schedule, r.deploy_id) for w, r in moved if w.status is not None]
+        )
         status_rows: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
         for w, r in moved:
             key = (r.schedule, r.deploy_id)
             cur = current.get(key)
             seen = w.status_seen or cur
-            if (w.status is not None and seen is not None and seen.transition_id == r.transition_id
-                    and same_row(cur, seen) and cur is not None and forward_ok(cur, w.status)):
+            if (
+                w.status is not None
+                and seen is not None
+                and seen.transition_id == r.transition_id
+                and same_row(cur, seen)
+                and cur is not None
+                and forward_ok(cur, w.status)
+            ):
                 values, current[key], evs = status_move(seen, now, w.status, w.events)
                 status_rows.append(values)
                 events += evs
                 continue
-            events += [event_values(None, now, ev["kind"], ev.get("phase"), ev.get("reason"), ev.get("detail"),
-                                    schedule=r.schedule, deploy_id=r.deploy_id) for ev in w.events]
+            events += [
+                event_values(
+                    None,
+                    now,
+                    ev["kind"],
+                    ev.get("phase"),
+                    ev.get("reason"),
+                    ev.get("detail"),
+                    schedule=r.schedule,
+                    deploy_id=r.deploy_id,
+                )
+                for ev in w.events
+            ]
         self._write_statuses(status_rows)
         for ev in events:
             self._event_row(ev)
-        finished = [(r.step, w.changes["state"], w.changes.get("reason", r.reason))
-                    for w, r in moved if w.changes.get("state") in FINISHED]
+        finished = [
+            (r.step, w.changes["state"], w.changes.get("reason", r.reason))
+            for w, r in moved
+            if w.changes.get("state") in FINISHED
+        ]
         self._add_totals(finished_deltas(finished))
         self._close_many({r.transition_id for w, r in moved if w.changes.get("state") in FINISHED})
         return {w.action_id: r.transition_id for w, r in moved}
@@ -86,8 +110,11 @@ class BulkMixin(PlansMixin):
     def _write_statuses(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for values in rows:
             schedule, deploy_id = values["schedule_name"], values["deploy_id"]
-            self._update_status(schedule, deploy_id,
-                                {k: v for k, v in values.items() if k not in ("schedule_name", "deploy_id")})
+            self._update_status(
+                schedule,
+                deploy_id,
+                {k: v for k, v in values.items() if k not in ("schedule_name", "deploy_id")},
+            )
 
     def _close_many(self, transition_ids: Iterable[str]) -> None:
         """``bulk.close``: close every listed plan whose steps have all finished."""
@@ -113,7 +140,9 @@ class BulkMixin(PlansMixin):
         passing = []
         for x, seen, changes in items:
             claim = self.claims.get(x.deploy_id)
-            reason = fence_checks(x, self.schedules.get(x.schedule), gate, claim.schedule_name if claim else None)
+            reason = fence_checks(
+                x, self.schedules.get(x.schedule), gate, claim.schedule_name if claim else None
+            )
             if reason is not None:
                 out[x.id] = Fenced(False, reason)
             else:
@@ -125,7 +154,9 @@ class BulkMixin(PlansMixin):
         won: list[str] = []
         for x, seen, changes in passing:
             key = (x.schedule, x.deploy_id)
-            if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(current.get(key), seen):
+            if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(
+                current.get(key), seen
+            ):
                 out[x.id] = Fenced(False, "lost_race")
                 continue
             values, current[key], evs = status_move(seen, now, {**changes, "last_action_id": x.id})
@@ -134,7 +165,9 @@ class BulkMixin(PlansMixin):
             won.append(x.id)
             out[x.id] = Fenced(True, None, current[key])
         for action_id in won:
-            self._update_action(action_id, {"state": "submitting", "submitted_at": now, "updated_at": now})
+            self._update_action(
+                action_id, {"state": "submitting", "submitted_at": now, "updated_at": now}
+            )
         self._write_statuses(status_rows)
         for ev in events:
             self._event_row(ev)
@@ -146,15 +179,21 @@ class BulkMixin(PlansMixin):
             return self._open_many(drafts, now)
 
     def _open_many(self, drafts: Sequence[Draft], now: datetime) -> set[str]:
-        existing = {str(d.transition["id"]) for d in drafts if str(d.transition["id"]) in self.transitions}
-        current = self._read_statuses([(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates])
+        existing = {
+            str(d.transition["id"]) for d in drafts if str(d.transition["id"]) in self.transitions
+        }
+        current = self._read_statuses(
+            [(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates]
+        )
         winners: list[Draft] = []
         for d in drafts:
             if str(d.transition["id"]) in existing:
                 continue
             cur = [current.get((seen.schedule, seen.deploy_id)) for seen, _ in d.updates]
-            if all(c is not None and same_row(c, seen) and forward_ok(c, ch)
-                   for c, (seen, ch) in zip(cur, d.updates, strict=True)):
+            if all(
+                c is not None and same_row(c, seen) and forward_ok(c, ch)
+                for c, (seen, ch) in zip(cur, d.updates, strict=True)
+            ):
                 winners.append(d)
                 existing.add(str(d.transition["id"]))
         if not winners:

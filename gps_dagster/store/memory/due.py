@@ -25,28 +25,45 @@ def _free(row: DueRow, now: datetime) -> bool:
 
 
 def _claim(row: DueRow) -> DueClaim:
-    return DueClaim(row.name, row.version, row.revision, row.due_at, row.claimed_by, row.claimed_until)
+    return DueClaim(
+        row.name, row.version, row.revision, row.due_at, row.claimed_by, row.claimed_until
+    )
 
 
 class DueMixin(MemoryBase):
     def _due_now(self, now: datetime) -> list[DueRow]:
         """Rows due at ``now`` that no live claim holds, earliest first (then by name)."""
-        rows = [r for r in self.due.values() if r.due_at is not None and r.due_at <= now and _free(r, now)]
+        rows = [
+            r
+            for r in self.due.values()
+            if r.due_at is not None and r.due_at <= now and _free(r, now)
+        ]
         return sorted(rows, key=lambda r: (r.due_at, r.name))
 
-    def claim_due(self, *, holder: str, now: datetime, limit: int, lease_s: float) -> list[DueClaim]:
+    def claim_due(
+        self, *, holder: str, now: datetime, limit: int, lease_s: float
+    ) -> list[DueClaim]:
         """Claim up to ``limit`` schedules due at ``now`` that no live claim holds."""
         with self._tx():
-            return self._claim_rows([r.name for r in self._due_now(now)[:limit]], holder, now, lease_s)
+            return self._claim_rows(
+                [r.name for r in self._due_now(now)[:limit]], holder, now, lease_s
+            )
 
-    def claim_schedules(self, names: Sequence[str], *, holder: str, now: datetime, lease_s: float) -> list[DueClaim]:
+    def claim_schedules(
+        self, names: Sequence[str], *, holder: str, now: datetime, lease_s: float
+    ) -> list[DueClaim]:
         """Claim these schedules (a sweep page) unless another replica holds them now."""
         with self._tx():
-            picked = [n for n in dict.fromkeys(names)
-                      if (r := self.due.get(n)) is not None and (_free(r, now) or r.claimed_by == holder)]
+            picked = [
+                n
+                for n in dict.fromkeys(names)
+                if (r := self.due.get(n)) is not None and (_free(r, now) or r.claimed_by == holder)
+            ]
             return self._claim_rows(picked, holder, now, lease_s)
 
-    def _claim_rows(self, names: Sequence[str], holder: str, now: datetime, lease_s: float) -> list[DueClaim]:
+    def _claim_rows(
+        self, names: Sequence[str], holder: str, now: datetime, lease_s: float
+    ) -> list[DueClaim]:
         until = utc(now + timedelta(seconds=lease_s))
         out = []
         for name in names:
@@ -59,7 +76,11 @@ class DueMixin(MemoryBase):
         """The heartbeat: every claim ``holder`` still holds lasts ``lease_s`` from ``now``."""
         until = utc(now + timedelta(seconds=lease_s))
         with self._tx():
-            mine = [r for r in self.due.values() if r.claimed_by == holder and r.claimed_until is not None]
+            mine = [
+                r
+                for r in self.due.values()
+                if r.claimed_by == holder and r.claimed_until is not None
+            ]
             for row in mine:
                 self._put(self.due, row.name, replace(row, claimed_until=until))
             return len(mine)
@@ -67,11 +88,17 @@ class DueMixin(MemoryBase):
     @locked
     def claimed_elsewhere_in_flight(self, *, holder: str, now: datetime, limit: int) -> list[str]:
         """Schedules another replica claims now that have a step accepted by the core."""
-        accepted = {self.actions[a].schedule for a in self.in_flight if self.actions[a].state == "accepted"}
+        accepted = {
+            self.actions[a].schedule for a in self.in_flight if self.actions[a].state == "accepted"
+        }
         names = sorted(
-            r.name for r in self.due.values()
-            if r.claimed_by is not None and r.claimed_by != holder and r.claimed_until is not None
-            and r.claimed_until > now and r.name in accepted
+            r.name
+            for r in self.due.values()
+            if r.claimed_by is not None
+            and r.claimed_by != holder
+            and r.claimed_until is not None
+            and r.claimed_until > now
+            and r.name in accepted
         )
         return names[:limit]
 
@@ -82,7 +109,11 @@ class DueMixin(MemoryBase):
         wanted = set(deploy_ids)
         at = utc(now)
         with self._tx():
-            waiting = {self.actions[a].schedule for a in self.in_flight if self.actions[a].deploy_id in wanted}
+            waiting = {
+                self.actions[a].schedule
+                for a in self.in_flight
+                if self.actions[a].deploy_id in wanted
+            }
             moved = []
             for name in sorted(waiting):
                 row = self.due.get(name)
@@ -121,9 +152,17 @@ class DueMixin(MemoryBase):
     def next_due(self, now: datetime) -> datetime | None:
         """The earliest instant any schedule needs a pass (claims count as busy until they end)."""
         dated = [r for r in self.due.values() if r.due_at is not None]
-        first = min((r.due_at for r in dated if _free(r, now) and r.due_at is not None), default=None)
-        claimed = min((r.claimed_until for r in dated if r.claimed_until is not None and r.claimed_until > now),
-                      default=None)
+        first = min(
+            (r.due_at for r in dated if _free(r, now) and r.due_at is not None), default=None
+        )
+        claimed = min(
+            (
+                r.claimed_until
+                for r in dated
+                if r.claimed_until is not None and r.claimed_until > now
+            ),
+            default=None,
+        )
         found = [x for x in (first, claimed) if x is not None]
         return min(found) if found else None
 
@@ -135,7 +174,9 @@ class DueMixin(MemoryBase):
     @locked
     def upcoming_due(self, now: datetime, limit: int) -> list[tuple[datetime, str]]:
         """(due_at, name) of the next ``limit`` schedules due after ``now``, soonest first."""
-        rows = sorted((r.due_at, r.name) for r in self.due.values() if r.due_at is not None and r.due_at > now)
+        rows = sorted(
+            (r.due_at, r.name) for r in self.due.values() if r.due_at is not None and r.due_at > now
+        )
         return rows[:limit]
 
     @locked

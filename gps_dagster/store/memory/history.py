@@ -39,12 +39,16 @@ from gps_dagster.store.shapes import (
 class HistoryMixin(MemoryBase):
     # -- events and audit -----------------------------------------------------------
 
-    def add_event(self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any) -> None:
+    def add_event(
+        self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any
+    ) -> None:
         with self._tx():
             self._event(at, schedule, deploy_id, kind, **kw)
 
     @locked
-    def list_events(self, schedule: str | None = None, *, after_id: int = 0, limit: int = 100) -> list[EventRow]:
+    def list_events(
+        self, schedule: str | None = None, *, after_id: int = 0, limit: int = 100
+    ) -> list[EventRow]:
         start = bisect.bisect_right(self.events, after_id, key=lambda e: e.id)
         out: list[EventRow] = []
         for row in self.events[start:]:
@@ -55,17 +59,39 @@ class HistoryMixin(MemoryBase):
         return out
 
     def add_audit(
-        self, *, at: datetime, actor: str, action: str, kind: str, name: str, scope: str | None = None,
-        version: int | None = None, detail: dict[str, Any] | None = None,
+        self,
+        *,
+        at: datetime,
+        actor: str,
+        action: str,
+        kind: str,
+        name: str,
+        scope: str | None = None,
+        version: int | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         """Record a write that is not one store transaction (an apply-now pass)."""
         with self._tx():
-            self._audit(at=at, actor=actor, action=action, kind=kind, name=name, scope=scope, version=version,
-                        detail=detail)
+            self._audit(
+                at=at,
+                actor=actor,
+                action=action,
+                kind=kind,
+                name=name,
+                scope=scope,
+                version=version,
+                detail=detail,
+            )
 
     @locked
-    def list_audit(self, *, after_id: int = 0, limit: int = 100, name: str | None = None) -> list[AuditRow]:
-        rows = [r for r in self.audit_rows if r.id > after_id and (name is None or r.object_name == name)]
+    def list_audit(
+        self, *, after_id: int = 0, limit: int = 100, name: str | None = None
+    ) -> list[AuditRow]:
+        rows = [
+            r
+            for r in self.audit_rows
+            if r.id > after_id and (name is None or r.object_name == name)
+        ]
         return rows[:limit]
 
     # -- pins (R-K8S-8) ------------------------------------------------------------------
@@ -73,7 +99,9 @@ class HistoryMixin(MemoryBase):
     @locked
     def pins_for(self, deploy_ids: Sequence[str]) -> dict[str, str | None]:
         """The pinned instance of each claimed deploy id (None: claimed, not pinned yet)."""
-        return {d: c.instance for d in sorted(set(deploy_ids)) if (c := self.claims.get(d)) is not None}
+        return {
+            d: c.instance for d in sorted(set(deploy_ids)) if (c := self.claims.get(d)) is not None
+        }
 
     def pin(self, schedule: str, deploy_id: str, instance: str, *, now: datetime) -> str | None:
         """Pin ``schedule``'s claim of ``deploy_id`` to ``instance`` if it is not pinned yet."""
@@ -86,7 +114,9 @@ class HistoryMixin(MemoryBase):
                 self._put(self.claims, deploy_id, claim)
             return claim.instance
 
-    def reclaim(self, schedule: str, deploy_id: str, *, now: datetime, actor: str = SYSTEM_ACTOR) -> str | None:
+    def reclaim(
+        self, schedule: str, deploy_id: str, *, now: datetime, actor: str = SYSTEM_ACTOR
+    ) -> str | None:
         """Forget the pin of ``schedule``'s claim of ``deploy_id``; the schedule is due at once."""
         with self._tx():
             claim = self.claims.get(deploy_id)
@@ -95,11 +125,19 @@ class HistoryMixin(MemoryBase):
             self._put(self.claims, deploy_id, replace(claim, instance=None, pinned_at=None))
             detail = {"forgotten": claim.instance}
             self._event(now, schedule, deploy_id, "target_reclaimed", detail=detail)
-            self._audit(at=now, actor=actor, action="target_reclaimed", kind="schedule", name=schedule,
-                        detail={"deploy_id": deploy_id, **detail})
+            self._audit(
+                at=now,
+                actor=actor,
+                action="target_reclaimed",
+                kind="schedule",
+                name=schedule,
+                detail={"deploy_id": deploy_id, **detail},
+            )
             due = self.due.get(schedule)
             if due is not None:
-                self._put(self.due, schedule, replace(due, due_at=utc(now), revision=due.revision + 1))
+                self._put(
+                    self.due, schedule, replace(due, due_at=utc(now), revision=due.revision + 1)
+                )
         return claim.instance
 
     # -- retention --------------------------------------------------------------------------
@@ -108,12 +146,21 @@ class HistoryMixin(MemoryBase):
         """Delete the finished history created before ``before`` (``retention.prune``)."""
         with self._tx():
             named = {s.transition_id for rows in self.status.values() for s in rows.values()}
-            last = {s.last_action for rows in self.status.values() for s in rows.values() if s.last_action}
+            last = {
+                s.last_action
+                for rows in self.status.values()
+                for s in rows.values()
+                if s.last_action
+            }
             plans = steps = 0
             for tr in sorted(self.transitions.values(), key=lambda r: r.created_at):
                 ids = list(self.by_transition.get(tr.id, {}))
-                if (tr.state == "open" or tr.created_at >= before or tr.id in named
-                        or any(self.actions[a].state not in FINISHED or a in last for a in ids)):
+                if (
+                    tr.state == "open"
+                    or tr.created_at >= before
+                    or tr.id in named
+                    or any(self.actions[a].state not in FINISHED or a in last for a in ids)
+                ):
                     continue
                 for action_id in ids:
                     self._set_action(action_id, None)
@@ -130,17 +177,28 @@ class HistoryMixin(MemoryBase):
     # -- learned durations (ready-by) ----------------------------------------------------------
 
     def _converged(self, deploy_id: str, steps: tuple[str, ...], limit: int) -> list[ActionRow]:
-        rows = [r for a in self.converged.get(deploy_id, {}) for r in (self.actions[a],)
-                if r.step in steps and r.state == "converged" and r.accepted_at is not None
-                and r.finished_at is not None]
+        rows = [
+            r
+            for a in self.converged.get(deploy_id, {})
+            for r in (self.actions[a],)
+            if r.step in steps
+            and r.state == "converged"
+            and r.accepted_at is not None
+            and r.finished_at is not None
+        ]
         rows.sort(key=lambda r: r.finished_at or r.created_at, reverse=True)
         return rows[:limit]
 
     @locked
     def start_durations(self, deploy_ids: Sequence[str], limit: int) -> dict[str, list[float]]:
         """The last ``limit`` start -> READY durations (seconds) of each deploy, newest first."""
-        return {d: [(r.finished_at - r.accepted_at).total_seconds()  # type: ignore[operator]
-                    for r in self._converged(d, ACQUIRE_STEPS, limit)] for d in deploy_ids}
+        return {
+            d: [
+                (r.finished_at - r.accepted_at).total_seconds()  # type: ignore[operator]
+                for r in self._converged(d, ACQUIRE_STEPS, limit)
+            ]
+            for d in deploy_ids
+        }
 
     @locked
     def stop_durations(self, deploy_ids: Sequence[str], limit: int) -> dict[str, list[float]]:
@@ -150,8 +208,12 @@ class HistoryMixin(MemoryBase):
             figures = []
             for r in self._converged(deploy_id, RELEASE_STEPS, limit):
                 assert r.accepted_at is not None and r.finished_at is not None
-                follows = [s.submitted_at for a in self.by_transition.get(r.transition_id, {})
-                           for s in (self.actions[a],) if s.order == "acquire" and s.submitted_at is not None]
+                follows = [
+                    s.submitted_at
+                    for a in self.by_transition.get(r.transition_id, {})
+                    for s in (self.actions[a],)
+                    if s.order == "acquire" and s.submitted_at is not None
+                ]
                 usable = min(follows, default=None)
                 end = usable if usable is not None and usable > r.accepted_at else r.finished_at
                 figures.append((end - r.accepted_at).total_seconds())
@@ -165,10 +227,23 @@ class HistoryMixin(MemoryBase):
         totals: Totals = {}
         for (metric, labels), value in self.totals.items():
             totals.setdefault(metric, {})[tuple(json.loads(labels))] = float(value)
-        rows = [] if not serving else [
-            (s.schedule, s.deploy_id, s.phase, (s.detail or {}).get("observed_state") == "READY")
-            for name in sorted(self.status) for _, s in sorted(self.status[name].items())
-        ]
+        rows = (
+            []
+            if not serving
+            else [
+                (
+                    s.schedule,
+                    s.deploy_id,
+                    s.phase,
+                    (s.detail or {}).get("observed_state") == "READY",
+                )
+                for name in sorted(self.status)
+                for _, s in sorted(self.status[name].items())
+            ]
+        )
         counts = Counter((self.actions[a].step, self.actions[a].state) for a in self.in_flight)
-        return MetricReadings(totals=totals, serving=tuple(rows),
-                              in_flight=tuple((step, state, n) for (step, state), n in sorted(counts.items())))
+        return MetricReadings(
+            totals=totals,
+            serving=tuple(rows),
+            in_flight=tuple((step, state, n) for (step, state), n in sorted(counts.items())),
+        )

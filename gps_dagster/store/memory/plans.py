@@ -35,8 +35,13 @@ _IN_FLIGHT = frozenset(IN_FLIGHT_STATES)
 
 class PlansMixin(StatusMixin):
     def open_transition(
-        self, transition: Mapping[str, Any], steps: Sequence[Mapping[str, Any]],
-        updates: list[tuple[TargetStatusRow, dict[str, Any]]], *, now: datetime, supersede: Sequence[str] = (),
+        self,
+        transition: Mapping[str, Any],
+        steps: Sequence[Mapping[str, Any]],
+        updates: list[tuple[TargetStatusRow, dict[str, Any]]],
+        *,
+        now: datetime,
+        supersede: Sequence[str] = (),
     ) -> bool:
         """Insert a plan and its steps, move its targets' status, supersede older plans, atomically."""
         try:
@@ -46,7 +51,9 @@ class PlansMixin(StatusMixin):
                 for step in steps:
                     self._insert_action(step)
                 if supersede:
-                    self._supersede(str(transition["schedule_name"]), supersede, str(transition["id"]), now)
+                    self._supersede(
+                        str(transition["schedule_name"]), supersede, str(transition["id"]), now
+                    )
                 for seen, changes in updates:
                     self._cas(seen, now, changes, changes.pop("_events", ()))
         except (DuplicateKey, Conflict):
@@ -78,7 +85,9 @@ class PlansMixin(StatusMixin):
         self._update_action(w.action_id, {"updated_at": now, **w.changes})
         state = w.changes.get("state")
         if state in FINISHED and row.state not in FINISHED:
-            self._add_totals(finished_deltas([(row.step, str(state), w.changes.get("reason", row.reason))]))
+            self._add_totals(
+                finished_deltas([(row.step, str(state), w.changes.get("reason", row.reason))])
+            )
         if w.status is not None:
             seen = w.status_seen or self._get_status(row.schedule, row.deploy_id)
             if seen is not None and seen.transition_id == row.transition_id:
@@ -88,17 +97,32 @@ class PlansMixin(StatusMixin):
                 except Conflict:  # someone wrote since ``status_seen``: theirs is newer and stays
                     pass
         for ev in w.events:
-            self._event(now, row.schedule, row.deploy_id, ev["kind"], phase=ev.get("phase"),
-                        reason=ev.get("reason"), detail=ev.get("detail"))
+            self._event(
+                now,
+                row.schedule,
+                row.deploy_id,
+                ev["kind"],
+                phase=ev.get("phase"),
+                reason=ev.get("reason"),
+                detail=ev.get("detail"),
+            )
         return row.transition_id
 
-    def _supersede(self, schedule: str, deploy_ids: Sequence[str], keep: str, now: datetime) -> None:
+    def _supersede(
+        self, schedule: str, deploy_ids: Sequence[str], keep: str, now: datetime
+    ) -> None:
         """Drop older unsubmitted steps of these deploys and close the plans left with nothing to do."""
         wanted = set(deploy_ids)
         candidates = [self.actions[a] for a in self.in_flight]
         rows = sorted(
-            (r for r in candidates if r.schedule == schedule and r.deploy_id in wanted
-             and r.state in UNSUBMITTED and r.transition_id != keep),
+            (
+                r
+                for r in candidates
+                if r.schedule == schedule
+                and r.deploy_id in wanted
+                and r.state in UNSUBMITTED
+                and r.transition_id != keep
+            ),
             key=lambda r: r.id,
         )
         older = {r.transition_id for r in rows}
@@ -106,13 +130,22 @@ class PlansMixin(StatusMixin):
             return
         self._add_totals(finished_deltas((r.step, "superseded", "superseded") for r in rows))
         for r in rows:
-            self._update_action(r.id, {"state": "superseded", "reason": "superseded", "finished_at": now,
-                                       "updated_at": now})
+            self._update_action(
+                r.id,
+                {
+                    "state": "superseded",
+                    "reason": "superseded",
+                    "finished_at": now,
+                    "updated_at": now,
+                },
+            )
         for transition_id in sorted(older):
             self._close(transition_id)
 
     def _close(self, transition_id: str) -> None:
-        closed = transition_state(self.actions[a].state for a in self.by_transition.get(transition_id, {}))
+        closed = transition_state(
+            self.actions[a].state for a in self.by_transition.get(transition_id, {})
+        )
         row = self.transitions.get(transition_id)
         if closed is not None and row is not None and row.state == "open":
             self._set_transition(transition_id, replace(row, state=closed))
@@ -127,11 +160,17 @@ class PlansMixin(StatusMixin):
     @locked
     def open_plans(self, schedules: Sequence[str]) -> list[tuple[TransitionRow, list[ActionRow]]]:
         """The open plans of these schedules with all their steps."""
-        plans = [self.transitions[t] for n in dict.fromkeys(schedules) for t in self.open_by_schedule.get(n, {})]
+        plans = [
+            self.transitions[t]
+            for n in dict.fromkeys(schedules)
+            for t in self.open_by_schedule.get(n, {})
+        ]
         out = []
         for plan in sorted(plans, key=lambda p: (p.created_at, p.id)):
             ids = sorted(self.by_transition.get(plan.id, {}), key=self._action_order)
-            out.append((self._transition_out(plan), [self._action_out(self.actions[a]) for a in ids]))
+            out.append(
+                (self._transition_out(plan), [self._action_out(self.actions[a]) for a in ids])
+            )
         return out
 
     @locked
@@ -140,8 +179,12 @@ class PlansMixin(StatusMixin):
         return self._transition_out(row) if row is not None else None
 
     @locked
-    def list_transitions(self, schedule: str | None = None, *, states: Iterable[str] | None = None) -> list[TransitionRow]:
-        ids: Iterable[str] = self.tr_by_schedule.get(schedule, {}) if schedule is not None else self.transitions
+    def list_transitions(
+        self, schedule: str | None = None, *, states: Iterable[str] | None = None
+    ) -> list[TransitionRow]:
+        ids: Iterable[str] = (
+            self.tr_by_schedule.get(schedule, {}) if schedule is not None else self.transitions
+        )
         wanted = set(states) if states is not None else None
         rows = [self.transitions[t] for t in ids]
         if wanted is not None:
@@ -159,23 +202,36 @@ class PlansMixin(StatusMixin):
 
     @locked
     def list_actions(
-        self, *, transition_id: str | None = None, schedule: str | None = None, deploy_id: str | None = None,
-        states: Iterable[str] | None = None, schedules: Sequence[str] | None = None,
+        self,
+        *,
+        transition_id: str | None = None,
+        schedule: str | None = None,
+        deploy_id: str | None = None,
+        states: Iterable[str] | None = None,
+        schedules: Sequence[str] | None = None,
     ) -> list[ActionRow]:
         wanted = set(states) if states is not None else None
         names = set(schedules) if schedules is not None else None
         ids = self._candidates(transition_id, schedule, deploy_id, wanted, names)
         rows = [
-            r for a in ids for r in (self.actions[a],)
-            if (names is None or r.schedule in names) and (transition_id is None or r.transition_id == transition_id)
-            and (schedule is None or r.schedule == schedule) and (deploy_id is None or r.deploy_id == deploy_id)
+            r
+            for a in ids
+            for r in (self.actions[a],)
+            if (names is None or r.schedule in names)
+            and (transition_id is None or r.transition_id == transition_id)
+            and (schedule is None or r.schedule == schedule)
+            and (deploy_id is None or r.deploy_id == deploy_id)
             and (wanted is None or r.state in wanted)
         ]
         rows.sort(key=lambda r: self._action_order(r.id))
         return [self._action_out(r) for r in rows]
 
     def _candidates(
-        self, transition_id: str | None, schedule: str | None, deploy_id: str | None, states: set[str] | None,
+        self,
+        transition_id: str | None,
+        schedule: str | None,
+        deploy_id: str | None,
+        states: set[str] | None,
         names: set[str] | None,
     ) -> Iterable[str]:
         """The smallest index that holds every step the filters can match."""
@@ -191,7 +247,9 @@ class PlansMixin(StatusMixin):
             return [a for n in names for a in self.by_schedule.get(n, {})]
         return list(self.actions)
 
-    def update_action(self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any) -> bool:
+    def update_action(
+        self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any
+    ) -> bool:
         """CAS on the action state: only moves an action that is still in ``expect``."""
         with self._tx():
             row = self.actions.get(action_id)

@@ -25,8 +25,12 @@ from gps_dagster.domain.gps.reservations import Reservation, ReservationSpec, Re
 from gps_dagster.store.errors import GpuAlreadyReserved
 
 _ALLOWED: dict[ReservationState, frozenset[ReservationState]] = {
-    ReservationState.ACTIVE: frozenset({ReservationState.DEGRADED, ReservationState.RELEASING, ReservationState.RELEASED}),
-    ReservationState.DEGRADED: frozenset({ReservationState.ACTIVE, ReservationState.RELEASING, ReservationState.RELEASED}),
+    ReservationState.ACTIVE: frozenset(
+        {ReservationState.DEGRADED, ReservationState.RELEASING, ReservationState.RELEASED}
+    ),
+    ReservationState.DEGRADED: frozenset(
+        {ReservationState.ACTIVE, ReservationState.RELEASING, ReservationState.RELEASED}
+    ),
     ReservationState.RELEASING: frozenset({ReservationState.RELEASED}),
     ReservationState.RELEASED: frozenset(),
 }
@@ -63,11 +67,15 @@ class MemoryReservationBook:
             taken = sorted(u for u in wanted if self._gpus.get(u, rsv.id) != rsv.id)
             if taken:
                 raise GpuAlreadyReserved(taken)
-            self._rows[rsv.id] = rsv.model_copy(update={"created_at": rsv.created_at.astimezone(UTC)})
+            self._rows[rsv.id] = rsv.model_copy(
+                update={"created_at": rsv.created_at.astimezone(UTC)}
+            )
             self._gpus.update(dict.fromkeys(wanted, rsv.id))
         return rsv
 
-    def set_state(self, reservation_id: str, state: ReservationState, *, at: datetime, actor: str) -> Reservation:
+    def set_state(
+        self, reservation_id: str, state: ReservationState, *, at: datetime, actor: str
+    ) -> Reservation:
         """Move along the lifecycle; setting the current state again is a no-op."""
         with self._mutex:
             current = self.get(reservation_id)

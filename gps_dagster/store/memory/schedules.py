@@ -47,7 +47,9 @@ DELETED_FIX = "the schedule was deleted; the deploy is left as it is"
 class MemoryLease:
     """The pass lock as the SQLite lease row: taken when free, expired or already this holder's."""
 
-    def __init__(self, store: SchedulesMixin, name: str, *, holder: str, now: datetime, ttl_s: float) -> None:
+    def __init__(
+        self, store: SchedulesMixin, name: str, *, holder: str, now: datetime, ttl_s: float
+    ) -> None:
         self.store, self.name, self.holder, self.now, self.ttl_s = store, name, holder, now, ttl_s
         self.acquired = False
 
@@ -56,7 +58,10 @@ class MemoryLease:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.release()
 
@@ -97,15 +102,26 @@ class SchedulesMixin(MemoryBase):
     # -- schedules ------------------------------------------------------------------
 
     def apply_schedule(
-        self, spec: Schedule, *, now: datetime, actor: str = SYSTEM_ACTOR, expected_version: int | None = None,
+        self,
+        spec: Schedule,
+        *,
+        now: datetime,
+        actor: str = SYSTEM_ACTOR,
+        expected_version: int | None = None,
     ) -> ScheduleRecord:
         """Create or update ``spec``; claims its targets; bumps the version (R-MODEL-8)."""
         doc = column(spec.to_document())
         with self._tx():
             row = self.schedules.get(spec.name)
             check_expected(spec.name, row.version if row is not None else None, expected_version)
-            if row is not None and (row.document, row.scope, row.enabled) == (doc, spec.scope, spec.enabled):
-                return ScheduleRecord(spec.name, row.version, spec, spec.enabled, row.created_at, row.updated_at)
+            if row is not None and (row.document, row.scope, row.enabled) == (
+                doc,
+                spec.scope,
+                spec.enabled,
+            ):
+                return ScheduleRecord(
+                    spec.name, row.version, spec, spec.enabled, row.created_at, row.updated_at
+                )
             at = utc(now)
             assert at is not None
             if row is None:
@@ -113,14 +129,26 @@ class SchedulesMixin(MemoryBase):
             else:
                 version, created = row.version + 1, row.created_at
             parsed = Schedule.model_validate(doc)
-            self._put(self.schedules, spec.name,
-                      SchedRow(spec.name, version, spec.scope, spec.enabled, doc, parsed, created, at))
+            self._put(
+                self.schedules,
+                spec.name,
+                SchedRow(spec.name, version, spec.scope, spec.enabled, doc, parsed, created, at),
+            )
             self._claim(spec, at)
             self._mark_due(spec.name, version, doc, at)
             self._event(at, spec.name, None, "schedule_applied", detail={"version": version})
-            self._audit(at=at, actor=actor, action="schedule_created" if version == 1 else "schedule_replaced",
-                        kind="schedule", name=spec.name, scope=spec.scope, version=version)
-        return ScheduleRecord(spec.name, version, spec, spec.enabled, created if row is not None else now, now)
+            self._audit(
+                at=at,
+                actor=actor,
+                action="schedule_created" if version == 1 else "schedule_replaced",
+                kind="schedule",
+                name=spec.name,
+                scope=spec.scope,
+                version=version,
+            )
+        return ScheduleRecord(
+            spec.name, version, spec, spec.enabled, created if row is not None else now, now
+        )
 
     def _first_version(self, name: str) -> int:
         """1, or past every version the name's plans and steps still carry."""
@@ -130,14 +158,18 @@ class SchedulesMixin(MemoryBase):
 
     def _claim(self, spec: Schedule, now: datetime) -> None:
         wanted = list(spec.target_ids)
-        for deploy_id in [d for d, c in self.claims.items() if c.schedule_name == spec.name and d not in wanted]:
+        for deploy_id in [
+            d for d, c in self.claims.items() if c.schedule_name == spec.name and d not in wanted
+        ]:
             self._put(self.claims, deploy_id, None)
         for index, deploy_id in enumerate(wanted):
             claim = self.claims.get(deploy_id)
             if claim is not None and claim.schedule_name == spec.name:
                 continue
             if claim is not None:
-                raise TargetOwned(deploy_id, claim.schedule_name, f"targets[{index}].model_deploy_id")
+                raise TargetOwned(
+                    deploy_id, claim.schedule_name, f"targets[{index}].model_deploy_id"
+                )
             self._put(self.claims, deploy_id, ClaimRow(deploy_id, spec.name, now))
         for deploy_id in [d for d in self.status.get(spec.name, {}) if d not in wanted]:
             self._set_status(spec.name, deploy_id, None)
@@ -152,12 +184,25 @@ class SchedulesMixin(MemoryBase):
 
     def _mark_all_due(self, now: datetime) -> None:
         for name, row in list(self.due.items()):
-            self._put(self.due, name, DueRow(row.name, row.version, row.spec_sha, now, row.revision + 1,
-                                             row.claimed_by, row.claimed_until))
+            self._put(
+                self.due,
+                name,
+                DueRow(
+                    row.name,
+                    row.version,
+                    row.spec_sha,
+                    now,
+                    row.revision + 1,
+                    row.claimed_by,
+                    row.claimed_until,
+                ),
+            )
 
     @staticmethod
     def _record(row: SchedRow) -> ScheduleRecord:
-        return ScheduleRecord(row.name, row.version, row.spec, row.enabled, row.created_at, row.updated_at)
+        return ScheduleRecord(
+            row.name, row.version, row.spec, row.enabled, row.created_at, row.updated_at
+        )
 
     @locked
     def find_schedule(self, name: str) -> ScheduleRecord | None:
@@ -177,7 +222,11 @@ class SchedulesMixin(MemoryBase):
 
     @locked
     def schedule_states(self, names: Sequence[str]) -> dict[str, tuple[int, bool]]:
-        return {n: (r.version, r.enabled) for n in sorted(set(names)) if (r := self.schedules.get(n)) is not None}
+        return {
+            n: (r.version, r.enabled)
+            for n in sorted(set(names))
+            if (r := self.schedules.get(n)) is not None
+        }
 
     @locked
     def list_schedules(self) -> list[ScheduleRecord]:
@@ -188,9 +237,14 @@ class SchedulesMixin(MemoryBase):
         return [self._record(self.schedules[n]) for n in sorted(set(names)) if n in self.schedules]
 
     @locked
-    def page_schedules(self, after: str | None, limit: int, *, scope: str | None = None) -> list[ScheduleRecord]:
-        names = sorted(n for n, r in self.schedules.items()
-                       if (not after or n > after) and (scope is None or r.scope == scope))
+    def page_schedules(
+        self, after: str | None, limit: int, *, scope: str | None = None
+    ) -> list[ScheduleRecord]:
+        names = sorted(
+            n
+            for n, r in self.schedules.items()
+            if (not after or n > after) and (scope is None or r.scope == scope)
+        )
         return [self._record(self.schedules[n]) for n in names[:limit]]
 
     @locked
@@ -199,7 +253,12 @@ class SchedulesMixin(MemoryBase):
         return claim.schedule_name if claim is not None else None
 
     def delete_schedule(
-        self, name: str, *, now: datetime, actor: str = SYSTEM_ACTOR, expected_version: int | None = None,
+        self,
+        name: str,
+        *,
+        now: datetime,
+        actor: str = SYSTEM_ACTOR,
+        expected_version: int | None = None,
         force: bool = False,
     ) -> Deleted:
         """Delete a schedule and release its claims; steps in flight refuse it unless ``force``."""
@@ -215,10 +274,20 @@ class SchedulesMixin(MemoryBase):
                 raise ScheduleInFlight(name, abandoned)
             states = (*UNSUBMITTED, *REACHED_CORE) if force else UNSUBMITTED
             ending = [a for a in mine if a.state in states]
-            self._add_totals(finished_deltas((a.step, "cancelled", "schedule_deleted") for a in ending))
+            self._add_totals(
+                finished_deltas((a.step, "cancelled", "schedule_deleted") for a in ending)
+            )
             for a in ending:
-                self._update_action(a.id, {"state": "cancelled", "reason": "schedule_deleted", "finished_at": now,
-                                           "updated_at": now, "fix": DELETED_FIX})
+                self._update_action(
+                    a.id,
+                    {
+                        "state": "cancelled",
+                        "reason": "schedule_deleted",
+                        "finished_at": now,
+                        "updated_at": now,
+                        "fix": DELETED_FIX,
+                    },
+                )
             for tid in list(self.open_by_schedule.get(name, {})):
                 self._set_transition(tid, replace(self.transitions[tid], state="cancelled"))
             self._put(self.due, name, None)
@@ -227,9 +296,22 @@ class SchedulesMixin(MemoryBase):
                 self._put(self.claims, deploy_id, None)
             for deploy_id in list(self.status.get(name, {})):
                 self._set_status(name, deploy_id, None)
-            self._event(now, name, None, "schedule_deleted", detail={"forced": force, "abandoned": abandoned})
-            self._audit(at=now, actor=actor, action="schedule_deleted", kind="schedule", name=name,
-                        scope=row.scope, version=row.version)
+            self._event(
+                now,
+                name,
+                None,
+                "schedule_deleted",
+                detail={"forced": force, "abandoned": abandoned},
+            )
+            self._audit(
+                at=now,
+                actor=actor,
+                action="schedule_deleted",
+                kind="schedule",
+                name=name,
+                scope=row.scope,
+                version=row.version,
+            )
         return Deleted(row.version, abandoned)
 
     # -- control: gate and cursor -------------------------------------------------------

@@ -30,21 +30,34 @@ class StatusMixin(MemoryBase):
     @locked
     def list_status(self, schedule: str | None = None) -> list[TargetStatusRow]:
         names = [schedule] if schedule is not None else sorted(self.status)
-        return [self._status_out(rows[d]) for n in names for rows in (self.status.get(n, {}),) for d in sorted(rows)]
+        return [
+            self._status_out(rows[d])
+            for n in names
+            for rows in (self.status.get(n, {}),)
+            for d in sorted(rows)
+        ]
 
     @locked
     def statuses_for(self, schedules: Sequence[str]) -> dict[tuple[str, str], TargetStatusRow]:
-        return {(n, d): self._status_out(rows[d]) for n in sorted(set(schedules))
-                for rows in (self.status.get(n, {}),) for d in sorted(rows)}  # key order, as SQLite
+        return {
+            (n, d): self._status_out(rows[d])
+            for n in sorted(set(schedules))
+            for rows in (self.status.get(n, {}),)
+            for d in sorted(rows)
+        }  # key order, as SQLite
 
     def ensure_statuses(self, targets: Sequence[tuple[str, str, int]], *, now: datetime) -> None:
         """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at once."""
         with self._tx():
             for schedule, deploy_id, version in targets:
                 if self._get_status(schedule, deploy_id) is None:
-                    self._set_status(schedule, deploy_id, _pending(schedule, deploy_id, version, now))
+                    self._set_status(
+                        schedule, deploy_id, _pending(schedule, deploy_id, version, now)
+                    )
 
-    def ensure_status(self, schedule: str, deploy_id: str, *, schedule_version: int, now: datetime) -> TargetStatusRow:
+    def ensure_status(
+        self, schedule: str, deploy_id: str, *, schedule_version: int, now: datetime
+    ) -> TargetStatusRow:
         """The target's status row, created in phase ``pending`` when missing."""
         with self._tx():
             row = self._get_status(schedule, deploy_id)
@@ -54,7 +67,12 @@ class StatusMixin(MemoryBase):
             return self._status_out(row)
 
     def cas_status(
-        self, seen: TargetStatusRow, *, now: datetime, events: Iterable[Mapping[str, Any]] = (), **changes: Any,
+        self,
+        seen: TargetStatusRow,
+        *,
+        now: datetime,
+        events: Iterable[Mapping[str, Any]] = (),
+        **changes: Any,
     ) -> TargetStatusRow | None:
         """Write ``changes`` if nobody wrote since ``seen``; None when the CAS lost."""
         try:
@@ -64,7 +82,11 @@ class StatusMixin(MemoryBase):
             return None
 
     def _cas(
-        self, seen: TargetStatusRow, now: datetime, changes: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
+        self,
+        seen: TargetStatusRow,
+        now: datetime,
+        changes: Mapping[str, Any],
+        events: Iterable[Mapping[str, Any]],
     ) -> TargetStatusRow:
         """``status._cas``: the status CAS and its events inside the caller's transaction."""
         values = dict(changes)
@@ -77,17 +99,34 @@ class StatusMixin(MemoryBase):
         if not forward_ok(seen, values):
             raise Conflict
         current = self._get_status(seen.schedule, seen.deploy_id)
-        if (current is None or current.status_version != seen.status_version
-                or current.target_generation != seen.target_generation):
+        if (
+            current is None
+            or current.status_version != seen.status_version
+            or current.target_generation != seen.target_generation
+        ):
             raise Conflict
         self._update_status(seen.schedule, seen.deploy_id, values)
         reason = values.get("reason", seen.reason)
         if new_phase != seen.phase or reason != seen.reason:
-            self._event(now, seen.schedule, seen.deploy_id, "phase_changed", phase=new_phase, reason=reason,
-                        detail={"from": seen.phase, "fix": values.get("fix", seen.fix)})
+            self._event(
+                now,
+                seen.schedule,
+                seen.deploy_id,
+                "phase_changed",
+                phase=new_phase,
+                reason=reason,
+                detail={"from": seen.phase, "fix": values.get("fix", seen.fix)},
+            )
         for ev in events:
-            self._event(now, seen.schedule, seen.deploy_id, ev["kind"], phase=ev.get("phase", new_phase),
-                        reason=ev.get("reason"), detail=ev.get("detail"))
+            self._event(
+                now,
+                seen.schedule,
+                seen.deploy_id,
+                ev["kind"],
+                phase=ev.get("phase", new_phase),
+                reason=ev.get("reason"),
+                detail=ev.get("detail"),
+            )
         got = self._get_status(seen.schedule, seen.deploy_id)
         assert got is not None
         return self._status_out(got)
@@ -104,10 +143,17 @@ class StatusMixin(MemoryBase):
         if sched is None:
             return fence_checks(action, None, None, None)
         claim = self.claims.get(action.deploy_id)
-        return fence_checks(action, sched, self.control.get(GATE_KEY), claim.schedule_name if claim else None)
+        return fence_checks(
+            action, sched, self.control.get(GATE_KEY), claim.schedule_name if claim else None
+        )
 
     def fence(
-        self, action: ActionRow, seen: TargetStatusRow, *, now: datetime, status_changes: dict[str, Any],
+        self,
+        action: ActionRow,
+        seen: TargetStatusRow,
+        *,
+        now: datetime,
+        status_changes: dict[str, Any],
         expect_states: Iterable[str] = ("pending", "capacity_wait"),
     ) -> FenceResult:
         """The fence transaction before a submit (R-PASS-7)."""
@@ -119,7 +165,9 @@ class StatusMixin(MemoryBase):
                 row = self.actions.get(action.id)
                 if row is None or row.state not in set(expect_states):
                     raise Conflict
-                self._update_action(action.id, {"state": "submitting", "submitted_at": now, "updated_at": now})
+                self._update_action(
+                    action.id, {"state": "submitting", "submitted_at": now, "updated_at": now}
+                )
                 status = self._cas(seen, now, {**status_changes, "last_action_id": action.id}, ())
         except Conflict:
             return FenceResult(False, "lost_race")
@@ -134,23 +182,67 @@ class StatusMixin(MemoryBase):
             for deploy_id, row in sorted(self.status.get(schedule, {}).items()):
                 if row.interval_start is None or row.interval_start <= ahead:
                     continue
-                self._update_status(schedule, deploy_id, {
-                    "interval_start": None, "interval_end": None, "interval_writer": None,
-                    "interval_writer_offset_s": None, "status_version": row.status_version + 1, "updated_at": now,
-                })
-                self._event(now, schedule, deploy_id, "clock_skew_cleared", reason="operator",
-                            detail={"stored_interval_start": row.interval_start.isoformat(),
-                                    "cleared_at": now.isoformat()})
+                self._update_status(
+                    schedule,
+                    deploy_id,
+                    {
+                        "interval_start": None,
+                        "interval_end": None,
+                        "interval_writer": None,
+                        "interval_writer_offset_s": None,
+                        "status_version": row.status_version + 1,
+                        "updated_at": now,
+                    },
+                )
+                self._event(
+                    now,
+                    schedule,
+                    deploy_id,
+                    "clock_skew_cleared",
+                    reason="operator",
+                    detail={
+                        "stored_interval_start": row.interval_start.isoformat(),
+                        "cleared_at": now.isoformat(),
+                    },
+                )
                 cleared.append(deploy_id)
             due = self.due.get(schedule)
             if cleared and due is not None:
-                self._put(self.due, schedule, DueRow(due.name, due.version, due.spec_sha, utc(now), due.revision + 1,
-                                                     due.claimed_by, due.claimed_until))
+                self._put(
+                    self.due,
+                    schedule,
+                    DueRow(
+                        due.name,
+                        due.version,
+                        due.spec_sha,
+                        utc(now),
+                        due.revision + 1,
+                        due.claimed_by,
+                        due.claimed_until,
+                    ),
+                )
         return cleared
 
 
 def _pending(schedule: str, deploy_id: str, version: int, now: datetime) -> TargetStatusRow:
     at = utc(now)
     assert at is not None
-    return TargetStatusRow(schedule, deploy_id, "pending", None, None, None, 0, 0, version, None, None, None,
-                           None, None, at, None, at)
+    return TargetStatusRow(
+        schedule,
+        deploy_id,
+        "pending",
+        None,
+        None,
+        None,
+        0,
+        0,
+        version,
+        None,
+        None,
+        None,
+        None,
+        None,
+        at,
+        None,
+        at,
+    )

@@ -139,8 +139,10 @@ def _volumes(kube: Kube, ns: str, volumes: Sequence[Obj], base: Path) -> dict[st
 
 
 def _read(kube: Kube, ns: str, kind: str, name: str, optional: bool) -> dict[str, str]:
-    fn = kube.core.read_namespaced_config_map if kind == "configmap" else (
-        kube.core.read_namespaced_secret
+    fn = (
+        kube.core.read_namespaced_config_map
+        if kind == "configmap"
+        else (kube.core.read_namespaced_secret)
     )
     try:
         obj = kube.call(fn, name, ns, what=f"read {kind} {ns}/{name}")
@@ -189,7 +191,7 @@ def _nest(mounts: Mapping[str, str]) -> None:
         if not outers:
             continue
         outer = max(outers, key=len)
-        link = Path(mounts[outer]) / inner[len(outer):].lstrip("/")
+        link = Path(mounts[outer]) / inner[len(outer) :].lstrip("/")
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists():
             link.symlink_to(local)
@@ -306,5 +308,5 @@ def _argv(
 def _remap(text: str, mounts: Mapping[str, str]) -> str:
     for path in sorted(mounts, key=len, reverse=True):
         if text == path or text.startswith(path.rstrip("/") + "/"):
-            return mounts[path] + text[len(path):]
+            return mounts[path] + text[len(path) :]
     return text

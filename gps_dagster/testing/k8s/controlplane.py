@@ -350,8 +350,11 @@ class SecondApiServer:
         self.starts += 1
         log = open(self.root / f"kube-apiserver-{self.port}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [*argv, f"--secure-port={self.port}"], stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            [*argv, f"--secure-port={self.port}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         log.close()
         token = self._admin_token()
@@ -359,10 +362,16 @@ class SecondApiServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ControlPlaneError(f"the second kube-apiserver exited with {self.proc.returncode}")
-            req = urllib.request.Request(self.server + "/readyz", headers={"Authorization": f"Bearer {token}"})
-            with (contextlib.suppress(OSError, ssl.SSLError),
-                  urllib.request.urlopen(req, context=context, timeout=5) as resp):
+                raise ControlPlaneError(
+                    f"the second kube-apiserver exited with {self.proc.returncode}"
+                )
+            req = urllib.request.Request(
+                self.server + "/readyz", headers={"Authorization": f"Bearer {token}"}
+            )
+            with (
+                contextlib.suppress(OSError, ssl.SSLError),
+                urllib.request.urlopen(req, context=context, timeout=5) as resp,
+            ):
                 if resp.status == 200:
                     return
             time.sleep(0.2)

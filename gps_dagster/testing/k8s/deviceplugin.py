@@ -73,7 +73,10 @@ class DevicePlugin:
         self._prefer = tuple(u for u in uuids if u in self.uuids)
 
     def devices(self) -> list[Any]:
-        return [M["Device"](ID=u, health=UNHEALTHY if u in self._unhealthy else HEALTHY) for u in self.uuids]
+        return [
+            M["Device"](ID=u, health=UNHEALTHY if u in self._unhealthy else HEALTHY)
+            for u in self.uuids
+        ]
 
     # -- the DevicePlugin service ---------------------------------------------------------------
     def get_options(self, _req: Any, _ctx: Any) -> Any:
@@ -110,7 +113,10 @@ class DevicePlugin:
             ids = tuple(creq.devicesIDs)
             bad = [u for u in ids if u not in self.uuids or u in self._unhealthy]
             if bad:  # NVIDIA's plugin refuses unknown or unhealthy devices the same way
-                ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid allocation request: unknown/unhealthy {bad}")
+                ctx.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"invalid allocation request: unknown/unhealthy {bad}",
+                )
             self.allocations.append(ids)
             resp = M["ContainerAllocateResponse"](envs={VISIBLE_DEVICES: ",".join(ids)})
             if self.cdi_annotations:
@@ -124,7 +130,9 @@ class DevicePlugin:
     def _handlers(self) -> grpc.GenericRpcHandler:
         def uu(fn: Any, req: str, resp: str) -> grpc.RpcMethodHandler:
             return grpc.unary_unary_rpc_method_handler(
-                fn, request_deserializer=M[req].FromString, response_serializer=M[resp].SerializeToString
+                fn,
+                request_deserializer=M[req].FromString,
+                response_serializer=M[resp].SerializeToString,
             )
 
         return grpc.method_handlers_generic_handler(
@@ -140,7 +148,9 @@ class DevicePlugin:
                     self.preferred, "PreferredAllocationRequest", "PreferredAllocationResponse"
                 ),
                 "Allocate": uu(self.allocate, "AllocateRequest", "AllocateResponse"),
-                "PreStartContainer": uu(self.pre_start, "PreStartContainerRequest", "PreStartContainerResponse"),
+                "PreStartContainer": uu(
+                    self.pre_start, "PreStartContainerRequest", "PreStartContainerResponse"
+                ),
             },
         )
 

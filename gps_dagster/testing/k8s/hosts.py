@@ -64,7 +64,9 @@ class ProductNode:
 
     def start(self) -> ProductNode:
         self.sim.register()
-        taint = {"spec": {"taints": [{k: v for k, v in self.toleration.items() if k != "operator"}]}}
+        taint = {
+            "spec": {"taints": [{k: v for k, v in self.toleration.items() if k != "operator"}]}
+        }
         self.kube.merge_patch(self.kube.core.patch_node, self.name, body=taint, what="taint node")
         self._thread.start()
         return self

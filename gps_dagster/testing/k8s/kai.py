@@ -137,7 +137,9 @@ class KaiBinder:
         """For a shared (fractional) pod: its group's reservation pod exists and the pod carries
         the group label; then it is bound. False when the reservation pod could not be made yet."""
         meta = pod["metadata"]
-        fractional = pods.gpus(pod) == 0 and kai.GPU_MEMORY_ANNOTATION in (meta.get("annotations") or {})
+        fractional = pods.gpus(pod) == 0 and kai.GPU_MEMORY_ANNOTATION in (
+            meta.get("annotations") or {}
+        )
         if fractional:
             rid = next(r for r in self.sim._rsv_ids(pod) if self.sim.reservations[r].node == node)
             group = gpu_group(node, rid)
@@ -161,7 +163,10 @@ class KaiBinder:
         name = f"gpu-reservation-{group}"
         with contextlib.suppress(NotFound):
             self.kube.call(
-                self.kube.core.read_namespaced_pod, name, RESERVATION_NAMESPACE, what="read reservation pod"
+                self.kube.core.read_namespaced_pod,
+                name,
+                RESERVATION_NAMESPACE,
+                what="read reservation pod",
             )
             return True
         self._ensure_namespace()
@@ -170,7 +175,11 @@ class KaiBinder:
             "kind": "Pod",
             "metadata": {
                 "name": name,
-                "labels": {KAI_GPU_GROUP: group, kai.RESERVATION_LABEL: rid, "app": "kai-resource-reservation"},
+                "labels": {
+                    KAI_GPU_GROUP: group,
+                    kai.RESERVATION_LABEL: rid,
+                    "app": "kai-resource-reservation",
+                },
                 "annotations": {MISPLACED: "true"} if misplaced else {},
             },
             "spec": {
@@ -204,7 +213,11 @@ class KaiBinder:
         try:
             self.kube.call(
                 self.kube.core.create_namespace,
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RESERVATION_NAMESPACE}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": RESERVATION_NAMESPACE},
+                },
                 what="create the reservation namespace",
                 mutating=True,
             )
@@ -219,7 +232,11 @@ class KaiBinder:
             label_selector=KAI_GPU_GROUP,
             what="list GPU-group pods",
         )
-        ours = [p for p in found if pods.namespace(p) == RESERVATION_NAMESPACE and pods.node(p) in self.sim.nodes]
+        ours = [
+            p
+            for p in found
+            if pods.namespace(p) == RESERVATION_NAMESPACE and pods.node(p) in self.sim.nodes
+        ]
         alive = {
             pods.labels(p).get(KAI_GPU_GROUP)
             for p in found

@@ -295,7 +295,9 @@ class NodeSimulator:
         elif fractional:  # KAI shares its group's GPU: the device plugin allocates it nothing
             uuids, holds = (), False
         else:
-            misplaced = deploy in self.misplace or (meta.get("annotations") or {}).get(MISPLACED) == "true"
+            misplaced = (
+                deploy in self.misplace or (meta.get("annotations") or {}).get(MISPLACED) == "true"
+            )
             chosen = self._whole_uuids(pod, node, need, misplaced)
             if chosen is None:
                 self._reject(pod, need)
@@ -435,7 +437,9 @@ def _gpu_container(pod: Obj) -> str:
     containers = (pod.get("spec") or {}).get("containers") or []
     for c in containers:
         res = c.get("resources") or {}
-        value = (res.get("limits") or {}).get(names.GPU) or (res.get("requests") or {}).get(names.GPU)
+        value = (res.get("limits") or {}).get(names.GPU) or (res.get("requests") or {}).get(
+            names.GPU
+        )
         if value and pods.quantity(value):
             return str(c.get("name", ""))
     return str(containers[0].get("name", "")) if containers else ""

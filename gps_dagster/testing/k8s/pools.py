@@ -228,7 +228,10 @@ class ClusterPool:
                     "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
                 }
             }
-        return {"metadata": {"labels": {"app": k8s_name(d.id), names.DEPLOY_ID: d.id}}, "spec": spec}
+        return {
+            "metadata": {"labels": {"app": k8s_name(d.id), names.DEPLOY_ID: d.id}},
+            "spec": spec,
+        }
 
     def _deploy(self, d: DeploySpec) -> None:
         ns, name = self.layout.namespace_of(d, self.reservations), k8s_name(d.id)

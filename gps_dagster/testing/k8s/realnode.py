@@ -45,7 +45,12 @@ REAL_NODE_LABEL = "gps.dagster.io/real-node"
 REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
 """Registered with the node: only pods that tolerate it (the real-node tests) land there, so the
 other tests' pods, which share the cluster, never take its GPUs."""
-REAL_NODE_TOLERATION = {"key": REAL_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+REAL_NODE_TOLERATION = {
+    "key": REAL_NODE_LABEL,
+    "operator": "Equal",
+    "value": "true",
+    "effect": "NoSchedule",
+}
 CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
@@ -185,9 +190,18 @@ def start(
 
 
 def _layout(node: RealNode) -> None:
-    for sub in ("kubelet/device-plugins", "containerd/root", "containerd/state", "cni", "opt", "plugins"):
+    for sub in (
+        "kubelet/device-plugins",
+        "containerd/root",
+        "containerd/state",
+        "cni",
+        "opt",
+        "plugins",
+    ):
         (node.root / sub).mkdir(parents=True, exist_ok=True)
-    Path("/var/lib/kubelet").mkdir(parents=True, exist_ok=True)  # the mount point (empty on the host)
+    Path("/var/lib/kubelet").mkdir(
+        parents=True, exist_ok=True
+    )  # the mount point (empty on the host)
     octet = 100 + (os.getpid() % 150)
     (node.root / "cni" / "10-gps.conflist").write_text(
         json.dumps(
@@ -230,7 +244,9 @@ def _in_ns(node: RealNode, cmd: list[str]) -> list[str]:
 def _holder(node: RealNode) -> None:
     """A process that owns the node's mount namespace, with ``/var/lib/kubelet`` bound in it."""
     script = f"mount --bind {node.kubelet_dir} /var/lib/kubelet && echo bound && exec sleep 1000000"
-    proc = _spawn(node, "holder", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script])
+    proc = _spawn(
+        node, "holder", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+    )
     deadline = time.monotonic() + 10
     while b"bound" not in (node.root / "holder.log").read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -246,20 +262,20 @@ def _containerd(node: RealNode, found: dict[str, Path]) -> None:
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     (c / "config.toml").write_text(
         f"""version = 2
-root = "{c / 'root'}"
-state = "{c / 'state'}"
+root = "{c / "root"}"
+state = "{c / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
 [grpc]
   address = "{node.containerd_socket}"
 [ttrpc]
-  address = "{c / 'ttrpc.sock'}"
+  address = "{c / "ttrpc.sock"}"
 [debug]
   address = ""
 [metrics]
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{node.root / 'opt'}"
+  path = "{node.root / "opt"}"
 [{cri}]
   sandbox_image = "{PAUSE_IMAGE}"
   enable_selinux = false
@@ -274,10 +290,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   SystemdCgroup = false
 [{cri}.cni]
   bin_dir = "/usr/lib/cni"
-  conf_dir = "{node.root / 'cni'}"
+  conf_dir = "{node.root / "cni"}"
 """
     )
-    proc = _spawn(node, "containerd", _in_ns(node, [str(found["containerd"]), "--config", str(c / "config.toml")]))
+    proc = _spawn(
+        node,
+        "containerd",
+        _in_ns(node, [str(found["containerd"]), "--config", str(c / "config.toml")]),
+    )
     deadline = time.monotonic() + 30
     while not node.containerd_socket.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -293,7 +313,9 @@ def _import_images(node: RealNode, found: dict[str, Path]) -> None:
             capture_output=True, check=False, timeout=120,
         )  # fmt: skip
         if done.returncode:
-            raise NodeError(f"ctr images import {archive} failed: {done.stderr.decode(errors='replace')[-300:]}")
+            raise NodeError(
+                f"ctr images import {archive} failed: {done.stderr.decode(errors='replace')[-300:]}"
+            )
 
 
 def _subsystems(*, unified: bool = False) -> list[Path]:
@@ -307,7 +329,9 @@ def _subsystems(*, unified: bool = False) -> list[Path]:
 def _make_cgroups(cgroup_root: str) -> None:
     """The kubelet refuses a ``--cgroup-root`` that does not exist in every subsystem."""
     if not (CGROUP_V1 / "memory" / "cgroup.procs").exists():
-        raise NodeError(f"cgroup v1 hierarchy not found under {CGROUP_V1}: the test node uses the cgroupfs driver on v1")
+        raise NodeError(
+            f"cgroup v1 hierarchy not found under {CGROUP_V1}: the test node uses the cgroupfs driver on v1"
+        )
     for sub in _subsystems():
         (sub / cgroup_root.lstrip("/")).mkdir(exist_ok=True)
 
@@ -350,7 +374,9 @@ def _plugin(node: RealNode, *, deadline: float) -> None:
     plugin_dir = node.kubelet_dir / "device-plugins"
     while not (plugin_dir / "kubelet.sock").exists():
         if node.processes["kubelet"].poll() is not None or time.monotonic() > deadline:
-            raise NodeError("the kubelet did not open its device-plugin socket: " + _tail(node, "kubelet"))
+            raise NodeError(
+                "the kubelet did not open its device-plugin socket: " + _tail(node, "kubelet")
+            )
         time.sleep(0.2)
     node.plugin = DevicePlugin(plugin_dir, node.uuids)
     node.plugin.serve()
@@ -382,7 +408,9 @@ def _wait_node(node: RealNode, kubeconfig: Path, *, deadline: float) -> None:
             return
         last = f"Ready={ready[0].status if ready else '?'} ({ready[0].message if ready else ''}), gpu={gpus}, taints={taints}"
         time.sleep(0.5)
-    raise NodeError(f"node {node.name} not usable in time: {last}; kubelet log: " + _tail(node, "kubelet"))
+    raise NodeError(
+        f"node {node.name} not usable in time: {last}; kubelet log: " + _tail(node, "kubelet")
+    )
 
 
 def _tail(node: RealNode, name: str) -> str:

@@ -200,10 +200,17 @@ def _container_status(run: PodRun, state: Obj, *, ready: bool) -> Obj:
 
 def _conditions(at: str, *, ready: bool, reason: str | None = None) -> list[Obj]:
     out = []
-    for kind, status in (("PodScheduled", True), ("Initialized", True),
-                         ("ContainersReady", ready), ("Ready", ready)):
-        cond: Obj = {"type": kind, "status": "True" if status else "False",
-                     "lastTransitionTime": at}
+    for kind, status in (
+        ("PodScheduled", True),
+        ("Initialized", True),
+        ("ContainersReady", ready),
+        ("Ready", ready),
+    ):
+        cond: Obj = {
+            "type": kind,
+            "status": "True" if status else "False",
+            "lastTransitionTime": at,
+        }
         if not status and reason:
             cond["reason"] = reason
         out.append(cond)

@@ -83,7 +83,9 @@ class MemoryPool(MemoryDriver):
         self.name, self.clock, self.settings = spec.name, clock, spec.sim
         if spec.reservations:
             if ledger is None:
-                raise ValueError(f"pool {spec.name!r} declares reservations: give it a reservation ledger")
+                raise ValueError(
+                    f"pool {spec.name!r} declares reservations: give it a reservation ledger"
+                )
             record_reservations(ledger, spec, clock)
         self._source = ledger
         self._flavors = {n.name: n.flavor for n in spec.nodes}
@@ -93,7 +95,9 @@ class MemoryPool(MemoryDriver):
         self.state: PoolState = loader.load(spec, _ts(clock.now()), self._ledger()).state
 
     @classmethod
-    def create(cls, spec: PoolSpec, clock: Clock, *, ledger: ReservationBook | None = None) -> MemoryPool:
+    def create(
+        cls, spec: PoolSpec, clock: Clock, *, ledger: ReservationBook | None = None
+    ) -> MemoryPool:
         return cls(spec, clock, ledger)
 
     def _ledger(self) -> Ledger:
@@ -117,12 +121,22 @@ class MemoryPool(MemoryDriver):
         st = self.state
         active = mutations.persistent(st)
         blocks = Blocks(
-            unschedulable=deploys_with(active, "unschedulable"), never_ready=deploys_with(active, "never_ready"),
-            fail_start=deploys_with(active, "fail_start"), fail_stop=deploys_with(active, "fail_stop"),
+            unschedulable=deploys_with(active, "unschedulable"),
+            never_ready=deploys_with(active, "never_ready"),
+            fail_start=deploys_with(active, "fail_start"),
+            fail_stop=deploys_with(active, "fail_stop"),
         )
         ctx = MemCtx(
-            st, self.settings.timings, self._flavors, self._ordinals, st.clock_at, self.settings.record_usage,
-            active=active, read_ledger=self._ledger, bindings=self._bindings, book=self._source,
+            st,
+            self.settings.timings,
+            self._flavors,
+            self._ordinals,
+            st.clock_at,
+            self.settings.record_usage,
+            active=active,
+            read_ledger=self._ledger,
+            bindings=self._bindings,
+            book=self._source,
         )
         now = max(_ts(self.clock.now()), st.clock_at)
         advance(ctx, now, st.next_event_at, blocks.unschedulable, blocks.never_ready)
@@ -165,11 +179,15 @@ class MemoryPool(MemoryDriver):
             if fault.effect == "crash" and fault.point == point:
                 raise SimulatedCrash(point, op)
         if point == "after_commit" and any(f.effect == "lose_response" for f in hits):
-            raise Transient(f"response of {op} lost (the mutation was applied)", reason="response_lost")
+            raise Transient(
+                f"response of {op} lost (the mutation was applied)", reason="response_lost"
+            )
 
     def _read(self, op: str, deploy: str | None, fn: Callable[[MemCtx], R]) -> R:
         hits = self._one_shots(op, deploy)
-        ctx, _b = self._ctx()  # a read that raises keeps the transitions it applied: they are due anyway
+        ctx, _b = (
+            self._ctx()
+        )  # a read that raises keeps the transitions it applied: they are due anyway
         result = fn(ctx)
         self._after(hits, op, "before_commit")
         self._after(hits, op, "after_commit")
@@ -197,7 +215,9 @@ class MemoryPool(MemoryDriver):
     # -- the Core port: reads --------------------------------------------------------------
 
     def get_deploy(self, deploy_id: str) -> DeployView:
-        return self._read("get_deploy", deploy_id, lambda ctx: self._view(ctx, self._row(deploy_id)))
+        return self._read(
+            "get_deploy", deploy_id, lambda ctx: self._view(ctx, self._row(deploy_id))
+        )
 
     def get_deploys(self, deploy_ids: Sequence[str]) -> dict[str, DeployView]:
         """Many deploys in one consistent read; unknown ids are left out."""
@@ -213,7 +233,9 @@ class MemoryPool(MemoryDriver):
             row = self._row(deploy_id)
             delta = max(delta_replicas, 0)
             bound = reserved.capacity(ctx, row, delta)
-            return bound if bound is not None else unbound_preview(ctx, row, free_by_node(ctx), delta)
+            return (
+                bound if bound is not None else unbound_preview(ctx, row, free_by_node(ctx), delta)
+            )
 
         return self._read("preview_capacity", deploy_id, read)
 
@@ -229,11 +251,19 @@ class MemoryPool(MemoryDriver):
 
     def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
         return self._read(
-            "check_quota", deploy_id, lambda ctx: mutations.check_quota(ctx, self._row(deploy_id), delta_replicas=delta_replicas)
+            "check_quota",
+            deploy_id,
+            lambda ctx: mutations.check_quota(
+                ctx, self._row(deploy_id), delta_replicas=delta_replicas
+            ),
         )
 
     def check_billing(self, deploy_id: str) -> None:
-        self._read("check_billing", deploy_id, lambda ctx: mutations.check_billing(ctx, self._row(deploy_id)))
+        self._read(
+            "check_billing",
+            deploy_id,
+            lambda ctx: mutations.check_billing(ctx, self._row(deploy_id)),
+        )
 
     def get_operation(self, op_id: str) -> Operation:
         def read(ctx: MemCtx) -> Operation:
@@ -246,7 +276,9 @@ class MemoryPool(MemoryDriver):
 
     def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
         def read(ctx: MemCtx) -> tuple[DeployView, ...]:
-            views = tuple(self._view(ctx, d) for d in ctx.state.deploys.values() if d.endpoint == endpoint_id)
+            views = tuple(
+                self._view(ctx, d) for d in ctx.state.deploys.values() if d.endpoint == endpoint_id
+            )
             if not views:
                 raise NotFound(f"no CMP endpoint {endpoint_id!r}")
             return views
@@ -255,9 +287,15 @@ class MemoryPool(MemoryDriver):
 
     # -- the Core port: reservations (R-GPS) --------------------------------------------
 
-    def admission_preview(self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()) -> AdmissionPreview:
+    def admission_preview(
+        self, deploy_id: str, *, delta_replicas: int, releasing: Sequence[str] = ()
+    ) -> AdmissionPreview:
         """Read-only VRAM admission of a start / scale-up, not counting ``releasing`` members."""
-        return self._read("admission_preview", deploy_id, lambda ctx: reserved.preview(ctx, self._row(deploy_id), releasing))
+        return self._read(
+            "admission_preview",
+            deploy_id,
+            lambda ctx: reserved.preview(ctx, self._row(deploy_id), releasing),
+        )
 
     def witness(self, deploy_id: str) -> WitnessResult:
         """The UUIDs each ready replica group got, as placement gave them."""
@@ -277,20 +315,39 @@ class MemoryPool(MemoryDriver):
 
     # -- the Core port: mutations ----------------------------------------------------------
 
-    def stop(self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str) -> Operation:
+    def stop(
+        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
+    ) -> Operation:
         return self._mutate(
-            OperationKind.STOP, deploy_id, etag, idempotency_key, None,
-            lambda ctx, row, b: mutations.stop(ctx, row, allow_aliased_downtime=allow_aliased_downtime, blocks=b),
+            OperationKind.STOP,
+            deploy_id,
+            etag,
+            idempotency_key,
+            None,
+            lambda ctx, row, b: mutations.stop(
+                ctx, row, allow_aliased_downtime=allow_aliased_downtime, blocks=b
+            ),
         )
 
     def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
         return self._mutate(
-            OperationKind.START, deploy_id, etag, idempotency_key, None, lambda ctx, row, b: mutations.start(ctx, row, blocks=b)
+            OperationKind.START,
+            deploy_id,
+            etag,
+            idempotency_key,
+            None,
+            lambda ctx, row, b: mutations.start(ctx, row, blocks=b),
         )
 
-    def set_replica_intent(self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str) -> Operation:
+    def set_replica_intent(
+        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
+    ) -> Operation:
         return self._mutate(
-            OperationKind.SET_REPLICA_INTENT, deploy_id, etag, idempotency_key, replicas,
+            OperationKind.SET_REPLICA_INTENT,
+            deploy_id,
+            etag,
+            idempotency_key,
+            replicas,
             lambda ctx, row, b: mutations.set_replica_intent(ctx, row, replicas, blocks=b),
         )
 
@@ -305,7 +362,12 @@ class MemoryPool(MemoryDriver):
         return out
 
     def _mutate(
-        self, kind: OperationKind, deploy_id: str, etag: str, key: str, replicas: int | None,
+        self,
+        kind: OperationKind,
+        deploy_id: str,
+        etag: str,
+        key: str,
+        replicas: int | None,
         apply: Callable[[MemCtx, DeployRec, Blocks], Outcome],
     ) -> Operation:
         hits = self._one_shots(kind.value, deploy_id)
@@ -314,12 +376,17 @@ class MemoryPool(MemoryDriver):
             if seen is not None:
                 # A replay mutates nothing, but the faults it consumed still fire: a retry can lose its answer too.
                 if seen.deploy != deploy_id or seen.kind != kind.value:
-                    raise Permanent(f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}", reason="idempotency_key_reused")
+                    raise Permanent(
+                        f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
+                        reason="idempotency_key_reused",
+                    )
                 result = self._live(ctx, seen)
             else:
                 row = self._row(deploy_id)
                 if etag != etag_of(deploy_id, row.version):
-                    raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {etag_of(deploy_id, row.version)})")
+                    raise EtagMismatch(
+                        f"{deploy_id}: etag {etag} is stale (current {etag_of(deploy_id, row.version)})"
+                    )
                 outcome = apply(ctx, row, blocks)
                 op = self._record(ctx, kind, row, key, replicas, outcome)
                 self._commit_changes(ctx)
@@ -328,14 +395,30 @@ class MemoryPool(MemoryDriver):
         self._after(hits, kind.value, "after_commit")
         return result
 
-    def _record(self, ctx: MemCtx, kind: OperationKind, row: DeployRec, key: str, replicas: int | None, outcome: Outcome) -> OperationRec:
+    def _record(
+        self,
+        ctx: MemCtx,
+        kind: OperationKind,
+        row: DeployRec,
+        key: str,
+        replicas: int | None,
+        outcome: Outcome,
+    ) -> OperationRec:
         ctx.state.op_seq += 1
         seq = ctx.state.op_seq
         op = OperationRec(
-            id=f"op-{seq:06d}", seq=seq, key=key, deploy=row.id, kind=kind.value, replicas=replicas,
+            id=f"op-{seq:06d}",
+            seq=seq,
+            key=key,
+            deploy=row.id,
+            kind=kind.value,
+            replicas=replicas,
             persist_only=outcome.persist_only,
-            state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
-            etag_after=etag_of(row.id, row.version), created_at=ctx.now,
+            state=OperationState.DONE.value
+            if outcome.persist_only
+            else OperationState.ACCEPTED.value,
+            etag_after=etag_of(row.id, row.version),
+            created_at=ctx.now,
         )
         ctx.state.record(op)
         return op

@@ -38,6 +38,7 @@ class MemoryDriver:
     state: PoolState
 
     if TYPE_CHECKING:
+
         def _ctx(self) -> tuple[MemCtx, Blocks]: ...
         def _tx(self, *, undo: bool = False) -> AbstractContextManager[tuple[MemCtx, Blocks]]: ...
         def _commit_changes(self, ctx: MemCtx) -> None: ...
@@ -59,8 +60,14 @@ class MemoryDriver:
 
     def usage_history(self) -> list[UsagePoint]:
         return [
-            UsagePoint(to_dt(at), dict(d["in_use"]), d["terminating"], d["unpublished"], d["free"],
-                       {k: list(v) for k, v in d.get("shared", {}).items()})
+            UsagePoint(
+                to_dt(at),
+                dict(d["in_use"]),
+                d["terminating"],
+                d["unpublished"],
+                d["free"],
+                {k: list(v) for k, v in d.get("shared", {}).items()},
+            )
             for at, d in self.state.usage
         ]
 
@@ -81,7 +88,9 @@ class MemoryDriver:
     def inject_fault(self, fault: FaultSpec) -> None:
         reason = fault_problem(fault, set(self.deploy_ids()))
         if reason:
-            raise AdmissionRefused(reason, f"fault {fault.model_dump(exclude_defaults=True)}: {reason}")
+            raise AdmissionRefused(
+                reason, f"fault {fault.model_dump(exclude_defaults=True)}: {reason}"
+            )
         with self._tx() as (ctx, _b):
             mutations.insert_fault(ctx.state, fault)
             self._commit_changes(ctx)
@@ -98,7 +107,13 @@ class MemoryDriver:
     # -- foreign workloads and accounts -------------------------------------------------
 
     def add_foreign(
-        self, workload_id: str, gpus: int, *, kind: Literal["static", "intruder"] = "static", node: str | None = None, flavor: str | None = None
+        self,
+        workload_id: str,
+        gpus: int,
+        *,
+        kind: Literal["static", "intruder"] = "static",
+        node: str | None = None,
+        flavor: str | None = None,
     ) -> None:
         """A workload no schedule owns: ``static`` takes GPUs now; ``intruder`` grabs published ones."""
         with self._tx(undo=True) as (ctx, _b):
@@ -111,7 +126,10 @@ class MemoryDriver:
                     chosen = choose_nodes(ctx, free, flavor, gpus, 1)
                     node = chosen[0] if chosen else None
                 if node is None or free.get(node, 0) < gpus:
-                    raise AdmissionRefused("insufficient_capacity", f"{workload_id}: {gpus} free GPUs not available on one node")
+                    raise AdmissionRefused(
+                        "insufficient_capacity",
+                        f"{workload_id}: {gpus} free GPUs not available on one node",
+                    )
                 allocate(ctx, node, gpus, workload_id, "foreign", None)
             self._commit_changes(ctx)
 
@@ -123,14 +141,17 @@ class MemoryDriver:
             release(ctx, workload_id)
             self._commit_changes(ctx)
 
-    def set_project(self, project: str, *, gpu_quota: int | None = None, billing: str | None = None) -> None:
+    def set_project(
+        self, project: str, *, gpu_quota: int | None = None, billing: str | None = None
+    ) -> None:
         """Change a project's quota and/or billing status (admin action)."""
         with self._tx() as (ctx, _b):
             current = ctx.state.projects.get(project)
             if current is None or (gpu_quota is None and billing is None):
                 raise NotFound(f"no project {project!r} (or nothing to change)")
             ctx.state.projects[project] = ProjectRec(
-                current.gpu_quota if gpu_quota is None else gpu_quota, current.billing if billing is None else billing
+                current.gpu_quota if gpu_quota is None else gpu_quota,
+                current.billing if billing is None else billing,
             )
             self._commit_changes(ctx)
 

@@ -19,8 +19,18 @@ from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import Transient
 
 __all__ = [
-    "MemCtx", "advance", "allocate", "free_by_node", "grab_for_intruders", "mark_applied_if_placed", "next_event",
-    "place_pending", "record_usage", "release", "save_next_event", "terminate",
+    "MemCtx",
+    "advance",
+    "allocate",
+    "free_by_node",
+    "grab_for_intruders",
+    "mark_applied_if_placed",
+    "next_event",
+    "place_pending",
+    "record_usage",
+    "release",
+    "save_next_event",
+    "terminate",
 ]
 
 
@@ -45,7 +55,13 @@ def free_by_node(ctx: MemCtx, among: Collection[str] | None = None) -> dict[str,
 
 
 def allocate(
-    ctx: MemCtx, node: str, count: int, holder: str, holder_type: str, grp: int | None, among: Collection[str] | None = None
+    ctx: MemCtx,
+    node: str,
+    count: int,
+    holder: str,
+    holder_type: str,
+    grp: int | None,
+    among: Collection[str] | None = None,
 ) -> None:
     """Hand ``count`` free GPUs of ``node`` (lowest index first) to ``holder``."""
     st = ctx.state
@@ -70,8 +86,14 @@ def release(ctx: MemCtx, holder: str, grps: Iterable[int] | None = None) -> int:
 
 def terminate(ctx: MemCtx, g: GpuRec) -> None:
     """A held GPU's pod enters its termination grace period."""
-    ctx.state.set_gpu(g, "terminating", holder=g.holder, holder_type=g.holder_type, grp=g.grp,
-                      until=ctx.now + ctx.timings.stop_grace_s)
+    ctx.state.set_gpu(
+        g,
+        "terminating",
+        holder=g.holder,
+        holder_type=g.holder_type,
+        grp=g.grp,
+        until=ctx.now + ctx.timings.stop_grace_s,
+    )
 
 
 def place_pending(ctx: MemCtx, blocked: set[str], never_ready: set[str]) -> set[str]:
@@ -94,13 +116,19 @@ def place_pending(ctx: MemCtx, blocked: set[str], never_ready: set[str]) -> set[
             free = free_by_node(ctx)
         else:
             per_node = dep.gpus_per_replica // dep.nodes_per_replica
-            chosen = choose_nodes(ctx, free, dep.flavor, per_node, dep.nodes_per_replica, names(dep.node_selector))
+            chosen = choose_nodes(
+                ctx, free, dep.flavor, per_node, dep.nodes_per_replica, names(dep.node_selector)
+            )
             if chosen is None:
                 continue
             for node in chosen:
                 allocate(ctx, node, per_node, dep.id, "deploy", group.grp)
                 free[node] -= per_node
-        st.set_group(group, "starting", None if dep.id in never_ready else ctx.now + ctx.timings.start_delay_s)
+        st.set_group(
+            group,
+            "starting",
+            None if dep.id in never_ready else ctx.now + ctx.timings.start_delay_s,
+        )
         placed.add(dep.id)
     for dep_id in placed:
         mark_applied_if_placed(ctx, st.deploys[dep_id])
@@ -127,7 +155,9 @@ def _place_bound(ctx: MemCtx, dep: DeployRec, grp: int, binding: Binding, mispla
 
 def mark_applied_if_placed(ctx: MemCtx, dep: DeployRec) -> None:
     """The controller applied the spec once no group of the deploy is pending."""
-    if dep.applied_generation != dep.generation and not any(g.state == "pending" for g in ctx.state.groups[dep.id].values()):
+    if dep.applied_generation != dep.generation and not any(
+        g.state == "pending" for g in ctx.state.groups[dep.id].values()
+    ):
         dep.applied_generation = dep.generation
 
 
@@ -155,7 +185,14 @@ def _apply_due(ctx: MemCtx, at: float, blocked: set[str], never_ready: set[str])
     due = [st.gpus[u] for u in st.timed]
     for g in due:
         if g.state == "terminating" and g.until is not None and g.until <= at:
-            st.set_gpu(g, "unpublished", holder=None, holder_type=None, grp=None, until=g.until + ctx.timings.publish_lag_s)
+            st.set_gpu(
+                g,
+                "unpublished",
+                holder=None,
+                holder_type=None,
+                grp=None,
+                until=g.until + ctx.timings.publish_lag_s,
+            )
     published = 0
     for g in due:
         if g.state == "unpublished" and g.until is not None and g.until <= at:
@@ -186,7 +223,9 @@ def save_next_event(ctx: MemCtx) -> float | None:
     return nxt
 
 
-def advance(ctx: MemCtx, target: float, next_at: float | None, blocked: set[str], never_ready: set[str]) -> None:
+def advance(
+    ctx: MemCtx, target: float, next_at: float | None, blocked: set[str], never_ready: set[str]
+) -> None:
     """Apply every transition due up to ``target``, batch by batch, in time order."""
     moved = False
     while next_at is not None and next_at <= target:

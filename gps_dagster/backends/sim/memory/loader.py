@@ -50,11 +50,26 @@ def load(spec: PoolSpec, now: float, ledger: Ledger) -> MemCtx:
     for i, d in enumerate(spec.deploys):
         running = d.state == "running"
         state.deploys[d.id] = DeployRec(
-            id=d.id, ordinal=i, kind=d.kind.value, project=d.project, endpoint=d.endpoint, flavor=d.flavor,
-            hpa=d.hpa, node_selector=json.dumps(list(d.node_selector)), aliases=json.dumps(list(d.aliases)),
-            gpus_per_replica=d.gpus_per_replica, nodes_per_replica=d.nodes_per_replica, desired=d.replicas,
-            role_min=d.replicas, role_max=d.replicas, running=running, forced_state=None, version=1,
-            generation=1, applied_generation=1, next_grp=d.replicas if running else 0,
+            id=d.id,
+            ordinal=i,
+            kind=d.kind.value,
+            project=d.project,
+            endpoint=d.endpoint,
+            flavor=d.flavor,
+            hpa=d.hpa,
+            node_selector=json.dumps(list(d.node_selector)),
+            aliases=json.dumps(list(d.aliases)),
+            gpus_per_replica=d.gpus_per_replica,
+            nodes_per_replica=d.nodes_per_replica,
+            desired=d.replicas,
+            role_min=d.replicas,
+            role_max=d.replicas,
+            running=running,
+            forced_state=None,
+            version=1,
+            generation=1,
+            applied_generation=1,
+            next_grp=d.replicas if running else 0,
         )
         state.groups[d.id] = {}
         for g in range(d.replicas if running else 0):
@@ -64,9 +79,14 @@ def load(spec: PoolSpec, now: float, ledger: Ledger) -> MemCtx:
     for fault in spec.sim.faults:
         insert_fault(state, fault)
     ctx = MemCtx(
-        state=state, timings=spec.sim.timings, flavors={n.name: n.flavor for n in spec.nodes},
-        ordinals={n.name: i for i, n in enumerate(spec.nodes)}, now=now, record_usage=spec.sim.record_usage,
-        read_ledger=lambda: ledger, bindings=bindings_of(spec),
+        state=state,
+        timings=spec.sim.timings,
+        flavors={n.name: n.flavor for n in spec.nodes},
+        ordinals={n.name: i for i, n in enumerate(spec.nodes)},
+        now=now,
+        record_usage=spec.sim.record_usage,
+        read_ledger=lambda: ledger,
+        bindings=bindings_of(spec),
     )
     _foreign(ctx, spec)
     _place_running(ctx, spec)
@@ -89,7 +109,13 @@ def _foreign(ctx: MemCtx, spec: PoolSpec) -> None:
             chosen = choose_nodes(ctx, free, fw.flavor, fw.gpus, 1)
             node = chosen[0] if chosen else None
         if node is None or free.get(node, 0) < fw.gpus:
-            problems.append(FieldError(f"sim.foreign[{i}].gpus", "initial_overcommit", f"'{fw.id}' does not fit; free GPUs or lower gpus"))
+            problems.append(
+                FieldError(
+                    f"sim.foreign[{i}].gpus",
+                    "initial_overcommit",
+                    f"'{fw.id}' does not fit; free GPUs or lower gpus",
+                )
+            )
             continue
         allocate(ctx, node, fw.gpus, fw.id, "foreign", None)
     if problems:
@@ -108,7 +134,11 @@ def _place_running(ctx: MemCtx, spec: PoolSpec) -> None:
     if stuck:
         raise SpecInvalid(
             [
-                FieldError(f"deploys[{i}].state", "initial_overcommit", f"running '{d.id}' does not fit the pool; stop it or add GPUs")
+                FieldError(
+                    f"deploys[{i}].state",
+                    "initial_overcommit",
+                    f"running '{d.id}' does not fit the pool; stop it or add GPUs",
+                )
                 for i, d in enumerate(spec.deploys)
                 if d.id in stuck
             ],

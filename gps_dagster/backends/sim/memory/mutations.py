@@ -27,8 +27,15 @@ from gps_dagster.ports import (
 )
 
 __all__ = [
-    "check_billing", "check_quota", "clear_faults", "insert_fault", "persistent", "set_replica_intent", "start",
-    "stop", "take_faults",
+    "check_billing",
+    "check_quota",
+    "clear_faults",
+    "insert_fault",
+    "persistent",
+    "set_replica_intent",
+    "start",
+    "stop",
+    "take_faults",
 ]
 
 
@@ -45,7 +52,9 @@ def stop(ctx: MemCtx, row: DeployRec, *, allow_aliased_downtime: bool, blocks: B
     if row.forced_state == "DELETING":
         raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
     if names(row.aliases) and not allow_aliased_downtime:
-        raise AdmissionRefused("alias_requires_consent", f"{row.id} has an alias; pass allow_aliased_downtime=True")
+        raise AdmissionRefused(
+            "alias_requires_consent", f"{row.id} has an alias; pass allow_aliased_downtime=True"
+        )
     if not row.running:
         return Outcome(changed=False)
     release(ctx, row.id)
@@ -78,12 +87,19 @@ def start(ctx: MemCtx, row: DeployRec, *, blocks: Blocks) -> Outcome:
 def set_replica_intent(ctx: MemCtx, row: DeployRec, replicas: int, *, blocks: Blocks) -> Outcome:
     if replicas < 1:
         raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
-    refusal = scale_refusal(DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None)
+    refusal = scale_refusal(
+        DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None
+    )
     if refusal:
-        raise Unsupported(refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}")
+        raise Unsupported(
+            refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}"
+        )
     refuse_forced(row)
     if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding) and replicas != 1:
-        raise Unsupported("unsupported_scale_for_mode", f"{row.id} is a time-sliced member: one replica on its reservation's GPU")
+        raise Unsupported(
+            "unsupported_scale_for_mode",
+            f"{row.id} is a time-sliced member: one replica on its reservation's GPU",
+        )
     if not row.running:
         row.desired = row.role_min = row.role_max = replicas
         _bump(ctx, row, applied=True)
@@ -117,7 +133,9 @@ def _remove_groups(ctx: MemCtx, row: DeployRec, count: int) -> None:
     if count <= 0:
         return
     groups = ctx.state.groups[row.id]
-    victims = [g.grp for g in sorted(groups.values(), key=lambda g: (_ORDER.get(g.state, 2), -g.grp))][:count]
+    victims = [
+        g.grp for g in sorted(groups.values(), key=lambda g: (_ORDER.get(g.state, 2), -g.grp))
+    ][:count]
     release(ctx, row.id, victims)
     for grp in victims:
         ctx.state.drop_group(row.id, grp)
@@ -147,14 +165,20 @@ def check_quota(ctx: MemCtx, row: DeployRec, *, delta_replicas: int) -> QuotaSta
     if reservation_of(ctx.bindings.get(row.id)) in {r.id for r in held}:
         requested = 0
     workloads = [
-        Workload(d.id, d.role_max * d.gpus_per_replica, 0, 0, reservation_of(ctx.bindings.get(d.id)))
-        for d in ctx.state.deploys.values() if d.project == row.project and d.running
+        Workload(
+            d.id, d.role_max * d.gpus_per_replica, 0, 0, reservation_of(ctx.bindings.get(d.id))
+        )
+        for d in ctx.state.deploys.values()
+        if d.project == row.project and d.running
     ]
     used = quota_usage(held, workloads).gpus
     if quota is not None and used + requested > quota:
         raise QuotaRefused(
             f"project {row.project}: {used} GPUs held + {requested} requested > quota {quota}",
-            project=row.project, quota=quota, used=used, requested=requested,
+            project=row.project,
+            quota=quota,
+            used=used,
+            requested=requested,
         )
     return QuotaStatus(project=row.project, quota=quota, used=used, requested=requested)
 
@@ -171,11 +195,16 @@ def insert_fault(state: PoolState, fault: FaultSpec) -> None:
             if g.state == "starting":
                 state.set_group(g, g.state, None)
     state.fault_ids += 1
-    state.faults.append(FaultRec(state.fault_ids, fault, fault.times if fault.effect in ONE_SHOT_EFFECTS else None))
+    state.faults.append(
+        FaultRec(state.fault_ids, fault, fault.times if fault.effect in ONE_SHOT_EFFECTS else None)
+    )
 
 
 def listed(state: PoolState) -> list[FaultSpec]:
-    return [f.spec if f.remaining is None else f.spec.model_copy(update={"times": f.remaining}) for f in state.faults]
+    return [
+        f.spec if f.remaining is None else f.spec.model_copy(update={"times": f.remaining})
+        for f in state.faults
+    ]
 
 
 def clear_faults(state: PoolState, restart_at: float) -> None:
@@ -193,7 +222,11 @@ def take_faults(state: PoolState, op: str, deploy: str | None) -> list[FaultSpec
     """Consume one hit of every one-shot fault matching this call."""
     hits: list[FaultSpec] = []
     for f in list(state.faults):
-        if f.remaining is None or f.spec.op != op or (f.spec.deploy is not None and f.spec.deploy != deploy):
+        if (
+            f.remaining is None
+            or f.spec.op != op
+            or (f.spec.deploy is not None and f.spec.deploy != deploy)
+        ):
             continue
         if f.remaining <= 0:
             continue

@@ -31,22 +31,42 @@ from gps_dagster.ports import (
 )
 
 __all__ = [
-    "admit_start", "attach_member", "bound_to", "capacity", "decide", "detach_member", "exclusive_choices",
-    "preview", "shared_usage", "sync_holders", "witness",
+    "admit_start",
+    "attach_member",
+    "bound_to",
+    "capacity",
+    "decide",
+    "detach_member",
+    "exclusive_choices",
+    "preview",
+    "shared_usage",
+    "sync_holders",
+    "witness",
 ]
 
 
 def bound_to(ctx: MemCtx, reservation_id: str) -> list[str]:
     """Deploys whose binding names the reservation."""
     return [
-        d for d, b in ctx.bindings.items()
-        if (b.reservation == reservation_id if isinstance(b, TimeSlicedBinding) else reservation_id in b.reservations)
+        d
+        for d, b in ctx.bindings.items()
+        if (
+            b.reservation == reservation_id
+            if isinstance(b, TimeSlicedBinding)
+            else reservation_id in b.reservations
+        )
     ]
 
 
-def exclusive_choices(ctx: MemCtx, binding: ExclusiveBinding, misplaced: bool) -> list[frozenset[str]]:
+def exclusive_choices(
+    ctx: MemCtx, binding: ExclusiveBinding, misplaced: bool
+) -> list[frozenset[str]]:
     """GPU sets one replica may take whole: one per ACTIVE reservation, or (fault) anything else."""
-    own = [frozenset(ctx.ledger.uuids.get(r, ())) for r in binding.reservations if ctx.ledger.active(r) is not None]
+    own = [
+        frozenset(ctx.ledger.uuids.get(r, ()))
+        for r in binding.reservations
+        if ctx.ledger.active(r) is not None
+    ]
     if not misplaced:
         return own
     return [frozenset(ctx.state.gpus).difference(*own)]
@@ -73,7 +93,9 @@ def attach_member(ctx: MemCtx, deploy_id: str, binding: TimeSlicedBinding, mispl
         return False
     uuid = uuids[0]
     if misplaced:
-        neighbour = next((g.uuid for g in ctx.state.by_node.get(rsv.node, []) if g.uuid not in uuids), None)
+        neighbour = next(
+            (g.uuid for g in ctx.state.by_node.get(rsv.node, []) if g.uuid not in uuids), None
+        )
         uuid = neighbour or uuid
     elif not _take_group_gpu(ctx, rsv.id, uuid):
         return False
@@ -89,7 +111,9 @@ def detach_member(ctx: MemCtx, deploy_id: str) -> None:
 
 
 def _occupants(ctx: MemCtx, reservation_id: str) -> dict[str, str]:
-    return {s.occupant: s.kind for s in ctx.state.shares.values() if s.reservation == reservation_id}
+    return {
+        s.occupant: s.kind for s in ctx.state.shares.values() if s.reservation == reservation_id
+    }
 
 
 def sync_holders(ctx: MemCtx) -> None:
@@ -110,13 +134,21 @@ def sync_holders(ctx: MemCtx) -> None:
         if not occupants:  # nobody on the GPU: the group dissolves and the GPU is released
             for g in st.of_holder(rsv.id):
                 if g.state == "held":
-                    st.set_gpu(g, "terminating", holder=g.holder, holder_type=g.holder_type, grp=g.grp,
-                               until=ctx.now + ctx.timings.stop_grace_s)
+                    st.set_gpu(
+                        g,
+                        "terminating",
+                        holder=g.holder,
+                        holder_type=g.holder_type,
+                        grp=g.grp,
+                        until=ctx.now + ctx.timings.stop_grace_s,
+                    )
 
 
 def _ready_deploys(ctx: MemCtx, deploys: Collection[str]) -> list[str]:
     groups = ctx.state.groups
-    return sorted(d for d in set(deploys) if any(g.state == "ready" for g in groups.get(d, {}).values()))
+    return sorted(
+        d for d in set(deploys) if any(g.state == "ready" for g in groups.get(d, {}).values())
+    )
 
 
 def shared_usage(ctx: MemCtx) -> dict[str, list[str]]:
@@ -127,31 +159,45 @@ def shared_usage(ctx: MemCtx) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def _members(ctx: MemCtx, reservation_id: str, skip: Collection[str]) -> tuple[dict[str, int], dict[str, int]]:
+def _members(
+    ctx: MemCtx, reservation_id: str, skip: Collection[str]
+) -> tuple[dict[str, int], dict[str, int]]:
     """(running, in flight) members of a time-sliced reservation with their ``memory_mib``."""
     members = {
-        d: b.memory_mib for d, b in ctx.bindings.items()
+        d: b.memory_mib
+        for d, b in ctx.bindings.items()
         if isinstance(b, TimeSlicedBinding) and b.reservation == reservation_id and d not in skip
     }
     if not members:
         return {}, {}
     started = [d.id for d in ctx.state.deploys.values() if d.id in members and d.running]
     ready = set(_ready_deploys(ctx, started))
-    return ({m: members[m] for m in started if m in ready}, {m: members[m] for m in started if m not in ready})
+    return (
+        {m: members[m] for m in started if m in ready},
+        {m: members[m] for m in started if m not in ready},
+    )
 
 
-def decide(ctx: MemCtx, row: DeployRec, *, releasing: Collection[str] = (), lock: bool = False) -> Decision | None:
+def decide(
+    ctx: MemCtx, row: DeployRec, *, releasing: Collection[str] = (), lock: bool = False
+) -> Decision | None:
     """The admission decision for starting ``row``; None when no VRAM budget applies."""
     binding = ctx.bindings.get(row.id)
     if not isinstance(binding, TimeSlicedBinding):
         return None
     rsv = ctx.ledger.rsvs.get(binding.reservation)
     if rsv is None:
-        return Ineligible(binding.reservation, "unknown_reservation", f"reservation '{binding.reservation}' is not in the ledger")
+        return Ineligible(
+            binding.reservation,
+            "unknown_reservation",
+            f"reservation '{binding.reservation}' is not in the ledger",
+        )
     running, flying = _members(ctx, rsv.id, skip=set(releasing))
     if lock and ctx.book is not None:
         with ctx.book.locked(rsv.id) as locked:
-            return admit(locked, running=running, in_flight=flying, proposed=(row.id, binding.memory_mib))
+            return admit(
+                locked, running=running, in_flight=flying, proposed=(row.id, binding.memory_mib)
+            )
     return admit(rsv, running=running, in_flight=flying, proposed=(row.id, binding.memory_mib))
 
 
@@ -197,20 +243,30 @@ def capacity(ctx: MemCtx, row: DeployRec, delta: int) -> CapacityPreview | None:
 
 def _group_gpu_usable(ctx: MemCtx, reservation_id: str, uuid: str) -> bool:
     g = ctx.state.gpus.get(uuid)
-    return g is not None and (g.state == "free" or (g.state == "held" and g.holder == reservation_id))
+    return g is not None and (
+        g.state == "free" or (g.state == "held" and g.holder == reservation_id)
+    )
 
 
 def witness(ctx: MemCtx, deploy_id: str) -> WitnessResult:
     """UUIDs per ready replica group, as placement gave them."""
-    ready = sorted(g.grp for g in ctx.state.groups.get(deploy_id, {}).values() if g.state == "ready")
+    ready = sorted(
+        g.grp for g in ctx.state.groups.get(deploy_id, {}).values() if g.state == "ready"
+    )
     if not ready:
         return WitnessResult(deploy_id, (), WITNESS_SOURCE)
     if isinstance(ctx.bindings.get(deploy_id), TimeSlicedBinding):
         share = ctx.state.shares.get(deploy_id)
-        return WitnessResult(deploy_id, ((share.gpu_uuid,),) if share and share.gpu_uuid else (), WITNESS_SOURCE)
+        return WitnessResult(
+            deploy_id, ((share.gpu_uuid,),) if share and share.gpu_uuid else (), WITNESS_SOURCE
+        )
     by_grp: dict[int, list[tuple[str, int, str]]] = {}
     wanted = set(ready)
     for g in ctx.state.of_holder(deploy_id):
         if g.state == "held" and g.grp in wanted:
             by_grp.setdefault(g.grp, []).append((g.node, g.idx, g.uuid))
-    return WitnessResult(deploy_id, tuple(tuple(u for _, _, u in sorted(by_grp[k])) for k in sorted(by_grp)), WITNESS_SOURCE)
+    return WitnessResult(
+        deploy_id,
+        tuple(tuple(u for _, _, u in sorted(by_grp[k])) for k in sorted(by_grp)),
+        WITNESS_SOURCE,
+    )

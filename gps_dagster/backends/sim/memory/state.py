@@ -160,7 +160,14 @@ class PoolState:
         self._index(gpu)
 
     def set_gpu(
-        self, g: GpuRec, state: str, *, holder: str | None, holder_type: str | None, grp: int | None, until: float | None
+        self,
+        g: GpuRec,
+        state: str,
+        *,
+        holder: str | None,
+        holder_type: str | None,
+        grp: int | None,
+        until: float | None,
     ) -> None:
         self._unindex(g)
         g.state, g.holder, g.holder_type, g.grp, g.until = state, holder, holder_type, grp, until
@@ -242,8 +249,16 @@ class PoolState:
         every = [g for gs in out.groups.values() for g in gs.values()]
         out.timed_groups = {(g.deploy, g.grp): g for g in every if g.ready_at is not None}
         out.pending = {(g.deploy, g.grp) for g in every if g.state == "pending"}
-        out.projects, out.foreign, out.shares = dict(self.projects), dict(self.foreign), dict(self.shares)
+        out.projects, out.foreign, out.shares = (
+            dict(self.projects),
+            dict(self.foreign),
+            dict(self.shares),
+        )
         out.faults = [copy.copy(f) for f in self.faults]
-        out.ops_by_key, out.ops_by_id, out.last_seq = dict(self.ops_by_key), dict(self.ops_by_id), dict(self.last_seq)
+        out.ops_by_key, out.ops_by_id, out.last_seq = (
+            dict(self.ops_by_key),
+            dict(self.ops_by_id),
+            dict(self.last_seq),
+        )
         out.operations, out.usage = list(self.operations), list(self.usage)
         return out

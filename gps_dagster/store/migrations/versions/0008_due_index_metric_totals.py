@@ -45,8 +45,10 @@ def upgrade() -> None:
         sa.Column("claimed_by", sa.String(length=120), nullable=True),
         sa.Column("claimed_until", TS, nullable=True),
         sa.ForeignKeyConstraint(
-            ["name"], ["schedules.name"],
-            name=op.f("fk_schedule_due_name_schedules"), ondelete="CASCADE",
+            ["name"],
+            ["schedules.name"],
+            name=op.f("fk_schedule_due_name_schedules"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_schedule_due")),
     )
@@ -60,14 +62,20 @@ def upgrade() -> None:
     )
     in_flight = sa.text("state IN ('pending', 'capacity_wait', 'submitting', 'accepted')")
     op.create_index(
-        "ix_actions_in_flight", "actions", ["schedule_name", "state"],
-        postgresql_where=in_flight, sqlite_where=in_flight,
+        "ix_actions_in_flight",
+        "actions",
+        ["schedule_name", "state"],
+        postgresql_where=in_flight,
+        sqlite_where=in_flight,
     )
     op.create_index("ix_actions_finished_at", "actions", ["finished_at"])
     is_open = sa.text("state = 'open'")
     op.create_index(
-        "ix_transitions_open", "transitions", ["schedule_name"],
-        postgresql_where=is_open, sqlite_where=is_open,
+        "ix_transitions_open",
+        "transitions",
+        ["schedule_name"],
+        postgresql_where=is_open,
+        sqlite_where=is_open,
     )
     op.create_index("ix_transitions_created_at", "transitions", ["created_at"])
     _seed(due, totals)
@@ -118,7 +126,9 @@ def _seed(due: sa.Table, totals: sa.Table) -> None:
             for b in LAG_BUCKETS:
                 if lag <= b:
                     buckets[json.dumps([str(b)])] += 1
-        rows += [{"metric": "lag_bucket", "labels": k, "value": float(v)} for k, v in buckets.items()]
+        rows += [
+            {"metric": "lag_bucket", "labels": k, "value": float(v)} for k, v in buckets.items()
+        ]
         rows.append({"metric": "lag_sum", "labels": "[]", "value": sum(lags)})
         rows.append({"metric": "lag_count", "labels": "[]", "value": float(len(lags))})
     if rows:

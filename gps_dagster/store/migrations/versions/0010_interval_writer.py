@@ -30,10 +30,10 @@ def _schema() -> str | None:
 
 def upgrade() -> None:
     schema = _schema()
-    op.add_column("target_status", sa.Column("interval_writer", sa.String(length=200)),
-                  schema=schema)
-    op.add_column("target_status", sa.Column("interval_writer_offset_s", sa.Float()),
-                  schema=schema)
+    op.add_column(
+        "target_status", sa.Column("interval_writer", sa.String(length=200)), schema=schema
+    )
+    op.add_column("target_status", sa.Column("interval_writer_offset_s", sa.Float()), schema=schema)
 
 
 def downgrade() -> None:

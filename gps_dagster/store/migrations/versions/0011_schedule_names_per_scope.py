@@ -73,18 +73,29 @@ def qualified(project: str, name: str) -> str:
 
 def _schedules(meta: sa.MetaData) -> sa.Table:
     # Table (not text) so that the engine's schema mapping (PostgreSQL schema gps) applies
-    return sa.Table("schedules", meta, *(sa.Column(c) for c in SCHEDULE_COLUMNS[:4]),
-                    sa.Column("document", sa.JSON), *(sa.Column(c) for c in SCHEDULE_COLUMNS[5:]))
+    return sa.Table(
+        "schedules",
+        meta,
+        *(sa.Column(c) for c in SCHEDULE_COLUMNS[:4]),
+        sa.Column("document", sa.JSON),
+        *(sa.Column(c) for c in SCHEDULE_COLUMNS[5:]),
+    )
 
 
 def _rename(conn: Any, meta: sa.MetaData, old: str, new: str, document: dict[str, Any]) -> None:
     sched = meta.tables["schedules"]
     cols = [sched.c[c] for c in SCHEDULE_COLUMNS]
     copied = [sa.literal(new, sa.String()).label("name"), *cols[1:]]
-    conn.execute(sched.insert().from_select(SCHEDULE_COLUMNS, sa.select(*copied).where(sched.c.name == old)))
-    conn.execute(sched.update().where(sched.c.name == new).values(document={**document, "name": new}))
+    conn.execute(
+        sched.insert().from_select(SCHEDULE_COLUMNS, sa.select(*copied).where(sched.c.name == old))
+    )
+    conn.execute(
+        sched.update().where(sched.c.name == new).values(document={**document, "name": new})
+    )
     for table, column in FOLLOWERS:
-        follower = meta.tables[table] if table in meta.tables else sa.Table(table, meta, sa.Column(column))
+        follower = (
+            meta.tables[table] if table in meta.tables else sa.Table(table, meta, sa.Column(column))
+        )
         conn.execute(follower.update().where(follower.c[column] == old).values({column: new}))
     conn.execute(sched.delete().where(sched.c.name == old))
 
@@ -96,19 +107,28 @@ def _schema(conn: Any) -> str | None:
 
 
 def _token_ids(conn: Any) -> None:
-    log = sa.Table("audit_log", sa.MetaData(), sa.Column("id"), sa.Column("actor"),
-                   sa.Column("actor_token_id"))
-    for row_id, actor in conn.execute(sa.select(log.c.id, log.c.actor).where(log.c.actor.like("token:%"))):
+    log = sa.Table(
+        "audit_log", sa.MetaData(), sa.Column("id"), sa.Column("actor"), sa.Column("actor_token_id")
+    )
+    for row_id, actor in conn.execute(
+        sa.select(log.c.id, log.c.actor).where(log.c.actor.like("token:%"))
+    ):
         match = TOKEN_ACTOR.match(actor)
         if match:
-            conn.execute(log.update().where(log.c.id == row_id).values(actor_token_id=match.group(1)))
+            conn.execute(
+                log.update().where(log.c.id == row_id).values(actor_token_id=match.group(1))
+            )
 
 
 def upgrade() -> None:
     conn = op.get_bind()
     schema = _schema(conn)  # ALTER TABLE is not rewritten by the schema mapping: name it
-    op.add_column("audit_log", sa.Column("actor_token_id", sa.String(length=32), nullable=True), schema=schema)
-    op.create_index(op.f("ix_audit_log_actor_token_id"), "audit_log", ["actor_token_id"], schema=schema)
+    op.add_column(
+        "audit_log", sa.Column("actor_token_id", sa.String(length=32), nullable=True), schema=schema
+    )
+    op.create_index(
+        op.f("ix_audit_log_actor_token_id"), "audit_log", ["actor_token_id"], schema=schema
+    )
     op.add_column("api_tokens", sa.Column("expires_at", TS, nullable=True), schema=schema)
     op.create_table(
         "ui_sessions",
