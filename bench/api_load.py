@@ -1,17 +1,18 @@
 """Benchmark: the schedule API under load on loopback (SQLite, the seed pool).
 
-Starts ``gps-dagster serve`` as a subprocess on 127.0.0.1 over a fresh SQLite store with the
-seed schedule and 9 more, then runs ``--clients`` concurrent clients (default 50) for
-``--seconds`` (default 60), each looping over: list schedules, read a status, dry-run an
-instant. Prints requests/s and p50/p99 per kind, against a baseline measured in the same run:
-``GET /healthz`` (no database) under the same concurrency, so the ratio survives a noisy
-machine, and the server's CPU time per request (from /proc: what a request costs, whatever the
-load). Two loads: *saturating* (every client loops without pause: the throughput; its latency
-is queueing, 50 clients / throughput by Little's law) and *paced* (every client sends one request
-every ``--pace`` seconds, default 0.5 s: 100 requests/s offered by 50 clients, the latency an
-SLO is stated at; the clients are spread over the period). The clients are raw asyncio
-keep-alive connections (~0.1 ms of CPU a request, where httpx took ~3 ms, more than the server). Then an apply-now burst under contention: every answer must be 200, 409 ``busy`` or
-429, never a 5xx. Bounded in count and time; it stops by itself and kills its server.
+Starts ``gps-dagster serve`` as a subprocess on 127.0.0.1 over a fresh SQLite store with the seed
+schedule and 9 more, then runs ``--clients`` concurrent clients (default 50) for ``--seconds``
+(default 60), each looping over: list schedules, read a status, dry-run an instant. Prints
+requests/s and p50/p99 per kind, against a baseline measured in the same run: ``GET /healthz`` (no
+database) under the same concurrency, so the ratio survives a noisy machine, and the server's CPU
+time per request (from /proc: what a request costs, whatever the load). Two loads: *saturating*
+(every client loops without pause: the throughput; its latency is queueing, 50 clients / throughput
+by Little's law) and *paced* (every client sends one request every ``--pace`` seconds, default 0.5
+s: 100 requests/s offered by 50 clients, the latency an SLO is stated at; the clients are spread
+over the period). The clients are raw asyncio keep-alive connections (~0.1 ms of CPU a request,
+where httpx took ~3 ms, more than the server). Then an apply-now burst under contention: every
+answer must be 200, 409 ``busy`` or 429, never a 5xx. Bounded in count and time; it stops by itself
+and kills its server.
 
 Goal (issue 14): p99 ≤ 100 ms for the reads on SQLite, no error.
 
@@ -105,7 +106,8 @@ async def load(
     baseline: bool = False,
     pace: float = 0.0,
 ) -> dict[str, list[float]]:
-    """Run ``clients`` loops for ``seconds`` (or ``max_requests``); latencies per kind, errors under 'error'."""
+    """Run ``clients`` loops for ``seconds`` (or ``max_requests``); latencies per kind, errors under
+    'error'."""
     out: dict[str, list[float]] = defaultdict(list)
     deadline = time.monotonic() + seconds
     sent = 0
@@ -169,7 +171,8 @@ def report(title: str, lat: dict[str, list[float]], seconds: float) -> None:
     print(f"{title}: {total / seconds:,.0f} requests/s, {errors} error(s)")
     for kind, values in sorted(lat.items()):
         print(
-            f"  {kind:8} n={len(values):7,}  p50 {pct(values, 50):7.1f} ms  p99 {pct(values, 99):7.1f} ms"
+            f"  {kind:8} n={len(values):7,}  p50 {pct(values, 50):7.1f} ms  p99 "
+            f"{pct(values, 99):7.1f} ms"
         )
 
 
@@ -287,7 +290,8 @@ def main() -> int:
                 args.seconds,
             )
             print(
-                f"  server CPU {cpu_r:.2f} ms per request ({cpu_r / max(cpu_h, 1e-6):.1f}x /healthz)"
+                f"  server CPU {cpu_r:.2f} ms per request ({cpu_r / max(cpu_h, 1e-6):.1f}x "
+                "/healthz)"
             )
             reads = lat["list"] + lat["status"]
             ratio = pct(reads, 99) / max(pct(baseline["healthz"], 99), 1e-6)

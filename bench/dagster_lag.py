@@ -1,4 +1,5 @@
-"""Boundary → op latency under the real ``dagster dev``, against an empty cron job measured alongside.
+"""Boundary → op latency under the real ``dagster dev``, against an empty cron job measured
+alongside.
 
 One ``dagster dev`` (the repository's dagster.yaml: runs launch at once)
 serves ``--pairs`` schedules, each swapping its own pair of deploys on its own node at every

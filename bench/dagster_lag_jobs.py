@@ -2,17 +2,18 @@
 every run, the pre-armed one included, is a Kubernetes Job.
 
 The world of ``tests/helm/jobs_world.py``: the chart installed on a real control plane,
-``dagster dev`` with the chart's dagster.yaml (its ``K8sRunLauncher``), the GPU pool on fake
-nodes (A 8 GPUs stopped, B 8 GPUs running, on one 8-GPU node). Every run is a Job: the scheduler
-binds its pod to the ``ProductNode``, whose kubelet runs ``dagster api execute_run`` as a local
-process (the ``K8sRunLauncher`` "starts a Kubernetes Job for each Dagster job run",
+``dagster dev`` with the chart's dagster.yaml (its ``K8sRunLauncher``), the GPU pool on fake nodes
+(A 8 GPUs stopped, B 8 GPUs running, on one 8-GPU node). Every run is a Job: the scheduler binds its
+pod to the ``ProductNode``, whose kubelet runs ``dagster api execute_run`` as a local process (the
+``K8sRunLauncher`` "starts a Kubernetes Job for each Dagster job run",
 docs.dagster.io/_modules/dagster_k8s/launcher; a launch "allocates computational resources (e.g. a
 process, a container, a Kubernetes pod, etc) to carry out a run execution and then instigates the
-execution", docs.dagster.io/deployment/run-launcher: the run starts only once its pod runs). The code location serves the product's definitions plus the same empty job on a
-``* * * * *`` schedule as ``bench/dagster_lag.py``: it is launched as a Job too, so its op start
-minus the minute is Dagster's own floor for the Job path, in the same run — and its runs give the
-instance the Job path's creation → start figures the pre-arm lead is measured from (unset
-``GPS_PREARM_LEAD_S``: p95 of the instance's recent run starts + 10 s, at least 30 s).
+execution", docs.dagster.io/deployment/run-launcher: the run starts only once its pod runs). The
+code location serves the product's definitions plus the same empty job on a ``* * * * *`` schedule
+as ``bench/dagster_lag.py``: it is launched as a Job too, so its op start minus the minute is
+Dagster's own floor for the Job path, in the same run — and its runs give the instance the Job
+path's creation → start figures the pre-arm lead is measured from (unset ``GPS_PREARM_LEAD_S``: p95
+of the instance's recent run starts + 10 s, at least 30 s).
 
 The swap: ``*/4 * * * *`` for two minutes (A on, B off), a boundary every two minutes, both
 release-first: at each, a ``gps_prearmed`` Job launched a lead ahead waits for it in its ``arm``

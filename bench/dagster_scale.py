@@ -248,22 +248,22 @@ def main(argv: list[str] | None = None) -> int:
         loc = code_location(args.schedules)
         full, base = loc["full"], loc["baseline"]
         print(
-            f"\ncode location at {args.schedules} schedules: load + snapshot {full['seconds']:.1f} s, "
-            f"peak RSS {full['rss_mb']:.0f} MB (goal ≤ 400 MB); baseline (imports only) "
-            f"{base['rss_mb']:.0f} MB, ratio {full['rss_mb'] / base['rss_mb']:.2f}; "
-            f"{full['schedules']} Dagster schedules, {full['assets']} assets, snapshot "
-            f"{full['snapshot_mb']:.1f} MB",
+            f"\ncode location at {args.schedules} schedules: load + snapshot "
+            f"{full['seconds']:.1f} s, peak RSS {full['rss_mb']:.0f} MB (goal ≤ 400 MB); baseline "
+            f"(imports only) {base['rss_mb']:.0f} MB, ratio "
+            f"{full['rss_mb'] / base['rss_mb']:.2f}; {full['schedules']} Dagster schedules, "
+            f"{full['assets']} assets, snapshot {full['snapshot_mb']:.1f} MB",
             flush=True,
         )
         t = loc["ticks"]
         quiet = max(t["sensor"], t["sleep_for"], t["upcoming"])
         print(
             f"at {args.schedules} schedules (SQLite): boundary sensor tick "
-            f"{t['sensor'] * 1000:.1f} ms, sleep_for {t['sleep_for'] * 1000:.1f} ms, "
-            f"every-minute 'Next' {t['upcoming'] * 1000:.1f} ms (goal ≤ 50 ms); baseline the "
-            f"scan they replaced {t['scan'] * 1000:.0f} ms (ratio {t['scan'] / quiet:.0f}×); one "
-            f"reconcile_due visiting all {t['visited']:.0f} (Sunday, {t['plans']:.0f} plan(s) with steps) "
-            f"{t['visit_all_s']:.1f} s",
+            f"{t['sensor'] * 1000:.1f} ms, sleep_for {t['sleep_for'] * 1000:.1f} ms, every-minute "
+            f"'Next' {t['upcoming'] * 1000:.1f} ms (goal ≤ 50 ms); baseline the scan they "
+            f"replaced {t['scan'] * 1000:.0f} ms (ratio {t['scan'] / quiet:.0f}×); one "
+            f"reconcile_due visiting all {t['visited']:.0f} (Sunday, {t['plans']:.0f} plan(s) "
+            f"with steps) {t['visit_all_s']:.1f} s",
             flush=True,
         )
         result: dict[str, Any] = {"code_location": loc}

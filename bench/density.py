@@ -65,7 +65,8 @@ def _secs(fn: Callable[[], object]) -> float:
 
 
 def old_listing(s: Schedule, limit_s: float = 30.0) -> tuple[float, int]:
-    """Seconds and occurrences of listing every fire the old search listed (stops at ``limit_s``)."""
+    """Seconds and occurrences of listing every fire the old search listed (stops at
+    ``limit_s``)."""
     c = compile_schedule(s)
     t = int(AT.timestamp())
     start, listed = time.perf_counter(), 0
@@ -108,10 +109,10 @@ def simulated(
         "meets" if cpu <= 10 else "MISSES"
     )  # CPU: the wall time of a loaded machine counts others' work
     print(
-        f"simulate {name:5} {days:6.1f} days in {cpu:6.2f} s CPU ({verdict} <= 10 s), {took:6.2f} s wall at load "
-        f"{os.getloadavg()[0]:.1f} | "
-        f"SQL store + SimPool: {base_days:5.2f} days in {sql:6.2f} s = {sql / base_days:7.1f} s per day | "
-        f"ratio per simulated day {sql / base_days / (took / days):6.1f}x"
+        f"simulate {name:5} {days:6.1f} days in {cpu:6.2f} s CPU ({verdict} <= 10 s), {took:6.2f} "
+        f"s wall at load {os.getloadavg()[0]:.1f} | SQL store + SimPool: {base_days:5.2f} days in "
+        f"{sql:6.2f} s = {sql / base_days:7.1f} s per day | ratio per simulated day "
+        f"{sql / base_days / (took / days):6.1f}x"
     )
 
 

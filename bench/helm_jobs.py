@@ -123,7 +123,8 @@ def install_times(kubeconfig: str, server_url: str, root: Path, n: int) -> dict[
 
 
 def release_lags(runs: list[dict[str, Any]], since: datetime) -> list[float]:
-    """Per boundary (a run's gps/interval tag) after ``since``: first release op start − boundary."""
+    """Per boundary (a run's gps/interval tag) after ``since``: first release op start −
+    boundary."""
     first: dict[str, float] = {}
     for run in runs:
         tags = {t["key"]: t["value"] for t in run["tags"]}

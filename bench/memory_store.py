@@ -110,9 +110,9 @@ def growth(days: int, every_s: float) -> None:
         took = time.perf_counter() - t0
         if day in (0, 1, days - 2, days - 1):
             print(
-                f"day {day + 1:3}: {passes} passes, {1000 * took / passes:5.2f} ms/pass, "
-                f"store {1000 * (timed.spent - spent0) / passes:5.2f} ms/pass; "
-                f"{len(store.transitions)} transitions, {len(store.actions)} steps, {len(store.events)} events"
+                f"day {day + 1:3}: {passes} passes, {1000 * took / passes:5.2f} ms/pass, store "
+                f"{1000 * (timed.spent - spent0) / passes:5.2f} ms/pass; {len(store.transitions)} "
+                f"transitions, {len(store.actions)} steps, {len(store.events)} events"
             )
 
 

@@ -114,12 +114,15 @@ def measure(url: str, n: int) -> None:
     ops = len(engine.core.operation_log())  # type: ignore[attr-defined]
     print(
         f"  {n:>6} schedules: first sweep {first:6.2f} s, steady sweep {steady:6.2f} s "
-        f"({steady / n * 1000:.2f} ms/schedule, {engine.config.page_size / (steady / max(1, n // engine.config.page_size)):.0f} schedules/s); "
-        f"baseline {2 * n} indexed reads {base:.2f} s; ratio sweep/baseline {steady / base:.1f}x"
+        f"({steady / n * 1000:.2f} ms/schedule, "
+        f"{engine.config.page_size / (steady / max(1, n // engine.config.page_size)):.0f} "
+        f"schedules/s); baseline {2 * n} indexed reads {base:.2f} s; ratio sweep/baseline "
+        f"{steady / base:.1f}x"
     )
     print(
         f"  {n:>6} schedules all at one boundary: sweep {boundary:6.2f} s "
-        f"({boundary / n * 1000:.1f} ms/schedule, {ops} core mutations, {boundary / base:.0f}x baseline)"
+        f"({boundary / n * 1000:.1f} ms/schedule, {ops} core mutations, {boundary / base:.0f}x "
+        "baseline)"
     )
     store.engine.dispose()
 
@@ -138,7 +141,8 @@ def lag() -> None:
             lags += rep.boundary_lag_seconds
         label = "woken at the boundary" if wake else "fixed 30 s tick     "
         print(
-            f"  boundary lag, {label}: p50 {statistics.median(lags):5.1f} s, max {max(lags):5.1f} s over {len(lags)} boundaries"
+            f"  boundary lag, {label}: p50 {statistics.median(lags):5.1f} s, max {max(lags):5.1f} "
+            f"s over {len(lags)} boundaries"
         )
 
 
@@ -195,8 +199,9 @@ def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
         label = "woken at the boundary" if wake else "fixed 30 s tick     "
         if lags:
             print(
-                f"  wall-clock engine run, {label}: max {max(lags):5.2f} s, mean {statistics.mean(lags):5.2f} s; "
-                f"acted on {len(lags)} of {2 * boundaries} boundaries (the rest fell between two ticks)"
+                f"  wall-clock engine run, {label}: max {max(lags):5.2f} s, mean "
+                f"{statistics.mean(lags):5.2f} s; acted on {len(lags)} of {2 * boundaries} "
+                "boundaries (the rest fell between two ticks)"
             )
         store.engine.dispose()
 

@@ -108,14 +108,17 @@ def main() -> None:
     cycles = statistics.median(timed(cycle, min(100, len(stopped))))
     gpus = args.nodes * 8
     print(
-        f"pool: {args.nodes} nodes, {gpus} GPUs, {args.deploys} deploys ({engine.dialect.name}); loaded in {load_s:.1f} s"
+        f"pool: {args.nodes} nodes, {gpus} GPUs, {args.deploys} deploys ({engine.dialect.name}); "
+        f"loaded in {load_s:.1f} s"
     )
     print(f"baseline indexed SELECT (own transaction): {base:.3f} ms")
     print(
-        f"preview_capacity (+1 group of 8):   {preview:.3f} ms  = {preview / base:.1f}x baseline  (goal <= {GOAL_PREVIEW_MS} ms: {'met' if preview <= GOAL_PREVIEW_MS else 'MISSED'})"
+        f"preview_capacity (+1 group of 8):   {preview:.3f} ms  = {preview / base:.1f}x baseline  "
+        f"(goal <= {GOAL_PREVIEW_MS} ms: {'met' if preview <= GOAL_PREVIEW_MS else 'MISSED'})"
     )
     print(
-        f"preview_capacity (+50 groups of 8): {preview_many:.3f} ms  = {preview_many / base:.1f}x baseline"
+        f"preview_capacity (+50 groups of 8): {preview_many:.3f} ms  = {preview_many / base:.1f}x "
+        "baseline"
     )
     print(f"start/stop cycle (get+start+stop):  {cycles:.3f} ms  = {cycles / base:.1f}x baseline")
     engine.dispose()

@@ -101,8 +101,9 @@ def main() -> None:
             wall, pool_s, passes = run(case, memory)
             name = "MemoryPool" if memory else "SimPool"
             print(
-                f"{case:8} {name:10} passes={passes:5d} wall {wall:7.2f} s = {1000 * wall / passes:6.1f} ms/pass;"
-                f" in pool calls {1000 * pool_s / passes:6.2f} ms/pass (CPU)",
+                f"{case:8} {name:10} passes={passes:5d} wall {wall:7.2f} s = "
+                f"{1000 * wall / passes:6.1f} ms/pass; in pool calls "
+                f"{1000 * pool_s / passes:6.2f} ms/pass (CPU)",
                 flush=True,
             )
 

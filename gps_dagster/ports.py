@@ -393,7 +393,8 @@ class DeployReads(Protocol):
         ...
 
     def get_deploys(self, deploy_ids: Sequence[str]) -> Mapping[str, DeployView]:
-        """Many deploys in one read (the engine's per-pass eligibility sweep); unknown ids omitted."""
+        """Many deploys in one read (the engine's per-pass eligibility sweep); unknown ids
+        omitted."""
         ...
 
     def get_operation(self, op_id: str) -> Operation:
@@ -412,7 +413,8 @@ class DeployWrites(Protocol):
     def stop(
         self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
     ) -> Operation:
-        """Stop; an aliased deploy needs ``allow_aliased_downtime=True`` (else ``AdmissionRefused``)."""
+        """Stop; an aliased deploy needs ``allow_aliased_downtime=True`` (else
+        ``AdmissionRefused``)."""
         ...
 
     def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
@@ -505,7 +507,8 @@ class Core(DeployReads, DeployWrites, Preflight, Placement, Protocol):
 
 @runtime_checkable
 class BatchingCore(Protocol):
-    """Optional: a core that serves many calls from one session (decision "`BatchingCore` is optional.").
+    """Optional: a core that serves many calls from one session (decision "`BatchingCore` is
+    optional.").
 
     Inside ``with core.batch():`` every call behaves as on its own — same
     results, same errors, a failed mutation changes nothing — but may share one

@@ -140,7 +140,8 @@ def simulate(
     memory_store: bool | None = None,
     memory_pool: bool | None = None,
 ) -> SimulationReport:
-    """Run the engine over [start, end) on a virtual clock; ``setup(pool, store)`` may inject faults.
+    """Run the engine over [start, end) on a virtual clock; ``setup(pool, store)`` may inject
+    faults.
 
     By default the replay keeps everything in memory: the engine's store is a ``MemoryStore``
     and the pool a ``MemoryPool``, each deciding exactly as its SQL twin does (the replay tests

@@ -188,8 +188,8 @@ WALL_CLOCK_NAMES = {"WallClock"}
 
 def wall_clock_reads(path: Path) -> list[tuple[int, str]]:
     """Calls that read the real "now" (``WALL_CLOCK_ATTRS`` of datetime, date and time, and a bare
-    ``WallClock``), under any import alias (the ``now`` of an injected clock, ``time.monotonic()`` for a
-    process deadline and ``WallClock(source=...)`` are not)."""
+    ``WallClock``), under any import alias (the ``now`` of an injected clock, ``time.monotonic()``
+    for a process deadline and ``WallClock(source=...)`` are not)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     alias = {"datetime": "datetime", "date": "date", "time": "time"}
     for node in ast.walk(tree):

@@ -257,7 +257,8 @@ def test_a_kubernetes_backend_that_fails_to_start_is_a_clear_error(
 
 
 def test_the_policy_namespace_is_read_and_checked() -> None:
-    """Issue 18 item 13: ``rbac.policyNamespace`` reaches the adapter through GPS_POLICY_NAMESPACE."""
+    """Issue 18 item 13: ``rbac.policyNamespace`` reaches the adapter through
+    GPS_POLICY_NAMESPACE."""
     s = settings_from_env({"GPS_POLICY_NAMESPACE": " gpu-ops "})
     assert s.policy_namespace == "gpu-ops"
     assert settings_from_env({}).policy_namespace is None

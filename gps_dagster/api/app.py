@@ -31,7 +31,9 @@ from gps_dagster.store.tokens import TokenRecord
 
 ADMIN = "/admin"
 TENANT = "/api/v1/cmp/projects/{project}"
-DESCRIPTION = """Deploy schedules, their status, timeline, apply-now and dry-run, and GPU reservations.
+DESCRIPTION = (
+    """Deploy schedules, their status, timeline, apply-now and dry-run, and GPU """
+    """reservations.
 
 Authenticate with `Authorization: Bearer <token>` (`gps-dagster tokens create`). An `admin`
 token may use every surface; a `cmp:<project>` token only its own project's. Errors share one
@@ -40,6 +42,7 @@ every `reason` (of the answer or of an `errors[]` entry) it can refuse with, inc
 schema cannot state (an unknown target, overlapping windows); integers are spelled without a
 fraction (`10`, not `10.0`).
 """
+)
 
 
 class _Api(FastAPI):
@@ -95,7 +98,8 @@ def create_app(services: ApiServices) -> FastAPI:
 
 
 def _tighten_document(app: FastAPI) -> None:
-    """Serve the derived document tightened to the server's real input rules (``api/openapi.py``)."""
+    """Serve the derived document tightened to the server's real input rules
+    (``api/openapi.py``)."""
     derive = app.openapi
 
     def document() -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """Who is calling, and what they may see (SPEC R-MODEL-9).
 
-A caller is the token it presents: ``Authorization: Bearer <token>``, or the
-``gps_session`` cookie the timeline page's login sets (a server-side session of
-that token, with an expiry, revoked at sign-out; HttpOnly, SameSite=Strict). A cookie alone never authorises a write:
-non-GET requests carried by the cookie must also send ``X-Requested-With:
-gps-ui``, a header a cross-site form cannot set (CSRF).
+A caller is the token it presents: ``Authorization: Bearer <token>``, or the ``gps_session`` cookie
+the timeline page's login sets (a server-side session of that token, with an expiry, revoked at
+sign-out; HttpOnly, SameSite=Strict). A cookie alone never authorises a write: non-GET requests
+carried by the cookie must also send ``X-Requested-With: gps-ui``, a header a cross-site form cannot
+set (CSRF).
 
 Scopes: ``admin`` may use every surface; ``cmp:<project>`` only its own
 project's tenant surface; ``cmp:<project>:read`` only reads it (GET, dry-run, timeline,
@@ -59,7 +59,8 @@ def unauthenticated(detail: str) -> ApiError:
         401,
         "unauthenticated",
         detail,
-        "send Authorization: Bearer <token>; an operator creates one with `gps-dagster tokens create`",
+        "send Authorization: Bearer <token>; an operator creates one with `gps-dagster tokens "
+        "create`",
         headers={"WWW-Authenticate": 'Bearer realm="gps-dagster"'},
     )
 

@@ -91,7 +91,8 @@ _RESERVATION_STATUS = {
 
 
 CORE_UNAVAILABLE = "core_unavailable"
-"""A core (Kubernetes, the simulated pool) call that did not answer: timed out, unreachable (503)."""
+"""A core (Kubernetes, the simulated pool) call that did not answer: timed out, unreachable
+(503)."""
 CORE_REFUSED = "core_refused"
 """A core call the backend refused while the API only needed to read (502)."""
 CORE_REASONS = (CORE_UNAVAILABLE, CORE_REFUSED)
@@ -282,7 +283,8 @@ def install(app: FastAPI, on_refused: OnRefused | None = None) -> None:
 
 
 def _allowed(request: Request) -> list[str]:
-    """Every method some route serves at this path (Starlette's own Allow names only the first route)."""
+    """Every method some route serves at this path (Starlette's own Allow names only the first
+    route)."""
     return [
         m
         for m in ("DELETE", "GET", "POST", "PUT")

@@ -120,7 +120,10 @@ class BodyLimit:
             status=413,
             reason="body_too_large",
             message=f"the request body is over {self.max_bytes} bytes",
-            fix=f"send at most {self.max_bytes // 1024} KiB (split the schedule, or drop unused windows)",
+            fix=(
+                f"send at most {self.max_bytes // 1024} KiB (split the schedule, or drop unused "
+                "windows)"
+            ),
         ).model_dump()
         payload = json.dumps(body).encode()
         headers: list[Any] = [

@@ -34,7 +34,8 @@ def in_range(value: datetime) -> datetime:
     if not EARLIEST <= value < LATEST:
         raise PydanticCustomError(
             "instant_out_of_range",
-            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, e.g. 2026-10-21T13:00:00+07:00",
+            f"use an instant from {EARLIEST.date()} to before {LATEST.date()}, e.g. "
+            "2026-10-21T13:00:00+07:00",
         )
     return value
 
@@ -308,7 +309,8 @@ class AdmissionOut(BaseModel):
 GPU_UUID_PATTERN = (
     "^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
-"""What ``nvidia-smi -L`` prints (the reservation file's rule, ``invalid_gpu_uuid``), as a schema says it."""
+"""What ``nvidia-smi -L`` prints (the reservation file's rule, ``invalid_gpu_uuid``), as a schema
+says it."""
 
 
 _GPU_UUID = re.compile(GPU_UUID_PATTERN)

@@ -73,8 +73,10 @@ DEPLOY_ID = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_DEPLOY_ID,
-    "description": "A deploy the pool knows (unknown_deploy), of this surface's project on a tenant "
-    "surface, owned by no other schedule (target_owned).",
+    "description": (
+        "A deploy the pool knows (unknown_deploy), of this surface's project on a tenant surface, "
+        "owned by no other schedule (target_owned)."
+    ),
 }
 STATE = {"type": "string", "enum": ["running", "stopped"]}
 WHOLE = "A whole number spelled without a fraction (10, not 10.0: not_an_integer)."
@@ -170,15 +172,19 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                 "minLength": 9,
                 "maxLength": 200,
                 "pattern": r"^\S+( +\S+){4}$",
-                "description": "5-field cron in the schedule's time zone (invalid_cron, cron_six_fields).",
+                "description": (
+                    "5-field cron in the schedule's time zone (invalid_cron, cron_six_fields)."
+                ),
             },
             "duration": {
                 "type": "string",
                 "minLength": 2,
                 "maxLength": 40,
                 "pattern": "^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$",
-                "description": "Elapsed time, e.g. 10h, 90m, 1d2h; more than 0, at most 3660d, shorter "
-                "than the gap between two fires (overlapping_occurrences).",
+                "description": (
+                    "Elapsed time, e.g. 10h, 90m, 1d2h; more than 0, at most 3660d, shorter than "
+                    "the gap between two fires (overlapping_occurrences)."
+                ),
             },
             "skip": _nullable(_ref("SkipDocument")),
         },
@@ -204,7 +210,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                 "type": "string",
                 "pattern": LOCAL_NAME,
                 "maxLength": 128,
-                "description": "The schedule's name; in a path operation, the path's name (or omitted).",
+                "description": (
+                    "The schedule's name; in a path operation, the path's name (or omitted)."
+                ),
             },
             "timezone": {
                 "type": "string",
@@ -242,7 +250,10 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                         },
                     },
                 },
-                "description": "Names unique (duplicate_window); cheap enough to evaluate (schedule_too_dense).",
+                "description": (
+                    "Names unique (duplicate_window); cheap enough to evaluate "
+                    "(schedule_too_dense)."
+                ),
             },
         },
     },
@@ -272,7 +283,10 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             {"properties": {"mode": {"const": "exclusive"}}},
             {"properties": {"gpu_uuids": {"maxItems": 1}}},
         ],
-        "description": "A time-sliced reservation holds exactly one GPU; the GPUs are free (gpu_already_reserved).",
+        "description": (
+            "A time-sliced reservation holds exactly one GPU; the GPUs are free "
+            "(gpu_already_reserved)."
+        ),
     },
 }
 
@@ -284,8 +298,8 @@ AUTH = (
     "invalid_request",
     *STORE_REASONS,
 )
-"""Every secured operation: the caller is judged by a read of the store (its token, its session),
-so the store's outage is an answer of every one (from the error mapping, ``errors.STORE_REASONS``)."""
+"""Every secured operation: the caller is judged by a read of the store (its token, its session), so
+the store's outage is an answer of every one (from the error mapping, ``errors.STORE_REASONS``)."""
 WRITE = ("read_only_token",)
 DOCUMENT = (
     "invalid_document",
@@ -511,7 +525,8 @@ _ABSENT = {"not": {"anyOf": [{"required": ["at"]}, {"required": ["from"]}, {"req
 
 
 def _dry_run_in(derived: dict[str, Any], *, new: bool) -> dict[str, Any]:
-    """An instant (``at``), a range (``from`` and ``to``) or neither (now); ``new``: a schedule too."""
+    """An instant (``at``), a range (``from`` and ``to``) or neither (now); ``new``: a schedule
+    too."""
     schema = copy.deepcopy(derived)
     props = schema.setdefault("properties", {})
     props.update(
@@ -537,7 +552,8 @@ def _dry_run_in(derived: dict[str, Any], *, new: bool) -> dict[str, Any]:
 
 
 def tighten(document: dict[str, Any]) -> dict[str, Any]:
-    """The derived ``document`` with exact input schemas, statuses and ``x-reasons`` (see the module)."""
+    """The derived ``document`` with exact input schemas, statuses and ``x-reasons`` (see the
+    module)."""
     doc = copy.deepcopy(document)
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(copy.deepcopy(COMPONENTS))

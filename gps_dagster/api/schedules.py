@@ -47,7 +47,8 @@ from gps_dagster.store.tokens import TokenRecord
 
 
 class ScheduleName(Convertor[str]):
-    """A path segment that can be a schedule name: ``…/{name}:apply-now`` never matches ``…/{name}``."""
+    """A path segment that can be a schedule name: ``…/{name}:apply-now`` never matches
+    ``…/{name}``."""
 
     regex = r"[a-z0-9][a-z0-9._-]{0,127}"
 
@@ -97,8 +98,10 @@ IfMatch = Annotated[
     str | None,
     Header(
         alias="If-Match",
-        description='The version you read, e.g. "3" (the ETag of GET); required on the tenant surface '
-        '(428 without it), "*" to overwrite whatever is stored.',
+        description=(
+            'The version you read, e.g. "3" (the ETag of GET); required on the tenant surface '
+            '(428 without it), "*" to overwrite whatever is stored.'
+        ),
     ),
 ]
 

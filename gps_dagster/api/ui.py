@@ -1,11 +1,10 @@
 """The timeline page ``/ui/schedules/{name}``: the seed's picture, in the browser.
 
-Authentication is the API's: a token, posted once to ``/ui/login`` (from this
-origin only), opens a server-side session (``store/sessions.py``: an expiry,
-revoked at sign-out) whose secret is an HttpOnly, SameSite=Strict cookie, and the page's script calls the
-same JSON operations as curl does (with ``X-Requested-With: gps-ui`` on the
-POSTs). Charts are drawn by plotly.js, served from the installed ``plotly``
-wheel (``plotly/package_data/plotly.min.js``): nothing is vendored by hand and
+Authentication is the API's: a token, posted once to ``/ui/login`` (from this origin only), opens a
+server-side session (``store/sessions.py``: an expiry, revoked at sign-out) whose secret is an
+HttpOnly, SameSite=Strict cookie, and the page's script calls the same JSON operations as curl does
+(with ``X-Requested-With: gps-ui`` on the POSTs). Charts are drawn by plotly.js, served from the
+installed ``plotly`` wheel (``plotly/package_data/plotly.min.js``): nothing is vendored by hand and
 nothing is downloaded at run time.
 """
 
@@ -48,14 +47,19 @@ def plotly_js() -> Path:
     return path
 
 
-LOGIN = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>gps-dagster login</title>
+LOGIN = (
+    """<!doctype html><html lang="en"><head><meta charset="utf-8">"""
+    """<title>gps-dagster login</title>
 <link rel="stylesheet" href="/ui/static/timeline.css"></head><body><main class="login">
 <h1>gps-dagster</h1><p>Sign in with an API token (<code>gps-dagster tokens create</code>).</p>
 {error}<form method="post" action="/ui/login"><input type="hidden" name="next" value="{next}">
 <label>Token <input id="token" name="token" type="password" autocomplete="off" size="60"></label>
 <button id="login" type="submit">Sign in</button></form></main></body></html>"""
+)
 
-PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title} · gps-dagster</title>
+PAGE = (
+    """<!doctype html><html lang="en"><head><meta charset="utf-8">"""
+    """<title>{title} · gps-dagster</title>
 <link rel="stylesheet" href="/ui/static/timeline.css"></head><body>
 <header><h1>{title}</h1><span class="scope">{scope}</span><span class="tz">{tz}</span>
 <form method="post" action="/ui/logout"><button type="submit">Sign out</button></form></header>
@@ -65,7 +69,8 @@ PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{tit
 <label>Span <select id="span"><option value="week">week</option><option value="day">day</option>
 <option value="6h">6 hours</option><option value="1h">1 hour</option></select></label>
 <button id="now" type="button">now</button><span id="range"></span></nav>
-<section><div id="chart" class="chart"></div><p class="hint">Click the chart at an instant to see who
+<section><div id="chart" class="chart"></div>"""
+    """<p class="hint">Click the chart at an instant to see who
 decided each target's state then.</p><div id="warnings"></div></section>
 <section><h2>At <span id="instant-label">—</span></h2><table id="instant"><thead><tr><th>target</th>
 <th>desired</th><th>decided by</th><th>note</th></tr></thead><tbody></tbody></table></section>
@@ -73,14 +78,18 @@ decided each target's state then.</p><div id="warnings"></div></section>
 <script id="config" type="application/json">{config}</script>
 <script src="/ui/static/plotly.min.js"></script><script src="/ui/static/timeline.js"></script>
 </body></html>"""
+)
 
 
 SPANS = ("week", "day", "6h", "1h")
 
-BAD_QUERY = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title} · gps-dagster</title>
+BAD_QUERY = (
+    """<!doctype html><html lang="en"><head><meta charset="utf-8">"""
+    """<title>{title} · gps-dagster</title>
 <link rel="stylesheet" href="/ui/static/timeline.css"></head><body><header><h1>{title}</h1></header>
 <main><p class="error" id="query-error"><b>{field}</b>: {reason}</p><p id="query-fix">Fix: {fix}</p>
 </main></body></html>"""
+)
 
 
 def _query_error(name: str, field: str, value: str, reason: str, fix: str) -> HTMLResponse:
@@ -177,7 +186,10 @@ def install(app: FastAPI, svc: ApiServices) -> None:
         now = svc.clock.now()
         record = await run_in_threadpool(svc.tokens.verify, token, now=now)
         if record is None:
-            error = '<p class="error" id="login-error">That token is unknown, malformed, revoked or expired.</p>'
+            error = (
+                '<p class="error" id="login-error">That token is unknown, malformed, revoked or '
+                "expired.</p>"
+            )
             return HTMLResponse(
                 LOGIN.format(error=error, next=html.escape(target)), status_code=401
             )

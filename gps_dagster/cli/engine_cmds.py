@@ -1,4 +1,5 @@
-"""``gps-dagster`` commands of the engine: schedules, status, gate, apply-now, dry-run, engine, db, metrics.
+"""``gps-dagster`` commands of the engine: schedules, status, gate, apply-now, dry-run, engine, db,
+metrics.
 
 Exit codes: 0 ok, 1 invalid input or a refusal (field path / reason / fix, no
 traceback), 2 usage error, 3 busy (the 409 of R-PASS-2). These commands are
@@ -9,7 +10,8 @@ instant), and hand everything below them time as a parameter.
 
 # Decisions embodied here (docs/decisions.md):
 # * “SIGTERM and SIGINT stop `engine run` gracefully”
-# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new version”
+# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new
+#   version”
 
 from __future__ import annotations
 
@@ -91,12 +93,14 @@ def schedules_apply(file: str, settings: Settings) -> None:
         click.echo(f"schedule '{record.name}' unchanged: still version {record.version}")
     else:
         click.echo(
-            f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} target(s))"
+            f"applied schedule '{record.name}' version {record.version} ({len(spec.targets)} "
+            "target(s))"
         )
     _request_reload()
     if rt.store.get_gate() != "enforce":
         click.echo(
-            f"note: the execution gate is '{rt.store.get_gate()}': run `gps-dagster gate enforce` to act",
+            f"note: the execution gate is '{rt.store.get_gate()}': run `gps-dagster gate enforce` "
+            "to act",
             err=True,
         )
 
@@ -114,7 +118,8 @@ def _request_reload() -> None:
         click.echo(f"dagster code location {location}: {reload_code_location(url, location)}")
     except (OSError, RuntimeError) as exc:
         click.echo(
-            f"warning: could not reload the dagster code location ({exc}); the reconcile sensor still serves the schedule",
+            f"warning: could not reload the dagster code location ({exc}); the reconcile sensor "
+            "still serves the schedule",
             err=True,
         )
 
@@ -436,7 +441,8 @@ def apply_now(
         refuse(exc)
     for outcome in report.schedules:
         click.echo(
-            f"{outcome.schedule} v{outcome.version}: opened {len(outcome.opened)} plan(s), refused {len(outcome.refused)}"
+            f"{outcome.schedule} v{outcome.version}: opened {len(outcome.opened)} plan(s), "
+            f"refused {len(outcome.refused)}"
         )
     for line in step_lines(report.steps):
         click.echo(line)
@@ -508,7 +514,8 @@ def dry_run_cmd(file: str, at: datetime | None, settings: Settings, fmt: str) ->
     click.echo(f"dry-run of '{spec.name}' at {rep.at.isoformat()} — nothing submitted")
     for target, intent in rep.intents.items():
         click.echo(
-            f"  intent {target}: {intent['desired_state']} replicas={intent['replicas']} (source {intent['source']})"
+            f"  intent {target}: {intent['desired_state']} replicas={intent['replicas']} (source "
+            f"{intent['source']})"
         )
         for note in intent.get("skipped", []):
             click.echo(f"    {note}")

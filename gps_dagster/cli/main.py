@@ -141,7 +141,8 @@ def _warn_overcommit(gpu: list[GpuSegment]) -> None:
 def timeline(
     file: str, start: datetime, end: datetime, pool: str | None, fmt: str, png: str | None
 ) -> None:
-    """Intent intervals per target of schedule FILE over [--from, --to), and desired GPUs vs capacity."""
+    """Intent intervals per target of schedule FILE over [--from, --to), and desired GPUs vs
+    capacity."""
     if end <= start:
         raise click.BadParameter("--to must be after --from", param_hint="--to")
     if end - start > MAX_RANGE:

@@ -125,7 +125,8 @@ def describe(
                         FieldError(
                             "--backend",
                             "pool_describe_unsupported",
-                            f"the {settings.backend} core keeps no events; use `gps-dagster pool show`",
+                            f"the {settings.backend} core keeps no events; use `gps-dagster pool "
+                            "show`",
                         )
                     ]
                 )
@@ -148,7 +149,8 @@ def describe(
         click.echo(f"  cache {cache['mode']}{said}{why}")
     for c in story["conditions"]:
         click.echo(
-            f"  condition {c['type']}={c['status']} {c.get('reason') or ''} {c.get('message') or ''}"
+            f"  condition {c['type']}={c['status']} {c.get('reason') or ''} "
+            f"{c.get('message') or ''}"
         )
     for w in story["warnings"]:
         click.echo(f"  warning {w['object']}: {w['reason']}: {w['message']} (x{w['count']})")
@@ -171,7 +173,8 @@ def _show_cluster(settings: Settings, fmt: str) -> None:
                         FieldError(
                             "--backend",
                             "pool_show_unsupported",
-                            f"the {settings.backend} core cannot list its nodes; use kubectl get nodes,pods -A",
+                            f"the {settings.backend} core cannot list its nodes; use kubectl get "
+                            "nodes,pods -A",
                         )
                     ]
                 )
@@ -257,7 +260,10 @@ def _from_store(url: str, name: str | None, clock: Clock) -> list[PoolSnapshot]:
 def render_table(snap: PoolSnapshot) -> str:
     """Human-readable: a nodes table, a GPU table and a deploy table."""
     used = sum(1 for g in snap.gpus if g.state == "held")
-    head = f"pool {snap.name}: {snap.capacity} GPUs on {len(snap.nodes)} node(s), {used} held — at {snap.at.isoformat()}"
+    head = (
+        f"pool {snap.name}: {snap.capacity} GPUs on {len(snap.nodes)} node(s), {used} held — at "
+        f"{snap.at.isoformat()}"
+    )
     nodes = render.table(
         ["NODE", "FLAVOR", "REGION", "GPUS", "FREE"],
         [[n.name, n.flavor, n.region, str(n.gpus), str(n.free)] for n in snap.nodes],
@@ -313,8 +319,8 @@ def _act(settings: Any, deploy_id: str, what: str, call: Callable[[Any, str, str
                     FieldError(
                         "--backend",
                         "pool_actions_sim_only",
-                        f"`pool {what}` acts on the simulated pool, not {settings.backend}: use kubectl "
-                        "(kubectl scale deploy/NAME --replicas=N)",
+                        f"`pool {what}` acts on the simulated pool, not {settings.backend}: use "
+                        "kubectl (kubectl scale deploy/NAME --replicas=N)",
                     )
                 ]
             )

@@ -142,12 +142,14 @@ def list_cmd(include_released: bool, fmt: str) -> None:
         )
         return
     click.echo(
-        f"{'ID':<28} {'STATE':<10} {'GEN':>4} {'NODE':<20} {'MODE':<12} {'GPUS':>4} {'BUDGET MiB':>12}"
+        f"{'ID':<28} {'STATE':<10} {'GEN':>4} {'NODE':<20} {'MODE':<12} {'GPUS':>4} "
+        f"{'BUDGET MiB':>12}"
     )
     for r in rows:
         budget = format_mib(r.budget_mib) if r.mode.value == "time_sliced" else "-"
         click.echo(
-            f"{r.id:<28} {r.state.value:<10} {r.generation:>4} {r.node:<20} {r.mode.value:<12} {r.gpu_count:>4} {budget:>12}"
+            f"{r.id:<28} {r.state.value:<10} {r.generation:>4} {r.node:<20} {r.mode.value:<12} "
+            f"{r.gpu_count:>4} {budget:>12}"
         )
 
 
@@ -202,7 +204,8 @@ def show_cmd(reservation_id: str, fmt: str) -> None:
     click.echo("audit:")
     for a in doc["audit"]:
         click.echo(
-            f"  {a['at']}  {a['actor']}  {a['action']}  gen {a['old_generation']} -> {a['new_generation']}  {json.dumps(a['old'])} -> {json.dumps(a['new'])}"
+            f"  {a['at']}  {a['actor']}  {a['action']}  gen {a['old_generation']} -> "
+            f"{a['new_generation']}  {json.dumps(a['old'])} -> {json.dumps(a['new'])}"
         )
 
 
@@ -234,7 +237,8 @@ def create_cmd(path: str, actor: str | None, at: datetime | None) -> None:
     r = _write(lambda repo, when: repo.create(spec, at=when, actor=_actor(actor)), at)
     budget = f", budget {format_mib(r.budget_mib)} MiB" if r.mode.value == "time_sliced" else ""
     click.echo(
-        f"created {r.id} (generation {r.generation}): {r.gpu_count} GPU(s) on {r.node}, {r.mode.value}{budget}"
+        f"created {r.id} (generation {r.generation}): {r.gpu_count} GPU(s) on {r.node}, "
+        f"{r.mode.value}{budget}"
     )
 
 

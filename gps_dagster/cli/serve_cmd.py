@@ -1,10 +1,9 @@
 """``gps-dagster serve``: the schedule API and the timeline page on uvicorn.
 
-An edge: it builds the runtime (store, core, engine, clock) the other
-commands use, through the composition root, wraps it in ``ApiServices`` and serves ``gps_dagster.api`` on
-uvicorn. With ``GPS_DAGSTER_URL`` set, a schedule change asks the Dagster
-webserver to reload its code location (R-DAG-1) in the background, as
-``schedules apply`` does.
+An edge: it builds the runtime (store, core, engine, clock) the other commands use, through the
+composition root, wraps it in ``ApiServices`` and serves ``gps_dagster.api`` on uvicorn. With
+``GPS_DAGSTER_URL`` set, a schedule change asks the Dagster webserver to reload its code location
+(R-DAG-1) in the background, as ``schedules apply`` does.
 """
 
 # Decisions embodied here (docs/decisions.md):

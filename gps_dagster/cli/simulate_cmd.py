@@ -57,7 +57,8 @@ def simulate_cmd(
     interval: float,
     fixed_interval: bool,
 ) -> None:
-    """Replay [--from, --to) on the virtual clock: transitions, final phases, GPUs, downtime, idle, lag."""
+    """Replay [--from, --to) on the virtual clock: transitions, final phases, GPUs, downtime, idle,
+    lag."""
     if end <= start:
         raise click.BadParameter("--to must be after --from", param_hint="--to")
     try:
@@ -101,7 +102,8 @@ def summary(report: SimulationReport) -> str:
                 ]
             )
     lines = [
-        f"simulate '{report.schedule}' on pool '{report.pool}' from {doc['from']} to {doc['to']} ({report.passes} passes)",
+        f"simulate '{report.schedule}' on pool '{report.pool}' from {doc['from']} to {doc['to']} "
+        f"({report.passes} passes)",
         render.table(
             ["BOUNDARY", "TARGET", "STEP", "STATE", "REASON", "SUBMITTED", "FINISHED"], rows
         ),
@@ -119,7 +121,8 @@ def summary(report: SimulationReport) -> str:
     lag = report.boundary_lag_seconds
     lines += [
         "",
-        f"GPUs: max in use {report.max_gpus_in_use} / capacity {report.capacity} (max desired {report.max_gpus_desired})",
+        f"GPUs: max in use {report.max_gpus_in_use} / capacity {report.capacity} (max desired "
+        f"{report.max_gpus_desired})",
         "downtime (aliased targets, intent running but nothing ready): "
         + (", ".join(f"{t} {v:.0f} s" for t, v in report.downtime_seconds.items()) or "none"),
         f"GPU idle during swaps: {report.gpu_idle_seconds / 60:.1f} GPU-minutes",

@@ -40,7 +40,8 @@ def _row(t: TokenRecord) -> dict[str, str | None]:
 
 
 def _expiry(text: str | None, now: datetime) -> datetime | None:
-    """``--expires``: a duration from now (``30d``, ``12h``) or an RFC 3339 instant with an offset."""
+    """``--expires``: a duration from now (``30d``, ``12h``) or an RFC 3339 instant with an
+    offset."""
     if text is None:
         return None
     try:

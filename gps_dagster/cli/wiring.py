@@ -39,7 +39,10 @@ POOL_OPTION = click.option(
     "--pool",
     "pool",
     default=None,
-    help="Simulated pool file (sim backend; default: GPS_POOL_FILE or the packaged seed pool, see `gps-dagster examples`).",
+    help=(
+        "Simulated pool file (sim backend; default: GPS_POOL_FILE or the packaged seed pool, see "
+        "`gps-dagster examples`)."
+    ),
 )
 BACKEND_OPTIONS = (
     click.option(

@@ -1,6 +1,7 @@
 """Run ``dagster dev`` as a child we fully own: demo, end-to-end tests and benchmark.
 
-Three pitfalls measured on this machine (docs/decisions.md: "Stop signals clean up.") shape this module:
+Three pitfalls measured on this machine (docs/decisions.md: "Stop signals clean up.") shape this
+module:
 
 * started from a non-interactive shell, ``dagster dev`` inherits an ignored
   SIGINT (and may ignore SIGTERM for seconds); handlers are reset to default

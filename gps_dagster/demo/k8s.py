@@ -2,8 +2,8 @@
 
 Starts a real control plane (etcd, kube-apiserver, controller-manager, scheduler; built once by
 ``tools/k8s/build_control_plane.sh``), lays the demo pool out on it (fake GPU nodes whose fake
-kubelets run on the wall clock: ``gps_dagster.testing.k8s``), applies the demo schedule (A and B swap
-every two minutes) and runs ``dagster dev`` with ``GPS_BACKEND=kubernetes``: every transition
+kubelets run on the wall clock: ``gps_dagster.testing.k8s``), applies the demo schedule (A and B
+swap every two minutes) and runs ``dagster dev`` with ``GPS_BACKEND=kubernetes``: every transition
 run scales real Deployments through the API server. The banner prints the environment to point
 ``gps-dagster pool show --backend kubernetes`` (or kubectl) at the cluster. Ctrl-C (or SIGTERM)
 stops dagster, the fakes and the control plane, and leaves nothing running.

@@ -50,7 +50,8 @@ def _iso(ts: int, c: CompiledSchedule) -> str:
 
 
 def structure_checks(s: Schedule) -> list[FieldError]:
-    """Names and references: duplicate targets/windows, unknown or repeated targets, empty one-shots."""
+    """Names and references: duplicate targets/windows, unknown or repeated targets, empty
+    one-shots."""
     problems: list[FieldError] = []
     targets: dict[str, int] = {}
     for i, t in enumerate(s.targets):
@@ -59,7 +60,8 @@ def structure_checks(s: Schedule) -> list[FieldError]:
                 FieldError(
                     f"targets[{i}].model_deploy_id",
                     "duplicate_target",
-                    f"'{t.model_deploy_id}' is also targets[{targets[t.model_deploy_id]}]; declare each deploy once",
+                    f"'{t.model_deploy_id}' is also targets[{targets[t.model_deploy_id]}]; "
+                    "declare each deploy once",
                 )
             )
         targets.setdefault(t.model_deploy_id, i)
@@ -82,7 +84,8 @@ def structure_checks(s: Schedule) -> list[FieldError]:
                     FieldError(
                         path,
                         "unknown_target",
-                        f"'{st.model_deploy_id}' is not a target; add it under targets or fix the id",
+                        f"'{st.model_deploy_id}' is not a target; add it under targets or fix the "
+                        "id",
                     )
                 )
             if st.model_deploy_id in seen:
@@ -90,7 +93,8 @@ def structure_checks(s: Schedule) -> list[FieldError]:
                     FieldError(
                         path,
                         "duplicate_state",
-                        f"'{st.model_deploy_id}' is also states[{seen[st.model_deploy_id]}]; name each target once per window",
+                        f"'{st.model_deploy_id}' is also states[{seen[st.model_deploy_id]}]; name "
+                        "each target once per window",
                     )
                 )
             seen.setdefault(st.model_deploy_id, j)
@@ -147,7 +151,8 @@ def both_active(a: CompiledWindow, b: CompiledWindow, key: str) -> int | None:
 
 
 def lead_bounds(s: Schedule, c: CompiledSchedule, cap_s: int = LEAD_CAP_S) -> dict[int, int]:
-    """Window index -> seconds its start may act early: ``cap_s`` where it runs a ready-by target."""
+    """Window index -> seconds its start may act early: ``cap_s`` where it runs a ready-by
+    target."""
     return {
         w.index: cap_s
         for w in c.windows
@@ -156,7 +161,8 @@ def lead_bounds(s: Schedule, c: CompiledSchedule, cap_s: int = LEAD_CAP_S) -> di
 
 
 def _widened(w: CompiledWindow, extra: int, key: str) -> Recurrence:
-    """``w`` with ``extra`` seconds added to its duration, kept within its shortest gap (R-MODEL-3)."""
+    """``w`` with ``extra`` seconds added to its duration, kept within its shortest gap
+    (R-MODEL-3)."""
     assert w.cron is not None
     duration = w.duration + extra
     gap = min_gap(w.cron, key) if extra else None
@@ -262,11 +268,11 @@ def density_checks(c: CompiledSchedule) -> list[FieldError]:
         FieldError(
             "windows",
             "schedule_too_dense",
-            f"a week of this schedule costs {price.of(DENSITY_DAYS)} evaluation units (runs of occurrences of "
-            f"every window, for every target it names) and one evaluation may spend at most {limit}; "
-            "fire less often (e.g. '*/15 * * * *' rather than '*/2 * * * *'), let occurrences meet "
-            "(a duration equal to the gap between fires makes them one run), merge windows into one "
-            "cron list, or split the targets into several schedules",
+            f"a week of this schedule costs {price.of(DENSITY_DAYS)} evaluation units (runs of "
+            "occurrences of every window, for every target it names) and one evaluation may "
+            f"spend at most {limit}; fire less often (e.g. '*/15 * * * *' rather than '*/2 * * * "
+            "*'), let occurrences meet (a duration equal to the gap between fires makes them one "
+            "run), merge windows into one cron list, or split the targets into several schedules",
         )
     ]
 

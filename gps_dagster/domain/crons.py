@@ -47,7 +47,10 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
-_FIX = "use 5 fields 'minute hour day-of-month month day-of-week', e.g. '0 8 * * 1-5', or a macro such as @daily"
+_FIX = (
+    "use 5 fields 'minute hour day-of-month month day-of-week', e.g. '0 8 * * 1-5', or a macro "
+    "such as @daily"
+)
 _NUMBER = re.compile(r"^[0-9]{1,4}\Z")
 _YEARS = re.compile(
     r"^[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?(?:,[0-9]{4}(?:-[0-9]{4})?(?:/[0-9]+)?)*\Z"

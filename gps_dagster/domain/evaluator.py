@@ -1,11 +1,11 @@
 """Effective intent, intent intervals and boundaries (SPEC R-EVAL-1…5).
 
-Pure: time is always a parameter (the domain never reads the clock), every
-input instant must be aware, and every returned instant is local time of the
-schedule's zone with a fixed-offset tzinfo (see ``crons.local_time`` for why). The core is a sweep over the sorted occurrence edges of the windows
-naming a target: between two consecutive edges the set of active windows is
-constant, so the intent is too. This is what makes a weekly timeline cost
-microseconds rather than the 10,080 evaluations of a minute-by-minute scan.
+Pure: time is always a parameter (the domain never reads the clock), every input instant must be
+aware, and every returned instant is local time of the schedule's zone with a fixed-offset tzinfo
+(see ``crons.local_time`` for why). The core is a sweep over the sorted occurrence edges of the
+windows naming a target: between two consecutive edges the set of active windows is constant, so the
+intent is too. This is what makes a weekly timeline cost microseconds rather than the 10,080
+evaluations of a minute-by-minute scan.
 
 Intents are compared with ``Intent.key`` (desired_state, replicas,
 allow_downtime); ``source`` and ``occurrence_start`` only say where an

@@ -168,7 +168,8 @@ every call of an accepted schedule stays inside it."""
 
 @dataclass(slots=True)
 class Work:
-    """Work units spent by the evaluator inside ``counting()`` (tests, benchmarks, range dry-runs)."""
+    """Work units spent by the evaluator inside ``counting()`` (tests, benchmarks, range
+    dry-runs)."""
 
     units: int = 0
     parent: Work | None = None

@@ -50,21 +50,24 @@ TERMINAL = frozenset(Phase) - NON_TERMINAL
 
 FIXES: dict[Phase, str] = {
     Phase.ALIAS_BLOCKED: (
-        "the deploy has an alias and the intent stops it without consent (or the alias guard is not "
-        'wired / failed to read): add "allow_downtime": true to the window state, or fix the alias '
-        "guard wiring, then apply-now"
+        "the deploy has an alias and the intent stops it without consent (or the alias guard is "
+        'not wired / failed to read): add "allow_downtime": true to the window state, or fix the '
+        "alias guard wiring, then apply-now"
     ),
     Phase.QUOTA_REFUSED: "raise the project's GPU quota (or free GPUs in it), then apply-now",
     Phase.BILLING_REFUSED: "settle the project's billing, then apply-now",
     Phase.CAPACITY_UNAVAILABLE: (
-        "the freed GPUs were not published in time or another workload took them: add a reservation, "
-        "free capacity, then apply-now (the released deploy is not restarted automatically)"
+        "the freed GPUs were not published in time or another workload took them: add a "
+        "reservation, free capacity, then apply-now (the released deploy is not restarted "
+        "automatically)"
     ),
     Phase.STOP_TIMEOUT: "inspect the deploy's terminating pods (stuck finalizers?), then apply-now",
-    Phase.READINESS_TIMEOUT: "inspect the deploy (logs, probes); its allocation is kept; then apply-now",
+    Phase.READINESS_TIMEOUT: (
+        "inspect the deploy (logs, probes); its allocation is kept; then apply-now"
+    ),
     Phase.START_UNSCHEDULABLE: (
-        "pods cannot be scheduled (capacity taken, taints, flavor): inspect the deploy; its allocation "
-        "is kept; then apply-now"
+        "pods cannot be scheduled (capacity taken, taints, flavor): inspect the deploy; its "
+        "allocation is kept; then apply-now"
     ),
     Phase.START_REFUSED: (
         "the API server refused to create the deploy's pods (quota on cpu/memory/pods, LimitRange, "
@@ -73,37 +76,49 @@ FIXES: dict[Phase, str] = {
     ),
     Phase.PARTIAL_EXECUTION: "see the per-member receipt: fix each failed member, then apply-now",
     Phase.INELIGIBLE: "see the reason: the schedule cannot act on this deploy until it changes",
-    Phase.DRIFT_DETECTED: "none needed: a manual change is respected until the effective intent changes",
-    Phase.RESERVATION_OVERCOMMITTED: "lower memory_mib or stop a member of the reservation, then apply-now",
+    Phase.DRIFT_DETECTED: (
+        "none needed: a manual change is respected until the effective intent changes"
+    ),
+    Phase.RESERVATION_OVERCOMMITTED: (
+        "lower memory_mib or stop a member of the reservation, then apply-now"
+    ),
     Phase.CRASH_LOOP: (
         "the server crashed after it had been ready and the kubelet keeps restarting it "
         "(CrashLoopBackOff): read the previous container's logs (kubectl logs --previous) and fix "
         "the cause; nothing was stopped (its GPUs stay allocated); then apply-now"
     ),
     Phase.PLACEMENT_MISMATCH: (
-        "the pod landed on a GPU outside its reservation: inspect placement (binder/DCGM), re-pin or "
-        "restart the deploy by hand; no automatic repair"
+        "the pod landed on a GPU outside its reservation: inspect placement (binder/DCGM), re-pin "
+        "or restart the deploy by hand; no automatic repair"
     ),
 }
 
 INELIGIBLE_FIXES: dict[str, str] = {
-    "target_failed": "the deploy is DELETING, FAILED or gone: repair or recreate it, or remove it from the schedule",
-    "cmp_managed": "an admin schedule may not target a CMP-managed deploy: move it to the project's cmp:<project> schedule",
+    "target_failed": (
+        "the deploy is DELETING, FAILED or gone: repair or recreate it, or remove it from the "
+        "schedule"
+    ),
+    "cmp_managed": (
+        "an admin schedule may not target a CMP-managed deploy: move it to the project's "
+        "cmp:<project> schedule"
+    ),
     "unsupported_kind": "fine-tune, batch and fwc deploys cannot be scheduled: remove the target",
     "unsupported_scale_for_mode": (
-        "this deploy kind cannot be scaled by a schedule (autoscaler, KServe/Knative, disaggregated, CMP "
-        'endpoint): drop "replicas" from its window states and default_replicas'
+        "this deploy kind cannot be scaled by a schedule (autoscaler, KServe/Knative, "
+        'disaggregated, CMP endpoint): drop "replicas" from its window states and default_replicas'
     ),
-    "scope_changed": "the deploy no longer belongs to this schedule's project: move it to the right schedule",
+    "scope_changed": (
+        "the deploy no longer belongs to this schedule's project: move it to the right schedule"
+    ),
     "endpoint_partially_running": (
-        "the CMP endpoint was found partly running before the schedule acted: start or stop all its "
-        "members by hand, then apply-now"
+        "the CMP endpoint was found partly running before the schedule acted: start or stop all "
+        "its members by hand, then apply-now"
     ),
     "deploy_replaced": (
         "another object now carries this deploy id (deleted and re-created by GitOps or by hand, "
         "or an impostor label): the schedule will not act on it. Check it is the workload you "
-        "mean, then run `gps-dagster schedules reclaim SCHEDULE DEPLOY_ID` and apply-now (or remove the "
-        "target)"
+        "mean, then run `gps-dagster schedules reclaim SCHEDULE DEPLOY_ID` and apply-now (or "
+        "remove the target)"
     ),
     "gitops_owned": (
         "a GitOps tool owns spec.replicas and would revert every stop: omit replicas from Git (or "

@@ -97,6 +97,7 @@ def matches(wanted: Wanted, observed: Observed) -> bool:
 
 
 def ordered(steps: Iterable[PlannedStep], order: TransitionOrder) -> list[PlannedStep]:
-    """Release steps then acquire steps (or the reverse for ``acquire_first``), stable by deploy id."""
+    """Release steps then acquire steps (or the reverse for ``acquire_first``), stable by deploy
+    id."""
     first = Order.RELEASE if order is TransitionOrder.RELEASE_FIRST else Order.ACQUIRE
     return sorted(steps, key=lambda s: (s.order is not first, s.deploy_id))

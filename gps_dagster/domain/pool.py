@@ -267,7 +267,9 @@ class PoolSpec(Frozen):
     )
     sim: SimSettings = Field(
         default_factory=SimSettings,
-        description="Simulator settings (timings, foreign workloads, faults); read by backends.sim.",
+        description=(
+            "Simulator settings (timings, foreign workloads, faults); read by backends.sim."
+        ),
     )
 
     @property
@@ -412,7 +414,8 @@ def _binding_checks(dep: DeploySpec, path: str, ledger: dict[str, Reservation]) 
             FieldError(
                 f"{path}.reservation",
                 "time_sliced_single_gpu",
-                "a time-sliced member runs 1 replica on 1 GPU: set gpus_per_replica, nodes_per_replica and replicas to 1",
+                "a time-sliced member runs 1 replica on 1 GPU: set gpus_per_replica, "
+                "nodes_per_replica and replicas to 1",
             )
         )
     if isinstance(binding, ExclusiveBinding) and dep.nodes_per_replica != 1:

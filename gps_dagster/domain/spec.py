@@ -219,7 +219,10 @@ class HolidayCalendar(Frozen):
     decided_by: str = Field(
         default=PACKAGE,
         validate_default=True,
-        description="Set on validation: the package version whose tables decide (any given value is replaced).",
+        description=(
+            "Set on validation: the package version whose tables decide (any given value is "
+            "replaced)."
+        ),
     )
 
     @field_validator("country")
@@ -228,7 +231,8 @@ class HolidayCalendar(Frozen):
         if not _COUNTRY.match(value):
             raise FieldErrorCarrier(
                 "unknown_country",
-                f"'{value[:40]}' is not a country code; use ISO 3166-1 alpha-2 in capitals, e.g. VN",
+                f"'{value[:40]}' is not a country code; use ISO 3166-1 alpha-2 in capitals, "
+                "e.g. VN",
             )
         return value
 

@@ -1,4 +1,5 @@
-"""The step decisions every lane takes, written once and pure (docs/spec.md, "Where the step rules live").
+"""The step decisions every lane takes, written once and pure (docs/spec.md, "Where the step rules
+live").
 
 A step moves through three lanes (``engine/steps.py`` one step, ``engine/batch.py`` a pass's
 batch, ``engine/step_batch.py`` a Dagster batch op) and two store writers (``store/status.py``

@@ -56,7 +56,8 @@ def _gpus_per_replica(schedule: Schedule, pool: PoolSpec) -> dict[str, tuple[int
                 FieldError(
                     f"targets[{i}].model_deploy_id",
                     "unknown_deploy",
-                    f"'{t.model_deploy_id}' is not a deploy of pool '{pool.name}'; add it under deploys or fix the id",
+                    f"'{t.model_deploy_id}' is not a deploy of pool '{pool.name}'; add it under "
+                    "deploys or fix the id",
                 )
             )
             continue

@@ -151,7 +151,8 @@ def timeline_json(
 
 
 def skipped_occurrences(schedule: Schedule, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """Occurrences a ``skip`` removed in ``[start, end)``, sorted: window, span, day, why, who decided.
+    """Occurrences a ``skip`` removed in ``[start, end)``, sorted: window, span, day, why, who
+    decided.
 
     ``decided_by`` names the holidays package version for a holiday (None for a listed
     date): a changed holiday table shows up here as a timeline diff.

@@ -111,7 +111,8 @@ SQLITE_OUTAGES = (
     "disk i/o error",
     "database or disk is full",
 )
-"""SQLite reports schema mistakes (``no such table``) as OperationalError too: only these are outages."""
+"""SQLite reports schema mistakes (``no such table``) as OperationalError too: only these are
+outages."""
 
 
 def _translate_errors(engine: Engine) -> None:

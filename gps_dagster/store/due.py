@@ -1,4 +1,5 @@
-"""The due index: which schedules need a pass now, found by index (decision "Due work is found by index").
+"""The due index: which schedules need a pass now, found by index (decision "Due work is found by
+index").
 
 Every schedule has one ``schedule_due`` row. ``apply_schedule`` makes it due
 at once (a new version must be planned), a gate change makes every schedule
@@ -6,14 +7,13 @@ due, and each pass writes, for the schedules it visited, the next instant one
 of them needs a pass again: its next intent boundary, sooner while steps are
 in flight, never for a disabled schedule with nothing left to watch.
 
-Replicas share the due work by claims: a pass claims a batch of due rows
-(``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
-serialises the claim), stamping ``claimed_by`` / ``claimed_until``; another
-replica skips them, and takes them over once the claim expires (a crashed
+Replicas share the due work by claims: a pass claims a batch of due rows (``FOR UPDATE SKIP LOCKED``
+on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises the claim), stamping ``claimed_by`` /
+``claimed_until``; another replica skips them, and takes them over once the claim expires (a crashed
 replica). A live replica renews its claims on a heartbeat (``renew_claims``,
-``engine/heartbeat.py``), so the lease can be short (15 s) and a crashed
-replica's share of a storm is taken over in seconds (R-NEXT-4). The claim only saves work: correctness still rests on the fence,
-the status CAS and the idempotency keys.
+``engine/heartbeat.py``), so the lease can be short (15 s) and a crashed replica's share of a storm
+is taken over in seconds (R-NEXT-4). The claim only saves work: correctness still rests on the
+fence, the status CAS and the idempotency keys.
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -264,7 +264,8 @@ class DueMixin:
 
 
 def _finish(conn: Connection, items: Sequence[NextDue], holder: str) -> None:
-    """The next due where the revision still matches (one statement on PostgreSQL); claims dropped."""
+    """The next due where the revision still matches (one statement on PostgreSQL); claims
+    dropped."""
     if conn.dialect.name != "postgresql":
         for v in items:  # SQLite: in-process, a statement per row costs microseconds
             conn.execute(

@@ -125,7 +125,10 @@ class VersionMismatch(StoreError):
         self.name, self.expected, self.actual = name, expected, actual
         super().__init__(
             f"schedule '{name}' is at version {actual}, not {expected}",
-            fix=f're-read the schedule and retry with If-Match: "{actual}" if the change still applies',
+            fix=(
+                f're-read the schedule and retry with If-Match: "{actual}" if the change still '
+                "applies"
+            ),
         )
 
 
@@ -138,7 +141,8 @@ class AmbiguousScheduleName(StoreError):
     def __init__(self, name: str, candidates: Sequence[str]) -> None:
         self.name, self.candidates = name, tuple(candidates)
         super().__init__(
-            f"'{name}' is the name of {len(self.candidates)} tenant schedules: {', '.join(self.candidates)}",
+            f"'{name}' is the name of {len(self.candidates)} tenant schedules: "
+            f"{', '.join(self.candidates)}",
             fix="name the schedule with its project, e.g. " + self.candidates[0],
         )
 

@@ -1,14 +1,12 @@
 """Launch claims: one origin per plan run key, across every sensor and schedule.
 
-Dagster drops a repeated run key only when the *same* sensor or schedule
-requested it before (Dagster's ``run_key`` dedup is per origin: decision "One origin launches a plan."). A plan's
-``<transition>:plan`` key is requested by whichever origin opened it (a
-boundary schedule, the boundary or apply-now sensor) and by the reconcile
-sensor, which re-requests open plans whose run it cannot see yet. The claim
-makes the launch idempotent across origins: the first origin to insert the
-row owns the launch (and may repeat its request: the daemon drops the
-repeats); every other origin skips it. The primary key on ``run_key`` is the
-whole rule, never a read-then-write.
+Dagster drops a repeated run key only when the *same* sensor or schedule requested it before
+(Dagster's ``run_key`` dedup is per origin: decision "One origin launches a plan."). A plan's
+``<transition>:plan`` key is requested by whichever origin opened it (a boundary schedule, the
+boundary or apply-now sensor) and by the reconcile sensor, which re-requests open plans whose run it
+cannot see yet. The claim makes the launch idempotent across origins: the first origin to insert the
+row owns the launch (and may repeat its request: the daemon drops the repeats); every other origin
+skips it. The primary key on ``run_key`` is the whole rule, never a read-then-write.
 
 A claim whose run never appeared (the owner's tick was lost after it claimed)
 is taken over by compare-and-set on the holder, so exactly one origin wins

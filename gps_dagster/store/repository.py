@@ -78,7 +78,8 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
 
     @classmethod
     def open(cls, url: str | None = None, *, upgrade: bool = True) -> Store:
-        """Open ``url`` (default: ``GPS_DB_URL`` or ``var/gps.sqlite``), migrating it on first use."""
+        """Open ``url`` (default: ``GPS_DB_URL`` or ``var/gps.sqlite``), migrating it on first
+        use."""
         engine = create_db_engine(url or default_url())
         if upgrade:
             migrate.upgrade(engine)

@@ -402,7 +402,8 @@ def held_reservations(conn: Connection) -> dict[str, Reservation]:
 
 
 def lock_reservation(conn: Connection, reservation_id: str) -> Reservation:
-    """Read one reservation row locked for the caller's transaction (admission is serialised on it)."""
+    """Read one reservation row locked for the caller's transaction (admission is serialised on
+    it)."""
     return _to_model(_row(conn, reservation_id, for_update=True))
 
 

@@ -1,4 +1,5 @@
-"""Retention of finished history: plans, steps, events (decision "Retention: 30 days, hourly, `db prune`.").
+"""Retention of finished history: plans, steps, events (decision "Retention: 30 days, hourly, `db
+prune`.").
 
 ``actions``, ``transitions`` and ``events`` grow with every boundary; a fleet
 flipping 10,000 schedules twice a day writes tens of thousands of rows a day.

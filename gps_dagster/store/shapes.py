@@ -256,7 +256,8 @@ def status_move(
     changes: Mapping[str, Any],
     events: Iterable[Mapping[str, Any]] = (),
 ) -> tuple[dict[str, Any], TargetStatusRow, list[dict[str, Any]]]:
-    """What ``status._cas`` writes for ``changes`` on ``seen``: the row values, the new row, events."""
+    """What ``status._cas`` writes for ``changes`` on ``seen``: the row values, the new row,
+    events."""
     values = dict(changes)
     values.setdefault("target_generation", seen.target_generation)
     values["status_version"] = seen.status_version + 1

@@ -1,4 +1,5 @@
-"""Schedule records with their parsed specs cached by content (decision "Parsed schedules are cached by content").
+"""Schedule records with their parsed specs cached by content (decision "Parsed schedules are cached
+by content").
 
 Validating a schedule document with pydantic costs about half a millisecond;
 the boundary sensor used to do it for every schedule every second (6.6 s per

@@ -86,7 +86,8 @@ class InvalidTokenName(StoreError):
 
     def __init__(self, name: str) -> None:
         super().__init__(
-            f"token name {name[:80]!r}{'…' if len(name) > 80 else ''} is not 1-{MAX_NAME} printable characters",
+            f"token name {name[:80]!r}{'…' if len(name) > 80 else ''} is not 1-{MAX_NAME} "
+            "printable characters",
             fix=f"name the token with 1 to {MAX_NAME} printable characters, no leading or trailing "
             "space, e.g. --name vision-ci",
         )
@@ -146,7 +147,10 @@ class TokenNameTaken(StoreError):
     def __init__(self, name: str, token_id: str) -> None:
         super().__init__(
             f"a live token is already named '{name}' (id {token_id})",
-            fix=f"choose another name, or revoke {token_id} first (`gps-dagster tokens revoke {token_id}`)",
+            fix=(
+                f"choose another name, or revoke {token_id} first (`gps-dagster tokens revoke "
+                f"{token_id}`)"
+            ),
         )
 
 
@@ -193,9 +197,9 @@ class TokenRepository:
                     api_tokens.c.name == name, api_tokens.c.revoked_at.is_(None)
                 )
             ).first()
-            if (
-                live is not None
-            ):  # `tokens revoke NAME` must name one token (decision "A token name names one live token")
+            # `tokens revoke NAME` must name one token
+            # (decision "A token name names one live token")
+            if live is not None:
                 raise TokenNameTaken(name, live.id)
             conn.execute(
                 api_tokens.insert().values(

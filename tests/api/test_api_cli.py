@@ -41,7 +41,8 @@ def _state(url: str) -> dict[str, Any]:
             (r.schedule_name, r.kind, r.detail)
             for r in conn.execute(
                 sa.text(
-                    "SELECT schedule_name, kind, detail FROM events WHERE schedule_name IS NOT NULL ORDER BY id"
+                    "SELECT schedule_name, kind, detail FROM events WHERE schedule_name IS NOT "
+                    "NULL ORDER BY id"
                 )
             )
         ]

@@ -1,4 +1,5 @@
-"""The schedule API over holiday calendars (R-NEXT-2): field errors, the stored version, timeline."""
+"""The schedule API over holiday calendars (R-NEXT-2): field errors, the stored version,
+timeline."""
 
 from __future__ import annotations
 

@@ -138,7 +138,8 @@ def test_the_tenant_surface_of_beta(world: Api, caller: str) -> None:
 
 
 def test_alpha_cannot_reach_beta_through_its_own_surface(world: Api) -> None:
-    """Names of another project's schedules, deploys and reservations look absent from alpha's surface."""
+    """Names of another project's schedules, deploys and reservations look absent from alpha's
+    surface."""
     base = tenant_base("alpha")
     for label, method, path, body in ops(
         base, "beta-nightly", beta_schedule(), "/api/v1/cmp/projects/alpha/reservations"

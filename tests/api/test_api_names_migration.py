@@ -1,4 +1,5 @@
-"""Issue 21 items 1, 8, 15: revision 0011 moves a 0008 database's tenant schedules to ``<project>/<name>``.
+"""Issue 21 items 1, 8, 15: revision 0011 moves a 0008 database's tenant schedules to
+``<project>/<name>``.
 
 A database written at 0008 (one global namespace) with rows in every table that names a
 schedule is upgraded on SQLite and on PostgreSQL: the tenant schedule and everything that

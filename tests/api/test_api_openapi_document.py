@@ -321,7 +321,8 @@ class CoreDown:
 
 
 def answered_reasons(api: Api, doc: dict[str, Any]) -> dict[str, set[str]]:
-    """Per operation id, the reasons its error answers carried (none a 500, each status documented)."""
+    """Per operation id, the reasons its error answers carried (none a 500, each status
+    documented)."""
     listed = {o["operationId"]: o for _p, _m, o in operations(doc)}
     seen: dict[str, set[str]] = {}
     for op_id, who, call, kw in requests_of_every_operation():
@@ -363,8 +364,8 @@ def test_every_reason_an_operation_answers_when_the_core_times_out_is_in_its_x_r
 ) -> None:
     """The core (Kubernetes, the simulated pool) down: its errors answer a reason x-reasons lists.
 
-    A backend's own reason (``api_timeout``, ``api_unreachable``, …) is an open set; the API
-    answers the port's closed one (``core_unavailable``, 503) and keeps the backend's in the message.
+    A backend's own reason (``api_timeout``, ``api_unreachable``, …) is an open set; the API answers
+    the port's closed one (``core_unavailable``, 503) and keeps the backend's in the message.
     """
     _world(api)
     api.services.core = CoreDown()

@@ -1,4 +1,5 @@
-"""Contract of the rest of the API: errors, limits, reservations, audit, the OpenAPI document, login."""
+"""Contract of the rest of the API: errors, limits, reservations, audit, the OpenAPI document,
+login."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Property-based tests of every operation of the served OpenAPI document (schemathesis), all checks on.
+"""Property-based tests of every operation of the served OpenAPI document (schemathesis), all checks
+on.
 
 Schemathesis generates requests from ``/openapi.json`` and calls the app in process through
 its ASGI transport (no socket, bounded time). Every response must be no 5xx and must match the
@@ -53,7 +54,8 @@ WEEK = ("2026-10-19T00:00:00+07:00", "2026-10-26T00:00:00+07:00")  # empty_range
 
 
 def narrowed(document: dict[str, Any]) -> dict[str, Any]:
-    """``document`` with the cross-field rules of ``x-reasons`` narrowed away (each names its reasons)."""
+    """``document`` with the cross-field rules of ``x-reasons`` narrowed away (each names its
+    reasons)."""
     doc = copy.deepcopy(document)
     schemas = doc["components"]["schemas"]
     # duplicate_target, duplicate_state, duplicate_window, unknown_target, ambiguous_priority,

@@ -63,7 +63,8 @@ def test_two_minute_windows_open_at_the_hour_span_and_are_readable(
         assert page.locator("#instant-label").inner_text() == "2026-10-19 09:01:00 +00:00"
         assert cell(page, "md-llama70b", "desired") == "running"  # 09:00-09:02 window in force
         width = page.evaluate(
-            "window.gpsTimeline.clientX('2026-10-19 09:02:00') - window.gpsTimeline.clientX('2026-10-19 09:00:00')"
+            "window.gpsTimeline.clientX('2026-10-19 09:02:00') - "
+            "window.gpsTimeline.clientX('2026-10-19 09:00:00')"
         )
         assert width >= 20, f"a 2-minute window is {width} px wide"
         page.screenshot(path=str(tmp_path / "two-minute-windows.png"), full_page=True)

@@ -1,4 +1,5 @@
-"""Issue 21 item 14: ``var/demo/env`` holds the demo's admin token, so it is 0600, even rewritten."""
+"""Issue 21 item 14: ``var/demo/env`` holds the demo's admin token, so it is 0600, even
+rewritten."""
 
 from __future__ import annotations
 

@@ -167,13 +167,15 @@ def test_dry_run_warns_about_alias_blocked_before_anything_happens(env: dict[str
     doc["targets"][0]["default_allow_downtime"] = False
     doc["windows"][1]["states"][0].pop("allow_downtime")
     path = write(env["tmp"], "no-consent.json", doc)
-    # Monday 2026-10-19 09:00: A must run; the pool file has it stopped; at 18:00 it must stop without consent.
+    # Monday 2026-10-19 09:00: A must run; the pool file has it stopped; at 18:00 it must stop
+    # without consent.
     result = run(
         "dry-run", path, "--at", "2026-10-19T18:30:00+07:00", "--format", "json", "--pool", POOL10
     )
     assert result.exit_code == 0, result.output
     rep = json.loads(result.output)
-    # the pool holds A stopped, so at 18:30 nothing releases; B would start: capacity fits (A is not running)
+    # the pool holds A stopped, so at 18:30 nothing releases; B would start: capacity fits (A is not
+    # running)
     assert [s["step"] for s in rep["steps"]] == []
     rep2 = json.loads(
         run("dry-run", path, "--at", "2026-10-19T09:00:00+07:00", "--format", "json").output

@@ -79,7 +79,8 @@ def accounts() -> PoolSpec:
 
 
 def reserved() -> PoolSpec:
-    """GPS: node n1's GPUs 0-3 are exclusive reservation rsv-x, GPU 4 is time-sliced rsv-ts (budget 10 000 MiB)."""
+    """GPS: node n1's GPUs 0-3 are exclusive reservation rsv-x, GPU 4 is time-sliced rsv-ts (budget
+    10 000 MiB)."""
     name = "reserved"
     uuids = [gpu_uuid(name, "n1", i) for i in range(5)]
     return load_pool(

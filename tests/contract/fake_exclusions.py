@@ -9,8 +9,13 @@ _NO_RESERVATIONS = (
     "GPU reservations (VRAM budgets, bound placement, holders): FakeCore refuses such pools at load"
 )
 FAKE_CORE_EXCLUDED: dict[str, str] = {
-    "test_core_reservations.py::test_admission_preview_agrees_with_start_and_changes_nothing": _NO_RESERVATIONS,
-    "test_core_reservations.py::test_a_bound_deploy_reports_its_binding_and_is_witnessed_when_ready": _NO_RESERVATIONS,
+    "test_core_reservations.py::test_admission_preview_agrees_with_start_and_changes_nothing": (
+        _NO_RESERVATIONS
+    ),
+    (
+        "test_core_reservations.py::"
+        "test_a_bound_deploy_reports_its_binding_and_is_witnessed_when_ready"
+    ): _NO_RESERVATIONS,
     "test_core_reservations.py::test_unbound_work_stays_off_reserved_gpus": _NO_RESERVATIONS,
     "test_core_reservations.py::test_reservation_deploys_lists_the_bound_deploys": _NO_RESERVATIONS,
 }

@@ -28,9 +28,9 @@ _ACCOUNTS = (
     "request): the quota arithmetic needs more GPUs than the node has, and a 60 s publish lag"
 )
 _RESERVED = (
-    "reserved: an 8-GPU node whose GPUs 0-4 are reserved by UUID (the pool's UUIDs, not the device "
-    "plugin's), plus 3 unbound GPUs; the real node's witness and reservations are tested end to end "
-    "in tests/k8s/test_real_node.py"
+    "reserved: an 8-GPU node whose GPUs 0-4 are reserved by UUID (the pool's UUIDs, not the "
+    "device plugin's), plus 3 unbound GPUs; the real node's witness and reservations are tested "
+    "end to end in tests/k8s/test_real_node.py"
 )
 REAL_NODE_EXCLUDED: dict[str, str] = {
     "test_core_admission.py::test_quota_counts_running_project_gpus_plus_the_request": _ACCOUNTS,
@@ -51,7 +51,9 @@ REAL_NODE_EXCLUDED: dict[str, str] = {
     "test_core_capacity.py::test_a_static_foreign_workload_holds_gpus_until_removed": _SPLIT16,
     "test_core_faults.py::test_fail_next_fails_one_call_without_mutating": _SEED10,
     "test_core_faults.py::test_fail_next_can_be_permanent_and_hit_reads": _SEED10,
-    "test_core_faults.py::test_lost_response_is_applied_once_and_replay_returns_the_operation": _SEED10,
+    "test_core_faults.py::test_lost_response_is_applied_once_and_replay_returns_the_operation": (
+        _SEED10
+    ),
     "test_core_faults.py::test_crash_before_commit_applies_nothing": _SEED10,
     "test_core_faults.py::test_crash_after_commit_applies_once": _SEED10,
     "test_core_faults.py::test_crash_before_mutation": _SEED10,
@@ -61,7 +63,9 @@ REAL_NODE_EXCLUDED: dict[str, str] = {
     "test_core_faults.py::test_a_broken_cmp_member_fails_its_stop": _ACCOUNTS,
     "test_core_faults.py::test_forced_failed_or_deleting_state": _SPLIT16,
     "test_core_mutations.py::test_get_deploy_reports_the_declared_deploy": _SEED10,
-    "test_core_mutations.py::test_replayed_key_returns_the_same_operation_and_mutates_once": _SEED10,
+    "test_core_mutations.py::test_replayed_key_returns_the_same_operation_and_mutates_once": (
+        _SEED10
+    ),
     "test_core_mutations.py::test_a_key_reused_for_another_call_is_refused": _SEED10,
     "test_core_mutations.py::test_stale_etag_is_refused_with_412": _SEED10,
     "test_core_mutations.py::test_another_deploys_etag_is_refused": _SEED10,
@@ -72,12 +76,18 @@ REAL_NODE_EXCLUDED: dict[str, str] = {
     "test_core_mutations.py::test_start_on_a_running_deploy_changes_nothing": _SEED10,
     "test_core_mutations.py::test_unknown_operation_is_not_found": _SEED10,
     "test_core_mutations.py::test_a_later_operation_supersedes_an_unfinished_one": _SPLIT16,
-    "test_core_reservations.py::test_admission_preview_agrees_with_start_and_changes_nothing": _RESERVED,
-    "test_core_reservations.py::test_a_bound_deploy_reports_its_binding_and_is_witnessed_when_ready": _RESERVED,
+    "test_core_reservations.py::test_admission_preview_agrees_with_start_and_changes_nothing": (
+        _RESERVED
+    ),
+    (
+        "test_core_reservations.py::"
+        "test_a_bound_deploy_reports_its_binding_and_is_witnessed_when_ready"
+    ): _RESERVED,
     "test_core_reservations.py::test_unbound_work_stays_off_reserved_gpus": _RESERVED,
     "test_core_reservations.py::test_reservation_deploys_lists_the_bound_deploys": _RESERVED,
 }
-"""Contract case (file::function) -> why the real node does not run it. Deselected, never skipped."""
+"""Contract case (file::function) -> why the real node does not run it. Deselected, never
+skipped."""
 
 
 def excluded_on_real_node(item: pytest.Item) -> bool:

@@ -1,4 +1,5 @@
-"""The reviewed list of contract cases FakeCore does not run (``fake_exclusions.FAKE_CORE_EXCLUDED``).
+"""The reviewed list of contract cases FakeCore does not run
+(``fake_exclusions.FAKE_CORE_EXCLUDED``).
 
 Each entry must name a real case of the suite, its reason must hold (FakeCore refuses the pool
 the case loads, so it could never answer it kindly), and only the fake's parametrisation of a

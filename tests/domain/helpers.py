@@ -18,7 +18,8 @@ def at(tz: str, *parts: int, fold: int = 0) -> datetime:
 def schedule(
     windows: list[dict[str, Any]], *, tz: str = "UTC", targets: list[dict[str, Any]] | None = None
 ) -> Schedule:
-    """A valid schedule (every check run) with targets a (default stopped) and b (default running)."""
+    """A valid schedule (every check run) with targets a (default stopped) and b (default
+    running)."""
     doc = {
         "name": "t",
         "timezone": tz,

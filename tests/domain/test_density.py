@@ -93,7 +93,8 @@ def test_back_to_back_occurrences_are_one_run_never_listed() -> None:
 
 
 def test_a_fall_back_hole_is_kept_in_closed_form() -> None:
-    """New York, 1 Nov 2026: 01:00-01:59 repeats; fires once, so 01:59 EDT + 1m .. 02:00 EST is a gap."""
+    """New York, 1 Nov 2026: 01:00-01:59 repeats; fires once, so 01:59 EDT + 1m .. 02:00 EST is a
+    gap."""
     s = load_schedule(doc([("* * * * *", "1m")]))
     rows = intervals(s, datetime(2026, 11, 1, 4, tzinfo=UTC), datetime(2026, 11, 1, 9, tzinfo=UTC))[
         "md-0"
@@ -120,7 +121,8 @@ def test_the_worst_accepted_documents_stay_inside_the_budget(name: str) -> None:
 
 
 def test_the_single_window_of_the_issue_costs_little() -> None:
-    """``* * * * *`` for 1m used to take ~11 s and ~170 MB for one dry-run (200 MB measured here)."""
+    """``* * * * *`` for 1m used to take ~11 s and ~170 MB for one dry-run (200 MB measured
+    here)."""
     s = load_schedule(doc([("* * * * *", "1m")], tz="UTC"))
     units, peak = _measured(lambda: current_interval(s, "md-0", AT), memory=True)
     assert units < 3_000 and peak < 5 * MB

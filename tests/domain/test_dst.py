@@ -53,7 +53,8 @@ def running_spans(
                 ("03-09 06:30", "03-09 07:30"),
             ],
         ),
-        # NY fall back: 01:30 happens twice on 1 Nov; the occurrence starts at the first (EDT, 05:30Z)
+        # NY fall back: 01:30 happens twice on 1 Nov; the occurrence starts at the first (EDT,
+        # 05:30Z)
         (
             NY,
             "30 1 * * *",
@@ -75,7 +76,8 @@ def running_spans(
             (2026, 3, 10),
             [("03-06 13:00", "03-06 23:00"), ("03-09 12:00", "03-09 22:00")],
         ),
-        # crossing midnight into fall-back night: 22:00 EDT + 4 h elapsed = 01:00 EST (the second 01:00)
+        # crossing midnight into fall-back night: 22:00 EDT + 4 h elapsed = 01:00 EST (the second
+        # 01:00)
         (NY, "0 22 * * 6", "4h", (2026, 10, 31), (2026, 11, 2), [("11-01 02:00", "11-01 06:00")]),
         # a weekend window over spring forward: Fri 18:00 EST + 63 h = Mon 10:00 EDT
         (NY, "0 18 * * 5", "2d15h", (2026, 3, 6), (2026, 3, 11), [("03-06 23:00", "03-09 14:00")]),

@@ -24,7 +24,8 @@ HCM = "Asia/Ho_Chi_Minh"
 
 
 def test_current_interval_has_its_true_start_far_back() -> None:
-    # Weekly window: on Thursday the stopped interval began on Monday 18:00 (3 days back, past the 1-day chunk).
+    # Weekly window: on Thursday the stopped interval began on Monday 18:00 (3 days back, past the
+    # 1-day chunk).
     s = schedule([recurring("monday", "0 8 * * 1", "10h")], tz=HCM)
     row = current_interval(s, "a", at(HCM, 2026, 10, 22, 12))
     assert (row.start, row.end) == (at(HCM, 2026, 10, 19, 18), at(HCM, 2026, 10, 26, 8))

@@ -168,7 +168,8 @@ def test_replicas_zero_message_points_to_stopped() -> None:
             }
         )
     assert str(info.value.errors[0]) == (
-        'windows[0].states[1].replicas: replicas_zero — use "desired_state": "stopped" to stop a deploy'
+        'windows[0].states[1].replicas: replicas_zero — use "desired_state": "stopped" to stop a '
+        "deploy"
     )
 
 

@@ -45,7 +45,8 @@ def shared_pool(
     gpus: int = 2,
     foreign: list[dict[str, Any]] | None = None,
 ) -> PoolSpec:
-    """Pool ``gpu42``: node hla-worker-042 (``gpus`` H200s), GPU 0 reserved time-sliced for ``members``."""
+    """Pool ``gpu42``: node hla-worker-042 (``gpus`` H200s), GPU 0 reserved time-sliced for
+    ``members``."""
     return load_pool(
         {
             "name": "gpu42",
@@ -125,7 +126,7 @@ def open_sim(db_url: str, spec: PoolSpec, start: datetime = T0) -> Sim:
     )
 
 
-# -- the engine over a reservation pool --------------------------------------------------------------
+# -- the engine over a reservation pool ------------------------------------------------------------
 
 TZ7 = timezone(timedelta(hours=7))
 A, B, C = "md-vision-chat", "md-vision-batch", "md-vision-embed"

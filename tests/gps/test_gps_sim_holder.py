@@ -1,4 +1,5 @@
-"""The holder keeps a time-sliced GPU group alive through a swap (R-GPS-6), read off the usage history."""
+"""The holder keeps a time-sliced GPU group alive through a swap (R-GPS-6), read off the usage
+history."""
 
 from __future__ import annotations
 

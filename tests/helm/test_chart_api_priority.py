@@ -1,4 +1,5 @@
-"""The chart's API Priority and Fairness objects: every identity of the release in a level of its own.
+"""The chart's API Priority and Fairness objects: every identity of the release in a level of its
+own.
 
 Rendered offline (Kubernetes 1.31: ``flowcontrol.apiserver.k8s.io/v1``, the share named
 ``nominalConcurrencyShares``) and against the test control plane (1.20: ``helm template

@@ -53,7 +53,8 @@ def install(k8s_cluster: str, tmp_path: Path) -> Iterator[Install]:
 
 
 def _deployment(name: str, deploy_id: str) -> dict[str, Any]:
-    """One replica that never lands (no node carries the label): the stop has no kubelet to wait for."""
+    """One replica that never lands (no node carries the label): the stop has no kubelet to wait
+    for."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -104,8 +105,8 @@ def _script(src: Path, env: dict[str, str], commands: list[list[str]]) -> str:
             f"mount -o remount,bind,ro {REPO}",
             "mount -o remount,bind,ro /",
             "mount -o remount,ro /run",
-            f"exec setpriv --reuid={UID} --regid={UID} --clear-groups --inh-caps=-all --no-new-privs "
-            f"env -i {exports} sh -c {shlex.quote(inner)}",
+            f"exec setpriv --reuid={UID} --regid={UID} --clear-groups --inh-caps=-all "
+            f"--no-new-privs env -i {exports} sh -c {shlex.quote(inner)}",
         ]
     )
 

@@ -14,10 +14,11 @@ No Docker engine and no registry of base images are reachable here (FACTS.md), s
    ``localhost/gps-dagster:<version>`` and ``localhost/gps-dagster:<version>-<inputs hash>``.
 
 The inputs hash covers the Containerfile, definitions.py, dagster.yaml, constraints.txt,
-pyproject.toml and the package's files: an unchanged tree reuses the image (a second build
-takes the wheel step only). The built reference is written to ``image.ref`` in the cache;
-the last three product images are kept (work trees of one machine share the storage). Missing tools are installed with apt (root), any failure
-exits 1 with the step's output: nothing that needs the image is ever skipped.
+pyproject.toml and the package's files: an unchanged tree reuses the image (a second build takes the
+wheel step only). The built reference is written to ``image.ref`` in the cache; the last three
+product images are kept (work trees of one machine share the storage). Missing tools are installed
+with apt (root), any failure exits 1 with the step's output: nothing that needs the image is ever
+skipped.
 """
 
 # Decisions embodied here (docs/decisions.md):

@@ -36,7 +36,8 @@ class Ctx:
     active: list[tuple[str, str | None]] = field(default_factory=list)
     """Persistent faults in force: (effect, deploy)."""
     ledger: Ledger = field(default_factory=Ledger)
-    """Reservations holding GPUs of this pool, read from the reservation ledger in this transaction."""
+    """Reservations holding GPUs of this pool, read from the reservation ledger in this
+    transaction."""
     bindings: Mapping[str, ExclusiveBinding | TimeSlicedBinding] = field(default_factory=dict)
     """deploy -> its reservation binding (bound deploys only)."""
     free: dict[str, int] | None = None

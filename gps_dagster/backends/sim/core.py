@@ -513,7 +513,8 @@ class SimPool(DriverMixin):
         with self._tx(write=True) as (ctx, blocks):
             seen = ctx.conn.execute(_SEEN, {"pool": self.name, "key": key}).first()
             if seen is not None:
-                # A replay mutates nothing, but the faults it consumed still fire: a retry can lose its answer too.
+                # A replay mutates nothing, but the faults it consumed still fire: a retry can lose
+                # its answer too.
                 if seen.deploy != deploy_id or seen.kind != kind.value:
                     raise Permanent(
                         f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
@@ -524,7 +525,8 @@ class SimPool(DriverMixin):
                 row = self._row(ctx, deploy_id)
                 if etag != views.etag_of(deploy_id, row.version):
                     raise EtagMismatch(
-                        f"{deploy_id}: etag {etag} is stale (current {views.etag_of(deploy_id, row.version)})"
+                        f"{deploy_id}: etag {etag} is stale (current "
+                        f"{views.etag_of(deploy_id, row.version)})"
                     )
                 outcome = apply(ctx, row, blocks)
                 op = self._record(ctx, kind, deploy_id, key, replicas, outcome)

@@ -176,7 +176,8 @@ class DriverMixin:
         node: str | None = None,
         flavor: str | None = None,
     ) -> None:
-        """A workload no schedule owns: ``static`` takes GPUs now; ``intruder`` grabs published ones."""
+        """A workload no schedule owns: ``static`` takes GPUs now; ``intruder`` grabs published
+        ones."""
         with self._tx() as (ctx, _b):
             f = t.foreign
             taken = ctx.conn.execute(

@@ -90,7 +90,8 @@ def _scope(ctx: Ctx, among: Collection[str] | None) -> list[Any]:
 
 
 def free_by_node(ctx: Ctx, among: Collection[str] | None = None) -> dict[str, int]:
-    """Published free GPUs per node (nodes with none omitted), outside reservations unless ``among``."""
+    """Published free GPUs per node (nodes with none omitted), outside reservations unless
+    ``among``."""
     if among is None and ctx.free is not None:
         return dict(ctx.free)
     g = t.gpus
@@ -111,7 +112,8 @@ def allocate(
     grp: int | None,
     among: Collection[str] | None = None,
 ) -> None:
-    """Hand ``count`` free GPUs of ``node`` (of ``among``, else unreserved) to ``holder``; refuse if any was taken meanwhile."""
+    """Hand ``count`` free GPUs of ``node`` (of ``among``, else unreserved) to ``holder``; refuse if
+    any was taken meanwhile."""
     g = t.gpus
     # Two statements, not UPDATE ... WHERE uuid IN (SELECT ... LIMIT): planned on stale
     # statistics (no GPU free when last analysed) that one walks every free GPU of the pool.

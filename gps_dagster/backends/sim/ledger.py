@@ -70,7 +70,8 @@ def read_ledger(
     pool_uuids: Mapping[str, str],
     nodes: Mapping[str, object],
 ) -> Ledger:
-    """The ledger restricted to ``nodes``; ``pool_uuids`` maps lower-cased UUIDs to the pool's ids."""
+    """The ledger restricted to ``nodes``; ``pool_uuids`` maps lower-cased UUIDs to the pool's
+    ids."""
     return ledger_of(source.held_on(conn), pool_uuids, nodes, source)
 
 
@@ -80,7 +81,8 @@ def ledger_of(
     nodes: Mapping[str, object],
     source: SharedLedger | None,
 ) -> Ledger:
-    """Reservations of ``held`` on ``nodes``, their UUIDs translated to the pool's ids (shared with ``MemoryPool``)."""
+    """Reservations of ``held`` on ``nodes``, their UUIDs translated to the pool's ids (shared with
+    ``MemoryPool``)."""
     rsvs = {rid: r for rid, r in held.items() if r.node in nodes}
     uuids = {
         rid: tuple(pool_uuids[u.lower()] for u in r.gpu_uuids if u.lower() in pool_uuids)

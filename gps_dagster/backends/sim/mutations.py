@@ -188,7 +188,8 @@ def check_billing(ctx: Ctx, row: Row[Any]) -> None:
 
 
 def check_quota(ctx: Ctx, row: Row[Any], *, delta_replicas: int) -> QuotaStatus:
-    """Project GPUs held (running deploys by their role ceiling; reservations once) + the request ≤ quota.
+    """Project GPUs held (running deploys by their role ceiling; reservations once) + the request ≤
+    quota.
 
     A deploy bound to one of the project's reservations requests no GPU: the
     reservation already counts them (R-GPS-8).

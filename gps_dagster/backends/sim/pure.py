@@ -120,7 +120,8 @@ def choose_nodes(
 def unbound_preview(
     topo: Topology, row: DeployRow, free: Mapping[str, int], delta: int
 ) -> CapacityPreview:
-    """Fit ``delta`` whole replica groups of an unbound deploy on ``free``, node by node, per flavor."""
+    """Fit ``delta`` whole replica groups of an unbound deploy on ``free``, node by node, per
+    flavor."""
     per_node = row.gpus_per_replica // row.nodes_per_replica
     npr = row.nodes_per_replica
     matching = eligible(topo, free, row.flavor, names(row.node_selector))

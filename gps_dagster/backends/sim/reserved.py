@@ -165,7 +165,8 @@ def _take_group_gpu(ctx: Ctx, reservation_id: str, uuid: str) -> bool:
 
 
 def attach_member(ctx: Ctx, deploy_id: str, binding: TimeSlicedBinding, misplaced: bool) -> bool:
-    """Put a member's fractional pod on the reservation's GPU (or, under ``misplace``, a neighbour)."""
+    """Put a member's fractional pod on the reservation's GPU (or, under ``misplace``, a
+    neighbour)."""
     rsv = ctx.ledger.active(binding.reservation)
     uuids = ctx.ledger.uuids.get(binding.reservation, ())
     if rsv is None or not uuids:
@@ -208,7 +209,8 @@ def detach_member(ctx: Ctx, deploy_id: str) -> None:
 
 
 def sync_holders(ctx: Ctx) -> None:
-    """Keep each time-sliced group alive: a holder iff no member is ready; release an empty group."""
+    """Keep each time-sliced group alive: a holder iff no member is ready; release an empty
+    group."""
     s, g = t.shares, t.gpus
     for rsv in ctx.ledger.time_sliced():
         uuids = ctx.ledger.uuids.get(rsv.id, ())
@@ -339,7 +341,7 @@ def preview(ctx: Ctx, row: Row[Any], releasing: Collection[str]) -> AdmissionPre
     return admission_view(row.id, decide(ctx, row, releasing=releasing))
 
 
-# -- capacity preview and witness ----------------------------------------------------------------------
+# -- capacity preview and witness ------------------------------------------------------------------
 
 
 def capacity(ctx: Ctx, row: Row[Any], delta: int) -> CapacityPreview | None:

@@ -61,9 +61,10 @@ class Overcommitted:
     @property
     def fix(self) -> str:
         return (
-            f"{format_mib(self.budget_mib)} MiB budget, {format_mib(self.running_mib)} MiB running, "
-            f"{format_mib(self.in_flight_mib)} MiB in flight, proposed {format_mib(self.proposed_mib)} MiB: "
-            f"over by {format_mib(self.over_by_mib)} MiB; lower memory_mib or stop a member"
+            f"{format_mib(self.budget_mib)} MiB budget, {format_mib(self.running_mib)} MiB "
+            f"running, {format_mib(self.in_flight_mib)} MiB in flight, proposed "
+            f"{format_mib(self.proposed_mib)} MiB: over by {format_mib(self.over_by_mib)} MiB; "
+            "lower memory_mib or stop a member"
         )
 
 

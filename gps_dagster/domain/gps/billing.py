@@ -42,7 +42,8 @@ class Usage:
 def billed_seconds(
     history: Sequence[tuple[datetime, ReservationState]], *, start: datetime, end: datetime
 ) -> int:
-    """Seconds of ``[start, end)`` spent in a billed state; ``history`` is (at, new state), any order."""
+    """Seconds of ``[start, end)`` spent in a billed state; ``history`` is (at, new state), any
+    order."""
     _aware(start, end, *(at for at, _ in history))
     if end <= start:
         return 0
@@ -81,7 +82,8 @@ class Workload:
 
 
 def reservation_project(reservation: Reservation) -> str | None:
-    """The CMP project a reservation is charged to: its namespace ``cmp-<project>``; else None (admin)."""
+    """The CMP project a reservation is charged to: its namespace ``cmp-<project>``; else None
+    (admin)."""
     ns = reservation.namespace
     return ns[len("cmp-") :] if ns.startswith("cmp-") and len(ns) > len("cmp-") else None
 

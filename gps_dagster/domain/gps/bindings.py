@@ -106,7 +106,8 @@ def _usable(rsv: Reservation | None, rid: str, path: str, mode: SharingMode) -> 
             FieldError(
                 path,
                 "reservation_mode_mismatch",
-                f"reservation '{rid}' is {rsv.mode}; bind as {rsv.mode} or pick a {mode} reservation",
+                f"reservation '{rid}' is {rsv.mode}; bind as {rsv.mode} or pick a {mode} "
+                "reservation",
             )
         ]
     return []
@@ -122,7 +123,8 @@ def _time_sliced_errors(
             FieldError(
                 f"{path}.memory_mib",
                 "memory_over_budget",
-                f"{format_mib(b.memory_mib)} MiB exceeds the whole budget of {format_mib(rsv.budget_mib)} MiB; lower memory_mib",
+                f"{format_mib(b.memory_mib)} MiB exceeds the whole budget of "
+                f"{format_mib(rsv.budget_mib)} MiB; lower memory_mib",
             )
         )
     return problems
@@ -146,8 +148,9 @@ def _exclusive_errors(
                 FieldError(
                     item,
                     "replica_does_not_fit",
-                    f"reservation '{rid}' holds {rsv.gpu_count} GPU(s) on one node, a replica needs "
-                    f"{b.gpus_per_replica}; lower gpus_per_replica or use a larger reservation",
+                    f"reservation '{rid}' holds {rsv.gpu_count} GPU(s) on one node, a replica "
+                    f"needs {b.gpus_per_replica}; lower gpus_per_replica or use a larger "
+                    "reservation",
                 )
             )
         problems.extend(found)

@@ -53,7 +53,10 @@ class StaleGeneration(ReservationError):
         self.actual = actual
         super().__init__(
             f"reservation '{reservation_id}' is at generation {actual}, not {expected}",
-            fix=f"re-read the reservation and retry with --generation {actual} if the change still applies",
+            fix=(
+                f"re-read the reservation and retry with --generation {actual} if the change "
+                "still applies"
+            ),
         )
 
 

@@ -35,8 +35,8 @@ def gpu_memory_utilization(memory_mib: int, gpu_memory_mib: int) -> Decimal:
                 FieldError(
                     "memory_mib",
                     "memory_out_of_range",
-                    f"use between {format_mib(-(-gpu_memory_mib // 100))} and {format_mib(gpu_memory_mib)} MiB "
-                    "(vLLM needs a utilization in [0.01, 1.00])",
+                    f"use between {format_mib(-(-gpu_memory_mib // 100))} and "
+                    f"{format_mib(gpu_memory_mib)} MiB (vLLM needs a utilization in [0.01, 1.00])",
                 )
             ]
         )
@@ -50,7 +50,8 @@ def render_vllm_args(
     *,
     path: str = "args",
 ) -> tuple[str, ...]:
-    """The user's args plus ``--gpu-memory-utilization X``; a contradicting user value is ``SpecInvalid``.
+    """The user's args plus ``--gpu-memory-utilization X``; a contradicting user value is
+    ``SpecInvalid``.
 
     An equal user value (``0.27`` or ``0.270``, either spelling, ``=`` or
     separate) is accepted and not duplicated.

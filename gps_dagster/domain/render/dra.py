@@ -39,7 +39,10 @@ REQUEST = "gpu"
 def uuid_selector(uuids: Iterable[str]) -> str:
     """CEL that admits exactly the listed devices of the NVIDIA driver."""
     listed = ", ".join(json.dumps(u) for u in uuids)
-    return f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].{UUID_ATTRIBUTE} in [{listed}]'
+    return (
+        f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].{UUID_ATTRIBUTE} in '
+        f"[{listed}]"
+    )
 
 
 def claim_name(reservation_id: str) -> str:
@@ -49,7 +52,8 @@ def claim_name(reservation_id: str) -> str:
 def render_resource_claim(
     reservation: Reservation, *, api_version: str = V1ALPHA3
 ) -> dict[str, Any]:
-    """The claim every member of ``reservation`` shares; time-sliced reservations get the TimeSlicing config."""
+    """The claim every member of ``reservation`` shares; time-sliced reservations get the
+    TimeSlicing config."""
     body: dict[str, Any] = {
         "deviceClassName": DEVICE_CLASS,
         "selectors": [{"cel": {"expression": uuid_selector(reservation.gpu_uuids)}}],
@@ -134,7 +138,8 @@ def allocated_devices(claim: Mapping[str, Any]) -> tuple[AllocatedDevice, ...] |
 
 
 def slice_uuids(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
-    """``(driver, pool, device) → UUID`` from ResourceSlices (v1alpha3/v1beta1 ``basic`` or v1 flat)."""
+    """``(driver, pool, device) → UUID`` from ResourceSlices (v1alpha3/v1beta1 ``basic`` or v1
+    flat)."""
     out: dict[tuple[str, str, str], str] = {}
     for rs in slices:
         spec = rs.get("spec") or {}
@@ -150,7 +155,8 @@ def slice_uuids(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str
 def claim_uuids(
     claim: Mapping[str, Any], slices: Iterable[Mapping[str, Any]]
 ) -> tuple[str, ...] | None:
-    """The GPU UUIDs a claim got: ``None`` if unallocated or a device is not in any slice (unknown)."""
+    """The GPU UUIDs a claim got: ``None`` if unallocated or a device is not in any slice
+    (unknown)."""
     devices = allocated_devices(claim)
     if not devices:
         return None

@@ -138,7 +138,8 @@ def sanitise(
     project: str,
     policy: SchedulingPolicy,
 ) -> tuple[dict[str, Any], tuple[Dropped, ...]]:
-    """The tenant pod with every placement decision taken back by the server (shared by tracks S and H).
+    """The tenant pod with every placement decision taken back by the server (shared by tracks S and
+    H).
 
     Namespace, queue, scheduler and node come from the reservation and the
     policy; tenant GPU requests (``nvidia.com/gpu``, ``gpu-fraction``,

@@ -103,7 +103,8 @@ class DueMixin(MemoryBase):
         return names[:limit]
 
     def hasten(self, deploy_ids: Sequence[str], *, now: datetime) -> list[str]:
-        """Schedules with a step in flight on one of ``deploy_ids`` are due ``now`` (earlier only)."""
+        """Schedules with a step in flight on one of ``deploy_ids`` are due ``now`` (earlier
+        only)."""
         if not deploy_ids:
             return []
         wanted = set(deploy_ids)

@@ -202,7 +202,8 @@ class HistoryMixin(MemoryBase):
 
     @locked
     def stop_durations(self, deploy_ids: Sequence[str], limit: int) -> dict[str, list[float]]:
-        """The last ``limit`` stop -> GPUs-usable durations (seconds) of each deploy, newest first."""
+        """The last ``limit`` stop -> GPUs-usable durations (seconds) of each deploy, newest
+        first."""
         out: dict[str, list[float]] = {}
         for deploy_id in deploy_ids:
             figures = []

@@ -345,7 +345,8 @@ class SecondApiServer:
         return f"https://127.0.0.1:{self.port}"
 
     def start(self, *, timeout_s: float = 60.0) -> None:
-        """Start it (again) and wait for ``/readyz``; raises ``ControlPlaneError`` if it never is."""
+        """Start it (again) and wait for ``/readyz``; raises ``ControlPlaneError`` if it never
+        is."""
         argv = [a for a in self.argv if not a.startswith("--secure-port=")]
         self.starts += 1
         log = open(self.root / f"kube-apiserver-{self.port}-{self.starts}.log", "wb")  # noqa: SIM115

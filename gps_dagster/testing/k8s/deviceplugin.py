@@ -197,7 +197,8 @@ class DevicePlugin:
             self._server = None
 
     def watch_control(self, path: Path, stop: threading.Event, *, every_s: float = 0.2) -> None:
-        """Apply ``path`` (JSON ``unhealthy``/``prefer`` lists) whenever it changes, until ``stop``."""
+        """Apply ``path`` (JSON ``unhealthy``/``prefer`` lists) whenever it changes, until
+        ``stop``."""
         last: str | None = None
         while not stop.wait(every_s):
             try:

@@ -1,9 +1,10 @@
 """One real Kubernetes node for the test cluster: containerd + the kubelet + a fake GPU plugin.
 
-Test support (R-K8S-5: the witness from a real source). Only the GPUs are fake (``deviceplugin``, on the kubelet's real
-device-plugin API); pods are run by the real kubelet 1.20 (``tools/k8s/build_node.sh`` builds it
-next to the control plane) through containerd 1.6 and runc from Debian, so probes, graceful
-termination, crash loops, device allocation and the PodResources API are the real ones.
+Test support (R-K8S-5: the witness from a real source). Only the GPUs are fake (``deviceplugin``, on
+the kubelet's real device-plugin API); pods are run by the real kubelet 1.20
+(``tools/k8s/build_node.sh`` builds it next to the control plane) through containerd 1.6 and runc
+from Debian, so probes, graceful termination, crash loops, device allocation and the PodResources
+API are the real ones.
 
 Layout: everything lives under the run's temp dir. The kubelet's device-plugin directory is fixed
 at ``/var/lib/kubelet/device-plugins`` (``pkg/kubelet/cm/devicemanager/manager.go``,
@@ -159,7 +160,8 @@ def prerequisites() -> dict[str, Path]:
     if missing:
         raise NodeError(
             f"real node prerequisites missing: {', '.join(missing)}; run `bash {BUILD_SCRIPT}` "
-            "(installs containerd, runc, CNI plugins, busybox-static; builds the kubelet and images)"
+            "(installs containerd, runc, CNI plugins, busybox-static; builds the kubelet and "
+            "images)"
         )
     return found
 
@@ -330,7 +332,8 @@ def _make_cgroups(cgroup_root: str) -> None:
     """The kubelet refuses a ``--cgroup-root`` that does not exist in every subsystem."""
     if not (CGROUP_V1 / "memory" / "cgroup.procs").exists():
         raise NodeError(
-            f"cgroup v1 hierarchy not found under {CGROUP_V1}: the test node uses the cgroupfs driver on v1"
+            f"cgroup v1 hierarchy not found under {CGROUP_V1}: the test node uses the cgroupfs "
+            "driver on v1"
         )
     for sub in _subsystems():
         (sub / cgroup_root.lstrip("/")).mkdir(exist_ok=True)
@@ -406,7 +409,10 @@ def _wait_node(node: RealNode, kubeconfig: Path, *, deadline: float) -> None:
         taints = [t.key for t in obj.spec.taints or [] if t.key != REAL_NODE_LABEL]
         if ready and ready[0].status == "True" and gpus == str(len(node.uuids)) and not taints:
             return
-        last = f"Ready={ready[0].status if ready else '?'} ({ready[0].message if ready else ''}), gpu={gpus}, taints={taints}"
+        last = (
+            f"Ready={ready[0].status if ready else '?'} ({ready[0].message if ready else ''}), "
+            f"gpu={gpus}, taints={taints}"
+        )
         time.sleep(0.5)
     raise NodeError(
         f"node {node.name} not usable in time: {last}; kubelet log: " + _tail(node, "kubelet")

@@ -1,4 +1,5 @@
-"""One call on the in-memory pool: its state, the clock instant and what it may read (``sim.context``'s twin)."""
+"""One call on the in-memory pool: its state, the clock instant and what it may read
+(``sim.context``'s twin)."""
 
 from __future__ import annotations
 

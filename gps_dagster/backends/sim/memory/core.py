@@ -79,7 +79,8 @@ class MemoryPool(MemoryDriver):
     """A simulated GPU pool in memory (one process), answering exactly as ``SimPool``."""
 
     def __init__(self, spec: PoolSpec, clock: Clock, ledger: ReservationBook | None = None) -> None:
-        """Load ``spec`` at the clock's now; ``ledger``: the reservation ledger (None: no reservation known)."""
+        """Load ``spec`` at the clock's now; ``ledger``: the reservation ledger (None: no
+        reservation known)."""
         self.name, self.clock, self.settings = spec.name, clock, spec.sim
         if spec.reservations:
             if ledger is None:
@@ -374,7 +375,8 @@ class MemoryPool(MemoryDriver):
         with self._tx(undo=bool(hits)) as (ctx, blocks):
             seen = ctx.state.ops_by_key.get(key)
             if seen is not None:
-                # A replay mutates nothing, but the faults it consumed still fire: a retry can lose its answer too.
+                # A replay mutates nothing, but the faults it consumed still fire: a retry can lose
+                # its answer too.
                 if seen.deploy != deploy_id or seen.kind != kind.value:
                     raise Permanent(
                         f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
@@ -385,7 +387,8 @@ class MemoryPool(MemoryDriver):
                 row = self._row(deploy_id)
                 if etag != etag_of(deploy_id, row.version):
                     raise EtagMismatch(
-                        f"{deploy_id}: etag {etag} is stale (current {etag_of(deploy_id, row.version)})"
+                        f"{deploy_id}: etag {etag} is stale (current "
+                        f"{etag_of(deploy_id, row.version)})"
                     )
                 outcome = apply(ctx, row, blocks)
                 op = self._record(ctx, kind, row, key, replicas, outcome)

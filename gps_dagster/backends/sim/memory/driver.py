@@ -1,4 +1,5 @@
-"""The in-memory pool's driver surface (``backends.sim.driver``'s twin): settle, history, faults, foreign work.
+"""The in-memory pool's driver surface (``backends.sim.driver``'s twin): settle, history, faults,
+foreign work.
 
 Not part of the ``Core`` port: what a simulation driver (``simulate``, tests) uses
 to move time, read the usage history and the operation log, and inject faults and
@@ -115,7 +116,8 @@ class MemoryDriver:
         node: str | None = None,
         flavor: str | None = None,
     ) -> None:
-        """A workload no schedule owns: ``static`` takes GPUs now; ``intruder`` grabs published ones."""
+        """A workload no schedule owns: ``static`` takes GPUs now; ``intruder`` grabs published
+        ones."""
         with self._tx(undo=True) as (ctx, _b):
             if workload_id in ctx.state.foreign or workload_id in ctx.state.deploys:
                 raise AdmissionRefused("duplicate_holder", f"{workload_id!r} already exists")

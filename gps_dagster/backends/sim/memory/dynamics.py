@@ -39,7 +39,8 @@ def _in_scope(ctx: MemCtx, uuid: str, among: Collection[str] | None) -> bool:
 
 
 def free_by_node(ctx: MemCtx, among: Collection[str] | None = None) -> dict[str, int]:
-    """Published free GPUs per node (nodes with none omitted, by node name), outside reservations unless ``among``."""
+    """Published free GPUs per node (nodes with none omitted, by node name), outside reservations
+    unless ``among``."""
     out: dict[str, int] = {}
     if not ctx.state.free_on:
         return out  # a full pool: no need to read the ledger

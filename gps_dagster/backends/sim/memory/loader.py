@@ -41,7 +41,8 @@ def bindings_of(spec: PoolSpec) -> dict[str, Binding]:
 
 
 def load(spec: PoolSpec, now: float, ledger: Ledger) -> MemCtx:
-    """The pool's state at ``now``, as the SQL pool's ``loader.load`` writes it; the load's context."""
+    """The pool's state at ``now``, as the SQL pool's ``loader.load`` writes it; the load's
+    context."""
     check_bindings(spec, ledger)
     state = PoolState(clock_at=now)
     for node in spec.nodes:

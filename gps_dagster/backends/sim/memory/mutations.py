@@ -155,7 +155,8 @@ def check_billing(ctx: MemCtx, row: DeployRec) -> None:
 
 
 def check_quota(ctx: MemCtx, row: DeployRec, *, delta_replicas: int) -> QuotaStatus:
-    """Project GPUs held (running deploys by their role ceiling; reservations once) + the request ≤ quota."""
+    """Project GPUs held (running deploys by their role ceiling; reservations once) + the request ≤
+    quota."""
     requested = max(delta_replicas, 0) * row.gpus_per_replica
     if row.project is None:
         return QuotaStatus(project=None, quota=None, used=0, requested=requested)

@@ -86,7 +86,8 @@ def _take_group_gpu(ctx: MemCtx, reservation_id: str, uuid: str) -> bool:
 
 
 def attach_member(ctx: MemCtx, deploy_id: str, binding: TimeSlicedBinding, misplaced: bool) -> bool:
-    """Put a member's fractional pod on the reservation's GPU (or, under ``misplace``, a neighbour)."""
+    """Put a member's fractional pod on the reservation's GPU (or, under ``misplace``, a
+    neighbour)."""
     rsv = ctx.ledger.active(binding.reservation)
     uuids = ctx.ledger.uuids.get(binding.reservation, ())
     if rsv is None or not uuids:
@@ -117,7 +118,8 @@ def _occupants(ctx: MemCtx, reservation_id: str) -> dict[str, str]:
 
 
 def sync_holders(ctx: MemCtx) -> None:
-    """Keep each time-sliced group alive: a holder iff no member is ready; release an empty group."""
+    """Keep each time-sliced group alive: a holder iff no member is ready; release an empty
+    group."""
     st = ctx.state
     for rsv in ctx.ledger.time_sliced():
         uuids = ctx.ledger.uuids.get(rsv.id, ())
