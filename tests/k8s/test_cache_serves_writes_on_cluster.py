@@ -59,8 +59,9 @@ def listed(c: Cached, mark: int, *resources: str) -> list[str]:
 def test_a_stop_and_a_start_send_no_list_of_services_or_quotas_and_still_refuse_on_them(
     six: Cached,
 ) -> None:
-    """Mutations caught: the alias guard or the quota preflight back on a LIST per write (the
-    first half's counts), or the cache's answer ignored — an alias Service or a quota the cache
+    """Mutations caught: the alias guard, the quota preflight or the start's holder-pod lookup
+    (a reservation ledger is wired) back on a LIST per write (the first half's counts), or the
+    cache's answer ignored — an alias Service or a quota the cache
     has seen no longer refusing (the second half)."""
     core, api = six.core, six.pool.api
     mark = six.requests.mark()
@@ -69,6 +70,7 @@ def test_a_stop_and_a_start_send_no_list_of_services_or_quotas_and_still_refuse_
     c = core.get_deploy("c")
     core.start("c", etag=c.etag, idempotency_key="start-c")
     assert listed(six, mark, "services", "resourcequotas") == []
+    assert lists(six.requests.since(mark)) == []  # the holder pods too: no LIST at all
 
     _, ns, _ = six.pool.workload("r1")
     svc = {

@@ -161,7 +161,11 @@ class K8sCore(MutationsMixin):
         self.write_concurrency = max(1, write_concurrency)
         self.billing: BillingCheck = billing or NamespaceBilling()
         self.gps = Reservations(
-            kube, ledger, policy_namespace=policy_namespace, witness_source=witness_source
+            kube,
+            ledger,
+            policy_namespace=policy_namespace,
+            witness_source=witness_source,
+            cached_pods=cache.pods if cache is not None else None,
         )
         self.cache = cache
         self.sessions = PreviewSessions()
