@@ -159,14 +159,21 @@ def admitted_tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     ]
 
 
-def matches(spec: Mapping[str, Any], node: Node) -> bool:
-    """Whether a pod of this spec may be placed on the node (selectors, affinity, taints)."""
+def matches(
+    spec: Mapping[str, Any],
+    node: Node,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+) -> bool:
+    """Whether a pod of this spec may be placed on the node (selectors, affinity, taints).
+    ``tolerations``: the spec's ``admitted_tolerations``, when the caller has them already
+    (a placement asks of every node: the spec's requests are then parsed once, not per node)."""
     labels = node_labels(node)
     if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
         return False
     if not _affinity_ok(spec, node):
         return False
-    tolerations = admitted_tolerations(spec)
+    if tolerations is None:
+        tolerations = admitted_tolerations(spec)
     blocking = [
         t
         for t in (node.get("spec") or {}).get("taints") or []
@@ -276,7 +283,10 @@ def preview(
     missing = next((f for f in map(unsupported, specs) if f), None)
     if missing is not None:
         return Insufficient(f"preview_unsupported:{missing}", {}, delta, 0)
-    matching = [n for n in nodes if any(matches(s, n) for s in specs)]
+    admitted = [admitted_tolerations(s) for s in specs]
+    matching = [
+        n for n in nodes if any(matches(s, n, t) for s, t in zip(specs, admitted, strict=True))
+    ]
     if not matching:
         return Insufficient("no_matching_flavor", {}, delta, 0)
     usable = [n for n in matching if node_usable(n)]
@@ -404,6 +414,7 @@ def _place_group(
         )
         for template, need in gpu_first:
             spec = template.get("spec") or {}
+            tolerations = admitted_tolerations(spec)  # once per pod, not once per node
             labels = (template.get("metadata") or {}).get("labels") or {}
             sign = (
                 -1 if need.get(names.GPU, 0) > 0 else 1
@@ -417,8 +428,8 @@ def _place_group(
                     n
                     for n in order
                     if n not in used
-                    and matches(spec, specs[n])
                     and trial.fits(n, need)
+                    and matches(spec, specs[n], tolerations)
                     and _rules_ok(template, namespace, n, trial, names_)
                 ),
                 None,
