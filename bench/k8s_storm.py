@@ -19,7 +19,10 @@ one; ``GPS_BENCH_ONLY=storm|rss|steady`` runs one part):
   cache off, as before); requests and LISTs counted at each client's transport, over 5 passes
   after a warm-up. Goal: ≤ 5 requests, 0 LISTs.
 
-Not measured: 3 engine replicas vs 1 behind 20 ms of added latency.
+* 3 engine replicas vs 1 behind 20 ms per API request (``bench/k8s_replicas.py``: a delay proxy
+  on loopback, each replica its own process on one PostgreSQL store — run under
+  ``tools/with_postgres.py``), on a storm of ``GPS_BENCH_REPLICA_SWAPS`` swaps (default 100: the
+  size that finishes here in minutes). Goal: ≥ 2.5×.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from gps_dagster.testing.k8s.lws import install_crd
 from gps_dagster.testing.k8s.pools import ClusterPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import k8s_replicas  # bench/k8s_replicas.py: the replicas row
 import k8s_rss  # bench/k8s_rss.py: the RSS row
 import k8s_swaps  # bench/k8s_swaps.py: the storm rows
 
@@ -56,8 +60,9 @@ DEPLOYS = int(os.environ.get("GPS_BENCH_STORM_DEPLOYS", "200"))
 PASSES = 5
 SWAPS = int(os.environ.get("GPS_BENCH_SWAPS", "1000"))
 SWAP_NODES = int(os.environ.get("GPS_BENCH_SWAP_NODES", str(-(-SWAPS // 8))))
+REPLICA_SWAPS = int(os.environ.get("GPS_BENCH_REPLICA_SWAPS", "100"))
 ONLY = os.environ.get("GPS_BENCH_ONLY", "")
-"""``steady`` / ``storm`` / ``rss``: that part alone."""
+"""``steady`` / ``storm`` / ``rss`` / ``replicas``: that part alone."""
 
 
 class Requests:
@@ -176,6 +181,11 @@ def run(kubeconfig: str, tmp: Path) -> None:
         print("  " + rows[-1], flush=True)
     if ONLY in ("", "steady"):
         rows += steady(kubeconfig, admin, tmp)
+    if ONLY in ("", "replicas"):
+        rows += k8s_replicas.replica_rows(
+            kubeconfig, admin, tmp, REPLICA_SWAPS, -(-REPLICA_SWAPS // 8)
+        )
+        print("  " + rows[-1], flush=True)
     print("\nsummary\n  " + "\n  ".join(rows), flush=True)
 
 
@@ -229,7 +239,6 @@ def main() -> None:
     print(
         f"bench/k8s_storm.py — fleet scale on Kubernetes ({datetime.now(UTC):%Y-%m-%d})", flush=True
     )
-    print("  not measured: 3 engine replicas vs 1 behind 20 ms of added latency", flush=True)
     with exit_on_signals():
         kubeconfig = os.environ.get("GPS_BENCH_KUBECONFIG")
         plane = None

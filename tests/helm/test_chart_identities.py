@@ -79,6 +79,7 @@ READ = [
     ("", "services", "list"),
     ("", "services", "watch"),
     ("", "resourcequotas", "list"),
+    ("", "resourcequotas", "watch"),  # the quota preflight reads the watch cache
     ("", "events", "list"),
     ("autoscaling", "horizontalpodautoscalers", "list"),
     ("autoscaling", "horizontalpodautoscalers", "watch"),

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gps_dagster.backends.k8s import names
-from gps_dagster.backends.k8s.cache import POD_INDEXERS, ClusterCache
+from gps_dagster.backends.k8s.cache import POD_INDEXERS, WORKLOAD_INDEXERS, ClusterCache
 from gps_dagster.backends.k8s.informer import Gone, Informer, InformerLimits, ObjectStore
 from gps_dagster.backends.k8s.workloads import query_matches
 from gps_dagster.clocks import VirtualClock
@@ -350,3 +350,29 @@ def test_the_finder_looks_deploy_ids_up_in_the_cache_index_and_still_matches_the
     assert finder.find("y").name == "y"
     assert sorted(finder.find_many(["z", "x"])) == ["x", "z"]
     assert source.asked == [["y"], ["x", "z"]]
+
+
+def workload(name: str, rv: str, ops: Any) -> dict[str, Any]:
+    raw = ops if isinstance(ops, str) else json.dumps({"seq": len(ops), "ops": ops})
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "a",
+            "resourceVersion": rv,
+            "labels": {names.DEPLOY_ID: name},
+            "annotations": {names.OPERATIONS: raw},
+        }
+    }
+
+
+def test_the_ledger_key_index_follows_each_workloads_ledger_and_ignores_a_broken_one() -> None:
+    """A key recorded in a workload's ledger is found by index, and forgotten once the ledger
+    no longer holds it (mutation caught: an index built once and never moved would keep naming
+    the old holder; a ledger that is not JSON would end the informer's thread)."""
+    s = ObjectStore(WORKLOAD_INDEXERS)
+    s.replace([workload("x", "1", [{"key": "k1", "seq": 1}]), workload("y", "2", "{not json")], "2")
+    assert [o["metadata"]["name"] for o in s.by_index("ledger_key", "k1")] == ["x"]
+    s.apply("MODIFIED", workload("x", "3", [{"key": "k2", "seq": 2}]))
+    s.apply("MODIFIED", workload("y", "4", [{"key": "k1", "seq": 1}]))
+    assert [o["metadata"]["name"] for o in s.by_index("ledger_key", "k1")] == ["y"]
+    assert [o["metadata"]["name"] for o in s.by_index("ledger_key", "k2")] == ["x"]

@@ -15,6 +15,7 @@
 # Decisions embodied here (docs/decisions.md):
 # * “Quota on Kubernetes is the namespace's ResourceQuota”
 # * “Quota credits are keyed by the quota the core names”
+# * “The alias guard and the quota preflight read the watch cache”
 
 from __future__ import annotations
 
@@ -129,19 +130,26 @@ def check_quota(
     delta: int,
     bound_time_sliced: bool,
     credit: int = 0,
+    quotas: Sequence[Obj] | None = None,
 ) -> QuotaStatus:
     """Read-only: do ``delta`` more replicas fit the namespace's GPU quota? (``QuotaRefused``)
 
     ``credit``: GPUs counted in ``used`` that the start itself frees first (the exclusive
     holder of the deploy's reservations, handed over; R-GPS-8: a reservation counts its GPUs
-    once, by its holder or by its deploy's pods)."""
+    once, by its holder or by its deploy's pods).
+
+    ``quotas``: the namespace's ResourceQuotas from the watch cache (None: one LIST now). The
+    API server's quota admission enforces the quota itself on every pod create, so a preflight
+    on a cached ``used`` never lets a pod exceed it: decision "The alias guard and the quota
+    preflight read the watch cache"."""
     requested = 0 if bound_time_sliced else max(delta, 0) * gpus_per_replica
     project = w.labels.get(names.PROJECT) or None
-    quotas = kube.items(
-        kube.core.list_namespaced_resource_quota,
-        w.namespace,
-        what=f"list resourcequotas in {w.namespace}",
-    )
+    if quotas is None:
+        quotas = kube.items(
+            kube.core.list_namespaced_resource_quota,
+            w.namespace,
+            what=f"list resourcequotas in {w.namespace}",
+        )
     limits = gpu_quotas(quotas, w.template.get("spec") or {})
     if not limits:
         return QuotaStatus(project=project, quota=None, used=0, requested=requested)
@@ -184,8 +192,14 @@ def merged_aliases(w: Workload, by_target: Mapping[tuple[str, str], list[str]]) 
     return tuple(dict.fromkeys(found))
 
 
-def guarded_aliases(kube: Kube, w: Workload) -> tuple[str, ...]:
-    """The alias guard's read, failing closed (never "no alias" on an error)."""
+def guarded_aliases(
+    kube: Kube, w: Workload, *, services: Sequence[Obj] | None = None
+) -> tuple[str, ...]:
+    """The alias guard's read, failing closed (never "no alias" on an error). ``services``:
+    the namespace's alias Services from the watch cache (None: one LIST now, its errors
+    refusing the guard)."""
+    if services is not None:
+        return merged_aliases(w, alias_services(services))
     try:
         services = list_alias_services(kube, w.namespace)
     except CoreError as exc:

@@ -21,9 +21,13 @@ given to the subscribers (the engine loop's wake-up): a pod deleted wakes the fo
 
 # Decisions embodied here (docs/decisions.md):
 # * “The Kubernetes adapter reads a pass from one watch cache per process”
+# * “The alias guard and the quota preflight read the watch cache”
+# * “A preview parses each pod's requests once per resourceVersion”
+# * “A write's idempotency-key check reads the cache's ledger-key index”
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -32,16 +36,18 @@ from typing import Any
 from gps_dagster.backends.k8s import names
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.informer import Informer, InformerLimits, ObjectStore
+from gps_dagster.backends.k8s.pods import Pod, Requests, spec_requests
 
 log = logging.getLogger(__name__)
 
-PODS, NODES, DEPLOYMENTS, LWSS, SERVICES, HPAS = (
+PODS, NODES, DEPLOYMENTS, LWSS, SERVICES, HPAS, QUOTAS = (
     "pods",
     "nodes",
     "deployments",
     "leaderworkersets",
     "services",
     "hpas",
+    "resourcequotas",
 )
 TEMPLATE_HASH = "pod-template-hash"
 """The label the Deployment controller puts on a ReplicaSet's pods: the suffix of its name."""
@@ -70,8 +76,21 @@ def _ns_name(obj: Obj) -> Iterable[str]:
     return [f"{meta.get('namespace', '')}/{meta.get('name', '')}"]
 
 
+def _ledger_keys(obj: Obj) -> Iterable[str]:
+    """The idempotency keys recorded in the workload's operation ledger (parsed once per change
+    of the object, when the store indexes it: a key lookup is then a dict read)."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(names.OPERATIONS)
+    if not raw:
+        return []
+    try:
+        ops = json.loads(raw).get("ops") or []
+        return {str(op["key"]) for op in ops if isinstance(op, dict) and "key" in op}
+    except (TypeError, ValueError, AttributeError):
+        return []  # a hand-edited ledger: ``ledger.read`` does not trust it either
+
+
 POD_INDEXERS = {"node": _node, "namespace": _namespace, "deploy": _deploy_label}
-WORKLOAD_INDEXERS = {"deploy": _deploy_label, "name": _ns_name}
+WORKLOAD_INDEXERS = {"deploy": _deploy_label, "name": _ns_name, "ledger_key": _ledger_keys}
 NAMESPACED_INDEXERS = {"namespace": _namespace}
 
 
@@ -95,12 +114,24 @@ class ClusterCache:
             limits or InformerLimits(),
         )
         self.fallbacks: dict[str, int] = {}
+        self.parsed: dict[str, tuple[str, Requests]] = {}
+        """Pod uid → (resourceVersion, its parsed requests): ``requests_of``'s memo."""
+        self._parsed_at = 0
         self._subscribers: list[Callable[[frozenset[str]], None]] = []
         self._lock = threading.Lock()
         core, apps, auto = kube.core, kube.apps, kube.autoscaling
         self.informers: dict[str, list[Informer]] = {
             NODES: [self._informer(NODES, core.list_node)],
-            PODS: [self._informer(PODS, core.list_pod_for_all_namespaces, indexers=POD_INDEXERS)],
+            PODS: [
+                Informer(
+                    kube,
+                    PODS,
+                    core.list_pod_for_all_namespaces,
+                    limits=self.limits,
+                    on_event=self._pod_event,
+                    indexers=POD_INDEXERS,
+                )
+            ],
             DEPLOYMENTS: self._scoped(
                 DEPLOYMENTS,
                 apps.list_namespaced_deployment,
@@ -119,6 +150,12 @@ class ClusterCache:
                 HPAS,
                 auto.list_namespaced_horizontal_pod_autoscaler,
                 auto.list_horizontal_pod_autoscaler_for_all_namespaces,
+                indexers=NAMESPACED_INDEXERS,
+            ),
+            QUOTAS: self._scoped(
+                QUOTAS,
+                core.list_namespaced_resource_quota,
+                core.list_resource_quota_for_all_namespaces,
                 indexers=NAMESPACED_INDEXERS,
             ),
         }
@@ -215,6 +252,49 @@ class ClusterCache:
 
     def hpas(self, namespace: str) -> list[Obj] | None:
         return self._read(HPAS, lambda s: s.by_index("namespace", namespace))
+
+    def quotas(self, namespace: str) -> list[Obj] | None:
+        """The namespace's ResourceQuotas (their ``status.used`` as the watch last saw it)."""
+        return self._read(QUOTAS, lambda s: s.by_index("namespace", namespace))
+
+    def workloads_with_key(self, kind: str, key: str) -> list[Obj] | None:
+        """The cached workloads of ``kind`` whose operation ledger records ``key`` (by index)."""
+        return self._read(kind, lambda s: s.by_index("ledger_key", key))
+
+    def requests_of(self, pod: Pod) -> Requests:
+        """The pod's effective requests (``spec_requests``), parsed once per pod
+        resourceVersion: a preview over every bound pod re-reads them, it does not re-parse
+        them. A pod without uid or resourceVersion (a simulated one) is parsed each time.
+        The answer is shared: callers copy before changing it."""
+        meta = pod.get("metadata") or {}
+        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if not uid or not version:
+            return spec_requests(pod.get("spec") or {})
+        self._prune_parsed()
+        seen = self.parsed.get(uid)
+        if seen is not None and seen[0] == version:
+            return seen[1]
+        parsed = spec_requests(pod.get("spec") or {})
+        self.parsed[uid] = (version, parsed)  # one dict store: atomic under the GIL
+        return parsed
+
+    def _pod_event(self, kind: str, obj: Obj) -> None:
+        if kind == "DELETED":
+            self.parsed.pop(str((obj.get("metadata") or {}).get("uid") or ""), None)
+        self._event(kind, obj)
+
+    def _prune_parsed(self) -> None:
+        """After a relist (deletions it replaced were never seen as events): keep the memo of
+        the pods still cached only, so it never outgrows the pod collection."""
+        informer = self.informers[PODS][0]
+        if informer.state.relists == self._parsed_at:
+            return
+        self._parsed_at = informer.state.relists
+        live = {
+            str((p.get("metadata") or {}).get("uid") or "") for p in informer.read(ObjectStore.all)
+        }
+        for uid in [u for u in self.parsed if u not in live]:
+            self.parsed.pop(uid, None)
 
     # -- what it reports ---------------------------------------------------------------------------
 

@@ -24,10 +24,12 @@ requests) needs distinct nodes of one flavor; an 8-GPU single-node replica never
 # Decisions embodied here (docs/decisions.md):
 # * “The capacity preview simulates the scheduler pod by pod”
 # * “Pending pods ahead in the scheduler's queue take freed capacity first (R-PASS-9)”
+# * “A preview parses each pod's requests once per resourceVersion”
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -40,6 +42,13 @@ from gps_dagster.ports import CapacityPreview, Fits, Insufficient
 PODS = "pods"
 
 Node = Mapping[str, Any]
+RequestsOf = Callable[[Pod], Requests]
+"""A pod's effective requests; the watch cache's ``requests_of`` parses each pod version once."""
+
+
+def parse_requests(pod: Pod) -> Requests:
+    """``pods.spec_requests`` of the pod, parsed now (a pod not from the cache)."""
+    return pods.spec_requests(pod.get("spec") or {})
 
 
 def node_name(node: Node) -> str:
@@ -56,13 +65,20 @@ def allocatable_gpus(node: Node) -> int:
     return pods.quantity(((node.get("status") or {}).get("allocatable") or {}).get(names.GPU))
 
 
-def free_by_node(nodes: Iterable[Node], holding: Iterable[Pod]) -> dict[str, int]:
+def free_by_node(
+    nodes: Iterable[Node], holding: Iterable[Pod], requests_of: RequestsOf | None = None
+) -> dict[str, int]:
     """Allocatable GPUs minus the requests of pods holding them, per node (may be negative)."""
     used: dict[str, int] = {}
     for pod in holding:
         where = pods.node(pod)
         if where is not None:
-            used[where] = used.get(where, 0) + pods.gpus(pod)
+            gpus = (
+                math.ceil(requests_of(pod).get(names.GPU, Fraction(0)))
+                if requests_of is not None
+                else pods.gpus(pod)
+            )
+            used[where] = used.get(where, 0) + gpus
     return {node_name(n): allocatable_gpus(n) - used.get(node_name(n), 0) for n in nodes}
 
 
@@ -143,14 +159,21 @@ def admitted_tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     ]
 
 
-def matches(spec: Mapping[str, Any], node: Node) -> bool:
-    """Whether a pod of this spec may be placed on the node (selectors, affinity, taints)."""
+def matches(
+    spec: Mapping[str, Any],
+    node: Node,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+) -> bool:
+    """Whether a pod of this spec may be placed on the node (selectors, affinity, taints).
+    ``tolerations``: the spec's ``admitted_tolerations``, when the caller has them already
+    (a placement asks of every node: the spec's requests are then parsed once, not per node)."""
     labels = node_labels(node)
     if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
         return False
     if not _affinity_ok(spec, node):
         return False
-    tolerations = admitted_tolerations(spec)
+    if tolerations is None:
+        tolerations = admitted_tolerations(spec)
     blocking = [
         t
         for t in (node.get("spec") or {}).get("taints") or []
@@ -248,22 +271,27 @@ def preview(
     holding: Sequence[Pod],
     nominated: Sequence[Pod] = (),
     queued: Sequence[Pod] = (),
+    requests_of: RequestsOf = parse_requests,
 ) -> CapacityPreview:
     """Do ``delta`` more replica groups fit, node by node, now? ``group``: the pod templates
     (``{"metadata", "spec"}``) of one replica group, one per pod (an LWS: leader first).
     ``queued``: pending pods the scheduler will serve before ours (``queued_ahead``); each
-    takes a place first, as the scheduler would give it one."""
+    takes a place first, as the scheduler would give it one. ``requests_of``: how a bound,
+    nominated or queued pod's requests are read (the watch cache's memo)."""
     delta = max(delta, 0)
     specs = [t.get("spec") or {} for t in group]
     missing = next((f for f in map(unsupported, specs) if f), None)
     if missing is not None:
         return Insufficient(f"preview_unsupported:{missing}", {}, delta, 0)
-    matching = [n for n in nodes if any(matches(s, n) for s in specs)]
+    admitted = [admitted_tolerations(s) for s in specs]
+    matching = [
+        n for n in nodes if any(matches(s, n, t) for s, t in zip(specs, admitted, strict=True))
+    ]
     if not matching:
         return Insufficient("no_matching_flavor", {}, delta, 0)
     usable = [n for n in matching if node_usable(n)]
-    world = _world(usable, holding, nominated)
-    claimed = _serve_queue(queued, usable, world)
+    world = _world(usable, holding, nominated, requests_of)
+    claimed = _serve_queue(queued, usable, world, requests_of)
     needs = [{**pods.spec_requests(s), PODS: Fraction(1)} for s in specs]
     fitting = 0
     for _ in range(delta):
@@ -273,16 +301,22 @@ def preview(
     if fitting >= delta:
         return Fits(groups=delta)
     waiting = [_as_bound(p) for p in nominated] + claimed
-    shown = {k: v for k, v in sorted(free_by_node(usable, [*holding, *waiting]).items()) if v > 0}
+    free = free_by_node(usable, [*holding, *waiting], requests_of)
+    shown = {k: v for k, v in sorted(free.items()) if v > 0}
     return Insufficient("insufficient_capacity", shown, delta, fitting)
 
 
-def _world(usable: Sequence[Node], holding: Sequence[Pod], nominated: Sequence[Pod]) -> Placement:
+def _world(
+    usable: Sequence[Node],
+    holding: Sequence[Pod],
+    nominated: Sequence[Pod],
+    requests_of: RequestsOf = parse_requests,
+) -> Placement:
     world = Placement({node_name(n): node_allocatable(n) for n in usable})
     for p in [*holding, *nominated]:
         where = pods.node(p) or (p.get("status") or {}).get("nominatedNodeName")
         if where in world.free:
-            need = {**pods.spec_requests(p.get("spec") or {}), PODS: Fraction(1)}
+            need = {**requests_of(p), PODS: Fraction(1)}
             world.take(str(where), need, pods.namespace(p), pods.labels(p))
     return world
 
@@ -336,13 +370,18 @@ def queued_ahead(pending: Iterable[Pod], template_spec: Mapping[str, Any]) -> li
     )
 
 
-def _serve_queue(queued: Sequence[Pod], usable: Sequence[Node], world: Placement) -> list[Pod]:
+def _serve_queue(
+    queued: Sequence[Pod],
+    usable: Sequence[Node],
+    world: Placement,
+    requests_of: RequestsOf = parse_requests,
+) -> list[Pod]:
     """Give each queued pod the place the scheduler would (on ``world``); the pods placed,
     bound to their node. A pod that fits nowhere takes nothing (it stays pending)."""
     placed: list[Pod] = []
     for p in queued:
         spec = p.get("spec") or {}
-        need = {**pods.spec_requests(spec), PODS: Fraction(1)}
+        need = {**requests_of(p), PODS: Fraction(1)}
         template = {"metadata": p.get("metadata") or {}, "spec": spec}
         spots = _place_group([template], [need], pods.namespace(p), usable, world)
         if spots:
@@ -375,6 +414,7 @@ def _place_group(
         )
         for template, need in gpu_first:
             spec = template.get("spec") or {}
+            tolerations = admitted_tolerations(spec)  # once per pod, not once per node
             labels = (template.get("metadata") or {}).get("labels") or {}
             sign = (
                 -1 if need.get(names.GPU, 0) > 0 else 1
@@ -388,8 +428,8 @@ def _place_group(
                     n
                     for n in order
                     if n not in used
-                    and matches(spec, specs[n])
                     and trial.fits(n, need)
+                    and matches(spec, specs[n], tolerations)
                     and _rules_ok(template, namespace, n, trial, names_)
                 ),
                 None,

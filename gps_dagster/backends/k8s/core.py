@@ -161,7 +161,11 @@ class K8sCore(MutationsMixin):
         self.write_concurrency = max(1, write_concurrency)
         self.billing: BillingCheck = billing or NamespaceBilling()
         self.gps = Reservations(
-            kube, ledger, policy_namespace=policy_namespace, witness_source=witness_source
+            kube,
+            ledger,
+            policy_namespace=policy_namespace,
+            witness_source=witness_source,
+            cached_pods=cache.pods if cache is not None else None,
         )
         self.cache = cache
         self.sessions = PreviewSessions()
@@ -305,6 +309,9 @@ class K8sCore(MutationsMixin):
                 *capacity.queued_ahead(pending, w.template.get("spec") or {}),
                 *self.sessions.taken(),
             ],
+            requests_of=self.cache.requests_of
+            if self.cache is not None
+            else capacity.parse_requests,
         )
         if isinstance(out, Fits):
             self.sessions.took(
@@ -344,7 +351,17 @@ class K8sCore(MutationsMixin):
 
     def alias_guard(self, deploy_id: str) -> AliasInfo:
         w = self.finder.find(deploy_id)
-        return AliasInfo(deploy_id, accounts.guarded_aliases(self.kube, w))
+        return AliasInfo(deploy_id, self._aliases(w))
+
+    def _aliases(self, w: Workload) -> tuple[str, ...]:
+        """The alias guard's read: the watch cache's alias Services when it answers (bounded
+        staleness, as every cached read), else one LIST; failing closed either way."""
+        cached = self.cache.services(w.namespace) if self.cache is not None else None
+        return accounts.guarded_aliases(self.kube, w, services=cached)
+
+    def _hpas(self, namespace: str) -> list[Obj]:
+        cached = self.cache.hpas(namespace) if self.cache is not None else None
+        return cached if cached is not None else accounts.hpa_list(self.kube, namespace)
 
     def check_quota(self, deploy_id: str, *, delta_replicas: int) -> QuotaStatus:
         w = self.finder.find(deploy_id)
@@ -356,6 +373,7 @@ class K8sCore(MutationsMixin):
         return accounts.check_quota(
             self.kube,
             w,
+            quotas=self.cache.quotas(w.namespace) if self.cache is not None else None,
             gpus_per_replica=gpr,
             delta=delta,
             bound_time_sliced=isinstance(b, TimeSlicedBinding),

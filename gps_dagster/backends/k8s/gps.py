@@ -25,11 +25,12 @@
 # * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
 # * “The node agent's heartbeat is a stamp on the pods it publishes”
 # * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
+# * “The holder pods of a start are looked up in the watch cache”
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -116,9 +117,13 @@ class Reservations:
         *,
         policy_namespace: str = names.POLICY_NAMESPACE,
         witness_source: str = WITNESS_NODE_AGENT,
+        cached_pods: Callable[[str | None], list[Obj] | None] | None = None,
     ) -> None:
+        """``cached_pods``: the watch cache's pods of a namespace (None: every namespace), None
+        from it meaning "read directly" — where the holder pods are looked up."""
         self.kube, self.ledger, self.policy_namespace = kube, ledger, policy_namespace
         self.witness_source = witness_source
+        self.cached_pods = cached_pods
         self.pinned: dict[str, Reservation] = {}
         """Reservations read under their row lock by the running admission (no second read)."""
 
@@ -457,8 +462,14 @@ class Reservations:
         )
 
     def _holders(self, namespace: str | None = None) -> list[Pod]:
+        """The holder pods (of ``namespace``, or everywhere): from the watch cache when it
+        answers — a holder the cache has not seen yet is created again and answered "already
+        exists", one it still shows after its deletion is deleted again (NotFound is success)."""
         selector = f"{kai.ROLE_LABEL}=holder"
-        if namespace is not None:
+        cached = self.cached_pods(namespace) if self.cached_pods is not None else None
+        if cached is not None:
+            found: list[Obj] = [p for p in cached if pods.labels(p).get(kai.ROLE_LABEL) == "holder"]
+        elif namespace is not None:
             found = self.kube.items(
                 self.kube.core.list_namespaced_pod,
                 namespace,

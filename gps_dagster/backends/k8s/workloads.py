@@ -224,6 +224,19 @@ class Finder:
     ) -> None:
         self.kube, self.namespaces, self.lws = kube, tuple(namespaces), lws
         self.source = source
+        self._made: dict[tuple[str, str, str], tuple[Obj, Workload]] = {}
+        """(kind, namespace, name) → the cached object and the ``Workload`` made of it: the
+        cache replaces an object on every change, so the same object is the same workload."""
+
+    def _workload(self, kind: str, obj: Obj) -> Workload:
+        meta = obj.get("metadata") or {}
+        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        made = self._made.get(key)
+        if made is not None and made[0] is obj:
+            return made[1]
+        w = from_object(kind, obj)
+        self._made[key] = (obj, w)
+        return w
 
     def _cached(self, kind: str, selector: str) -> list[Workload] | None:
         if self.source is None:
@@ -236,8 +249,10 @@ class Finder:
         )
         if found is None:
             return None
+        if ids is None and len(self._made) > 2 * len(found) + 100:
+            self._made.clear()  # deleted workloads' entries: dropped when they dominate
         return [
-            from_object(kind, o)
+            self._workload(kind, o)
             for o in found
             if query_matches(selector, (o.get("metadata") or {}).get("labels") or {})
         ]

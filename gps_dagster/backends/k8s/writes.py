@@ -21,6 +21,7 @@ client's rate limiter (``ratelimit``) is shared by the workers: concurrency neve
 # Decisions embodied here (docs/decisions.md):
 # * “Scaling stays one patch of the workload, not `deployments/scale`”
 # * “An idle exclusive reservation is held by a pod; its deploy's start hands it over (R-GPS-2)”
+# * “A write's idempotency-key check reads the cache's ledger-key index”
 
 from __future__ import annotations
 
@@ -28,11 +29,20 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from gps_dagster.backends.k8s import accounts, ledger, mutations, names, views
 from gps_dagster.backends.k8s import gps as gps_mod
+from gps_dagster.backends.k8s import ledger, mutations, names, views
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.mutations import Plan
-from gps_dagster.backends.k8s.workloads import Finder, Workload, patch, read
+from gps_dagster.backends.k8s.workloads import (
+    CACHE_KINDS,
+    DEPLOYMENT,
+    LWS,
+    Finder,
+    Workload,
+    from_object,
+    patch,
+    read,
+)
 from gps_dagster.domain.gps.admission import Admitted
 from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import (
@@ -85,12 +95,14 @@ class MutationsMixin:
         ) -> QuotaStatus: ...
         def _live(self, w: Workload, e: ledger.Entry) -> Operation: ...
         def _live_noop(self, w: Workload, kind: OperationKind, key: str) -> Operation: ...
+        def _aliases(self, w: Workload) -> tuple[str, ...]: ...
+        def _hpas(self, namespace: str) -> list[Obj]: ...
 
     def stop(
         self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
     ) -> Operation:
         def plan(w: Workload) -> Plan:
-            aliases = () if allow_aliased_downtime else accounts.guarded_aliases(self.kube, w)
+            aliases = () if allow_aliased_downtime else self._aliases(w)
             out = mutations.stop(w, aliases=aliases, allow_aliased_downtime=allow_aliased_downtime)
             b = self._binding(w)
             if out.mutating and isinstance(
@@ -134,9 +146,7 @@ class MutationsMixin:
         self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
     ) -> Operation:
         def plan(w: Workload) -> Plan:
-            hpa = (w.namespace, w.kind, w.name) in views.hpa_targets(
-                accounts.hpa_list(self.kube, w.namespace)
-            )
+            hpa = (w.namespace, w.kind, w.name) in views.hpa_targets(self._hpas(w.namespace))
             b = self._binding(w)
             mutations.check_scalable(
                 w, replicas, hpa=hpa, time_sliced=isinstance(b, TimeSlicedBinding)
@@ -173,10 +183,26 @@ class MutationsMixin:
             return list(pool.map(one, submissions))
 
     def _key_elsewhere(self, key: str, w: Workload) -> Workload | None:
-        for other in self.finder.all_labelled():
+        for other in self._key_holders(key):
             if other.uid != w.uid and ledger.read(other).by_key(key) is not None:
                 return other
         return None
+
+    def _key_holders(self, key: str) -> list[Workload]:
+        """The workloads whose ledger may record ``key``: the watch cache's ledger-key index
+        when it answers for every kind (each candidate's ledger read again by the caller),
+        else every labelled workload. The index is as fresh as the cache the scan read."""
+        cache = getattr(self, "cache", None)
+        if cache is not None:
+            out: list[Workload] = []
+            for kind in (DEPLOYMENT, LWS) if self.finder.lws else (DEPLOYMENT,):
+                found = cache.workloads_with_key(CACHE_KINDS[kind], key)
+                if found is None:
+                    break
+                out += [from_object(kind, o) for o in found]
+            else:
+                return out
+        return self.finder.all_labelled()
 
     def _mutate(
         self,
