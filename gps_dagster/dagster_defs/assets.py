@@ -14,13 +14,16 @@ week of plans in one run.
 
 import warnings
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster import AssetCheckExecutionContext, AssetExecutionContext
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.sensors import reservation_ids
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 TIMELINE_START = "2026-01-01-00:00"
 
@@ -110,7 +113,7 @@ def overcommit_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult
     return _ledger_check(context, names.CHECK_OVERCOMMIT)
 
 
-def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, Any]:
+def timeline_summary(runtime: "Runtime", start: datetime, end: datetime) -> dict[str, Any]:
     """Desired GPUs against capacity over ``[start, end)`` for every schedule in the store."""
     from gps_dagster.domain.timeline import gpu_timeline
 
@@ -133,7 +136,7 @@ def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, 
     }
 
 
-def runtime_pool(runtime: Any) -> Any:
+def runtime_pool(runtime: "Runtime") -> Any:
     """The pool spec of the runtime (capacity, GPUs per deploy): ``Runtime.pool``, the one the
     runtime was built with — never re-read from the environment (another process's pool file)."""
     pool = getattr(runtime, "pool", None)

@@ -28,7 +28,7 @@ multiprocess one costs ~14 s per 7-step run on a 2-core machine, measured).
 # * “A run re-checks its plan before it acts”
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster import OpExecutionContext
@@ -37,6 +37,9 @@ from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.deploys import deploy_keys_from_store, report_deploy
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, PLAN_OP, RELEASE_FIRST
 from gps_dagster.dagster_defs.resources import capacity_poll_s, sleep
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 _STEP = {"step_id": str, "deploy_id": str, "step": str}
 PLAN_CONFIG = {
@@ -190,7 +193,7 @@ def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.O
         sleep(gps, POLL_EVERY_S)
 
 
-def _preview(runtime: Any, step_id: str) -> Any:
+def _preview(runtime: "Runtime", step_id: str) -> Any:
     """The engine's own preview of the step; a step past previewing goes to ``acquire``."""
     action = runtime.store.get_action(step_id)
     if action is None or action.state not in ("pending", "capacity_wait"):

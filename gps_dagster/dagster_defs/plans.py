@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.store.launches import Claim, LaunchClaims
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 PLAN_OP = "plan"
 RELEASE_FIRST = "release_first"
@@ -193,7 +196,7 @@ def batch_of(origin: str) -> str | None:
 
 
 def transition_runs(
-    runtime: Any, instance: dg.DagsterInstance, transition_id: str
+    runtime: Runtime, instance: dg.DagsterInstance, transition_id: str
 ) -> list[dg.DagsterRun]:
     """The runs of one transition, newest first: its own, else the batch run it was in."""
     own = list(instance.get_runs(dg.RunsFilter(tags={names.TAG_TRANSITION: transition_id})))
@@ -215,7 +218,7 @@ def schedule_origin(name: str) -> str:
 
 
 def claim_launches(
-    runtime: Any,
+    runtime: Runtime,
     requests: Iterable[dg.RunRequest],
     *,
     origin: str,

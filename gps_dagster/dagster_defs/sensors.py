@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -45,6 +45,9 @@ from gps_dagster.dagster_defs.plans import (
 )
 from gps_dagster.engine.errors import Busy
 from gps_dagster.store.errors import ScheduleNotFound
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 ACQUIRE_BATCH = "acquire_batch"
 IN_FLIGHT = [
@@ -93,7 +96,7 @@ def _runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[dg.Dagster
 
 
 def open_plan_requests(
-    runtime: Any, instance: dg.DagsterInstance, skip: set[str]
+    runtime: Runtime, instance: dg.DagsterInstance, skip: set[str]
 ) -> list[dg.RunRequest]:
     """Requests for open transitions whose steps are still ``pending``.
 
@@ -125,13 +128,13 @@ def _any_in_flight(runs: Sequence[dg.DagsterRun]) -> bool:
     return any(r.status in IN_FLIGHT for r in runs)
 
 
-def can_move(runtime: Any, pending: Sequence[Any]) -> bool:
+def can_move(runtime: Runtime, pending: Sequence[Any]) -> bool:
     """Whether a run would advance any of these steps now (the engine's own preview)."""
     return any(runtime.engine.runner.execute(a.id, submit=False).state == "ready" for a in pending)
 
 
 def reconcile_tick(
-    runtime: Any, cursor: ReconcileCursor, instance: dg.DagsterInstance
+    runtime: Runtime, cursor: ReconcileCursor, instance: dg.DagsterInstance
 ) -> tuple[list[dg.RunRequest], ReconcileCursor, list[Any]]:
     """One engine pass over the next page of schedules (the engine keeps the durable
     cursor, R-PASS-3); launch the plans it opened and any open plan left pending."""
@@ -150,7 +153,7 @@ def reconcile_tick(
 
 
 def automation_events(
-    runtime: Any,
+    runtime: Runtime,
     cursor: ReconcileCursor,
     stopped: Sequence[str],
     schedule_keys: Mapping[str, dg.AssetKey],
@@ -213,7 +216,7 @@ STORM_LINES = 20
 
 
 def serve_due(
-    runtime: Any,
+    runtime: Runtime,
     now: datetime,
     *,
     origin: str,
@@ -275,7 +278,7 @@ def _served_lines(report: Any, plans: int) -> list[str]:
 
 
 def boundary_tick_explained(
-    runtime: Any,
+    runtime: Runtime,
     last: datetime | None,
     instance: dg.DagsterInstance | None = None,
 ) -> tuple[list[dg.RunRequest], list[str], datetime]:
@@ -300,7 +303,7 @@ def parse_boundary_cursor(text: str | None) -> tuple[datetime | None, str | None
 
 
 def boundary_automation(
-    context: Any, runtime: Any, reported: str | None, schedule_keys: Mapping[str, dg.AssetKey]
+    context: Any, runtime: Runtime, reported: str | None, schedule_keys: Mapping[str, dg.AssetKey]
 ) -> tuple[str | None, list[dg.AssetCheckEvaluation]]:
     """The schedule assets' ``automation`` check from the boundary sensor: the same warning the
     reconcile sensor gives, but only once ``gps_reconcile`` is among the stopped (it cannot
@@ -349,7 +352,7 @@ def build_boundary_sensor(
     return boundary
 
 
-def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
+def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
     """``gps_acquire`` runs for capacity-waiting steps that now fit, one per transition, each
     in the run group of its transition's earlier runs."""
     by_transition: dict[str, list[Any]] = defaultdict(list)
@@ -374,10 +377,11 @@ def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequ
     return requests
 
 
-def step_transition(runtime: Any, step: Any) -> str:
+def step_transition(runtime: Runtime, step: Any) -> str:
     tid = getattr(step, "transition_id", None)
     if tid is None:
-        tid = runtime.store.get_action(step.step_id).transition_id
+        action = runtime.store.get_action(step.step_id)
+        tid = action.transition_id if action is not None else ""
     return str(tid)
 
 
@@ -402,7 +406,7 @@ def build_capacity_sensor(
     return capacity_wait
 
 
-def _capacity_skip(runtime: Any) -> str:
+def _capacity_skip(runtime: Runtime) -> str:
     waiting = runtime.store.list_actions(states=("capacity_wait",))
     if not waiting:
         return "no step waits for capacity"
@@ -411,7 +415,7 @@ def _capacity_skip(runtime: Any) -> str:
 
 
 def apply_now_tick(
-    runtime: Any, instance: dg.DagsterInstance | None = None
+    runtime: Runtime, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], list[str]]:
     """Serve pending apply-now requests: a pass for each schedule; busy answers 409.
 
@@ -456,7 +460,7 @@ def apply_now_tick(
 
 
 def _apply_now_answer(
-    runtime: Any, schedule: str, plans: Sequence[dg.RunRequest], report: Any
+    runtime: Runtime, schedule: str, plans: Sequence[dg.RunRequest], report: Any
 ) -> str:
     if plans:
         targets = ", ".join(
@@ -504,7 +508,7 @@ def build_apply_now_sensor(
     return apply_now
 
 
-def reservation_ids(runtime: Any) -> list[str]:
+def reservation_ids(runtime: Runtime) -> list[str]:
     """Ids of the reservations in the ledger (none until GPS reservations are created)."""
     from gps_dagster.store.reservations import ReservationRepository
 
