@@ -106,7 +106,7 @@ def _build(
 ) -> dg.Definitions:
     gps = gps if gps is not None else GpsResource()
     if schedules is None:
-        schedules = [r.spec for r in gps.get_runtime().store.list_schedules()]
+        schedules = [r.spec for r in gps.get_runtime().intents.schedules()]
     sensor_status = dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
     schedule_status = (
         dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED

@@ -20,7 +20,6 @@ import dagster as dg
 from dagster import AssetCheckExecutionContext, AssetExecutionContext
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.sensors import reservation_ids
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -39,10 +38,8 @@ hourly = dg.HourlyPartitionsDefinition(start_date=TIMELINE_START, timezone="UTC"
     description="One GPU reservation of the ledger (node, GPU UUIDs, mode, budget, generation).",
 )
 def gpu_reservations(context: AssetExecutionContext) -> dg.MaterializeResult[Any]:
-    from gps_dagster.store.reservations import ReservationRepository
-
     runtime = context.resources.gps.get_runtime()
-    rsv = ReservationRepository(runtime.store.engine).get(context.partition_key)
+    rsv = runtime.intents.ledger().get(context.partition_key)
     return dg.MaterializeResult(
         metadata={
             "node": rsv.node,
@@ -63,11 +60,10 @@ def _ledger_check(context: AssetCheckExecutionContext, which: str) -> dg.AssetCh
     which one failed, its figures and its fix text.
     """
     from gps_dagster.engine import gps_checks as checks
-    from gps_dagster.store.reservations import ReservationRepository
 
     runtime = context.resources.gps.get_runtime()
-    repo = ReservationRepository(runtime.store.engine)
-    ids = reservation_ids(runtime)
+    repo = runtime.intents.ledger()
+    ids = runtime.intents.reservation_ids()
     if not ids:
         return dg.AssetCheckResult(
             passed=True,
@@ -120,7 +116,7 @@ def timeline_summary(runtime: "Runtime", start: datetime, end: datetime) -> dict
     pool = runtime_pool(runtime)
     per_schedule: dict[str, Any] = {}
     peak, over = 0, 0
-    for record in runtime.store.list_schedules():
+    for record in runtime.intents.schedules():
         segs = gpu_timeline(record.spec, pool, start, end)
         peak = max([peak, *(s.desired_gpus for s in segs)])
         over += sum(1 for s in segs if s.overcommit)

@@ -101,7 +101,7 @@ def automation_warning(runtime: Runtime, stopped: Sequence[str]) -> str:
     """The warning for these stopped sensors ("" when none), naming the deploys left waiting."""
     if not stopped:
         return ""
-    waiting = [a.deploy_id for a in runtime.store.list_actions(states=("capacity_wait",))]
+    waiting = runtime.intents.capacity_waiting()
     return warning_text(stopped, waiting)
 
 

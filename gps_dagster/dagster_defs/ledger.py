@@ -42,9 +42,8 @@ def reservation_events(
 ) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
     """Events for the reservations whose members or verdicts changed since ``seen``."""
     from gps_dagster.engine import gps_checks as checks
-    from gps_dagster.store.reservations import ReservationRepository
 
-    repo = ReservationRepository(runtime.store.engine)
+    repo = runtime.intents.ledger()
     out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
     for rid in reservation_ids:
         rsv = repo.get(rid)

@@ -83,7 +83,7 @@ def served_tags(request: dg.RunRequest, tick: datetime | None) -> dg.RunRequest:
 
 def _skip_reason(runtime: Runtime, schedule_name: str, window: str) -> str | None:
     """A holiday (or listed date) that removed this tick's occurrence, named in the skip."""
-    record = runtime.store.find_schedule(schedule_name) if window else None
+    record = runtime.intents.find_schedule(schedule_name) if window else None
     if record is None:
         return None
     return skipped_edge(record.spec, window, runtime.clock.now())
@@ -181,7 +181,7 @@ def ready_by_leads(runtime: Runtime, schedules: Iterable[Schedule]) -> dict[tupl
     for spec in schedules:
         if not any(spec.is_ready_by(t) for t in spec.target_ids):
             continue
-        timings = runtime.engine.planner.ready_by.for_timeline(runtime.store, spec)
+        timings = runtime.intents.ready_by_timings(spec)
         for row in ready_by_rows(spec, now, now + timedelta(days=8), timings):
             boundary = datetime.fromisoformat(row["boundary"])
             window = effective_intent(spec, row["acquiring"][0], boundary).source

@@ -31,7 +31,7 @@ from gps_dagster.dagster_defs.batches import (
     batch_request,
     batched,
 )
-from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys_from_store, status_events
+from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys, status_events
 from gps_dagster.dagster_defs.due import due_now, serve_due_work
 from gps_dagster.dagster_defs.plans import (
     RELEASE_FIRST,
@@ -43,8 +43,8 @@ from gps_dagster.dagster_defs.plans import (
     sensor_origin,
     transition_runs,
 )
-from gps_dagster.engine.errors import Busy
-from gps_dagster.store.errors import ScheduleNotFound
+from gps_dagster.engine.intents import ApplyNowRequest, RunsSeen
+from gps_dagster.engine.reports import PassReport
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -84,53 +84,37 @@ class ReconcileCursor:
 
 
 def status_observations(
-    store: Any, seen: dict[str, int]
+    runtime: Runtime, seen: dict[str, int]
 ) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """Materialization + phase check of every deploy whose status changed since ``seen``."""
-    rows = changed_rows(store, seen)
-    return status_events(rows, deploy_keys_from_store(store)) if rows else []
-
-
-def _runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(dg.RunsFilter(tags=tags)))
+    rows = changed_rows(runtime, seen)
+    return status_events(rows, deploy_keys(runtime)) if rows else []
 
 
 def open_plan_requests(
     runtime: Runtime, instance: dg.DagsterInstance, skip: set[str]
 ) -> list[dg.RunRequest]:
-    """Requests for open transitions whose steps are still ``pending``.
+    """Requests for the open plans with steps still ``pending``, as the engine decides them
+    (``Intents.plans_to_launch``): a plan run under its own run key (the daemon drops it once
+    that run exists), or a resume run in the plan run's group."""
+    runs: dict[str, list[dg.DagsterRun]] = {}
 
-    Never launched (a tick's request lost in a daemon crash) or gate not
-    enforcing: the plan run is requested again under its own run key, which
-    the daemon drops once that run exists. Gate enforcing and the plan run
-    finished with steps left pending: a resume run (in the plan run's group), at
-    most one in flight per transition, and only when a pending step can move now.
-    """
-    gate = runtime.store.get_gate()
+    def seen(tid: str) -> RunsSeen:
+        runs[tid] = transition_runs(runtime, instance, tid)
+        return RunsSeen(len(runs[tid]), _any_in_flight(runs[tid]))
+
     out: list[dg.RunRequest] = []
-    for tr in runtime.store.list_transitions(states=("open",)):
-        if tr.id in skip:
-            continue
-        pending = runtime.store.list_actions(transition_id=tr.id, states=("pending",))
-        if not pending:
-            continue
-        runs = transition_runs(runtime, instance, tr.id)
-        if not runs or gate != "enforce":
-            out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
-        elif not _any_in_flight(runs) and can_move(runtime, pending):
-            plan = runtime.engine.pending_steps(tr.id)
-            group = group_tags(runs)
-            out.extend(resume_request(r, len(runs), group) for r in plan_requests([plan]))
+    for launch in runtime.intents.plans_to_launch(seen, skip=skip):
+        requests = plan_requests([launch.plan])
+        if launch.resume:
+            tid, group = launch.plan.transition_id, group_tags(runs[launch.plan.transition_id])
+            requests = [resume_request(r, len(runs[tid]), group) for r in requests]
+        out.extend(requests)
     return out
 
 
 def _any_in_flight(runs: Sequence[dg.DagsterRun]) -> bool:
     return any(r.status in IN_FLIGHT for r in runs)
-
-
-def can_move(runtime: Runtime, pending: Sequence[Any]) -> bool:
-    """Whether a run would advance any of these steps now (the engine's own preview)."""
-    return any(runtime.engine.runner.execute(a.id, submit=False).state == "ready" for a in pending)
 
 
 def reconcile_tick(
@@ -148,7 +132,7 @@ def reconcile_tick(
     requests += open_plan_requests(runtime, instance, opened)
     origin = sensor_origin(names.RECONCILE_SENSOR)
     requests, _ = claim_launches(runtime, requests, origin=origin, instance=instance)
-    observations = status_observations(runtime.store, new.seen)
+    observations = status_observations(runtime, new.seen)
     return requests, new, observations
 
 
@@ -357,7 +341,7 @@ def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.Run
     in the run group of its transition's earlier runs."""
     by_transition: dict[str, list[Any]] = defaultdict(list)
     for step in runtime.engine.capacity_waits():
-        by_transition[step_transition(runtime, step)].append(step)
+        by_transition[runtime.intents.step_transition(step.step_id)].append(step)
     requests: list[dg.RunRequest] = []
     batch_tags = {names.TAG_PHASE: ACQUIRE_BATCH}
     if instance.get_runs_count(dg.RunsFilter(tags=batch_tags, statuses=IN_FLIGHT)):
@@ -375,14 +359,6 @@ def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.Run
         bid = f"{batch_id(requests)}-{attempt}"
         return [batch_request(requests, bid, "capacity_wait", phase=ACQUIRE_BATCH)]
     return requests
-
-
-def step_transition(runtime: Runtime, step: Any) -> str:
-    tid = getattr(step, "transition_id", None)
-    if tid is None:
-        action = runtime.store.get_action(step.step_id)
-        tid = action.transition_id if action is not None else ""
-    return str(tid)
 
 
 def build_capacity_sensor(
@@ -407,80 +383,33 @@ def build_capacity_sensor(
 
 
 def _capacity_skip(runtime: Runtime) -> str:
-    waiting = runtime.store.list_actions(states=("capacity_wait",))
+    waiting = runtime.intents.capacity_waiting()
     if not waiting:
         return "no step waits for capacity"
-    who = ", ".join(sorted({a.deploy_id for a in waiting}))
+    who = ", ".join(sorted(set(waiting)))
     return f"{len(waiting)} step(s) wait for capacity and none fits yet: {who}"[:900]
 
 
 def apply_now_tick(
     runtime: Runtime, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], list[str]]:
-    """Serve pending apply-now requests: a pass for each schedule; busy answers 409.
-
-    Every request gets an answer in the store (``apply-now --queue --wait`` prints it) and a
-    line in the tick: the run(s) it launched, or why none was needed."""
+    """Serve pending apply-now requests (``Intents.serve_apply_now``: a pass for each
+    schedule, an answer stored for each): the runs they launch and a line per request."""
     requests: list[dg.RunRequest] = []
     log: list[str] = []
-    for req in runtime.store.pending_apply_now():
-        try:
-            report = runtime.engine.reconcile(schedule=req.schedule, trigger="apply_now")
-        except Busy as exc:
-            runtime.store.finish_apply_now(
-                req.id, result=f"{exc.http_status} busy", now=runtime.clock.now(), state="busy"
-            )
-            log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} busy")
-            continue
-        except (
-            ScheduleNotFound
-        ) as exc:  # deleted since the request: answered, never blocks the others
-            runtime.store.finish_apply_now(
-                req.id,
-                result=f"{exc.http_status} {exc.reason}",
-                now=runtime.clock.now(),
-                state="failed",
-            )
-            log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} {exc.reason}")
-            continue
-        now = runtime.clock.now()
+
+    def launch(request: ApplyNowRequest, report: PassReport) -> list[list[str]]:
         origin = sensor_origin(names.APPLY_NOW_SENSOR)
         plans, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=instance
         )
-        plans = [
-            r.with_replaced_attrs(tags={**r.tags, names.TAG_APPLY_NOW: str(req.id)}) for r in plans
-        ]
-        log.extend(f"apply-now #{req.id} {req.schedule}: skipped {line}" for line in skipped)
-        requests.extend(plans)
-        answer = _apply_now_answer(runtime, req.schedule, plans, report)
-        runtime.store.finish_apply_now(req.id, result=answer, now=now)
-        log.append(f"apply-now #{req.id} {req.schedule}: {answer}")
+        tag = {names.TAG_APPLY_NOW: str(request.id)}
+        requests.extend(r.with_replaced_attrs(tags={**r.tags, **tag}) for r in plans)
+        log.extend(f"apply-now #{request.id} {request.schedule}: skipped {x}" for x in skipped)
+        return [r.tags[names.TAG_TARGETS].split(",") for r in plans]
+
+    log.extend(runtime.intents.serve_apply_now(launch))
     return requests, log
-
-
-def _apply_now_answer(
-    runtime: Runtime, schedule: str, plans: Sequence[dg.RunRequest], report: Any
-) -> str:
-    if plans:
-        targets = ", ".join(
-            sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t})
-        )
-        return f"200 ok: {len(plans)} run(s) for {targets}"
-    rows = runtime.store.list_status(schedule)
-    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in rows)
-    refused = sum(len(s.refused) for s in report.schedules)
-    why = f"{refused} target(s) refused by preflight; " if refused else ""
-    moving = [f"{r.deploy_id} {r.phase}" for r in rows if r.phase in _ON_THE_WAY]
-    if moving:  # not "at its intent": its plan is still running (or waits for capacity)
-        return (
-            f"200 ok: no new run needed — {why}the current plan is still on its way: "
-            f"{', '.join(moving)} ({phases})"
-        )
-    return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
-
-
-_ON_THE_WAY = frozenset({"pending", "releasing", "capacity_wait", "acquiring", "awaiting_ready"})
 
 
 def build_apply_now_sensor(
@@ -506,18 +435,6 @@ def build_apply_now_sensor(
         return dg.SensorResult(run_requests=requests)
 
     return apply_now
-
-
-def reservation_ids(runtime: Runtime) -> list[str]:
-    """Ids of the reservations in the ledger (none until GPS reservations are created)."""
-    from gps_dagster.store.reservations import ReservationRepository
-
-    engine = getattr(runtime.store, "engine", None)
-    if engine is None:
-        return []
-    from gps_dagster.engine.gps_checks import reservation_ids as ledger_ids
-
-    return ledger_ids(ReservationRepository(engine))
 
 
 def _reservation_tick_text(
@@ -554,7 +471,7 @@ def build_reservation_sensor(
         from gps_dagster.dagster_defs.ledger import reservation_events
 
         runtime = context.resources.gps.get_runtime()
-        wanted = set(reservation_ids(runtime))
+        wanted = set(runtime.intents.reservation_ids())
         have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
         add, drop = sorted(wanted - have), sorted(have - wanted)
         reqs: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
