@@ -165,24 +165,10 @@ def prearm_tick(
     return [prearm_request(b) for b in near], None
 
 
-def build_prearm_sensor(
-    job: dg.JobDefinition, *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.PREARM_SENSOR,
-        job=job,
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Launches a gps_prearmed run ahead of every near boundary (lead = the "
-        "resource's prearm_lead_s): it waits for the boundary and serves it from a started run.",
-    )
-    def prearm(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        gps = context.resources.gps
-        requests, skip = prearm_tick(gps.get_runtime(), gps, context.instance)
-        return dg.SensorResult(run_requests=requests, skip_reason=skip)
-
-    return prearm
+def prearm_sensor_tick(context: dg.SensorEvaluationContext, runtime: "Runtime") -> dg.SensorResult:
+    """``gps_prearm``: the pre-armed runs to launch now, or why none."""
+    requests, skip = prearm_tick(runtime, context.resources.gps, context.instance)
+    return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
 
 def wait_until(gps: Any, clock: Any, at: datetime) -> float:

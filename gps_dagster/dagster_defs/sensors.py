@@ -151,42 +151,29 @@ def automation_events(
     return text, health.check_evaluations(schedule_keys, text)
 
 
-def build_reconcile_sensor(
-    jobs: Sequence[dg.JobDefinition],
-    *,
-    interval_s: int,
-    default_status: dg.DefaultSensorStatus,
-    schedule_keys: Mapping[str, dg.AssetKey] | None = None,
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.RECONCILE_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Pages over the schedules from a durable cursor, opens transitions and "
-        "launches them.",
+def reconcile_sensor_tick(
+    context: dg.SensorEvaluationContext,
+    runtime: Runtime,
+    schedule_keys: Mapping[str, dg.AssetKey],
+) -> dg.SensorResult:
+    """``gps_reconcile``: pages over the schedules from a durable cursor, opens transitions and
+    launches them; reports the automation warning on the schedule assets."""
+    requests, cursor, events = reconcile_tick(
+        runtime, ReconcileCursor.parse(context.cursor), context.instance
     )
-    def reconcile(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        runtime = context.resources.gps.get_runtime()
-        requests, cursor, events = reconcile_tick(
-            runtime, ReconcileCursor.parse(context.cursor), context.instance
-        )
-        stopped = health.stopped_in(context, context.instance)
-        warning, checks = automation_events(runtime, cursor, stopped, schedule_keys or {})
-        if warning:
-            context.log.warning(warning)
-        skip = None if requests else _reconcile_skip_text(events)
-        if skip and warning:
-            skip = f"WARNING: {warning} | {skip}"[:900]
-        return dg.SensorResult(
-            run_requests=requests,
-            cursor=cursor.dump(),
-            asset_events=[*events, *checks],
-            skip_reason=skip,
-        )
-
-    return reconcile
+    stopped = health.stopped_in(context, context.instance)
+    warning, checks = automation_events(runtime, cursor, stopped, schedule_keys)
+    if warning:
+        context.log.warning(warning)
+    skip = None if requests else _reconcile_skip_text(events)
+    if skip and warning:
+        skip = f"WARNING: {warning} | {skip}"[:900]
+    return dg.SensorResult(
+        run_requests=requests,
+        cursor=cursor.dump(),
+        asset_events=[*events, *checks],
+        skip_reason=skip,
+    )
 
 
 def _reconcile_skip_text(events: Sequence[Any]) -> str:
@@ -301,39 +288,25 @@ def boundary_automation(
     return (text or None), health.check_evaluations(schedule_keys, text)
 
 
-def build_boundary_sensor(
-    jobs: Sequence[dg.JobDefinition],
-    *,
-    interval_s: int,
-    default_status: dg.DefaultSensorStatus,
-    schedule_keys: Mapping[str, dg.AssetKey] | None = None,
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.BOUNDARY_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Every schedule the due index says needs a pass now (a boundary, including "
-        "one-shot windows and DST-shifted ends no cron can express; a follow-up of steps in "
-        "flight): one claimed, batched pass.",
+def boundary_sensor_tick(
+    context: dg.SensorEvaluationContext,
+    runtime: Runtime,
+    schedule_keys: Mapping[str, dg.AssetKey],
+) -> dg.SensorResult:
+    """``gps_boundaries``: every schedule the due index says needs a pass now, one claimed,
+    batched pass; a skipped tick says it in its skip reason."""
+    last, reported = parse_boundary_cursor(context.cursor)
+    requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
+    for line in lines if requests else ():  # a skipped tick says it in its skip reason
+        context.log.info(line)
+    reported, checks = boundary_automation(context, runtime, reported, schedule_keys)
+    skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
+    if skip and reported:
+        skip = f"WARNING: {reported} | {skip}"[:900]
+    cursor = json.dumps({"at": now.isoformat(), "automation": reported}, sort_keys=True)
+    return dg.SensorResult(
+        run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
     )
-    def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        runtime = context.resources.gps.get_runtime()
-        last, reported = parse_boundary_cursor(context.cursor)
-        requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
-        for line in lines if requests else ():  # a skipped tick says it in its skip reason
-            context.log.info(line)
-        reported, checks = boundary_automation(context, runtime, reported, schedule_keys or {})
-        skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
-        if skip and reported:
-            skip = f"WARNING: {reported} | {skip}"[:900]
-        cursor = json.dumps({"at": now.isoformat(), "automation": reported}, sort_keys=True)
-        return dg.SensorResult(
-            run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
-        )
-
-    return boundary
 
 
 def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
@@ -361,25 +334,10 @@ def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.Run
     return requests
 
 
-def build_capacity_sensor(
-    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.CAPACITY_WAIT_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Re-previews targets in capacity_wait; launches the acquire when it fits, "
-        "times out to capacity_unavailable.",
-    )
-    def capacity_wait(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        runtime = context.resources.gps.get_runtime()
-        requests = capacity_tick(runtime, context.instance)
-        skip = None if requests else _capacity_skip(runtime)
-        return dg.SensorResult(run_requests=requests, skip_reason=skip)
-
-    return capacity_wait
+def capacity_sensor_tick(context: dg.SensorEvaluationContext, runtime: Runtime) -> dg.SensorResult:
+    requests = capacity_tick(runtime, context.instance)
+    skip = None if requests else _capacity_skip(runtime)
+    return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
 
 def _capacity_skip(runtime: Runtime) -> str:
@@ -412,29 +370,17 @@ def apply_now_tick(
     return requests, log
 
 
-def build_apply_now_sensor(
-    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.APPLY_NOW_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that "
-        "schedule (409 when busy).",
-    )
-    def apply_now(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        requests, log = apply_now_tick(context.resources.gps.get_runtime(), context.instance)
-        for line in log:
-            context.log.info(line)
-        if not log:
-            return dg.SkipReason("no apply-now request")
-        if not requests:
-            return dg.SkipReason("; ".join(log)[:900])
-        return dg.SensorResult(run_requests=requests)
-
-    return apply_now
+def apply_now_sensor_tick(
+    context: dg.SensorEvaluationContext, runtime: Runtime
+) -> dg.SensorResult | dg.SkipReason:
+    requests, log = apply_now_tick(runtime, context.instance)
+    for line in log:
+        context.log.info(line)
+    if not log:
+        return dg.SkipReason("no apply-now request")
+    if not requests:
+        return dg.SkipReason("; ".join(log)[:900])
+    return dg.SensorResult(run_requests=requests)
 
 
 def _reservation_tick_text(
@@ -457,37 +403,28 @@ def _reservation_tick_text(
     return "; ".join(parts)[:900]
 
 
-def build_reservation_sensor(
-    *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.RESERVATION_SENSOR,
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Keeps one gpu_reservations partition per reservation in the ledger.",
+def reservation_sensor_tick(
+    context: dg.SensorEvaluationContext, runtime: Runtime
+) -> dg.SensorResult:
+    """``gps_reservation_partitions``: one partition per reservation in the ledger; members
+    and verdicts recorded when they change (never a run)."""
+    from gps_dagster.dagster_defs.ledger import reservation_events
+
+    wanted = set(runtime.intents.reservation_ids())
+    have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
+    add, drop = sorted(wanted - have), sorted(have - wanted)
+    reqs: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    if add:
+        reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
+    if drop:
+        reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
+    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    # events name partitions: only those that exist (a new one is added by this tick)
+    events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
+    skip = _reservation_tick_text(add, drop, events, len(have))
+    return dg.SensorResult(
+        dynamic_partitions_requests=reqs,
+        asset_events=events,
+        cursor=json.dumps(seen, sort_keys=True),
+        skip_reason=skip,
     )
-    def reservation_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        from gps_dagster.dagster_defs.ledger import reservation_events
-
-        runtime = context.resources.gps.get_runtime()
-        wanted = set(runtime.intents.reservation_ids())
-        have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
-        add, drop = sorted(wanted - have), sorted(have - wanted)
-        reqs: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
-        if add:
-            reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
-        if drop:
-            reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
-        seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
-        # events name partitions: only those that exist (a new one is added by this tick)
-        events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
-        skip = _reservation_tick_text(add, drop, events, len(have))
-        return dg.SensorResult(
-            dynamic_partitions_requests=reqs,
-            asset_events=events,
-            cursor=json.dumps(seen, sort_keys=True),
-            skip_reason=skip,
-        )
-
-    return reservation_partitions
