@@ -32,6 +32,7 @@ before anything is opened.
 # * “Identifier patterns end with `\Z`, not `$`”
 # * “The wheel ships the seed example; the default pool is the packaged copy”
 # * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
+# * “The Dagster layer asks the engine by intent”
 
 from __future__ import annotations
 

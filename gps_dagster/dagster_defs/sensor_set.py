@@ -6,6 +6,9 @@ builder writes the Dagster boilerplate once: the ``gps`` resource, the default s
 runtime handed to the tick. Names, cursors and tick behaviour are the ticks' own.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The Dagster layer asks the engine by intent”
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence

@@ -12,6 +12,7 @@ launches nothing says why in its skip reason. Waiting never happens in a sensor.
 # * “A deferred step of a batch is the capacity sensor's”
 # * “Dagster finds due work by the index, and its cursor no longer decides what is due”
 # * “A stopped `gps_reconcile` is reported by `gps_boundaries`”
+# * “The Dagster layer asks the engine by intent”
 
 from __future__ import annotations
 
