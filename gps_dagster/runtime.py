@@ -32,6 +32,7 @@ before anything is opened.
 # * “Identifier patterns end with `\Z`, not `$`”
 # * “The wheel ships the seed example; the default pool is the packaged copy”
 # * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
+# * “The Dagster layer asks the engine by intent”
 
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ from gps_dagster.domain.pool import PoolSpec, parse_pool
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.engine import Engine
 from gps_dagster.engine.gps_hooks import hooks
+from gps_dagster.engine.intents import Intents
 from gps_dagster.ports import Clock, Core
+from gps_dagster.store.launches import LaunchClaims
 from gps_dagster.store.repository import Store
 from gps_dagster.store.reservations import ReservationRepository
 
@@ -411,6 +414,16 @@ class Runtime:
     clock: Clock
     pool: PoolSpec | None = None
     """The simulated pool's spec (capacity, GPUs per deploy); None on kubernetes."""
+
+    @property
+    def intents(self) -> Intents:
+        """The engine's answers to an orchestrator (what the Dagster layer asks by intent)."""
+        return Intents(self.engine, self.store)
+
+    @property
+    def launches(self) -> LaunchClaims:
+        """The orchestrator's launch claims (one origin launches a plan run) in the store."""
+        return LaunchClaims(self.store.engine)
 
     def close(self) -> None:
         """Release the database connections (and the core's watches, when it has any)."""

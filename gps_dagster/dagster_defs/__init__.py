@@ -44,20 +44,14 @@ from gps_dagster.dagster_defs.lineage import (
     upstream,
 )
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, RELEASE_FIRST
-from gps_dagster.dagster_defs.prearm import build_prearm_sensor, build_prearmed_job
+from gps_dagster.dagster_defs.prearm import build_prearmed_job
 from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_resource
 from gps_dagster.dagster_defs.schedules import (
     MAX_BOUNDARY_SCHEDULES,
     all_boundary_schedules,
     ready_by_leads,
 )
-from gps_dagster.dagster_defs.sensors import (
-    build_apply_now_sensor,
-    build_boundary_sensor,
-    build_capacity_sensor,
-    build_reconcile_sensor,
-    build_reservation_sensor,
-)
+from gps_dagster.dagster_defs.sensor_set import build_sensors
 from gps_dagster.domain.spec import Schedule
 
 __all__ = ["GpsResource", "Intervals", "StaticRuntime", "build_definitions", "names"]
@@ -106,7 +100,7 @@ def _build(
 ) -> dg.Definitions:
     gps = gps if gps is not None else GpsResource()
     if schedules is None:
-        schedules = [r.spec for r in gps.get_runtime().store.list_schedules()]
+        schedules = [r.spec for r in gps.get_runtime().intents.schedules()]
     sensor_status = dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
     schedule_status = (
         dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
@@ -144,26 +138,17 @@ def _build(
         ],
         jobs=[*jobs, *asset_jobs],
         schedules=[*boundary, *housekeeping],
-        sensors=[
-            build_reconcile_sensor(
-                jobs,
-                interval_s=ticks.reconcile_s,
-                default_status=sensor_status,
-                schedule_keys=sched_keys,
-            ),
-            build_boundary_sensor(
-                jobs,
-                interval_s=ticks.boundary_s,
-                default_status=sensor_status,
-                schedule_keys=sched_keys,
-            ),
-            build_capacity_sensor(jobs, interval_s=ticks.capacity_s, default_status=sensor_status),
-            build_apply_now_sensor(
-                jobs, interval_s=ticks.apply_now_s, default_status=sensor_status
-            ),
-            build_reservation_sensor(interval_s=30, default_status=sensor_status),
-            build_prearm_sensor(prearmed, interval_s=ticks.prearm_s, default_status=sensor_status),
-        ],
+        sensors=build_sensors(
+            jobs,
+            prearmed,
+            reconcile_s=ticks.reconcile_s,
+            boundary_s=ticks.boundary_s,
+            capacity_s=ticks.capacity_s,
+            apply_now_s=ticks.apply_now_s,
+            prearm_s=ticks.prearm_s,
+            default_status=sensor_status,
+            schedule_keys=sched_keys,
+        ),
         resources={"gps": resource},
         executor=dg.in_process_executor,  # asset jobs too: no process spawned per step
     )

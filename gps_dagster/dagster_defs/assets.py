@@ -14,13 +14,15 @@ week of plans in one run.
 
 import warnings
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster import AssetCheckExecutionContext, AssetExecutionContext
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.sensors import reservation_ids
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 TIMELINE_START = "2026-01-01-00:00"
 
@@ -36,10 +38,8 @@ hourly = dg.HourlyPartitionsDefinition(start_date=TIMELINE_START, timezone="UTC"
     description="One GPU reservation of the ledger (node, GPU UUIDs, mode, budget, generation).",
 )
 def gpu_reservations(context: AssetExecutionContext) -> dg.MaterializeResult[Any]:
-    from gps_dagster.store.reservations import ReservationRepository
-
     runtime = context.resources.gps.get_runtime()
-    rsv = ReservationRepository(runtime.store.engine).get(context.partition_key)
+    rsv = runtime.intents.ledger().get(context.partition_key)
     return dg.MaterializeResult(
         metadata={
             "node": rsv.node,
@@ -60,11 +60,10 @@ def _ledger_check(context: AssetCheckExecutionContext, which: str) -> dg.AssetCh
     which one failed, its figures and its fix text.
     """
     from gps_dagster.engine import gps_checks as checks
-    from gps_dagster.store.reservations import ReservationRepository
 
     runtime = context.resources.gps.get_runtime()
-    repo = ReservationRepository(runtime.store.engine)
-    ids = reservation_ids(runtime)
+    repo = runtime.intents.ledger()
+    ids = runtime.intents.reservation_ids()
     if not ids:
         return dg.AssetCheckResult(
             passed=True,
@@ -110,14 +109,14 @@ def overcommit_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult
     return _ledger_check(context, names.CHECK_OVERCOMMIT)
 
 
-def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, Any]:
+def timeline_summary(runtime: "Runtime", start: datetime, end: datetime) -> dict[str, Any]:
     """Desired GPUs against capacity over ``[start, end)`` for every schedule in the store."""
     from gps_dagster.domain.timeline import gpu_timeline
 
     pool = runtime_pool(runtime)
     per_schedule: dict[str, Any] = {}
     peak, over = 0, 0
-    for record in runtime.store.list_schedules():
+    for record in runtime.intents.schedules():
         segs = gpu_timeline(record.spec, pool, start, end)
         peak = max([peak, *(s.desired_gpus for s in segs)])
         over += sum(1 for s in segs if s.overcommit)
@@ -133,7 +132,7 @@ def timeline_summary(runtime: Any, start: datetime, end: datetime) -> dict[str, 
     }
 
 
-def runtime_pool(runtime: Any) -> Any:
+def runtime_pool(runtime: "Runtime") -> Any:
     """The pool spec of the runtime (capacity, GPUs per deploy): ``Runtime.pool``, the one the
     runtime was built with — never re-read from the environment (another process's pool file)."""
     pool = getattr(runtime, "pool", None)

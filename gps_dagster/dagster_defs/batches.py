@@ -14,13 +14,16 @@ the run at the end when any step failed, naming them. Each plan is still claimed
 # * “A deferred step of a batch is the capacity sensor's”
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.plans import PLAN_OP, RELEASE_FIRST
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 BATCH_THRESHOLD = 8
 STEPS_PER_OP = 50
@@ -173,7 +176,7 @@ def build_batch_job() -> dg.JobDefinition:
 
 
 def batched(
-    runtime: Any,
+    runtime: "Runtime",
     requests: list[dg.RunRequest],
     *,
     origin: str,

@@ -75,7 +75,6 @@ def apply_schedule_dir(gps: GpsResource, folder: Path) -> list[str]:
     """Validate every file first, then apply them all (nothing is written when one is invalid)."""
     from gps_dagster.domain.errors import SpecInvalid
     from gps_dagster.domain.schedules import parse_schedule
-    from gps_dagster.engine import operations
 
     runtime = gps.get_runtime()
     specs = []
@@ -86,7 +85,5 @@ def apply_schedule_dir(gps: GpsResource, folder: Path) -> list[str]:
             raise dg.DagsterInvalidDefinitionError(f"schedule_dir: {exc}") from None
     now = runtime.clock.now()
     for path, spec in specs:
-        operations.apply(
-            runtime.store, runtime.core, spec, now=now, actor="dg-component", source=str(path)
-        )
+        runtime.intents.apply(spec, now=now, actor="dg-component", source=str(path))
     return [spec.name for _, spec in specs]

@@ -27,12 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.domain.phases import TERMINAL, Phase
+from gps_dagster.engine.intents import TargetStatusRow
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 CHECK_CHUNK = 200
 _TERMINAL = frozenset(p.value for p in TERMINAL) - {Phase.DRIFT_DETECTED.value}
@@ -61,9 +65,9 @@ class DeployKeys:
         return {d: dg.AssetKey([names.DEPLOY_KEY_PREFIX, n]) for d, n in readable.items()}
 
 
-def deploy_keys_from_store(store: Any) -> DeployKeys:
-    """The keys of the deploys the store's schedules claim (status rows: one per target)."""
-    return DeployKeys.of((r.schedule, r.deploy_id) for r in store.list_status())
+def deploy_keys(runtime: Runtime) -> DeployKeys:
+    """The keys of the deploys the stored schedules claim (status rows: one per target)."""
+    return DeployKeys.of((r.schedule, r.deploy_id) for r in runtime.intents.statuses())
 
 
 LEAN_ABOVE = 1_000
@@ -184,10 +188,10 @@ def status_events(
     return out
 
 
-def changed_rows(store: Any, seen: dict[str, int]) -> list[Any]:
+def changed_rows(runtime: Runtime, seen: dict[str, int]) -> list[TargetStatusRow]:
     """Status rows whose version moved since ``seen`` (updated in place)."""
     out = []
-    for row in store.list_status():
+    for row in runtime.intents.statuses():
         key = f"{row.schedule}/{row.deploy_id}"
         if seen.get(key) != row.status_version:
             seen[key] = row.status_version
@@ -196,10 +200,11 @@ def changed_rows(store: Any, seen: dict[str, int]) -> list[Any]:
 
 
 def report_deploy(
-    instance: dg.DagsterInstance, store: Any, keys: DeployKeys, schedule: str, deploy_id: str
-) -> Any:
+    instance: dg.DagsterInstance, runtime: Runtime, schedule: str, deploy_id: str
+) -> TargetStatusRow | None:
     """Record the deploy's current status now (from an op: the UI need not wait for a sensor)."""
-    row = store.get_status(schedule, deploy_id)
+    row = runtime.intents.status(schedule, deploy_id)
+    keys = deploy_keys(runtime)
     if row is not None:
         for event in status_events([row], keys):
             instance.report_runless_asset_event(event)
@@ -236,10 +241,10 @@ def _checks(name: str, chunk: Sequence[dg.AssetSpec], keys: DeployKeys) -> dg.As
         name=name, specs=check_specs, can_subset=True, required_resource_keys={"gps"}
     )
     def phase_checks(context):  # type: ignore[no-untyped-def]  # dagster reads the hint
-        store = context.resources.gps.get_runtime().store
+        intents = context.resources.gps.get_runtime().intents
         for check_key in context.selected_asset_check_keys:
             schedule, deploy = wanted[check_key.asset_key]
-            row = store.get_status(schedule, deploy)
+            row = intents.status(schedule, deploy)
             if row is None:
                 yield dg.AssetCheckResult(
                     asset_key=check_key.asset_key,

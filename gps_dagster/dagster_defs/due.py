@@ -14,22 +14,25 @@ serves it on its next tick), and again ``follow_up_s`` after a visit while steps
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 UPCOMING = 5
 
 
-def due_now(runtime: Any, now: datetime) -> tuple[bool, datetime | None]:
+def due_now(runtime: Runtime, now: datetime) -> tuple[bool, datetime | None]:
     """Whether some schedule needs a pass at ``now``, and the earliest instant one does."""
     at = runtime.engine.next_due(now)
     return at is not None and at <= now, at
 
 
-def serve_due_work(runtime: Any, trigger: str) -> Any:
+def serve_due_work(runtime: Runtime, trigger: str) -> Any:
     """Claim and visit every schedule due now; the pass report (plans opened, not run)."""
     return runtime.engine.reconcile_due(trigger=trigger)
 
 
-def upcoming(runtime: Any, now: datetime, limit: int = UPCOMING) -> list[tuple[datetime, str]]:
+def upcoming(runtime: Runtime, now: datetime, limit: int = UPCOMING) -> list[tuple[datetime, str]]:
     """(instant, schedule) of the next ``limit`` passes due after ``now``, soonest first."""
     return list(runtime.engine.upcoming_due(now, limit))

@@ -21,11 +21,14 @@ are an operator's action, DECLARED_IN_CODE defers to the definition).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 WATCHED: Mapping[str, str] = {
     names.RECONCILE_SENSOR: "no sweep: a schedule applied or edited since the code location "
@@ -94,11 +97,11 @@ def stopped_in(context: Any, instance: dg.DagsterInstance) -> list[str]:
     return stopped_sensors(instance, defaults, location=location, repository=repository)
 
 
-def automation_warning(runtime: Any, stopped: Sequence[str]) -> str:
+def automation_warning(runtime: Runtime, stopped: Sequence[str]) -> str:
     """The warning for these stopped sensors ("" when none), naming the deploys left waiting."""
     if not stopped:
         return ""
-    waiting = [a.deploy_id for a in runtime.store.list_actions(states=("capacity_wait",))]
+    waiting = runtime.intents.capacity_waiting()
     return warning_text(stopped, waiting)
 
 

@@ -28,15 +28,19 @@ multiprocess one costs ~14 s per 7-step run on a 2-core machine, measured).
 # * “A run re-checks its plan before it acts”
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.deploys import deploy_keys_from_store, report_deploy
+from gps_dagster.dagster_defs.deploys import report_deploy
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, PLAN_OP, RELEASE_FIRST
 from gps_dagster.dagster_defs.resources import capacity_poll_s, sleep
+from gps_dagster.engine.reports import StepOutcome
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 _STEP = {"step_id": str, "deploy_id": str, "step": str}
 PLAN_CONFIG = {
@@ -78,10 +82,8 @@ def outcome_metadata(outcome: Any) -> dict[str, str]:
 
 def _report(context: OpExecutionContext, step: dict[str, str]) -> dict[str, Any]:
     """The deploy's status after the op, on its asset (observation + phase check)."""
-    store = context.resources.gps.get_runtime().store
-    row = report_deploy(
-        context.instance, store, deploy_keys_from_store(store), step["schedule"], step["deploy_id"]
-    )
+    runtime = context.resources.gps.get_runtime()
+    row = report_deploy(context.instance, runtime, step["schedule"], step["deploy_id"])
     if row is None:
         return {}
     return {"phase": row.phase, "status_reason": row.reason or "", "status_fix": row.fix or ""}
@@ -190,17 +192,9 @@ def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.O
         sleep(gps, POLL_EVERY_S)
 
 
-def _preview(runtime: Any, step_id: str) -> Any:
-    """The engine's own preview of the step; a step past previewing goes to ``acquire``."""
-    action = runtime.store.get_action(step_id)
-    if action is None or action.state not in ("pending", "capacity_wait"):
-        return _Passed(action.state if action is not None else "unknown")
-    return runtime.engine.runner.execute(step_id, submit=False)
-
-
-class _Passed:
-    def __init__(self, state: str) -> None:
-        self.state, self.reason = state, None
+def _preview(runtime: "Runtime", step_id: str) -> StepOutcome:
+    """The engine's own preview of the step (``Intents.preview_step``)."""
+    return runtime.intents.preview_step(step_id)
 
 
 @dg.op(name="acquire", required_resource_keys={"gps"}, description="Start / scale up one target.")
@@ -216,8 +210,8 @@ def acquire_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, A
 )
 def capacity_wait_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, Any]:
     meta = _report(context, step)
-    action = context.resources.gps.get_runtime().store.get_action(step["step_id"])
-    deadline = action.deadline_at.isoformat() if action is not None and action.deadline_at else ""
+    at = context.resources.gps.get_runtime().intents.step_deadline(step["step_id"])
+    deadline = at.isoformat() if at is not None else ""
     context.log.info(
         f"{step['deploy_id']}: acquire DEFERRED to {names.CAPACITY_WAIT_SENSOR} "
         f"({meta.get('status_reason') or 'capacity not published yet'}); "

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
 
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
-def _members(runtime: Any, reservation_id: str) -> list[dict[str, Any]]:
+
+def _members(runtime: Runtime, reservation_id: str) -> list[dict[str, Any]]:
     out = []
     for deploy in runtime.core.reservation_deploys(reservation_id):
         binding = deploy.reservation
@@ -35,13 +38,12 @@ def _members(runtime: Any, reservation_id: str) -> list[dict[str, Any]]:
 
 
 def reservation_events(
-    runtime: Any, reservation_ids: list[str], seen: dict[str, str]
+    runtime: Runtime, reservation_ids: list[str], seen: dict[str, str]
 ) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
     """Events for the reservations whose members or verdicts changed since ``seen``."""
     from gps_dagster.engine import gps_checks as checks
-    from gps_dagster.store.reservations import ReservationRepository
 
-    repo = ReservationRepository(runtime.store.engine)
+    repo = runtime.intents.ledger()
     out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
     for rid in reservation_ids:
         rsv = repo.get(rid)

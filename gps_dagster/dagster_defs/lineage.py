@@ -17,12 +17,15 @@ A large fleet (``LEAN_ABOVE`` deploys) gets neither schedule assets nor edges: a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.ports import CoreError
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 
 def schedule_keys(schedules: Sequence[Any]) -> dict[str, dg.AssetKey]:
@@ -47,7 +50,7 @@ def schedule_specs(schedules: Sequence[Any], keys: Mapping[str, dg.AssetKey]) ->
     ]
 
 
-def reservation_members(runtime: Any, deploy_ids: Sequence[str]) -> set[str]:
+def reservation_members(runtime: Runtime, deploy_ids: Sequence[str]) -> set[str]:
     """The deploys bound to a GPU reservation, as the core reports them now (none when the
     core cannot answer: the graph loses the edges, the code location still loads)."""
     if not deploy_ids:

@@ -8,16 +8,19 @@ schedules at one minute); waiting up to ``BUSY_WAIT_S`` serves it in the same ti
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gps_dagster.dagster_defs.resources import sleep
 from gps_dagster.engine.errors import Busy
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 BUSY_PAUSE_S = 0.1
 BUSY_WAIT_S = 5.0
 
 
-def reconcile_one(gps: Any, runtime: Any, schedule: str, trigger: str) -> Any:
+def reconcile_one(gps: Any, runtime: Runtime, schedule: str, trigger: str) -> Any:
     """``engine.reconcile(schedule=...)``, retried while another pass holds the lock."""
     attempts = int(BUSY_WAIT_S / BUSY_PAUSE_S) if gps is not None else 1
     for attempt in range(attempts):

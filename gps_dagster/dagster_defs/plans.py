@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.store.launches import Claim, LaunchClaims
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 PLAN_OP = "plan"
 RELEASE_FIRST = "release_first"
@@ -193,13 +195,13 @@ def batch_of(origin: str) -> str | None:
 
 
 def transition_runs(
-    runtime: Any, instance: dg.DagsterInstance, transition_id: str
+    runtime: Runtime, instance: dg.DagsterInstance, transition_id: str
 ) -> list[dg.DagsterRun]:
     """The runs of one transition, newest first: its own, else the batch run it was in."""
     own = list(instance.get_runs(dg.RunsFilter(tags={names.TAG_TRANSITION: transition_id})))
     if own:
         return own
-    claim = LaunchClaims(runtime.store.engine).get(names.plan_run_key(transition_id))
+    claim = runtime.launches.get(names.plan_run_key(transition_id))
     batch = batch_of(claim.origin) if claim is not None else None
     if batch is None:
         return []
@@ -215,7 +217,7 @@ def schedule_origin(name: str) -> str:
 
 
 def claim_launches(
-    runtime: Any,
+    runtime: Runtime,
     requests: Iterable[dg.RunRequest],
     *,
     origin: str,
@@ -229,7 +231,7 @@ def claim_launches(
     that transition (the owner's tick was lost). Other keys (resume, acquire) have a
     single origin and pass through.
     """
-    claims = LaunchClaims(runtime.store.engine)
+    claims = runtime.launches
     now = runtime.clock.now()
     out: list[dg.RunRequest] = []
     skipped: list[str] = []
@@ -239,7 +241,8 @@ def claim_launches(
             out.append(request)
             continue
         claim = claims.claim(request.run_key, transition_id=tid, origin=origin, now=now)
-        if claim.won or _took_over(claims, claim, tid, origin=origin, now=now, instance=instance):
+        lost = not claim.won and _owner_lost(claim.origin, claim.claimed_at, tid, now, instance)
+        if claim.won or (lost and claims.take_over(claim, origin=origin, now=now)):
             out.append(request)
         else:
             since = claim.claimed_at.isoformat()
@@ -247,20 +250,14 @@ def claim_launches(
     return out, skipped
 
 
-def _took_over(
-    claims: LaunchClaims,
-    held: Claim,
-    tid: str,
-    *,
-    origin: str,
-    now: datetime,
-    instance: dg.DagsterInstance | None,
+def _owner_lost(
+    held_by: str, held_at: datetime, tid: str, now: datetime, instance: dg.DagsterInstance | None
 ) -> bool:
-    if instance is None or now - held.claimed_at < timedelta(seconds=CLAIM_TAKEOVER_S):
+    """Whether a plan's launch claim is older than ``CLAIM_TAKEOVER_S`` and ``instance`` has no
+    run of it (the owner's tick was lost): another origin may take the launch over."""
+    if instance is None or now - held_at < timedelta(seconds=CLAIM_TAKEOVER_S):
         return False
     if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
         return False  # its run exists: the owner launched it
-    batch = batch_of(held.origin)
-    if batch and instance.get_runs_count(dg.RunsFilter(tags={names.TAG_BATCH: batch})):
-        return False  # launched within a storm's batch run
-    return claims.take_over(held, origin=origin, now=now)
+    batch = batch_of(held_by)
+    return not (batch and instance.get_runs_count(dg.RunsFilter(tags={names.TAG_BATCH: batch})))

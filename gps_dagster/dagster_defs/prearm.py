@@ -29,7 +29,7 @@ boundary sensor serve the due index whatever happened to a pre-armed run.
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster import OpExecutionContext
@@ -46,6 +46,9 @@ from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import RELEASE_FIRST, claim_launches, plan_requests
 from gps_dagster.dagster_defs.resources import sleep
 from gps_dagster.engine.errors import Busy
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 ARM_OP = "arm"
 DEFAULT_LEAD_S = 30.0
@@ -149,7 +152,7 @@ def prearm_request(near: Any) -> dg.RunRequest:
 
 
 def prearm_tick(
-    runtime: Any, gps: Any, instance: dg.DagsterInstance | None = None
+    runtime: "Runtime", gps: Any, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], str | None]:
     """The pre-armed runs to launch now, or why none (the daemon drops a repeated run key)."""
     now = runtime.clock.now()
@@ -162,24 +165,10 @@ def prearm_tick(
     return [prearm_request(b) for b in near], None
 
 
-def build_prearm_sensor(
-    job: dg.JobDefinition, *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.PREARM_SENSOR,
-        job=job,
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Launches a gps_prearmed run ahead of every near boundary (lead = the "
-        "resource's prearm_lead_s): it waits for the boundary and serves it from a started run.",
-    )
-    def prearm(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        gps = context.resources.gps
-        requests, skip = prearm_tick(gps.get_runtime(), gps, context.instance)
-        return dg.SensorResult(run_requests=requests, skip_reason=skip)
-
-    return prearm
+def prearm_sensor_tick(context: dg.SensorEvaluationContext, runtime: "Runtime") -> dg.SensorResult:
+    """``gps_prearm``: the pre-armed runs to launch now, or why none."""
+    requests, skip = prearm_tick(runtime, context.resources.gps, context.instance)
+    return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
 
 def wait_until(gps: Any, clock: Any, at: datetime) -> float:
@@ -230,7 +219,7 @@ def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.O
 
 
 def _at_boundary(
-    context: OpExecutionContext, runtime: Any, gps: Any, schedule: str, boundary: str
+    context: OpExecutionContext, runtime: "Runtime", gps: Any, schedule: str, boundary: str
 ) -> tuple[Any, dg.RunRequest, list[Any]] | str:
     """What the run does at the boundary instant, and nothing more: the schedule's pass (the
     plan opened and fenced now), the launch claim, and the submit of every release step. Every

@@ -17,16 +17,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from pydantic import Field
 
-_CACHE: dict[Any, Any] = {}
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime, Settings
+
+_CACHE: dict[Settings, Runtime] = {}
 _LOCK = threading.Lock()
 
 
-def cached_runtime(**overrides: Any) -> Any:
+def cached_runtime(**overrides: Any) -> Runtime:
     """``build_runtime`` once per process and settings (environment + ``overrides``)."""
     from gps_dagster.runtime import build_runtime, settings_from_env
 
@@ -80,7 +83,7 @@ class GpsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
-    def get_runtime(self) -> Any:
+    def get_runtime(self) -> Runtime:
         return cached_runtime(
             db_url=self.db_url,
             pool_file=self.pool_file,
@@ -95,7 +98,7 @@ class StaticRuntime:
 
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         *,
         capacity_poll_s: float = 0.0,
         sleeper: Callable[[float], object] | None = None,
@@ -113,11 +116,11 @@ class StaticRuntime:
         else:
             time.sleep(seconds)
 
-    def get_runtime(self) -> Any:
+    def get_runtime(self) -> Runtime:
         return self._runtime
 
 
-def as_resource(runtime: Any, **options: Any) -> dg.ResourceDefinition:
+def as_resource(runtime: Runtime | StaticRuntime, **options: Any) -> dg.ResourceDefinition:
     """A resource definition serving this exact runtime object (no copy)."""
     served = runtime if isinstance(runtime, StaticRuntime) else StaticRuntime(runtime, **options)
     return dg.ResourceDefinition.hardcoded_resource(served, "gps runtime (fixed)")

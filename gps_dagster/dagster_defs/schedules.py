@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -36,6 +36,9 @@ from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_request
 from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
 from gps_dagster.domain.timeline_doc import skipped_edge
 from gps_dagster.engine.errors import Busy
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 
 def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
@@ -78,9 +81,9 @@ def served_tags(request: dg.RunRequest, tick: datetime | None) -> dg.RunRequest:
     return request.with_replaced_attrs(tags=tags)
 
 
-def _skip_reason(runtime: Any, schedule_name: str, window: str) -> str | None:
+def _skip_reason(runtime: Runtime, schedule_name: str, window: str) -> str | None:
     """A holiday (or listed date) that removed this tick's occurrence, named in the skip."""
-    record = runtime.store.find_schedule(schedule_name) if window else None
+    record = runtime.intents.find_schedule(schedule_name) if window else None
     if record is None:
         return None
     return skipped_edge(record.spec, window, runtime.clock.now())
@@ -168,7 +171,7 @@ def all_boundary_schedules(
     return out
 
 
-def ready_by_leads(runtime: Any, schedules: Iterable[Schedule]) -> dict[tuple[str, str], float]:
+def ready_by_leads(runtime: Runtime, schedules: Iterable[Schedule]) -> dict[tuple[str, str], float]:
     """(schedule, window) -> the longest lead of its starts in the week ahead (R-NEXT-1)."""
     from gps_dagster.domain.evaluator import effective_intent
     from gps_dagster.domain.timeline_doc import ready_by_rows
@@ -178,7 +181,7 @@ def ready_by_leads(runtime: Any, schedules: Iterable[Schedule]) -> dict[tuple[st
     for spec in schedules:
         if not any(spec.is_ready_by(t) for t in spec.target_ids):
             continue
-        timings = runtime.engine.planner.ready_by.for_timeline(runtime.store, spec)
+        timings = runtime.intents.ready_by_timings(spec)
         for row in ready_by_rows(spec, now, now + timedelta(days=8), timings):
             boundary = datetime.fromisoformat(row["boundary"])
             window = effective_intent(spec, row["acquiring"][0], boundary).source

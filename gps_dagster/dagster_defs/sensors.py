@@ -12,6 +12,7 @@ launches nothing says why in its skip reason. Waiting never happens in a sensor.
 # * “A deferred step of a batch is the capacity sensor's”
 # * “Dagster finds due work by the index, and its cursor no longer decides what is due”
 # * “A stopped `gps_reconcile` is reported by `gps_boundaries`”
+# * “The Dagster layer asks the engine by intent”
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -31,7 +32,7 @@ from gps_dagster.dagster_defs.batches import (
     batch_request,
     batched,
 )
-from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys_from_store, status_events
+from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys, status_events
 from gps_dagster.dagster_defs.due import due_now, serve_due_work
 from gps_dagster.dagster_defs.plans import (
     RELEASE_FIRST,
@@ -43,8 +44,11 @@ from gps_dagster.dagster_defs.plans import (
     sensor_origin,
     transition_runs,
 )
-from gps_dagster.engine.errors import Busy
-from gps_dagster.store.errors import ScheduleNotFound
+from gps_dagster.engine.intents import ApplyNowRequest, RunsSeen
+from gps_dagster.engine.reports import PassReport
+
+if TYPE_CHECKING:
+    from gps_dagster.runtime import Runtime
 
 ACQUIRE_BATCH = "acquire_batch"
 IN_FLIGHT = [
@@ -81,43 +85,32 @@ class ReconcileCursor:
 
 
 def status_observations(
-    store: Any, seen: dict[str, int]
+    runtime: Runtime, seen: dict[str, int]
 ) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """Materialization + phase check of every deploy whose status changed since ``seen``."""
-    rows = changed_rows(store, seen)
-    return status_events(rows, deploy_keys_from_store(store)) if rows else []
-
-
-def _runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(dg.RunsFilter(tags=tags)))
+    rows = changed_rows(runtime, seen)
+    return status_events(rows, deploy_keys(runtime)) if rows else []
 
 
 def open_plan_requests(
-    runtime: Any, instance: dg.DagsterInstance, skip: set[str]
+    runtime: Runtime, instance: dg.DagsterInstance, skip: set[str]
 ) -> list[dg.RunRequest]:
-    """Requests for open transitions whose steps are still ``pending``.
+    """Requests for the open plans with steps still ``pending``, as the engine decides them
+    (``Intents.plans_to_launch``): a plan run under its own run key (the daemon drops it once
+    that run exists), or a resume run in the plan run's group."""
+    runs: dict[str, list[dg.DagsterRun]] = {}
 
-    Never launched (a tick's request lost in a daemon crash) or gate not
-    enforcing: the plan run is requested again under its own run key, which
-    the daemon drops once that run exists. Gate enforcing and the plan run
-    finished with steps left pending: a resume run (in the plan run's group), at
-    most one in flight per transition, and only when a pending step can move now.
-    """
-    gate = runtime.store.get_gate()
+    def seen(tid: str) -> RunsSeen:
+        runs[tid] = transition_runs(runtime, instance, tid)
+        return RunsSeen(len(runs[tid]), _any_in_flight(runs[tid]))
+
     out: list[dg.RunRequest] = []
-    for tr in runtime.store.list_transitions(states=("open",)):
-        if tr.id in skip:
-            continue
-        pending = runtime.store.list_actions(transition_id=tr.id, states=("pending",))
-        if not pending:
-            continue
-        runs = transition_runs(runtime, instance, tr.id)
-        if not runs or gate != "enforce":
-            out.extend(plan_requests([runtime.engine.pending_steps(tr.id)]))
-        elif not _any_in_flight(runs) and can_move(runtime, pending):
-            plan = runtime.engine.pending_steps(tr.id)
-            group = group_tags(runs)
-            out.extend(resume_request(r, len(runs), group) for r in plan_requests([plan]))
+    for launch in runtime.intents.plans_to_launch(seen, skip=skip):
+        requests = plan_requests([launch.plan])
+        if launch.resume:
+            tid, group = launch.plan.transition_id, group_tags(runs[launch.plan.transition_id])
+            requests = [resume_request(r, len(runs[tid]), group) for r in requests]
+        out.extend(requests)
     return out
 
 
@@ -125,13 +118,8 @@ def _any_in_flight(runs: Sequence[dg.DagsterRun]) -> bool:
     return any(r.status in IN_FLIGHT for r in runs)
 
 
-def can_move(runtime: Any, pending: Sequence[Any]) -> bool:
-    """Whether a run would advance any of these steps now (the engine's own preview)."""
-    return any(runtime.engine.runner.execute(a.id, submit=False).state == "ready" for a in pending)
-
-
 def reconcile_tick(
-    runtime: Any, cursor: ReconcileCursor, instance: dg.DagsterInstance
+    runtime: Runtime, cursor: ReconcileCursor, instance: dg.DagsterInstance
 ) -> tuple[list[dg.RunRequest], ReconcileCursor, list[Any]]:
     """One engine pass over the next page of schedules (the engine keeps the durable
     cursor, R-PASS-3); launch the plans it opened and any open plan left pending."""
@@ -145,12 +133,12 @@ def reconcile_tick(
     requests += open_plan_requests(runtime, instance, opened)
     origin = sensor_origin(names.RECONCILE_SENSOR)
     requests, _ = claim_launches(runtime, requests, origin=origin, instance=instance)
-    observations = status_observations(runtime.store, new.seen)
+    observations = status_observations(runtime, new.seen)
     return requests, new, observations
 
 
 def automation_events(
-    runtime: Any,
+    runtime: Runtime,
     cursor: ReconcileCursor,
     stopped: Sequence[str],
     schedule_keys: Mapping[str, dg.AssetKey],
@@ -164,42 +152,29 @@ def automation_events(
     return text, health.check_evaluations(schedule_keys, text)
 
 
-def build_reconcile_sensor(
-    jobs: Sequence[dg.JobDefinition],
-    *,
-    interval_s: int,
-    default_status: dg.DefaultSensorStatus,
-    schedule_keys: Mapping[str, dg.AssetKey] | None = None,
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.RECONCILE_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Pages over the schedules from a durable cursor, opens transitions and "
-        "launches them.",
+def reconcile_sensor_tick(
+    context: dg.SensorEvaluationContext,
+    runtime: Runtime,
+    schedule_keys: Mapping[str, dg.AssetKey],
+) -> dg.SensorResult:
+    """``gps_reconcile``: pages over the schedules from a durable cursor, opens transitions and
+    launches them; reports the automation warning on the schedule assets."""
+    requests, cursor, events = reconcile_tick(
+        runtime, ReconcileCursor.parse(context.cursor), context.instance
     )
-    def reconcile(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        runtime = context.resources.gps.get_runtime()
-        requests, cursor, events = reconcile_tick(
-            runtime, ReconcileCursor.parse(context.cursor), context.instance
-        )
-        stopped = health.stopped_in(context, context.instance)
-        warning, checks = automation_events(runtime, cursor, stopped, schedule_keys or {})
-        if warning:
-            context.log.warning(warning)
-        skip = None if requests else _reconcile_skip_text(events)
-        if skip and warning:
-            skip = f"WARNING: {warning} | {skip}"[:900]
-        return dg.SensorResult(
-            run_requests=requests,
-            cursor=cursor.dump(),
-            asset_events=[*events, *checks],
-            skip_reason=skip,
-        )
-
-    return reconcile
+    stopped = health.stopped_in(context, context.instance)
+    warning, checks = automation_events(runtime, cursor, stopped, schedule_keys)
+    if warning:
+        context.log.warning(warning)
+    skip = None if requests else _reconcile_skip_text(events)
+    if skip and warning:
+        skip = f"WARNING: {warning} | {skip}"[:900]
+    return dg.SensorResult(
+        run_requests=requests,
+        cursor=cursor.dump(),
+        asset_events=[*events, *checks],
+        skip_reason=skip,
+    )
 
 
 def _reconcile_skip_text(events: Sequence[Any]) -> str:
@@ -213,7 +188,7 @@ STORM_LINES = 20
 
 
 def serve_due(
-    runtime: Any,
+    runtime: Runtime,
     now: datetime,
     *,
     origin: str,
@@ -275,7 +250,7 @@ def _served_lines(report: Any, plans: int) -> list[str]:
 
 
 def boundary_tick_explained(
-    runtime: Any,
+    runtime: Runtime,
     last: datetime | None,
     instance: dg.DagsterInstance | None = None,
 ) -> tuple[list[dg.RunRequest], list[str], datetime]:
@@ -300,7 +275,7 @@ def parse_boundary_cursor(text: str | None) -> tuple[datetime | None, str | None
 
 
 def boundary_automation(
-    context: Any, runtime: Any, reported: str | None, schedule_keys: Mapping[str, dg.AssetKey]
+    context: Any, runtime: Runtime, reported: str | None, schedule_keys: Mapping[str, dg.AssetKey]
 ) -> tuple[str | None, list[dg.AssetCheckEvaluation]]:
     """The schedule assets' ``automation`` check from the boundary sensor: the same warning the
     reconcile sensor gives, but only once ``gps_reconcile`` is among the stopped (it cannot
@@ -314,47 +289,33 @@ def boundary_automation(
     return (text or None), health.check_evaluations(schedule_keys, text)
 
 
-def build_boundary_sensor(
-    jobs: Sequence[dg.JobDefinition],
-    *,
-    interval_s: int,
-    default_status: dg.DefaultSensorStatus,
-    schedule_keys: Mapping[str, dg.AssetKey] | None = None,
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.BOUNDARY_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Every schedule the due index says needs a pass now (a boundary, including "
-        "one-shot windows and DST-shifted ends no cron can express; a follow-up of steps in "
-        "flight): one claimed, batched pass.",
+def boundary_sensor_tick(
+    context: dg.SensorEvaluationContext,
+    runtime: Runtime,
+    schedule_keys: Mapping[str, dg.AssetKey],
+) -> dg.SensorResult:
+    """``gps_boundaries``: every schedule the due index says needs a pass now, one claimed,
+    batched pass; a skipped tick says it in its skip reason."""
+    last, reported = parse_boundary_cursor(context.cursor)
+    requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
+    for line in lines if requests else ():  # a skipped tick says it in its skip reason
+        context.log.info(line)
+    reported, checks = boundary_automation(context, runtime, reported, schedule_keys)
+    skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
+    if skip and reported:
+        skip = f"WARNING: {reported} | {skip}"[:900]
+    cursor = json.dumps({"at": now.isoformat(), "automation": reported}, sort_keys=True)
+    return dg.SensorResult(
+        run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
     )
-    def boundary(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        runtime = context.resources.gps.get_runtime()
-        last, reported = parse_boundary_cursor(context.cursor)
-        requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
-        for line in lines if requests else ():  # a skipped tick says it in its skip reason
-            context.log.info(line)
-        reported, checks = boundary_automation(context, runtime, reported, schedule_keys or {})
-        skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
-        if skip and reported:
-            skip = f"WARNING: {reported} | {skip}"[:900]
-        cursor = json.dumps({"at": now.isoformat(), "automation": reported}, sort_keys=True)
-        return dg.SensorResult(
-            run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
-        )
-
-    return boundary
 
 
-def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
+def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
     """``gps_acquire`` runs for capacity-waiting steps that now fit, one per transition, each
     in the run group of its transition's earlier runs."""
     by_transition: dict[str, list[Any]] = defaultdict(list)
     for step in runtime.engine.capacity_waits():
-        by_transition[step_transition(runtime, step)].append(step)
+        by_transition[runtime.intents.step_transition(step.step_id)].append(step)
     requests: list[dg.RunRequest] = []
     batch_tags = {names.TAG_PHASE: ACQUIRE_BATCH}
     if instance.get_runs_count(dg.RunsFilter(tags=batch_tags, statuses=IN_FLIGHT)):
@@ -374,146 +335,53 @@ def capacity_tick(runtime: Any, instance: dg.DagsterInstance) -> list[dg.RunRequ
     return requests
 
 
-def step_transition(runtime: Any, step: Any) -> str:
-    tid = getattr(step, "transition_id", None)
-    if tid is None:
-        tid = runtime.store.get_action(step.step_id).transition_id
-    return str(tid)
+def capacity_sensor_tick(context: dg.SensorEvaluationContext, runtime: Runtime) -> dg.SensorResult:
+    requests = capacity_tick(runtime, context.instance)
+    skip = None if requests else _capacity_skip(runtime)
+    return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
 
-def build_capacity_sensor(
-    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.CAPACITY_WAIT_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Re-previews targets in capacity_wait; launches the acquire when it fits, "
-        "times out to capacity_unavailable.",
-    )
-    def capacity_wait(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        runtime = context.resources.gps.get_runtime()
-        requests = capacity_tick(runtime, context.instance)
-        skip = None if requests else _capacity_skip(runtime)
-        return dg.SensorResult(run_requests=requests, skip_reason=skip)
-
-    return capacity_wait
-
-
-def _capacity_skip(runtime: Any) -> str:
-    waiting = runtime.store.list_actions(states=("capacity_wait",))
+def _capacity_skip(runtime: Runtime) -> str:
+    waiting = runtime.intents.capacity_waiting()
     if not waiting:
         return "no step waits for capacity"
-    who = ", ".join(sorted({a.deploy_id for a in waiting}))
+    who = ", ".join(sorted(set(waiting)))
     return f"{len(waiting)} step(s) wait for capacity and none fits yet: {who}"[:900]
 
 
 def apply_now_tick(
-    runtime: Any, instance: dg.DagsterInstance | None = None
+    runtime: Runtime, instance: dg.DagsterInstance | None = None
 ) -> tuple[list[dg.RunRequest], list[str]]:
-    """Serve pending apply-now requests: a pass for each schedule; busy answers 409.
-
-    Every request gets an answer in the store (``apply-now --queue --wait`` prints it) and a
-    line in the tick: the run(s) it launched, or why none was needed."""
+    """Serve pending apply-now requests (``Intents.serve_apply_now``: a pass for each
+    schedule, an answer stored for each): the runs they launch and a line per request."""
     requests: list[dg.RunRequest] = []
     log: list[str] = []
-    for req in runtime.store.pending_apply_now():
-        try:
-            report = runtime.engine.reconcile(schedule=req.schedule, trigger="apply_now")
-        except Busy as exc:
-            runtime.store.finish_apply_now(
-                req.id, result=f"{exc.http_status} busy", now=runtime.clock.now(), state="busy"
-            )
-            log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} busy")
-            continue
-        except (
-            ScheduleNotFound
-        ) as exc:  # deleted since the request: answered, never blocks the others
-            runtime.store.finish_apply_now(
-                req.id,
-                result=f"{exc.http_status} {exc.reason}",
-                now=runtime.clock.now(),
-                state="failed",
-            )
-            log.append(f"apply-now #{req.id} {req.schedule}: {exc.http_status} {exc.reason}")
-            continue
-        now = runtime.clock.now()
+
+    def launch(request: ApplyNowRequest, report: PassReport) -> list[list[str]]:
         origin = sensor_origin(names.APPLY_NOW_SENSOR)
         plans, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=instance
         )
-        plans = [
-            r.with_replaced_attrs(tags={**r.tags, names.TAG_APPLY_NOW: str(req.id)}) for r in plans
-        ]
-        log.extend(f"apply-now #{req.id} {req.schedule}: skipped {line}" for line in skipped)
-        requests.extend(plans)
-        answer = _apply_now_answer(runtime, req.schedule, plans, report)
-        runtime.store.finish_apply_now(req.id, result=answer, now=now)
-        log.append(f"apply-now #{req.id} {req.schedule}: {answer}")
+        tag = {names.TAG_APPLY_NOW: str(request.id)}
+        requests.extend(r.with_replaced_attrs(tags={**r.tags, **tag}) for r in plans)
+        log.extend(f"apply-now #{request.id} {request.schedule}: skipped {x}" for x in skipped)
+        return [r.tags[names.TAG_TARGETS].split(",") for r in plans]
+
+    log.extend(runtime.intents.serve_apply_now(launch))
     return requests, log
 
 
-def _apply_now_answer(
-    runtime: Any, schedule: str, plans: Sequence[dg.RunRequest], report: Any
-) -> str:
-    if plans:
-        targets = ", ".join(
-            sorted({t for r in plans for t in r.tags[names.TAG_TARGETS].split(",") if t})
-        )
-        return f"200 ok: {len(plans)} run(s) for {targets}"
-    rows = runtime.store.list_status(schedule)
-    phases = ", ".join(f"{r.deploy_id} {r.phase}" for r in rows)
-    refused = sum(len(s.refused) for s in report.schedules)
-    why = f"{refused} target(s) refused by preflight; " if refused else ""
-    moving = [f"{r.deploy_id} {r.phase}" for r in rows if r.phase in _ON_THE_WAY]
-    if moving:  # not "at its intent": its plan is still running (or waits for capacity)
-        return (
-            f"200 ok: no new run needed — {why}the current plan is still on its way: "
-            f"{', '.join(moving)} ({phases})"
-        )
-    return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
-
-
-_ON_THE_WAY = frozenset({"pending", "releasing", "capacity_wait", "acquiring", "awaiting_ready"})
-
-
-def build_apply_now_sensor(
-    jobs: Sequence[dg.JobDefinition], *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.APPLY_NOW_SENSOR,
-        jobs=list(jobs),
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Serves `gps-dagster apply-now NAME --queue` requests: a pass for that "
-        "schedule (409 when busy).",
-    )
-    def apply_now(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        requests, log = apply_now_tick(context.resources.gps.get_runtime(), context.instance)
-        for line in log:
-            context.log.info(line)
-        if not log:
-            return dg.SkipReason("no apply-now request")
-        if not requests:
-            return dg.SkipReason("; ".join(log)[:900])
-        return dg.SensorResult(run_requests=requests)
-
-    return apply_now
-
-
-def reservation_ids(runtime: Any) -> list[str]:
-    """Ids of the reservations in the ledger (none until GPS reservations are created)."""
-    from gps_dagster.store.reservations import ReservationRepository
-
-    engine = getattr(runtime.store, "engine", None)
-    if engine is None:
-        return []
-    from gps_dagster.engine.gps_checks import reservation_ids as ledger_ids
-
-    return ledger_ids(ReservationRepository(engine))
+def apply_now_sensor_tick(
+    context: dg.SensorEvaluationContext, runtime: Runtime
+) -> dg.SensorResult | dg.SkipReason:
+    requests, log = apply_now_tick(runtime, context.instance)
+    for line in log:
+        context.log.info(line)
+    if not log:
+        return dg.SkipReason("no apply-now request")
+    if not requests:
+        return dg.SkipReason("; ".join(log)[:900])
+    return dg.SensorResult(run_requests=requests)
 
 
 def _reservation_tick_text(
@@ -536,37 +404,28 @@ def _reservation_tick_text(
     return "; ".join(parts)[:900]
 
 
-def build_reservation_sensor(
-    *, interval_s: int, default_status: dg.DefaultSensorStatus
-) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=names.RESERVATION_SENSOR,
-        minimum_interval_seconds=interval_s,
-        required_resource_keys={"gps"},
-        default_status=default_status,
-        description="Keeps one gpu_reservations partition per reservation in the ledger.",
+def reservation_sensor_tick(
+    context: dg.SensorEvaluationContext, runtime: Runtime
+) -> dg.SensorResult:
+    """``gps_reservation_partitions``: one partition per reservation in the ledger; members
+    and verdicts recorded when they change (never a run)."""
+    from gps_dagster.dagster_defs.ledger import reservation_events
+
+    wanted = set(runtime.intents.reservation_ids())
+    have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
+    add, drop = sorted(wanted - have), sorted(have - wanted)
+    reqs: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    if add:
+        reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
+    if drop:
+        reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
+    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    # events name partitions: only those that exist (a new one is added by this tick)
+    events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
+    skip = _reservation_tick_text(add, drop, events, len(have))
+    return dg.SensorResult(
+        dynamic_partitions_requests=reqs,
+        asset_events=events,
+        cursor=json.dumps(seen, sort_keys=True),
+        skip_reason=skip,
     )
-    def reservation_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        from gps_dagster.dagster_defs.ledger import reservation_events
-
-        runtime = context.resources.gps.get_runtime()
-        wanted = set(reservation_ids(runtime))
-        have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
-        add, drop = sorted(wanted - have), sorted(have - wanted)
-        reqs: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
-        if add:
-            reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
-        if drop:
-            reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
-        seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
-        # events name partitions: only those that exist (a new one is added by this tick)
-        events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
-        skip = _reservation_tick_text(add, drop, events, len(have))
-        return dg.SensorResult(
-            dynamic_partitions_requests=reqs,
-            asset_events=events,
-            cursor=json.dumps(seen, sort_keys=True),
-            skip_reason=skip,
-        )
-
-    return reservation_partitions

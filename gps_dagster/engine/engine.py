@@ -555,6 +555,11 @@ class Engine:
         """Advance one step now (a Dagster op); never blocks."""
         return self.runner.execute(step_id)
 
+    def preview_step(self, step_id: str) -> StepOutcome:
+        """What ``execute_step`` would do with this step now, nothing submitted nor written
+        (``ready`` when it would move; the Dagster layer's ``Intents`` ask it)."""
+        return self.runner.execute(step_id, submit=False)
+
     def execute_steps(
         self, step_ids: Sequence[str], *, fresh: Collection[str] = ()
     ) -> list[StepOutcome]:

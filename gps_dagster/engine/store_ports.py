@@ -189,6 +189,7 @@ class PinStore(Protocol):
 
 class ReservationLedger(Protocol):
     def get(self, reservation_id: str) -> Reservation: ...
+    def list(self, *, include_released: bool = ...) -> Sequence[Reservation]: ...
 
 
 class MetricsSource(Protocol):

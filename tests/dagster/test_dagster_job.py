@@ -10,6 +10,7 @@ from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.plans import plan_request
 from gps_dagster.domain.pool import FaultSpec
 from gps_dagster.engine import Engine
+from gps_dagster.engine.reports import StepOutcome
 from tests.engine.cores import DeletedDeploys
 
 A, B = "md-llama70b", "md-qwen32b"
@@ -99,7 +100,9 @@ def test_a_capacity_taken_between_preview_and_submit_fails_the_acquire_op_honest
 ) -> None:
     from gps_dagster.dagster_defs import jobs
 
-    monkeypatch.setattr(jobs, "_preview", lambda runtime, step_id: jobs._Passed("ready"))
+    monkeypatch.setattr(
+        jobs, "_preview", lambda runtime, step_id: StepOutcome(step_id, "", "ready")
+    )
     result, _ = _run(defs, rt, instance)
     (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failure.step_key.startswith("acquire[")  # type: ignore[union-attr]

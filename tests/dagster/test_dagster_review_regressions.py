@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
 
 import dagster as dg
 
@@ -11,6 +10,7 @@ from gps_dagster.dagster_defs import StaticRuntime, build_definitions
 from gps_dagster.dagster_defs.sensors import ReconcileCursor, capacity_tick, reconcile_tick
 from gps_dagster.domain.phases import is_terminal
 from gps_dagster.domain.pool import FaultSpec
+from gps_dagster.runtime import Runtime, Settings
 from tests.engine.harness import A, B, a_running_pool, local, make_world
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -25,7 +25,7 @@ def test_release_failing_inside_its_op_ends_the_acquire_target_terminal_and_stop
     """'Every wait ... ends in a terminal phase'; a failed release must not leave B pending forever."""
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)  # 17:59:30 nothing to do; now 18:00
-    rt = SimpleNamespace(store=w.store, core=w.pool, engine=w.engine, clock=w.clock)
+    rt = Runtime(Settings(), w.store, w.pool, w.engine, w.clock)
     defs = build_definitions(StaticRuntime(rt))
     launched: list[dict[str, str]] = []
     with dg.instance_for_test() as instance:
@@ -80,7 +80,7 @@ def test_apply_now_for_a_schedule_deleted_since_the_request_is_answered_and_does
     doc["targets"] = [{"model_deploy_id": "md-bge-embed", "default_state": "running"}]
     doc["windows"] = []
     w.store.apply_schedule(load_schedule(doc), now=w.clock.now())
-    rt = SimpleNamespace(store=w.store, core=w.pool, engine=w.engine, clock=w.clock)
+    rt = Runtime(Settings(), w.store, w.pool, w.engine, w.clock)
     first = w.store.request_apply_now(w.spec.name, now=w.clock.now())
     second = w.store.request_apply_now("other", now=w.clock.now())
     w.store.delete_schedule(w.spec.name, now=w.clock.now())

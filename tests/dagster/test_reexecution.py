@@ -18,6 +18,7 @@ from dagster_support import Runtime
 
 from gps_dagster.dagster_defs import jobs
 from gps_dagster.dagster_defs.plans import plan_request
+from gps_dagster.engine.reports import StepOutcome
 from tests.dagster import reexec_jobs
 
 A, B = "md-llama70b", "md-qwen32b"
@@ -37,7 +38,7 @@ def _failed_plan_run(
     (plan,) = rt.engine.reconcile(trigger="sensor").plans
     request = plan_request(plan)
     with monkeypatch.context() as m:  # the capacity is taken between preview and submit
-        m.setattr(jobs, "_preview", lambda runtime, step_id: jobs._Passed("ready"))
+        m.setattr(jobs, "_preview", lambda runtime, step_id: StepOutcome(step_id, "", "ready"))
         result = dg.execute_job(
             reexec_jobs.reconstructable(request.job_name or ""),
             instance,
