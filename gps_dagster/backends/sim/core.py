@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 
-from gps_dagster.backends.sim import faults, loader, mutations, reserved, views
+from gps_dagster.backends.sim import faults, loader, mutations, reserved, seam, views
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.driver import DriverMixin
 from gps_dagster.backends.sim.dynamics import (
@@ -37,8 +37,8 @@ from gps_dagster.backends.sim.dynamics import (
     record_usage,
     save_next_event,
 )
-from gps_dagster.backends.sim.faults import SimulatedCrash
 from gps_dagster.backends.sim.ledger import Ledger, SharedLedger, read_ledger
+from gps_dagster.backends.sim.pure import Blocks, Outcome, operation_fields
 from gps_dagster.domain.pool import FaultSpec, PoolSpec, SimSettings
 from gps_dagster.ports import (
     AdmissionPreview,
@@ -47,17 +47,13 @@ from gps_dagster.ports import (
     CapacityPreview,
     Clock,
     DeployView,
-    EtagMismatch,
     Fits,
     NotFound,
     Operation,
     OperationKind,
-    OperationState,
-    Permanent,
     QuotaStatus,
     ReservationBook,
     Submission,
-    Transient,
     WitnessResult,
     submit_one,
 )
@@ -80,8 +76,10 @@ def _ts(value: datetime) -> float:
     return value.timestamp()
 
 
-class SimPool(DriverMixin):
+class SimPool(DriverMixin, seam.MutatingPool[Ctx, Row[Any], Row[Any]]):
     """A simulated GPU pool stored in a SQLAlchemy database."""
+
+    _deploys = mutations.DEPLOYS
 
     def __init__(
         self, engine: Engine, name: str, clock: Clock, ledger: SharedLedger | None = None
@@ -209,7 +207,7 @@ class SimPool(DriverMixin):
             )
 
     @contextmanager
-    def _tx(self, *, write: bool = False) -> Iterator[tuple[Ctx, mutations.Blocks]]:
+    def _tx(self, *, write: bool = False) -> Iterator[tuple[Ctx, Blocks]]:
         if self._session is not None:
             ctx, blocks = self._session.ctx, self._session.blocks
             if not write:
@@ -238,7 +236,7 @@ class SimPool(DriverMixin):
             if head is None:
                 raise NotFound(f"no simulated pool named {self.name!r}")
             active = faults.persistent(conn, self.name)
-            blocks = mutations.Blocks(
+            blocks = Blocks(
                 unschedulable=faults.deploys_with(active, "unschedulable"),
                 never_ready=faults.deploys_with(active, "never_ready"),
                 fail_start=faults.deploys_with(active, "fail_start"),
@@ -274,30 +272,21 @@ class SimPool(DriverMixin):
             return []
         with self.engine.begin() as conn:
             hits = faults.take(conn, self.name, op, deploy)
-        for fault in hits:
-            if fault.effect == "fail_next":
-                err = Transient if fault.error == "transient" else Permanent
-                raise err(f"injected failure of {op}", reason="injected")
-            if fault.effect == "crash" and fault.point == "before_mutation":
-                raise SimulatedCrash(fault.point, op)
+        seam.fire_taken(hits, op)
         return hits
 
-    @staticmethod
-    def _after(hits: list[FaultSpec], op: str, point: str) -> None:
-        for fault in hits:
-            if fault.effect == "crash" and fault.point == point:
-                raise SimulatedCrash(point, op)
-        if point == "after_commit" and any(f.effect == "lose_response" for f in hits):
-            raise Transient(
-                f"response of {op} lost (the mutation was applied)", reason="response_lost"
-            )
+    def _write(self, hits: list[FaultSpec]) -> AbstractContextManager[tuple[Ctx, Blocks]]:
+        return self._tx(write=True)
 
-    def _read(self, op: str, deploy: str | None, fn: Callable[[Ctx, mutations.Blocks], R]) -> R:
+    def _log(self) -> _Log:
+        return _Log(self)
+
+    def _read(self, op: str, deploy: str | None, fn: Callable[[Ctx, Blocks], R]) -> R:
         hits = self._one_shots(op, deploy)
         with self._tx() as (ctx, blocks):
             result = fn(ctx, blocks)
-        self._after(hits, op, "before_commit")
-        self._after(hits, op, "after_commit")
+        seam.fire_at(hits, op, "before_commit")
+        seam.fire_at(hits, op, "after_commit")
         return result
 
     @staticmethod
@@ -319,7 +308,7 @@ class SimPool(DriverMixin):
     def get_deploys(self, deploy_ids: Sequence[str]) -> dict[str, DeployView]:
         """Many deploys in one consistent read; unknown ids are left out."""
 
-        def read(ctx: Ctx, _b: mutations.Blocks) -> dict[str, DeployView]:
+        def read(ctx: Ctx, _b: Blocks) -> dict[str, DeployView]:
             d = t.deploys
             rows = list(
                 ctx.conn.execute(
@@ -331,7 +320,7 @@ class SimPool(DriverMixin):
         return self._read("get_deploys", None, read)
 
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
-        def read(ctx: Ctx, _b: mutations.Blocks) -> CapacityPreview:
+        def read(ctx: Ctx, _b: Blocks) -> CapacityPreview:
             row = self._row(ctx, deploy_id)
             session = self._session
             if session is None:
@@ -346,7 +335,7 @@ class SimPool(DriverMixin):
         return self._read("preview_capacity", deploy_id, read)
 
     def alias_guard(self, deploy_id: str) -> AliasInfo:
-        def read(ctx: Ctx, _b: mutations.Blocks) -> AliasInfo:
+        def read(ctx: Ctx, _b: Blocks) -> AliasInfo:
             active = ctx.active
             if faults.applies(active, "alias_guard_unwired", deploy_id):
                 raise AliasGuardUnavailable("unwired", "the alias guard is not wired")
@@ -374,7 +363,7 @@ class SimPool(DriverMixin):
         )
 
     def get_operation(self, op_id: str) -> Operation:
-        def read(ctx: Ctx, _b: mutations.Blocks) -> Operation:
+        def read(ctx: Ctx, _b: Blocks) -> Operation:
             o = t.operations
             op = ctx.conn.execute(
                 sa.select(o).where(o.c.pool == self.name, o.c.id == op_id)
@@ -386,7 +375,7 @@ class SimPool(DriverMixin):
         return self._read("get_operation", None, read)
 
     def list_members(self, endpoint_id: str) -> tuple[DeployView, ...]:
-        def read(ctx: Ctx, _b: mutations.Blocks) -> tuple[DeployView, ...]:
+        def read(ctx: Ctx, _b: Blocks) -> tuple[DeployView, ...]:
             d = t.deploys
             rows = ctx.conn.execute(
                 sa.select(d)
@@ -414,14 +403,14 @@ class SimPool(DriverMixin):
     def witness(self, deploy_id: str) -> WitnessResult:
         """The UUIDs each ready replica group got, as placement gave them."""
 
-        def read(ctx: Ctx, _b: mutations.Blocks) -> WitnessResult:
+        def read(ctx: Ctx, _b: Blocks) -> WitnessResult:
             self._row(ctx, deploy_id)
             return reserved.witness(ctx, deploy_id)
 
         return self._read("witness", deploy_id, read)
 
     def reservation_deploys(self, reservation_id: str) -> tuple[DeployView, ...]:
-        def read(ctx: Ctx, _b: mutations.Blocks) -> tuple[DeployView, ...]:
+        def read(ctx: Ctx, _b: Blocks) -> tuple[DeployView, ...]:
             d = t.deploys
             ids = reserved.bound_to(ctx, reservation_id)
             rows = list(
@@ -438,42 +427,6 @@ class SimPool(DriverMixin):
         return views.to_operation(op, views.operation_state(ctx, op, view, latest=latest))
 
     # -- the Core port: mutations ----------------------------------------------------------
-
-    def stop(
-        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
-    ) -> Operation:
-        return self._mutate(
-            OperationKind.STOP,
-            deploy_id,
-            etag,
-            idempotency_key,
-            None,
-            lambda ctx, row, b: mutations.stop(
-                ctx, row, allow_aliased_downtime=allow_aliased_downtime, blocks=b
-            ),
-        )
-
-    def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
-        return self._mutate(
-            OperationKind.START,
-            deploy_id,
-            etag,
-            idempotency_key,
-            None,
-            lambda ctx, row, b: mutations.start(ctx, row, blocks=b),
-        )
-
-    def set_replica_intent(
-        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
-    ) -> Operation:
-        return self._mutate(
-            OperationKind.SET_REPLICA_INTENT,
-            deploy_id,
-            etag,
-            idempotency_key,
-            replicas,
-            lambda ctx, row, b: mutations.set_replica_intent(ctx, row, replicas, blocks=b),
-        )
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
         """The submissions in transactions of ``SESSION_MUTATIONS`` (a ``batch()`` block each:
@@ -500,43 +453,6 @@ class SimPool(DriverMixin):
             out += results
         return out
 
-    def _mutate(
-        self,
-        kind: OperationKind,
-        deploy_id: str,
-        etag: str,
-        key: str,
-        replicas: int | None,
-        apply: Callable[[Ctx, Row[Any], mutations.Blocks], mutations.Outcome],
-    ) -> Operation:
-        hits = self._one_shots(kind.value, deploy_id)
-        with self._tx(write=True) as (ctx, blocks):
-            seen = ctx.conn.execute(_SEEN, {"pool": self.name, "key": key}).first()
-            if seen is not None:
-                # A replay mutates nothing, but the faults it consumed still fire: a retry can lose
-                # its answer too.
-                if seen.deploy != deploy_id or seen.kind != kind.value:
-                    raise Permanent(
-                        f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
-                        reason="idempotency_key_reused",
-                    )
-                result = self._live(ctx, seen)
-            else:
-                row = self._row(ctx, deploy_id)
-                if etag != views.etag_of(deploy_id, row.version):
-                    raise EtagMismatch(
-                        f"{deploy_id}: etag {etag} is stale (current "
-                        f"{views.etag_of(deploy_id, row.version)})"
-                    )
-                outcome = apply(ctx, row, blocks)
-                op = self._record(ctx, kind, deploy_id, key, replicas, outcome)
-                if self._session is None:
-                    self._commit_changes(ctx)
-                result = self._live(ctx, op, latest=True)
-            self._after(hits, kind.value, "before_commit")
-        self._after(hits, kind.value, "after_commit")
-        return result
-
     def _next_seq(self, ctx: Ctx) -> int:
         """The next operation number; a batch session counts in memory and writes it once."""
         p, session = t.pools, self._session
@@ -549,33 +465,45 @@ class SimPool(DriverMixin):
         session.op_seq += 1
         return session.op_seq
 
-    def _record(
+
+@dataclass(frozen=True)
+class _Log:
+    """``SimPool``'s side of ``seam.Recording``: the operations table and the deploy rows."""
+
+    pool: SimPool
+
+    def seen(self, ctx: Ctx, key: str) -> Row[Any] | None:
+        return ctx.conn.execute(_SEEN, {"pool": self.pool.name, "key": key}).first()
+
+    def row(self, ctx: Ctx, deploy_id: str) -> Row[Any]:
+        return self.pool._row(ctx, deploy_id)
+
+    def record(
         self,
         ctx: Ctx,
         kind: OperationKind,
         deploy_id: str,
         key: str,
         replicas: int | None,
-        outcome: mutations.Outcome,
+        outcome: Outcome,
     ) -> Row[Any]:
-        seq = self._next_seq(ctx)
-        version = self._row(ctx, deploy_id).version
-        values = dict(
-            pool=self.name,
-            id=f"op-{seq:06d}",
-            seq=seq,
-            key=key,
-            deploy=deploy_id,
-            kind=kind.value,
-            replicas=replicas,
-            persist_only=outcome.persist_only,
-            state=OperationState.DONE.value
-            if outcome.persist_only
-            else OperationState.ACCEPTED.value,
-            etag_after=views.etag_of(deploy_id, version),
-            created_at=ctx.now,
-        )
-        return ctx.conn.execute(_RECORD, values).one()
+        seq = self.pool._next_seq(ctx)
+        version = self.pool._row(ctx, deploy_id).version
+        fields = operation_fields(seq, key, deploy_id, kind, replicas, outcome, version, ctx.now)
+        return ctx.conn.execute(_RECORD, {"pool": self.pool.name, **fields}).one()
+
+    def settle(self, ctx: Ctx) -> None:
+        if self.pool._session is None:  # a batch session writes its bookkeeping once, at its end
+            self.pool._commit_changes(ctx)
+
+    def live(self, ctx: Ctx, op: Row[Any], *, latest: bool) -> Operation:
+        return self.pool._live(ctx, op, latest=latest)
+
+    def origin(self, op: Row[Any]) -> tuple[str, str]:
+        return str(op.deploy), str(op.kind)
+
+    def version(self, row: Row[Any]) -> int:
+        return int(row.version)
 
 
 @dataclass
@@ -583,7 +511,7 @@ class Session:
     """The one transaction of a ``batch()`` block."""
 
     ctx: Ctx
-    blocks: mutations.Blocks
+    blocks: Blocks
     mutated: bool = False
     previews: dict[str, int] | None = None
     """Free GPUs per node as the block's previews left them (fitting previews take theirs)."""

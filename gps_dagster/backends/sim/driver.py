@@ -33,7 +33,7 @@ from gps_dagster.domain.pool import FaultSpec, fault_problem
 from gps_dagster.ports import AdmissionRefused, DeployView, NotFound, Operation, OperationState
 
 if TYPE_CHECKING:
-    from gps_dagster.backends.sim.mutations import Blocks
+    from gps_dagster.backends.sim.pure import Blocks
 
 
 @dataclass(frozen=True, slots=True)

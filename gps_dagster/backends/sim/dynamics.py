@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from gps_dagster.backends.sim import reserved
+from gps_dagster.backends.sim import reserved, seam
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.context import Ctx
 from gps_dagster.backends.sim.pure import choose_nodes, eligible
@@ -70,6 +70,7 @@ _MARK_APPLIED = (
 )
 
 __all__ = [
+    "STORAGE",
     "Ctx",
     "advance",
     "allocate",
@@ -303,16 +304,35 @@ def advance(
     ctx: Ctx, target: float, next_at: float | None, blocked: set[str], never_ready: set[str]
 ) -> None:
     """Apply every transition due up to ``target``, batch by batch, in time order."""
-    moved = False
-    while next_at is not None and next_at <= target:
-        _apply_due(ctx, next_at, blocked, never_ready)
-        next_at = next_event(ctx)
-        moved = True
-    ctx.now = target
-    values: dict[str, object] = {"clock_at": target}
-    if moved:
-        values["next_event_at"] = next_at
-    ctx.conn.execute(t.pools.update().where(t.pools.c.name == ctx.pool).values(**values))
+    seam.advance(STORAGE, ctx, target, next_at, blocked, never_ready)
+
+
+class _Storage:
+    """The SQL pool's side of ``seam.Timed`` and ``seam.Placing``: the pool's tables."""
+
+    def next_event(self, ctx: Ctx) -> float | None:
+        return next_event(ctx)
+
+    def apply_due(self, ctx: Ctx, at: float, blocked: set[str], never_ready: set[str]) -> None:
+        _apply_due(ctx, at, blocked, never_ready)
+
+    def set_clock(self, ctx: Ctx, target: float, next_at: float | None, *, moved: bool) -> None:
+        ctx.now = target
+        values: dict[str, object] = {"clock_at": target}
+        if moved:
+            values["next_event_at"] = next_at
+        ctx.conn.execute(t.pools.update().where(t.pools.c.name == ctx.pool).values(**values))
+
+    def free_by_node(self, ctx: Ctx) -> dict[str, int]:
+        return free_by_node(ctx)
+
+    def allocate(
+        self, ctx: Ctx, node: str, count: int, holder: str, holder_type: str, grp: int | None
+    ) -> None:
+        allocate(ctx, node, count, holder, holder_type, grp)
+
+
+STORAGE = _Storage()
 
 
 def usage_now(ctx: Ctx, previous: dict[str, Any] | None = None) -> dict[str, Any]:

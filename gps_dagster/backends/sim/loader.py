@@ -13,13 +13,11 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gps_dagster.backends.sim import faults, reserved
+from gps_dagster.backends.sim import faults, reserved, seam
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import (
+    STORAGE,
     Ctx,
-    allocate,
-    choose_nodes,
-    free_by_node,
     place_pending,
     record_usage,
     save_next_event,
@@ -182,21 +180,9 @@ def _foreign(ctx: Ctx, spec: PoolSpec) -> None:
         )
         if fw.kind != "static":
             continue
-        free = free_by_node(ctx)
-        node = fw.node
-        if node is None:
-            chosen = choose_nodes(ctx, free, fw.flavor, fw.gpus, 1)
-            node = chosen[0] if chosen else None
-        if node is None or free.get(node, 0) < fw.gpus:
-            problems.append(
-                FieldError(
-                    f"sim.foreign[{i}].gpus",
-                    "initial_overcommit",
-                    f"'{fw.id}' does not fit; free GPUs or lower gpus",
-                )
-            )
-            continue
-        allocate(ctx, node, fw.gpus, fw.id, "foreign", None)
+        problem = seam.place_static_foreign(STORAGE, ctx, i, fw)
+        if problem is not None:
+            problems.append(problem)
     if problems:
         raise SpecInvalid(problems, source=spec.name)
 

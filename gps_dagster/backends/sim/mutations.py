@@ -1,19 +1,16 @@
-"""What stop, start and set_replica_intent do to the pool, inside one locked transaction.
+"""What stop, start and set_replica_intent do to the pool's tables, inside one locked transaction.
 
-Admission runs here, as in a real control plane: billing and project quota
-on start and scale-up, alias consent on stop, scale support by deploy kind,
-and the VRAM budget of a time-sliced reservation (``reserved.admit_start``),
-which manual starts go through too. Quota counts a reservation's GPUs once
-and its bound deploys none (R-GPS-8).
-Each function returns whether the call only persisted intent (a STOPPED
-deploy, R-SCALE-5) and whether it changed anything at all; the caller records
-the operation and bumps the ETag.
+The steps of each call are ``seam.stop`` / ``seam.start`` / ``seam.set_replica_intent``; this
+module is their SQL side (``DEPLOYS``: the deploy and group rows) and the admission that reads
+the pool, as in a real control plane: billing and project quota on start and scale-up, and the
+VRAM budget of a time-sliced reservation (``reserved.admit_start``), which manual starts go
+through too. Quota counts a reservation's GPUs once and its bound deploys none (R-GPS-8).
+Each call returns whether it only persisted intent (a STOPPED deploy, R-SCALE-5) and whether it
+changed anything at all; the caller records the operation and bumps the ETag.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,34 +19,17 @@ from sqlalchemy.engine import Row
 from gps_dagster.backends.sim import reserved
 from gps_dagster.backends.sim import schema as t
 from gps_dagster.backends.sim.dynamics import Ctx, mark_applied_if_placed, place_pending, release
-from gps_dagster.backends.sim.pure import refuse_forced, reservation_of
+from gps_dagster.backends.sim.pure import (
+    Binding,
+    Blocks,
+    reservation_of,
+)
 from gps_dagster.domain.gps.billing import Workload, quota_usage, reservation_project
-from gps_dagster.domain.gps.bindings import TimeSlicedBinding
-from gps_dagster.domain.kinds import DeployKind, scale_refusal
 from gps_dagster.ports import (
-    AdmissionRefused,
     BillingRefused,
-    Permanent,
     QuotaRefused,
     QuotaStatus,
-    Unsupported,
 )
-
-
-@dataclass(frozen=True)
-class Outcome:
-    changed: bool
-    persist_only: bool = False
-
-
-@dataclass(frozen=True)
-class Blocks:
-    """Persistent faults in force for this transaction."""
-
-    unschedulable: set[str]
-    never_ready: set[str]
-    fail_start: set[str]
-    fail_stop: set[str]
 
 
 def _bump(ctx: Ctx, row: Row[Any], *, applied: bool, **values: object) -> None:
@@ -63,75 +43,46 @@ def _bump(ctx: Ctx, row: Row[Any], *, applied: bool, **values: object) -> None:
     ctx.touched.add(row.id)
 
 
-def stop(ctx: Ctx, row: Row[Any], *, allow_aliased_downtime: bool, blocks: Blocks) -> Outcome:
-    if row.id in blocks.fail_stop:
-        raise Permanent(f"stop of {row.id} failed", reason="stop_failed")
-    if row.forced_state == "DELETING":
-        raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
-    if json.loads(row.aliases) and not allow_aliased_downtime:
-        raise AdmissionRefused(
-            "alias_requires_consent", f"{row.id} has an alias; pass allow_aliased_downtime=True"
-        )
-    if not row.running:
-        return Outcome(changed=False)
-    release(ctx, row.id)
-    gr = t.groups
-    ctx.conn.execute(gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id))
-    if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding):
-        reserved.detach_member(ctx, row.id)
-        reserved.sync_holders(
-            ctx
-        )  # the holder arrives in the same transaction the last member leaves
-    _bump(ctx, row, applied=True, running=False)
-    return Outcome(changed=True)
+class _Deploys:
+    """The SQL pool's side of ``seam.Deploys``: the deploy and group rows."""
 
+    def binding(self, ctx: Ctx, deploy_id: str) -> Binding | None:
+        return ctx.bindings.get(deploy_id)
 
-def start(ctx: Ctx, row: Row[Any], *, blocks: Blocks) -> Outcome:
-    if row.id in blocks.fail_start:
-        raise Permanent(f"start of {row.id} failed", reason="start_failed")
-    refuse_forced(row)
-    check_billing(ctx, row)
-    if row.running:
-        return Outcome(changed=False)
-    check_quota(ctx, row, delta_replicas=row.desired)
-    reserved.admit_start(ctx, row)
-    _add_groups(ctx, row, row.next_grp, row.desired)
-    _bump(ctx, row, applied=False, running=True, next_grp=row.next_grp + row.desired)
-    _place(ctx, row.id, blocks)
-    return Outcome(changed=True)
+    def write(self, ctx: Ctx, row: Row[Any], *, applied: bool, **values: object) -> None:
+        _bump(ctx, row, applied=applied, **values)
 
+    def add_groups(self, ctx: Ctx, row: Row[Any], first: int, count: int) -> None:
+        _add_groups(ctx, row, first, count)
 
-def set_replica_intent(ctx: Ctx, row: Row[Any], replicas: int, *, blocks: Blocks) -> Outcome:
-    if replicas < 1:
-        raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
-    refusal = scale_refusal(
-        DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None
-    )
-    if refusal:
-        raise Unsupported(
-            refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}"
-        )
-    refuse_forced(row)
-    if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding) and replicas != 1:
-        raise Unsupported(
-            "unsupported_scale_for_mode",
-            f"{row.id} is a time-sliced member: one replica on its reservation's GPU",
-        )
-    roles = {"desired": replicas, "role_min": replicas, "role_max": replicas}
-    if not row.running:
-        _bump(ctx, row, applied=True, **roles)
-        return Outcome(changed=True, persist_only=True)
-    delta = replicas - row.desired
-    if delta > 0:
-        check_billing(ctx, row)
-        check_quota(ctx, row, delta_replicas=delta)
-        _add_groups(ctx, row, row.next_grp, delta)
-        _bump(ctx, row, applied=False, next_grp=row.next_grp + delta, **roles)
+    def remove_groups(self, ctx: Ctx, row: Row[Any], count: int) -> None:
+        _remove_groups(ctx, row, count)
+
+    def remove_all_groups(self, ctx: Ctx, row: Row[Any]) -> None:
+        release(ctx, row.id)
+        gr = t.groups
+        ctx.conn.execute(gr.delete().where(gr.c.pool == ctx.pool, gr.c.deploy == row.id))
+
+    def place(self, ctx: Ctx, row: Row[Any], blocks: Blocks) -> None:
         _place(ctx, row.id, blocks)
-    else:
-        _remove_groups(ctx, row, -delta)
-        _bump(ctx, row, applied=True, **roles)
-    return Outcome(changed=True)
+
+    def check_billing(self, ctx: Ctx, row: Row[Any]) -> None:
+        check_billing(ctx, row)
+
+    def check_quota(self, ctx: Ctx, row: Row[Any], *, delta_replicas: int) -> QuotaStatus:
+        return check_quota(ctx, row, delta_replicas=delta_replicas)
+
+    def admit_start(self, ctx: Ctx, row: Row[Any]) -> None:
+        reserved.admit_start(ctx, row)
+
+    def detach_member(self, ctx: Ctx, deploy_id: str) -> None:
+        reserved.detach_member(ctx, deploy_id)
+
+    def sync_holders(self, ctx: Ctx) -> None:
+        reserved.sync_holders(ctx)
+
+
+DEPLOYS = _Deploys()
 
 
 def _add_groups(ctx: Ctx, row: Row[Any], first: int, count: int) -> None:

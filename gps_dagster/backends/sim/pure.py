@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -23,7 +24,7 @@ from gps_dagster.domain.fitting import groups_fitting
 from gps_dagster.domain.gps.admission import Admitted, Decision, Overcommitted
 from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.gps.reservations import format_mib
-from gps_dagster.domain.kinds import DeployKind
+from gps_dagster.domain.kinds import DeployKind, scale_refusal
 from gps_dagster.ports import (
     AdmissionPreview,
     AdmissionRefused,
@@ -36,6 +37,7 @@ from gps_dagster.ports import (
     OperationKind,
     OperationState,
     ReservationBinding,
+    Unsupported,
 )
 
 DeployRow = Any
@@ -46,6 +48,22 @@ Binding = ExclusiveBinding | TimeSlicedBinding
 HOLDER_MIB = 1
 """VRAM the holder's minimal fractional pod asks for."""
 WITNESS_SOURCE = "sim_placement"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    changed: bool
+    persist_only: bool = False
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Persistent faults in force for this transaction."""
+
+    unschedulable: set[str]
+    never_ready: set[str]
+    fail_start: set[str]
+    fail_stop: set[str]
 
 
 class Topology(Protocol):
@@ -293,3 +311,48 @@ def refuse_forced(row: DeployRow) -> None:
         raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
     if row.forced_state == "FAILED":
         raise AdmissionRefused("deploy_failed", f"{row.id} is FAILED")
+
+
+def refuse_scale(row: DeployRow, replicas: int, binding: Binding | None) -> None:
+    """A replica intent the deploy cannot take: zero replicas, a kind a schedule cannot scale, a
+    DELETING or FAILED deploy, more than one replica of a time-sliced member."""
+    if replicas < 1:
+        raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
+    refusal = scale_refusal(
+        DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None
+    )
+    if refusal:
+        raise Unsupported(
+            refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}"
+        )
+    refuse_forced(row)
+    if isinstance(binding, TimeSlicedBinding) and replicas != 1:
+        raise Unsupported(
+            "unsupported_scale_for_mode",
+            f"{row.id} is a time-sliced member: one replica on its reservation's GPU",
+        )
+
+
+def operation_fields(
+    seq: int,
+    key: str,
+    deploy_id: str,
+    kind: OperationKind,
+    replicas: int | None,
+    outcome: Outcome,
+    version: int,
+    now: float,
+) -> dict[str, Any]:
+    """The fields of operation number ``seq`` as it is recorded (``sim_operation``'s columns)."""
+    return dict(
+        id=f"op-{seq:06d}",
+        seq=seq,
+        key=key,
+        deploy=deploy_id,
+        kind=kind.value,
+        replicas=replicas,
+        persist_only=outcome.persist_only,
+        state=OperationState.DONE.value if outcome.persist_only else OperationState.ACCEPTED.value,
+        etag_after=etag_of(deploy_id, version),
+        created_at=now,
+    )

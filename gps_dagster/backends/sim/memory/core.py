@@ -16,12 +16,14 @@ runs the engine and the pool in one, and pays no SQL transaction per call.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+from gps_dagster.backends.sim import seam
 from gps_dagster.backends.sim.core import record_reservations
-from gps_dagster.backends.sim.faults import SimulatedCrash, applies, deploys_with
+from gps_dagster.backends.sim.faults import applies, deploys_with
 from gps_dagster.backends.sim.ledger import Ledger, ledger_of
 from gps_dagster.backends.sim.memory import loader, mutations, reserved
 from gps_dagster.backends.sim.memory.context import MemCtx
@@ -33,10 +35,11 @@ from gps_dagster.backends.sim.memory.dynamics import (
     save_next_event,
 )
 from gps_dagster.backends.sim.memory.state import DeployRec, OperationRec, PoolState
-from gps_dagster.backends.sim.mutations import Blocks, Outcome
 from gps_dagster.backends.sim.pure import (
-    etag_of,
+    Blocks,
+    Outcome,
     names,
+    operation_fields,
     settled_state,
     to_operation,
     unbound_preview,
@@ -50,16 +53,12 @@ from gps_dagster.ports import (
     CapacityPreview,
     Clock,
     DeployView,
-    EtagMismatch,
     NotFound,
     Operation,
     OperationKind,
-    OperationState,
-    Permanent,
     QuotaStatus,
     ReservationBook,
     Submission,
-    Transient,
     WitnessResult,
     submit_one,
 )
@@ -75,8 +74,10 @@ def _ts(value: datetime) -> float:
     return value.timestamp()
 
 
-class MemoryPool(MemoryDriver):
+class MemoryPool(MemoryDriver, seam.MutatingPool[MemCtx, DeployRec, OperationRec]):
     """A simulated GPU pool in memory (one process), answering exactly as ``SimPool``."""
+
+    _deploys = mutations.DEPLOYS
 
     def __init__(self, spec: PoolSpec, clock: Clock, ledger: ReservationBook | None = None) -> None:
         """Load ``spec`` at the clock's now; ``ledger``: the reservation ledger (None: no
@@ -166,23 +167,14 @@ class MemoryPool(MemoryDriver):
 
     def _one_shots(self, op: str, deploy: str | None) -> list[FaultSpec]:
         hits = mutations.take_faults(self.state, op, deploy)
-        for fault in hits:
-            if fault.effect == "fail_next":
-                err = Transient if fault.error == "transient" else Permanent
-                raise err(f"injected failure of {op}", reason="injected")
-            if fault.effect == "crash" and fault.point == "before_mutation":
-                raise SimulatedCrash(fault.point, op)
+        seam.fire_taken(hits, op)
         return hits
 
-    @staticmethod
-    def _after(hits: list[FaultSpec], op: str, point: str) -> None:
-        for fault in hits:
-            if fault.effect == "crash" and fault.point == point:
-                raise SimulatedCrash(point, op)
-        if point == "after_commit" and any(f.effect == "lose_response" for f in hits):
-            raise Transient(
-                f"response of {op} lost (the mutation was applied)", reason="response_lost"
-            )
+    def _write(self, hits: list[FaultSpec]) -> AbstractContextManager[tuple[MemCtx, Blocks]]:
+        return self._tx(undo=bool(hits))
+
+    def _log(self) -> _Log:
+        return _Log(self)
 
     def _read(self, op: str, deploy: str | None, fn: Callable[[MemCtx], R]) -> R:
         hits = self._one_shots(op, deploy)
@@ -190,8 +182,8 @@ class MemoryPool(MemoryDriver):
             self._ctx()
         )  # a read that raises keeps the transitions it applied: they are due anyway
         result = fn(ctx)
-        self._after(hits, op, "before_commit")
-        self._after(hits, op, "after_commit")
+        seam.fire_at(hits, op, "before_commit")
+        seam.fire_at(hits, op, "after_commit")
         return result
 
     def _row(self, deploy_id: str) -> DeployRec:
@@ -316,42 +308,6 @@ class MemoryPool(MemoryDriver):
 
     # -- the Core port: mutations ----------------------------------------------------------
 
-    def stop(
-        self, deploy_id: str, *, etag: str, allow_aliased_downtime: bool, idempotency_key: str
-    ) -> Operation:
-        return self._mutate(
-            OperationKind.STOP,
-            deploy_id,
-            etag,
-            idempotency_key,
-            None,
-            lambda ctx, row, b: mutations.stop(
-                ctx, row, allow_aliased_downtime=allow_aliased_downtime, blocks=b
-            ),
-        )
-
-    def start(self, deploy_id: str, *, etag: str, idempotency_key: str) -> Operation:
-        return self._mutate(
-            OperationKind.START,
-            deploy_id,
-            etag,
-            idempotency_key,
-            None,
-            lambda ctx, row, b: mutations.start(ctx, row, blocks=b),
-        )
-
-    def set_replica_intent(
-        self, deploy_id: str, replicas: int, *, etag: str, idempotency_key: str
-    ) -> Operation:
-        return self._mutate(
-            OperationKind.SET_REPLICA_INTENT,
-            deploy_id,
-            etag,
-            idempotency_key,
-            replicas,
-            lambda ctx, row, b: mutations.set_replica_intent(ctx, row, replicas, blocks=b),
-        )
-
     def submit_many(self, submissions: Sequence[Submission]) -> list[Operation | Exception]:
         """Each submission as its own call (``SimPool`` on SQLite); a crash propagates."""
         out: list[Operation | Exception] = []
@@ -362,66 +318,45 @@ class MemoryPool(MemoryDriver):
                 out.append(exc)
         return out
 
-    def _mutate(
-        self,
-        kind: OperationKind,
-        deploy_id: str,
-        etag: str,
-        key: str,
-        replicas: int | None,
-        apply: Callable[[MemCtx, DeployRec, Blocks], Outcome],
-    ) -> Operation:
-        hits = self._one_shots(kind.value, deploy_id)
-        with self._tx(undo=bool(hits)) as (ctx, blocks):
-            seen = ctx.state.ops_by_key.get(key)
-            if seen is not None:
-                # A replay mutates nothing, but the faults it consumed still fire: a retry can lose
-                # its answer too.
-                if seen.deploy != deploy_id or seen.kind != kind.value:
-                    raise Permanent(
-                        f"idempotency key {key!r} was used for {seen.kind} {seen.deploy}",
-                        reason="idempotency_key_reused",
-                    )
-                result = self._live(ctx, seen)
-            else:
-                row = self._row(deploy_id)
-                if etag != etag_of(deploy_id, row.version):
-                    raise EtagMismatch(
-                        f"{deploy_id}: etag {etag} is stale (current "
-                        f"{etag_of(deploy_id, row.version)})"
-                    )
-                outcome = apply(ctx, row, blocks)
-                op = self._record(ctx, kind, row, key, replicas, outcome)
-                self._commit_changes(ctx)
-                result = self._live(ctx, op)
-            self._after(hits, kind.value, "before_commit")
-        self._after(hits, kind.value, "after_commit")
-        return result
 
-    def _record(
+@dataclass(frozen=True)
+class _Log:
+    """``MemoryPool``'s side of ``seam.Recording``: the operations and deploys of its state."""
+
+    pool: MemoryPool
+
+    def seen(self, ctx: MemCtx, key: str) -> OperationRec | None:
+        return ctx.state.ops_by_key.get(key)
+
+    def row(self, ctx: MemCtx, deploy_id: str) -> DeployRec:
+        return self.pool._row(deploy_id)
+
+    def record(
         self,
         ctx: MemCtx,
         kind: OperationKind,
-        row: DeployRec,
+        deploy_id: str,
         key: str,
         replicas: int | None,
         outcome: Outcome,
     ) -> OperationRec:
+        row = self.pool._row(deploy_id)
         ctx.state.op_seq += 1
         seq = ctx.state.op_seq
         op = OperationRec(
-            id=f"op-{seq:06d}",
-            seq=seq,
-            key=key,
-            deploy=row.id,
-            kind=kind.value,
-            replicas=replicas,
-            persist_only=outcome.persist_only,
-            state=OperationState.DONE.value
-            if outcome.persist_only
-            else OperationState.ACCEPTED.value,
-            etag_after=etag_of(row.id, row.version),
-            created_at=ctx.now,
+            **operation_fields(seq, key, row.id, kind, replicas, outcome, row.version, ctx.now)
         )
         ctx.state.record(op)
         return op
+
+    def settle(self, ctx: MemCtx) -> None:
+        self.pool._commit_changes(ctx)
+
+    def live(self, ctx: MemCtx, op: OperationRec, *, latest: bool) -> Operation:
+        return self.pool._live(ctx, op)
+
+    def origin(self, op: OperationRec) -> tuple[str, str]:
+        return op.deploy, op.kind
+
+    def version(self, row: DeployRec) -> int:
+        return row.version

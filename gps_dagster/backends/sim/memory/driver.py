@@ -23,8 +23,7 @@ from gps_dagster.backends.sim.memory.dynamics import (
     release,
 )
 from gps_dagster.backends.sim.memory.state import ForeignRec, PoolState, ProjectRec
-from gps_dagster.backends.sim.mutations import Blocks
-from gps_dagster.backends.sim.pure import choose_nodes, to_dt, to_operation
+from gps_dagster.backends.sim.pure import Blocks, choose_nodes, to_dt, to_operation
 from gps_dagster.domain.pool import FaultSpec, fault_problem
 from gps_dagster.ports import AdmissionRefused, DeployView, NotFound, Operation, OperationState
 

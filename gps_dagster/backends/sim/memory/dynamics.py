@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from gps_dagster.backends.sim import seam
 from gps_dagster.backends.sim.memory import reserved
 from gps_dagster.backends.sim.memory.context import MemCtx
 from gps_dagster.backends.sim.memory.state import DeployRec, GpuRec
@@ -19,6 +20,7 @@ from gps_dagster.domain.gps.bindings import TimeSlicedBinding
 from gps_dagster.ports import Transient
 
 __all__ = [
+    "STORAGE",
     "MemCtx",
     "advance",
     "allocate",
@@ -228,15 +230,34 @@ def advance(
     ctx: MemCtx, target: float, next_at: float | None, blocked: set[str], never_ready: set[str]
 ) -> None:
     """Apply every transition due up to ``target``, batch by batch, in time order."""
-    moved = False
-    while next_at is not None and next_at <= target:
-        _apply_due(ctx, next_at, blocked, never_ready)
-        next_at = next_event(ctx)
-        moved = True
-    ctx.now = target
-    ctx.state.clock_at = target
-    if moved:
-        ctx.state.next_event_at = next_at
+    seam.advance(STORAGE, ctx, target, next_at, blocked, never_ready)
+
+
+class _Storage:
+    """The in-memory pool's side of ``seam.Timed`` and ``seam.Placing``: its state's dicts."""
+
+    def next_event(self, ctx: MemCtx) -> float | None:
+        return next_event(ctx)
+
+    def apply_due(self, ctx: MemCtx, at: float, blocked: set[str], never_ready: set[str]) -> None:
+        _apply_due(ctx, at, blocked, never_ready)
+
+    def set_clock(self, ctx: MemCtx, target: float, next_at: float | None, *, moved: bool) -> None:
+        ctx.now = target
+        ctx.state.clock_at = target
+        if moved:
+            ctx.state.next_event_at = next_at
+
+    def free_by_node(self, ctx: MemCtx) -> dict[str, int]:
+        return free_by_node(ctx)
+
+    def allocate(
+        self, ctx: MemCtx, node: str, count: int, holder: str, holder_type: str, grp: int | None
+    ) -> None:
+        allocate(ctx, node, count, holder, holder_type, grp)
+
+
+STORAGE = _Storage()
 
 
 def usage_now(ctx: MemCtx) -> dict[str, Any]:

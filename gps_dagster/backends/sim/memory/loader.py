@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 
+from gps_dagster.backends.sim import seam
 from gps_dagster.backends.sim.ledger import Ledger
 from gps_dagster.backends.sim.loader import check_bindings
 from gps_dagster.backends.sim.memory import reserved
 from gps_dagster.backends.sim.memory.context import MemCtx
 from gps_dagster.backends.sim.memory.dynamics import (
-    allocate,
-    free_by_node,
+    STORAGE,
     place_pending,
     record_usage,
     save_next_event,
@@ -29,7 +29,7 @@ from gps_dagster.backends.sim.memory.state import (
     PoolState,
     ProjectRec,
 )
-from gps_dagster.backends.sim.pure import Binding, choose_nodes
+from gps_dagster.backends.sim.pure import Binding
 from gps_dagster.domain.errors import FieldError, SpecInvalid
 from gps_dagster.domain.pool import PoolSpec
 
@@ -104,21 +104,9 @@ def _foreign(ctx: MemCtx, spec: PoolSpec) -> None:
         ctx.state.foreign[fw.id] = ForeignRec(fw.id, fw.kind, fw.gpus, fw.flavor)
         if fw.kind != "static":
             continue
-        free = free_by_node(ctx)
-        node = fw.node
-        if node is None:
-            chosen = choose_nodes(ctx, free, fw.flavor, fw.gpus, 1)
-            node = chosen[0] if chosen else None
-        if node is None or free.get(node, 0) < fw.gpus:
-            problems.append(
-                FieldError(
-                    f"sim.foreign[{i}].gpus",
-                    "initial_overcommit",
-                    f"'{fw.id}' does not fit; free GPUs or lower gpus",
-                )
-            )
-            continue
-        allocate(ctx, node, fw.gpus, fw.id, "foreign", None)
+        problem = seam.place_static_foreign(STORAGE, ctx, i, fw)
+        if problem is not None:
+            problems.append(problem)
     if problems:
         raise SpecInvalid(problems, source=spec.name)
 

@@ -1,8 +1,9 @@
 """What stop, start and set_replica_intent do to the in-memory pool (``backends.sim.mutations``).
 
-The same admission, in the same order: billing and project quota on start and
-scale-up, alias consent on stop, scale support by deploy kind, the VRAM budget of
-a time-sliced reservation; and the faults' effects on the pool (``backends.sim.faults``).
+The steps of each call are ``seam``'s, the same as the SQL pool's; this module is their
+in-memory side (``DEPLOYS``: the state's deploy and group records) and the same admission:
+billing and project quota on start and scale-up, the VRAM budget of a time-sliced reservation;
+and the faults' effects on the pool (``backends.sim.faults``).
 """
 
 from __future__ import annotations
@@ -11,30 +12,26 @@ from gps_dagster.backends.sim.memory import reserved
 from gps_dagster.backends.sim.memory.context import MemCtx
 from gps_dagster.backends.sim.memory.dynamics import mark_applied_if_placed, place_pending, release
 from gps_dagster.backends.sim.memory.state import DeployRec, FaultRec, GroupRec, PoolState
-from gps_dagster.backends.sim.mutations import Blocks, Outcome
-from gps_dagster.backends.sim.pure import names, refuse_forced, reservation_of
+from gps_dagster.backends.sim.pure import (
+    Binding,
+    Blocks,
+    reservation_of,
+)
 from gps_dagster.domain.gps.billing import Workload, quota_usage, reservation_project
-from gps_dagster.domain.gps.bindings import TimeSlicedBinding
-from gps_dagster.domain.kinds import DeployKind, scale_refusal
 from gps_dagster.domain.pool import ONE_SHOT_EFFECTS, FaultSpec
 from gps_dagster.ports import (
-    AdmissionRefused,
     BillingRefused,
-    Permanent,
     QuotaRefused,
     QuotaStatus,
-    Unsupported,
 )
 
 __all__ = [
+    "DEPLOYS",
     "check_billing",
     "check_quota",
     "clear_faults",
     "insert_fault",
     "persistent",
-    "set_replica_intent",
-    "start",
-    "stop",
     "take_faults",
 ]
 
@@ -46,78 +43,48 @@ def _bump(ctx: MemCtx, row: DeployRec, *, applied: bool) -> None:
         row.applied_generation = row.generation
 
 
-def stop(ctx: MemCtx, row: DeployRec, *, allow_aliased_downtime: bool, blocks: Blocks) -> Outcome:
-    if row.id in blocks.fail_stop:
-        raise Permanent(f"stop of {row.id} failed", reason="stop_failed")
-    if row.forced_state == "DELETING":
-        raise AdmissionRefused("deploy_deleting", f"{row.id} is being deleted")
-    if names(row.aliases) and not allow_aliased_downtime:
-        raise AdmissionRefused(
-            "alias_requires_consent", f"{row.id} has an alias; pass allow_aliased_downtime=True"
-        )
-    if not row.running:
-        return Outcome(changed=False)
-    release(ctx, row.id)
-    for grp in list(ctx.state.groups[row.id]):
-        ctx.state.drop_group(row.id, grp)
-    if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding):
-        reserved.detach_member(ctx, row.id)
-        reserved.sync_holders(ctx)  # the holder arrives in the same call the last member leaves
-    row.running = False
-    _bump(ctx, row, applied=True)
-    return Outcome(changed=True)
+class _Deploys:
+    """The in-memory pool's side of ``seam.Deploys``: the state's records, changed in place."""
 
+    def binding(self, ctx: MemCtx, deploy_id: str) -> Binding | None:
+        return ctx.bindings.get(deploy_id)
 
-def start(ctx: MemCtx, row: DeployRec, *, blocks: Blocks) -> Outcome:
-    if row.id in blocks.fail_start:
-        raise Permanent(f"start of {row.id} failed", reason="start_failed")
-    refuse_forced(row)
-    check_billing(ctx, row)
-    if row.running:
-        return Outcome(changed=False)
-    check_quota(ctx, row, delta_replicas=row.desired)
-    reserved.admit_start(ctx, row)
-    _add_groups(ctx, row, row.next_grp, row.desired)
-    row.running, row.next_grp = True, row.next_grp + row.desired
-    _bump(ctx, row, applied=False)
-    _place(ctx, row, blocks)
-    return Outcome(changed=True)
+    def write(self, ctx: MemCtx, row: DeployRec, *, applied: bool, **values: object) -> None:
+        for name, value in values.items():
+            setattr(row, name, value)
+        _bump(ctx, row, applied=applied)
 
+    def add_groups(self, ctx: MemCtx, row: DeployRec, first: int, count: int) -> None:
+        _add_groups(ctx, row, first, count)
 
-def set_replica_intent(ctx: MemCtx, row: DeployRec, replicas: int, *, blocks: Blocks) -> Outcome:
-    if replicas < 1:
-        raise AdmissionRefused("replicas_must_be_positive", "use stop for zero replicas")
-    refusal = scale_refusal(
-        DeployKind(row.kind), hpa=bool(row.hpa), cmp_endpoint=row.endpoint is not None
-    )
-    if refusal:
-        raise Unsupported(
-            refusal, f"{row.id} ({row.kind}) cannot be scaled by a schedule: {refusal}"
-        )
-    refuse_forced(row)
-    if isinstance(ctx.bindings.get(row.id), TimeSlicedBinding) and replicas != 1:
-        raise Unsupported(
-            "unsupported_scale_for_mode",
-            f"{row.id} is a time-sliced member: one replica on its reservation's GPU",
-        )
-    if not row.running:
-        row.desired = row.role_min = row.role_max = replicas
-        _bump(ctx, row, applied=True)
-        return Outcome(changed=True, persist_only=True)
-    delta = replicas - row.desired
-    if delta > 0:
-        check_billing(ctx, row)
-        check_quota(ctx, row, delta_replicas=delta)
-        _add_groups(ctx, row, row.next_grp, delta)
-        row.next_grp += delta
-        row.desired = row.role_min = row.role_max = replicas
-        _bump(ctx, row, applied=False)
+    def remove_groups(self, ctx: MemCtx, row: DeployRec, count: int) -> None:
+        _remove_groups(ctx, row, count)
+
+    def remove_all_groups(self, ctx: MemCtx, row: DeployRec) -> None:
+        release(ctx, row.id)
+        for grp in list(ctx.state.groups[row.id]):
+            ctx.state.drop_group(row.id, grp)
+
+    def place(self, ctx: MemCtx, row: DeployRec, blocks: Blocks) -> None:
         _place(ctx, row, blocks)
-    else:
-        _remove_groups(ctx, row, -delta)
-        row.desired = row.role_min = row.role_max = replicas
-        _bump(ctx, row, applied=True)
-    return Outcome(changed=True)
+
+    def check_billing(self, ctx: MemCtx, row: DeployRec) -> None:
+        check_billing(ctx, row)
+
+    def check_quota(self, ctx: MemCtx, row: DeployRec, *, delta_replicas: int) -> QuotaStatus:
+        return check_quota(ctx, row, delta_replicas=delta_replicas)
+
+    def admit_start(self, ctx: MemCtx, row: DeployRec) -> None:
+        reserved.admit_start(ctx, row)
+
+    def detach_member(self, ctx: MemCtx, deploy_id: str) -> None:
+        reserved.detach_member(ctx, deploy_id)
+
+    def sync_holders(self, ctx: MemCtx) -> None:
+        reserved.sync_holders(ctx)
+
+
+DEPLOYS = _Deploys()
 
 
 def _add_groups(ctx: MemCtx, row: DeployRec, first: int, count: int) -> None:
