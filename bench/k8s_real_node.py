@@ -2,8 +2,9 @@
 
 Row 1: a 2-pod Deployment (1 GPU each, stand-in model server, 1 s drain) scaled to 0, the way a
 release step does; the time until ``K8sCore.get_deploys`` reports STOPPED with no terminating
-pod (the engine's stop convergence, ``engine/convergence.py``; polled every 0.1 s) against the kubelet's own pod-deletion time in the same run (the moment the
-last pod object disappears from the API server). Goal: ratio <= 1.2.
+pod (the engine's stop convergence, ``engine/convergence.py``; polled every 0.1 s) against the
+kubelet's own pod-deletion time in the same run (the moment the last pod object disappears from
+the API server). Goal: ratio <= 1.2.
 
 Row 2: capacity published -> acquire submitted. A 3-GPU pod holds the node's 4 GPUs against a
 stopped 3-GPU deploy B. The holder is scaled to 0; the engine side is the adapter path a release-
@@ -54,7 +55,9 @@ def deployment(name: str, *, replicas: int = 2, gpus: int = 1) -> dict[str, obje
                         "name": "server", "image": realnode.STANDIN_IMAGE,
                         "env": [{"name": "DRAIN_S", "value": "1"}],
                         "resources": {"limits": {names.GPU: str(gpus)}},
-                        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8000}, "periodSeconds": 1},
+                        "readinessProbe": {
+                            "httpGet": {"path": "/ready", "port": 8000}, "periodSeconds": 1,
+                        },
                         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                     }],
                     "volumes": [{"name": "tmp", "emptyDir": {}}],
@@ -126,7 +129,8 @@ def report(what: str, rounds: list[tuple[float, float]]) -> None:
     base = statistics.median(k for k, _ in rounds)
     eng = statistics.median(e for _, e in rounds)
     print(
-        f"{what}: median {eng:.2f} s over {len(rounds)}; baseline kubelet pod deletion {base:.2f} s; "
+        f"{what}: median {eng:.2f} s over {len(rounds)}; "
+        f"baseline kubelet pod deletion {base:.2f} s; "
         f"ratio {eng / base:.2f}x (goal <= 1.2)",
         flush=True,
     )

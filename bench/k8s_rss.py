@@ -143,6 +143,7 @@ def rss_rows(kubeconfig: str, admin: Kube) -> list[str]:
     delta = got["after"] - got["before"]
     return [
         f"adapter RSS with the cache at {got['pods']:,} pods: +{delta:.0f} MB over the process "
-        f"before the cache ({got['before']:.0f} -> {got['after']:.0f} MB, peak {got['peak']:.0f} MB;"
+        f"before the cache ({got['before']:.0f} -> {got['after']:.0f} MB, "
+        f"peak {got['peak']:.0f} MB;"
         f" synced {got['synced']} in {got['took']:.1f} s) (goal <= 300 MB)"
     ]

@@ -1,9 +1,10 @@
 """Which deploy schedules need a pass now: the one seam between the Dagster layer and due work.
 
 The boundary sensor and the every-minute schedule ask only these functions, and each answers
-from the engine's due index (decision "Due work is found by index"): one indexed read says whether anything is due (a quiet
-tick parses no schedule), and due work is served by ``Engine.reconcile_due`` — the due rows
-claimed in batches, only their specs read, plans opened without running steps, no pass lock.
+from the engine's due index (decision "Due work is found by index"): one indexed read says
+whether anything is due (a quiet tick parses no schedule), and due work is served by
+``Engine.reconcile_due`` — the due rows claimed in batches, only their specs read, plans opened
+without running steps, no pass lock.
 A schedule is due at its boundary whatever the sensor's cursor says (a sensor that was down
 serves it on its next tick), and again ``follow_up_s`` after a visit while steps are in flight.
 """

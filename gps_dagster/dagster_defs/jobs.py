@@ -176,7 +176,8 @@ def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.O
         preview = _preview(runtime, step["step_id"])
         if preview.state == "pending":  # its releases were not submitted (the gate is off)
             context.log.info(
-                f"{step['deploy_id']}: left pending ({preview.reason or 'releases not submitted'}): "
+                f"{step['deploy_id']}: left pending "
+                f"({preview.reason or 'releases not submitted'}): "
                 "neither acquired nor waiting; the reconcile sensor resumes the plan"
             )
             return  # both outputs absent: acquire and capacity_wait are skipped

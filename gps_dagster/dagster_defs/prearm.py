@@ -102,8 +102,8 @@ def prearm_lead_s(
 def measured_lead(instance: dg.DagsterInstance, now: datetime | None = None) -> float:
     """The p95 of the last ``MEASURED_RUNS`` runs' creation → start on this instance (its run
     launcher and coordinator, under the machine's load of now) + a margin (the p95 again, at
-    least 10 s: a sensor tick and more), never below ``DEFAULT_LEAD_S`` nor above ``MAX_LEAD_S``: a Kubernetes Job launcher, or a
-    loaded machine, gets the lead it needs without a setting.
+    least 10 s: a sensor tick and more), never below ``DEFAULT_LEAD_S`` nor above ``MAX_LEAD_S``:
+    a Kubernetes Job launcher, or a loaded machine, gets the lead it needs without a setting.
 
     A run still waiting to start (neither started nor ended) has waited ``now`` − its creation
     so far: that counts, as the least its start will take. Left out, the lead of a fresh

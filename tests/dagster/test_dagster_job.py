@@ -119,7 +119,8 @@ def test_failed_release_stops_the_acquire(defs: dg.Definitions, rt: Runtime) -> 
     status = {r.deploy_id: r for r in rt.store.list_status()}
     assert status[A].phase not in ("acquiring", "awaiting_ready", "converged")
     assert rt.core.get_deploy(A).state.value == "STOPPED"
-    # the acquire op never runs, so the engine itself must end A's step with the release (issue 9 §4):
+    # the acquire op never runs, so the engine itself must end A's step with the release
+    # (issue 9 §4):
     (start_a,) = rt.store.list_actions(deploy_id=A)
     (stop_b,) = rt.store.list_actions(deploy_id=B)
     assert (start_a.state, start_a.reason) == ("cancelled", stop_b.reason)

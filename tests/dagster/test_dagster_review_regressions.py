@@ -22,7 +22,8 @@ EVENING = local("2026-10-19T17:59:30")
 def test_release_failing_inside_its_op_ends_the_acquire_target_terminal_and_stops_launching_runs(
     sqlite_url: str,
 ) -> None:
-    """'Every wait ... ends in a terminal phase'; a failed release must not leave B pending forever."""
+    """'Every wait ... ends in a terminal phase'; a failed release must not leave B pending
+    forever."""
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)  # 17:59:30 nothing to do; now 18:00
     rt = Runtime(Settings(), w.store, w.pool, w.engine, w.clock)
@@ -69,7 +70,8 @@ def test_release_failing_inside_its_op_ends_the_acquire_target_terminal_and_stop
 def test_apply_now_for_a_schedule_deleted_since_the_request_is_answered_and_does_not_block_others(
     sqlite_url: str,
 ) -> None:
-    """R-DAG-6: every apply-now request gets an answer; one bad request must not wedge the sensor."""
+    """R-DAG-6: every apply-now request gets an answer; one bad request must not wedge the
+    sensor."""
     from gps_dagster.dagster_defs.sensors import apply_now_tick
     from gps_dagster.domain.schedules import load_schedule
     from tests.engine.harness import seed_schedule

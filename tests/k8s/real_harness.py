@@ -5,8 +5,8 @@ there, loading and draining for the pool's ``start_delay_s`` / ``stop_grace_s``.
 Nothing here drives a fake: the scheduler binds, the kubelet starts the containers, the readiness
 probe and the drain decide the timings. So the clock cannot be moved under the pods: a case waits
 with ``eventually`` (its time plus a bounded slack for a loaded kubelet), and only pools that fit
-the node are accepted — ``fit_problems`` says why not, and ``tests/contract/real_node_exclusions.py``
-lists the cases left out for it.
+the node are accepted — ``fit_problems`` says why not, and
+``tests/contract/real_node_exclusions.py`` lists the cases left out for it.
 """
 
 # Decisions embodied here (docs/decisions.md):

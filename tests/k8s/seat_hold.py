@@ -113,7 +113,8 @@ class SeatHold:
                     self.end_headers()
                     self.wfile.write(body)
                 except OSError:
-                    pass  # the API server gave up on the call (its timeout): the seat is free anyway
+                    # the API server gave up on the call (its timeout): the seat is free anyway
+                    pass
 
             def log_message(self, *args: Any) -> None:
                 pass

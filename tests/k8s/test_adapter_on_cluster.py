@@ -294,7 +294,8 @@ def test_the_holder_pod_keeps_the_gpu_group_between_members(
 
 
 def bound_pair() -> dict[str, Any]:
-    """One exclusive and one time-sliced reservation on n1, a member of each, and an unbound deploy."""
+    """One exclusive and one time-sliced reservation on n1, a member of each, and an unbound
+    deploy."""
     uuids = [gpu_uuid("pair", "n1", i) for i in range(3)]
     return {
         "name": "pair",

@@ -382,7 +382,8 @@ def test_a_labelled_workload_of_another_kind_is_ineligible_for_the_engine() -> N
 
 
 def test_build_core_reads_the_policy_from_the_given_namespace(tmp_path: Any) -> None:
-    """Issue 18 item 13: the chart's rbac.policyNamespace was ignored (always gps-dagster-system)."""
+    """Issue 18 item 13: the chart's rbac.policyNamespace was ignored (always
+    gps-dagster-system)."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",

@@ -33,9 +33,10 @@ def pod(name: str, *, reason: str | None, restarts: int, deleting: bool = False)
 
 def workload(replicas: int) -> Any:
     return from_object("Deployment", {
-        "metadata": {"name": "m", "namespace": "serving", "uid": "u", "resourceVersion": "1", "generation": 1,
-                     "labels": {names.DEPLOY_ID: "m"}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "m"}}, "template": {"spec": {}}},
+        "metadata": {"name": "m", "namespace": "serving", "uid": "u", "resourceVersion": "1",
+                     "generation": 1, "labels": {names.DEPLOY_ID: "m"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "m"}},
+                 "template": {"spec": {}}},
         "status": {"observedGeneration": 1, "readyReplicas": 0},
     })  # fmt: skip
 

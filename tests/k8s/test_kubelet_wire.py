@@ -68,8 +68,10 @@ def test_an_unreachable_podresources_socket_is_witness_unavailable(tmp_path: Pat
 def test_dcgm_samples_map_uuids_to_pod_containers() -> None:
     page = "\n".join([
         "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).",
-        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",device="nvidia0",Hostname="n1",container="server",namespace="ml",pod="b-0"} 97',
-        'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",container="server",namespace="ml",pod="b-0"} 1000',
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",device="nvidia0",Hostname="n1",'
+        'container="server",namespace="ml",pod="b-0"} 97',
+        'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",container="server",namespace="ml",'
+        'pod="b-0"} 1000',
         'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",container="server",namespace="ml",pod="b-0"} 90',
         'DCGM_FI_DEV_GPU_UTIL{gpu="2",UUID="GPU-c",container="",namespace="",pod=""} 0',
     ])  # fmt: skip

@@ -51,9 +51,10 @@ def pod(name: str = "m-0") -> dict[str, Any]:
 
 def workload() -> Any:
     return from_object("Deployment", {
-        "metadata": {"name": "m", "namespace": "serving", "uid": "u", "resourceVersion": "1", "generation": 1,
-                     "labels": {names.DEPLOY_ID: "m"}},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "m"}}, "template": {"spec": {}}},
+        "metadata": {"name": "m", "namespace": "serving", "uid": "u", "resourceVersion": "1",
+                     "generation": 1, "labels": {names.DEPLOY_ID: "m"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "m"}},
+                 "template": {"spec": {}}},
         "status": {},
     })  # fmt: skip
 

@@ -1,9 +1,10 @@
 """The real node (issue 19): pods run by the real kubelet 1.20 + containerd, GPUs from the fake
 device plugin on the real deviceplugin/v1beta1 API, the witness from the kubelet's PodResources.
 
-``make test`` starts the node with the control plane (``tools/with_k8s.py``: ``GPS_TEST_REAL_NODE``);
-run alone, this module starts one itself. A missing prerequisite fails (``NodeError``), never skips.
-All tests of this module share the node's 4 GPUs, so they live in one file (``--dist loadfile``).
+``make test`` starts the node with the control plane (``tools/with_k8s.py``:
+``GPS_TEST_REAL_NODE``); run alone, this module starts one itself. A missing prerequisite fails
+(``NodeError``), never skips. All tests of this module share the node's 4 GPUs, so they live in
+one file (``--dist loadfile``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class Node:
         return str(self.root / "kubelet" / "pod-resources" / "kubelet.sock")
 
     def control(self, **doc: list[str]) -> None:
-        """Tell the device plugin which GPUs are unhealthy / preferred; return once it applied it."""
+        """Tell the device plugin which GPUs are unhealthy / preferred; return once it applied
+        it."""
         text = json.dumps({"nonce": uuid.uuid4().hex, **doc})
         tmp = self.root / "gpus.json.tmp"
         tmp.write_text(text)
@@ -206,7 +208,8 @@ def test_the_node_agent_command_annotates_and_stops_on_sigterm(
     wait_for("ready", lambda: ready(node, ns, "agent"), timeout_s=90)
     agent = subprocess.Popen(
         [str(Path(sys.executable).with_name("gps-dagster")), "node-agent", "--node", node.name,
-         "--pod-resources-socket", node.pod_resources, "--kubeconfig", k8s_cluster, "--interval", "0.5"],
+         "--pod-resources-socket", node.pod_resources, "--kubeconfig", k8s_cluster,
+         "--interval", "0.5"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
@@ -279,7 +282,7 @@ def test_pods_that_do_not_tolerate_the_real_node_stay_off_it(node: Node, ns: str
     assert node.kube.core.read_namespaced_pod("intruder", ns).spec.node_name is None
 
 
-# -- the engine end to end on the real node (issue 19 item 5) ----------------------------------------
+# -- the engine end to end on the real node (issue 19 item 5) --------------------------------------
 
 T0 = datetime(2026, 10, 19, 7, 59, 55, tzinfo=UTC)
 """Five seconds before the day window opens (a fixed instant: nothing depends on the date)."""
@@ -689,15 +692,19 @@ def test_a_time_sliced_reservation_swaps_members_through_its_holder(
         ns, {"metadata": {"name": names.POLICY_CONFIGMAP}, "data": policy}
     )
     schedule = {
-        "name": "real-node-ts", "timezone": "UTC", "mode": "enforce", "transition_order": "release_first",
-        "targets": [{"model_deploy_id": m, "default_state": "stopped", "default_allow_downtime": True}
+        "name": "real-node-ts", "timezone": "UTC", "mode": "enforce",
+        "transition_order": "release_first",
+        "targets": [{"model_deploy_id": m, "default_state": "stopped",
+                     "default_allow_downtime": True}
                     for m in ("m1", "m2")],
-        "windows": [{"name": f"w{i}", "kind": "recurring", "priority": 10, "cron": f"0 {h} * * *", "duration": "1h",
+        "windows": [{"name": f"w{i}", "kind": "recurring", "priority": 10,
+                     "cron": f"0 {h} * * *", "duration": "1h",
                      "states": [{"model_deploy_id": m, "desired_state": "running"}]}
                     for i, (h, m) in enumerate(((8, "m1"), (9, "m2")))],
     }  # fmt: skip
     spec = ReservationSpec(id="rsv-ts", node=node.name, gpu_uuids=(gpu,), namespace=ns,
-                           mode=SharingMode.TIME_SLICED, gpu_memory_mib=80000, headroom="1")  # fmt: skip
+                           mode=SharingMode.TIME_SLICED, gpu_memory_mib=80000,
+                           headroom="1")  # fmt: skip
     agent = nodeagent.PodResourcesSource(socket=node.pod_resources)
     binder: list[KaiBinder] = []
     holder_seen: list[str] = []

@@ -115,9 +115,12 @@ def node(k8s_cluster: str) -> Iterator[RealNode]:
 
 def import_archive(socket: Path, archive: Path, *, timeout_s: float = 600) -> None:
     """Load an OCI archive into the node's containerd, in the namespace its CRI plugin reads
-    (``k8s.io``), as ``realnode`` loads the pause image: no registry is reachable, this is the pull."""
-    done = subprocess.run(["ctr", "--address", str(socket), "-n", "k8s.io", "images", "import", str(archive)],
-                          capture_output=True, text=True, check=False, timeout=timeout_s)  # fmt: skip
+    (``k8s.io``), as ``realnode`` loads the pause image: no registry is reachable, this is the
+    pull."""
+    done = subprocess.run(["ctr", "--address", str(socket), "-n", "k8s.io", "images", "import",
+                           str(archive)],
+                          capture_output=True, text=True, check=False,
+                          timeout=timeout_s)  # fmt: skip
     assert done.returncode == 0, f"ctr images import {archive.name}: {done.stderr[-1000:]}"
 
 
@@ -171,7 +174,8 @@ def image(node: RealNode) -> str:
         if not archive.exists():
             partial = archive.with_suffix(f".{os.getpid()}.partial")
             done = subprocess.run(
-                ["buildah", "--storage-driver", "vfs", "push", "-q", ref, f"oci-archive:{partial}:{ref}"],
+                ["buildah", "--storage-driver", "vfs", "push", "-q", ref,
+                 f"oci-archive:{partial}:{ref}"],
                 capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
             assert done.returncode == 0, (
                 f"{ref} missing? run `make image` first:\n{done.stderr[-2000:]}"
@@ -263,7 +267,8 @@ def world(
     pod_pg_url = _tcp_url(pg_url, forward.port)
     clock = VirtualClock(T0)
     suffix = uuid.uuid4().hex[:6]
-    pool = ClusterPool(Kube(connect(k8s_cluster, None)), clock, parse_pool(pool_text(f"rc-{suffix}-gpu")),
+    pool = ClusterPool(Kube(connect(k8s_cluster, None)), clock,
+                       parse_pool(pool_text(f"rc-{suffix}-gpu")),
                        prefix=f"rc{suffix}")  # fmt: skip
     placement = {"nodeSelector": {"kubernetes.io/hostname": node.name},
                  "tolerations": [realnode.REAL_NODE_TOLERATION]}  # fmt: skip
@@ -414,10 +419,13 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
     release, kube = world.release, world.release.kube
     # the engine would swap A and B itself: only the Dagster run may act in this test
     kube.merge_patch(kube.apps.patch_namespaced_deployment, f"{release.fullname}-engine",
-                     release.namespace, body={"spec": {"replicas": 0}}, what="engine off")  # fmt: skip
+                     release.namespace, body={"spec": {"replicas": 0}},
+                     what="engine off")  # fmt: skip
     _wait("the engine's pod gone", lambda: not release.pods("engine"), timeout_s=90)
-    launcher = service_account_kubeconfig(kube, release.namespace, f"{release.fullname}-run-launcher",
-                                          world.home / "run-launcher.kubeconfig", cluster=release.cluster)  # fmt: skip
+    launcher = service_account_kubeconfig(kube, release.namespace,
+                                          f"{release.fullname}-run-launcher",
+                                          world.home / "run-launcher.kubeconfig",
+                                          cluster=release.cluster)  # fmt: skip
     home = world.home / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text(_daemon_instance(release, launcher))
@@ -451,8 +459,8 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
             start_new_session=True,
         )
     try:
-        pod = _wait("a run Job's pod that succeeded", lambda: _finished_run_pod(world), timeout_s=420,
-                    explain=lambda: _explain(world, log))  # fmt: skip
+        pod = _wait("a run Job's pod that succeeded", lambda: _finished_run_pod(world),
+                    timeout_s=420, explain=lambda: _explain(world, log))  # fmt: skip
     finally:
         os.killpg(daemon.pid, 15)
         daemon.wait(timeout=30)
@@ -489,7 +497,8 @@ def test_a_transition_run_is_a_k8s_run_launcher_job_in_a_container_on_the_real_n
 def _daemon_instance(release: ChartRelease, launcher: Path) -> str:
     """The installed dagster.yaml, its launcher reaching the cluster from outside (a kubeconfig of
     the run-launcher ServiceAccount): the run pods keep the chart's in-cluster file."""
-    cm = release.kube.call(release.kube.core.read_namespaced_config_map, f"{release.fullname}-instance",
+    cm = release.kube.call(release.kube.core.read_namespaced_config_map,
+                           f"{release.fullname}-instance",
                            release.namespace, what="instance configmap")  # fmt: skip
     doc = yaml.safe_load(cm["data"]["dagster.yaml"])
     config = doc["run_launcher"]["config"]
@@ -501,7 +510,8 @@ def _daemon_instance(release: ChartRelease, launcher: Path) -> str:
 def _run_pods(world: World) -> list[dict[str, Any]]:
     kube = world.release.kube
     return kube.items(kube.core.list_namespaced_pod, world.release.namespace,
-                      label_selector="app.kubernetes.io/component=run_worker", what="run pods")  # fmt: skip
+                      label_selector="app.kubernetes.io/component=run_worker",
+                      what="run pods")  # fmt: skip
 
 
 def _finished_run_pod(world: World) -> dict[str, Any] | None:
@@ -524,15 +534,19 @@ def _runs(home: Path, *, env_pg: str) -> set[tuple[str, str]]:
     """(status, job) of the schedule's runs in the instance, read by a child with the daemon's
     DAGSTER_HOME (the instance's run storage is the release's PostgreSQL database)."""
     code = ("from dagster import DagsterInstance, RunsFilter; i = DagsterInstance.get(); "
-            f"runs = i.get_runs(filters=RunsFilter(tags={{{dnames.TAG_SCHEDULE!r}: {SCHEDULE!r}}})); "
+            f"runs = i.get_runs(filters=RunsFilter(tags={{{dnames.TAG_SCHEDULE!r}: "
+            f"{SCHEDULE!r}}})); "
             "print('\\n'.join(f'{r.status.value} {r.job_name}' for r in runs))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
-                          env={**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_PG_URL": env_pg})  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True,
+                          env={**os.environ, "DAGSTER_HOME": str(home),
+                               "DAGSTER_PG_URL": env_pg})  # fmt: skip
     return {(s, j) for s, j in (line.split() for line in done.stdout.splitlines() if line.strip())}
 
 
 def _pod_logs(namespace: str) -> str:
-    """The containers' logs the kubelet wrote for the namespace (``/var/log/pods``, on this host)."""
+    """The containers' logs the kubelet wrote for the namespace (``/var/log/pods``, on this
+    host)."""
     out = []
     for path in sorted(Path("/var/log/pods").glob(f"{namespace}_*/*/*.log")):
         out.append(

@@ -194,7 +194,7 @@ def test_a_reservation_of_one_project_is_refused_to_a_workload_labelled_another(
         p.close()
 
 
-# -- item 7: a LeaderWorkerSet is READY on every supported LWS release ------------------------------
+# -- item 7: a LeaderWorkerSet is READY on every supported LWS release -----------------------------
 
 
 def multi_node() -> dict[str, Any]:
@@ -421,7 +421,7 @@ def test_a_replicaset_failed_create_is_read_as_the_api_servers_refusal(pair: Poo
     assert seen.state is DeployState.STARTING and not seen.unschedulable
 
 
-# -- item 3 (part): controller-owned workloads are refused, a duplicate id stays its own problem ----
+# -- item 3 (part): controller-owned workloads are refused, a duplicate id stays its own problem ---
 
 
 def test_a_controller_owned_deployment_is_refused_with_its_owner_kind(pair: Pool) -> None:

@@ -39,7 +39,8 @@ def build_core(
     store's reservation ledger, handed over by the composition root) backs GPS (None:
     reservation-bound deploys are refused);
     ``policy_namespace`` holds the GPS scheduling-policy ConfigMap (None = the default);
-    ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused, ``witness_unavailable``);
+    ``witness_source`` is ``node_agent`` or ``none`` (bound deploys refused,
+    ``witness_unavailable``);
     ``qps``/``burst`` pace the client (``api.Throttle``; 0 = unlimited); ``cache``: the process's
     one watch cache serves the reads (``cache.ClusterCache``), waited for up to
     ``sync_timeout_s`` (0: not at all — nothing is sent before this returns, and reads go to

@@ -251,7 +251,8 @@ class Reservations:
         )
 
     def locked(self, reservation_id: str) -> Any:
-        """The ledger's transaction holding the reservation's row lock (admission serialises on it)."""
+        """The ledger's transaction holding the reservation's row lock (admission serialises on
+        it)."""
         if self.ledger is None:
             raise AdmissionRefused(
                 "reservation_ledger_unwired", "no reservation ledger (store) is wired"

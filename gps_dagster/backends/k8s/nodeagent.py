@@ -107,7 +107,8 @@ class PodResourcesSource:
                 resp = call(m["ListPodResourcesRequest"](), timeout=self.timeout_s)
         except grpc.RpcError as exc:
             raise WitnessUnavailable(
-                f"kubelet PodResources API at {self.socket} unreachable ({exc.code().name}): mount the "
+                f"kubelet PodResources API at {self.socket} unreachable ({exc.code().name}): "
+                "mount the "
                 "host's /var/lib/kubelet/pod-resources into the agent, or configure a DCGM source"
             ) from exc
         out: Devices = {}
@@ -126,7 +127,8 @@ _LABEL = re.compile(r'(?P<k>[A-Za-z_][A-Za-z0-9_]*)="(?P<v>(?:[^"\\]|\\.)*)"')
 
 
 def dcgm_devices(text: str) -> Devices:
-    """Device UUIDs per pod/container from a dcgm-exporter page (samples without a pod are idle GPUs)."""
+    """Device UUIDs per pod/container from a dcgm-exporter page (samples without a pod are idle
+    GPUs)."""
     out: Devices = {}
     for line in text.splitlines():
         match = _SAMPLE.match(line)
@@ -284,7 +286,8 @@ def annotate(
 
 
 def shared_devices(on_node: Iterable[Obj], found: Devices) -> Devices:
-    """Devices of KAI GPU-sharing pods: their group's reservation pod's, on their first container."""
+    """Devices of KAI GPU-sharing pods: their group's reservation pod's, on their first
+    container."""
     pods = list(on_node)
     by_group: dict[str, tuple[str, ...]] = {}
     for pod in pods:

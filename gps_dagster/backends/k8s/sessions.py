@@ -11,9 +11,10 @@ every later preview of the block places them first, as pending pods the schedule
 the previewed one (``capacity.preview``'s ``queued``): kube-scheduler's active queue is sorted
 by ``PrioritySort``, "based on their priority. When priorities are equal, it uses
 PodQueueInfo.timestamp" (``pkg/scheduler/framework/plugins/queuesort``, v1.18–v1.35), and the
-block's fits are submitted, so their pods created, before the previewed one's. Nothing is written and nothing is held against the API server: the block is only the
-caller's promise to submit what fitted; a fit that is then not submitted costs at worst a
-"does not fit" answer to a later preview of the same block, retried by the next pass.
+block's fits are submitted, so their pods created, before the previewed one's. Nothing is
+written and nothing is held against the API server: the block is only the caller's promise to
+submit what fitted; a fit that is then not submitted costs at worst a "does not fit" answer to a
+later preview of the same block, retried by the next pass.
 
 A block belongs to its thread (``K8sCore`` is shared by the engine loop, the sensors and the
 API of one process): another thread's preview never counts it. A nested block is the outer one.

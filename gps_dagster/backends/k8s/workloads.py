@@ -8,7 +8,8 @@ error, since acting on either could be the wrong one.
 """
 
 # Decisions embodied here (docs/decisions.md):
-# * “Controller-owned workloads are `unsupported_kind`; a duplicate deploy id is left out of the batched read”
+# * “Controller-owned workloads are `unsupported_kind`; a duplicate deploy id is left out of the
+#   batched read”
 
 from __future__ import annotations
 
