@@ -258,7 +258,7 @@ def fence_many(
     items: Sequence[tuple[Any, TargetStatusRow, Mapping[str, Any]]],
     now: datetime,
 ) -> dict[str, Fenced]:
-    """The fence of many steps (R-PASS-7), as ``StatusMixin.fence`` does it for one.
+    """The fence (R-PASS-7) of one step or many: the store has no other.
 
     ``items``: (step, status it was planned on, status changes). Schedule rows are read
     ``FOR SHARE`` and version / enabled / gate / claim re-checked; the steps still

@@ -100,14 +100,13 @@ def script(store: Any) -> list[Any]:
     back = store.cas_status(a_now, now=T0, interval_start=T0 - timedelta(hours=1))
     rec(("backwards", back))  # R-PASS-14: the interval start never moves back
     step_a, step_b = store.get_action("t1-" + A), store.get_action("t1-" + B)
-    fenced = store.fence(
-        step_a, store.get_status(name, A), now=T0, status_changes={"phase": "releasing"}
-    )
+    a_row = store.get_status(name, A)
+    fenced = store.fence_many([(step_a, a_row, {"phase": "releasing"})], now=T0)[step_a.id]
     rec(("fence", fenced.ok, fenced.reason, asdict(fenced.status) if fenced.status else None))
     rec(
         (
             "fence-again",
-            store.fence(step_a, store.get_status(name, A), now=T0, status_changes={}).reason,
+            store.fence_many([(step_a, store.get_status(name, A), {})], now=T0)[step_a.id].reason,
         )
     )
     rec(
