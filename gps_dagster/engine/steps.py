@@ -413,12 +413,15 @@ class StepRunner:
     ) -> None:
         """Crash safety (R-PASS-10) under the same fence as a first submit (R-PASS-1, R-PASS-7)."""
         go: list[tuple[ActionRow, TargetStatusRow, bool]] = []
+        items: list[tuple[ActionRow, TargetStatusRow, dict[str, Any]]]
+        items = [(a, snap.statuses[_key(a)], {}) for a in steps]
+        try:  # re-checked, not moved (the step is ``submitting`` already)
+            fenced = self.store.fence_many(items, now=self.clock.now()) if steps else {}
+        except Exception as exc:  # each step's owner decides
+            got.update({a.id: self.owned(exc, a.id, a) for a in steps})
+            return
         for a in steps:
-            try:
-                reason = self.store.fence_check(a)
-            except Exception as exc:  # the step's owner decides
-                got[a.id] = self.owned(exc, a.id, a)
-                continue
+            reason = fenced[a.id].reason
             outcome = step_rules.fence_outcome(reason)
             if outcome == "stay":  # resubmitted once the gate enforces
                 got[a.id] = self._outcome(a, "submitting", reason=reason)

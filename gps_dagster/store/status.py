@@ -149,32 +149,6 @@ class StatusMixin:
             except CasConflict:
                 return None
 
-    # -- the fence ----------------------------------------------------------
-
-    def fence_check(self, action: ActionRow) -> str | None:
-        """The fence's re-checks alone (version, enabled, gate, claim), for a resubmission."""
-        with self.engine.begin() as conn:
-            return _fence_checks(conn, action)
-
-
-def _fence_checks(conn: Connection, action: ActionRow) -> str | None:
-    sched = conn.execute(
-        sa.select(t.schedules.c.version, t.schedules.c.enabled)
-        .where(t.schedules.c.name == action.schedule)
-        .with_for_update(read=True)
-    ).first()
-    if sched is None:
-        return fence_checks(action, None, None, None)
-    gate = conn.execute(
-        sa.select(t.control.c.value).where(t.control.c.key == "execution")
-    ).scalar_one_or_none()
-    owner = conn.execute(
-        sa.select(t.target_claims.c.schedule_name).where(
-            t.target_claims.c.deploy_id == action.deploy_id
-        )
-    ).scalar_one_or_none()
-    return fence_checks(action, sched, gate, owner)
-
 
 def _cas(
     conn: Connection,

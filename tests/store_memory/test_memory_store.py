@@ -128,7 +128,6 @@ def script(store: Any) -> list[Any]:
         )
     )
     store.apply_schedule(spec(enabled=False), now=T0 + timedelta(minutes=1))
-    rec(("fence-version", store.fence_check(step_b)))
     b_row = store.get_status(name, B)
     rec(
         (
@@ -206,7 +205,7 @@ def test_the_memory_store_answers_every_call_as_the_sql_store_does(sqlite_url: s
     assert got["stale-cas"] == (None,) and got["backwards"] == (None,)
     assert got["fence"][:2] == (True, None) and got["fence-again"] == ("lost_race",)
     assert got["write-first-lost"] == (False,)
-    assert got["fence-version"] == ("schedule_version_changed",)
+    assert got["fence-many"] == ({"t1-" + B: (False, "schedule_version_changed")},)
     assert got["claims-other"] == ([],) and got["claims-expired"] == (["e2"],)
     assert got["lock"] == (True, False) and got["lock-expired"] == (True,)
     for mine, theirs in zip(memory, sql, strict=True):
