@@ -92,7 +92,7 @@ def test_the_package_keeps_every_contract(contracts: tuple[object, grimp.ImportG
         ("gps_dagster.engine.steps", "gps_dagster.backends.sim", "The engine never names"),
         ("gps_dagster.engine.steps", "gps_dagster.clocks", "The engine never names"),
         (
-            "gps_dagster.engine.batch",
+            "gps_dagster.engine.step_calls",
             "gps_dagster.store.repository",
             "The engine is typed by store Protocols",
         ),

@@ -1,10 +1,10 @@
 """The step decisions every lane takes, written once and pure (docs/spec.md, "Where the step rules
 live").
 
-A step moves through three lanes (``engine/steps.py`` one step, ``engine/batch.py`` a pass's
-batch, ``engine/step_batch.py`` a Dagster batch op) and two store writers (``store/status.py``
-one fence / CAS, ``store/bulk.py`` many). The safety rules they share live here, on plain
-values (no I/O, no engine or store types), so that each lane only reads, asks, and writes:
+A step moves through one executor (``engine/steps.py``: N steps, a step alone is a batch of
+one) and the store's writers (``store/status.py`` the CAS, ``store/bulk.py`` the fence and the
+step writes). The safety rules they share live here, on plain values (no I/O, no engine or
+store types), so that the executor only reads, asks, and writes:
 
 * ``may_move`` — may this step move yet? (the prerequisite of the plan's second half);
 * ``fence_refusal`` — the fence's re-checks (R-PASS-7): version, enabled, gate, claim;

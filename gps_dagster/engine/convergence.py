@@ -19,7 +19,8 @@ step, the status and the plan's closing in one transaction (R-PASS-16).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,8 @@ from gps_dagster.engine.steps import StepRunner
 from gps_dagster.engine.store_ports import PlanStore
 from gps_dagster.ports import Clock, DeployReads, DeployState, DeployView
 from gps_dagster.store.records import ActionRow
+
+log = logging.getLogger(__name__)
 
 Witness = Callable[[DeployView], Verdict | bool | None]
 """Placement witness: True = confirmed, None = not yet known, a Verdict = mismatch."""
@@ -89,6 +92,62 @@ class Observer:
         """Step ``a`` was just converged by this pass's store write."""
         if self.after_converged is not None:
             self.after_converged(a, deploy)
+
+    def observe_many(
+        self, accepted: list[ActionRow], reads: Mapping[str, DeployView]
+    ) -> list[StepOutcome]:
+        """Judge accepted steps against ``reads`` (a step not in them: read on its own); the
+        converged ones are written together (``Store.write_each``)."""
+        out: list[StepOutcome] = []
+        done: list[tuple[ActionRow, DeployView]] = []
+        now = self.clock.now()
+        for a in accepted:
+            deploy = reads.get(a.deploy_id)
+            if deploy is None or (a.detail or {}).get("endpoint"):
+                out.append(self.observe_action(a))
+                continue
+            try:
+                converged, failure = self._judge(a, deploy, now)
+            except Exception as exc:  # the step's owner decides
+                out.append(self.runner.owned(exc, a.id, a))
+                continue
+            if failure is not None:
+                out.append(self.runner.fail(a, failure))
+            elif converged:
+                done.append((a, deploy))
+            else:
+                out.append(StepOutcome(a.id, a.deploy_id, "accepted"))
+        if done:
+            writes = [self.runner.endings.convergence(a, deploy, now) for a, deploy in done]
+            moved = self.store.write_each(writes, now=now)
+            for a, deploy in done:
+                if a.id in moved:
+                    self.converged(a, deploy)
+            out += [
+                StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
+                if a.id in moved
+                else StepOutcome(a.id, a.deploy_id, "accepted")
+                for a, _ in done
+            ]
+        return out
+
+    def observe_open(self, schedules: list[str]) -> list[StepOutcome]:
+        """Judge the open plans' accepted steps on one fresh read of their deploys (what a pass
+        just submitted may be done already: a core with no delay)."""
+        accepted = [
+            a
+            for _tr, steps in self.store.open_plans(schedules)
+            for a in steps
+            if a.state == "accepted"
+        ]
+        if not accepted:
+            return []
+        try:
+            fresh = dict(self.core.get_deploys(sorted({a.deploy_id for a in accepted})))
+        except Exception as exc:  # each step is then read on its own, errors owned per step
+            log.warning("batched deploy read failed (%s); observing steps one by one", exc)
+            fresh = {}
+        return self.observe_many(accepted, fresh)
 
     def observe_action(self, a: ActionRow) -> StepOutcome:
         """Judge an accepted step against the deploy now; never raises (R-PASS-15)."""

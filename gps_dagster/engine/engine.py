@@ -23,7 +23,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from gps_dagster.engine.batch import BatchRunner, core_session
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.controls import gate_moved, read_cursor, read_gate, write_cursor
 from gps_dagster.engine.convergence import AfterConverged, Observer, Witness
@@ -36,7 +35,7 @@ from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.ready_by import ReadyBy
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
 from gps_dagster.engine.standing import Standing, plan_standing, step_standing
-from gps_dagster.engine.step_batch import StepBatch
+from gps_dagster.engine.step_calls import core_session
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.engine.store_ports import EngineStore
 from gps_dagster.ports import Clock, Core
@@ -96,8 +95,6 @@ class Engine:
         self.observer = Observer(
             store, core, clock, self.config, self.runner, witness, after_converged
         )
-        self.batch = BatchRunner(store, core, clock, self.config, self.runner, self.observer)
-        self.given = StepBatch(store, core, clock, self.config, self.runner, self.observer)
         self._heartbeat: ClaimHeartbeat | None = None
 
     # -- passes ------------------------------------------------------------------
@@ -222,7 +219,7 @@ class Engine:
         except Exception as exc:  # each step is then read on its own by the observer
             log.warning("pass: batched deploy read failed (%s); observing one by one", exc)
             reads = {}
-        report.steps += self.batch.observe(accepted, reads)
+        report.steps += self.observer.observe_many(accepted, reads)
 
     def _one(self, name: str, report: PassReport, *, trigger: str, execute: bool) -> PassReport:
         """A pass for one schedule (apply-now, a sensor): 409 when busy.
@@ -308,7 +305,7 @@ class Engine:
 
         Reads are shared (one prefetch, one core session for the plans' preflights), plans
         with nothing to supersede open together, and their steps move together
-        (``engine/batch.py``).
+        (``engine/steps.py``).
         """
         visited: list[tuple[ScheduleRecord, datetime, bool]] = []
         try:
@@ -334,7 +331,10 @@ class Engine:
             fresh = self._open_drafts(drafts, report)
             if execute and report.gate == "enforce" and visited:
                 names = [r.name for r, _, _ in visited]
-                report.steps += self.batch.run(names, fresh, prefetch.reads)
+                moved = self.runner.run(names, fresh, prefetch.reads)
+                report.steps += moved
+                if moved:  # what was just submitted may be done already (a core with no delay)
+                    report.steps += self.observer.observe_open(names)
         finally:
             self._finish_due(visited, claims, report)
 
@@ -372,7 +372,7 @@ class Engine:
         flying = [a for steps in prefetch.in_flight.values() for a in steps]
         if not flying:
             return
-        report.steps += self.batch.observe(
+        report.steps += self.observer.observe_many(
             [a for a in flying if a.state == "accepted"], prefetch.reads
         )
         if report.gate == "enforce":
@@ -563,13 +563,13 @@ class Engine:
     def execute_steps(
         self, step_ids: Sequence[str], *, fresh: Collection[str] = ()
     ) -> list[StepOutcome]:
-        """Advance these steps now, together (a Dagster batch op; ``engine/step_batch.py``):
+        """Advance these steps now, together (a Dagster batch op; ``engine/steps.py``):
         the outcome of each, in order, as ``execute_step`` would decide it; never blocks.
 
         ``fresh``: transitions the caller's own pass opened, and so preflighted, moments ago
         (a pre-armed run at its boundary): their releases skip the second alias and preflight
-        read, as the releases of plans opened in the same pass do (``BatchRunner.run``)."""
-        return self.given.execute(step_ids, fresh=set(fresh))
+        read, as the releases of plans opened in the same pass do (``StepRunner.run``)."""
+        return self.runner.execute_many(step_ids, fresh=set(fresh))
 
     def boundaries_within(self, now: datetime, lead_s: float) -> list[NearBoundary]:
         """Release-first schedules whose next intent boundary is within ``lead_s`` of ``now``

@@ -41,7 +41,6 @@ from gps_dagster.store.shapes import (
     Draft,
     DueClaim,
     Fenced,
-    FenceResult,
     MetricReadings,
     NextDue,
     PassLease,
@@ -132,16 +131,6 @@ class StatusStore(Protocol):
         events: Iterable[Mapping[str, Any]] = ...,
         **changes: Any,
     ) -> TargetStatusRow | None: ...
-    def fence(
-        self,
-        action: ActionRow,
-        seen: TargetStatusRow,
-        *,
-        now: datetime,
-        status_changes: dict[str, Any],
-        expect_states: Iterable[str] = ...,
-    ) -> FenceResult: ...
-    def fence_check(self, action: ActionRow) -> str | None: ...
     def fence_many(
         self, items: Sequence[tuple[Any, TargetStatusRow, Mapping[str, Any]]], *, now: datetime
     ) -> dict[str, Fenced]: ...

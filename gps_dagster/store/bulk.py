@@ -11,6 +11,7 @@ independent: one that lost its race is reported and changes nothing; the
 others are written.
 """
 # Decisions embodied here (docs/decisions.md):
+# * “One step executor: a step is a batch of one”
 # * “A batch of schedules shares its round trips”
 # * “The sim's storm path costs statements, not an algorithm: cut them”
 
@@ -258,11 +259,12 @@ def fence_many(
     items: Sequence[tuple[Any, TargetStatusRow, Mapping[str, Any]]],
     now: datetime,
 ) -> dict[str, Fenced]:
-    """The fence of many steps (R-PASS-7), as ``StatusMixin.fence`` does it for one.
+    """The fence (R-PASS-7) of one step or many: the store has no other.
 
     ``items``: (step, status it was planned on, status changes). Schedule rows are read
     ``FOR SHARE`` and version / enabled / gate / claim re-checked; the steps still
     ``pending`` / ``capacity_wait`` and whose status nobody wrote since move to ``submitting``.
+    A step read ``submitting`` (a resubmission) is only re-checked: it passes with ``seen``.
     """
     s, a = t.schedules, t.actions
     names = sorted({x.schedule for x, _, _ in items})
@@ -289,6 +291,8 @@ def fence_many(
         reason = fence_checks(x, scheds.get(x.schedule), gate, owners.get(x.deploy_id))
         if reason is not None:
             out[x.id] = Fenced(False, reason)
+        elif x.state == "submitting":  # a resubmission (R-PASS-10): re-checked, not moved
+            out[x.id] = Fenced(True, None, seen)
         else:
             passing.append((x, seen, changes))
     states: dict[str, str] = {}

@@ -89,13 +89,6 @@ class Fenced:
 
 
 @dataclass(frozen=True, slots=True)
-class FenceResult:
-    ok: bool
-    reason: str | None = None
-    status: TargetStatusRow | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class DueClaim:
     """A schedule this replica visits now; ``revision`` guards the write of its next due."""
 
@@ -354,7 +347,6 @@ __all__ = [
     "AuditRow",
     "Draft",
     "DueClaim",
-    "FenceResult",
     "Fenced",
     "MetricReadings",
     "NextDue",

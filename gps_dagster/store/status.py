@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
-from gps_dagster.store.shapes import FenceResult, fence_checks, forward_ok
+from gps_dagster.store.shapes import fence_checks, forward_ok
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -41,7 +41,7 @@ class CasConflict(Exception):
     """Raised inside a transaction to roll it back when a CAS lost."""
 
 
-__all__ = ["CasConflict", "FenceResult", "StatusMixin", "fence_checks", "forward_ok"]
+__all__ = ["CasConflict", "StatusMixin", "fence_checks", "forward_ok"]
 
 
 class StatusMixin:
@@ -148,59 +148,6 @@ class StatusMixin:
                 return _cas(conn, seen, now, changes, events)
             except CasConflict:
                 return None
-
-    # -- the fence ----------------------------------------------------------
-
-    def fence_check(self, action: ActionRow) -> str | None:
-        """The fence's re-checks alone (version, enabled, gate, claim), for a resubmission."""
-        with self.engine.begin() as conn:
-            return _fence_checks(conn, action)
-
-    def fence(
-        self,
-        action: ActionRow,
-        seen: TargetStatusRow,
-        *,
-        now: datetime,
-        status_changes: dict[str, Any],
-        expect_states: Iterable[str] = ("pending", "capacity_wait"),
-    ) -> FenceResult:
-        """The fence transaction before a submit (R-PASS-7)."""
-        try:
-            with self.engine.begin() as conn:
-                reason = _fence_checks(conn, action)
-                if reason is not None:
-                    return FenceResult(False, reason)
-                moved = conn.execute(
-                    t.actions.update()
-                    .where(t.actions.c.id == action.id, t.actions.c.state.in_(list(expect_states)))
-                    .values(state="submitting", submitted_at=now, updated_at=now)
-                ).rowcount
-                if not moved:
-                    raise CasConflict
-                status = _cas(conn, seen, now, {**status_changes, "last_action_id": action.id}, ())
-        except CasConflict:
-            return FenceResult(False, "lost_race")
-        return FenceResult(True, None, status)
-
-
-def _fence_checks(conn: Connection, action: ActionRow) -> str | None:
-    sched = conn.execute(
-        sa.select(t.schedules.c.version, t.schedules.c.enabled)
-        .where(t.schedules.c.name == action.schedule)
-        .with_for_update(read=True)
-    ).first()
-    if sched is None:
-        return fence_checks(action, None, None, None)
-    gate = conn.execute(
-        sa.select(t.control.c.value).where(t.control.c.key == "execution")
-    ).scalar_one_or_none()
-    owner = conn.execute(
-        sa.select(t.target_claims.c.schedule_name).where(
-            t.target_claims.c.deploy_id == action.deploy_id
-        )
-    ).scalar_one_or_none()
-    return fence_checks(action, sched, gate, owner)
 
 
 def _cas(

@@ -228,7 +228,7 @@ class Counted:
         self.fences = 0
         self.submit_many = 0
         sa.event.listen(lane.store.engine, "begin", self._begin)
-        real_batch, real_fence = lane.pool.batch, lane.store.fence
+        real_batch, real_fence = lane.pool.batch, lane.store.fence_many
 
         def batch() -> Any:
             self.sessions += 1
@@ -246,7 +246,7 @@ class Counted:
 
         lane.pool.batch = batch  # type: ignore[method-assign]
         lane.pool.submit_many = submit_many  # type: ignore[method-assign]
-        lane.store.fence = fence  # type: ignore[method-assign]
+        lane.store.fence_many = fence  # type: ignore[method-assign]
 
     def _begin(self, _conn: Any) -> None:
         self.transactions += 1
@@ -267,7 +267,7 @@ def test_fifty_releases_cost_a_bounded_number_of_round_trips(pg_url: str, batche
     if batched:
         # the reads, one re-check session, one fence, the submit through submit_many (its own
         # session of 50), one accepted write
-        assert counted.fences == 0
+        assert counted.fences == 1  # one fence transaction for the 50
         assert counted.sessions == 2, counted.sessions  # the re-check's, submit_many's
         # 13 before submit_many. The 112 counted at first were this test's own core wrapper
         # sending the 50 writes one by one (submit_each); through the pool's submit_many they
@@ -275,7 +275,7 @@ def test_fifty_releases_cost_a_bounded_number_of_round_trips(pg_url: str, batche
         assert counted.submit_many == 1, counted.submit_many
         assert counted.transactions <= 20, counted.transactions
     else:  # the yardstick the bound is set against: a loop over execute_step
-        assert counted.fences == 50
+        assert counted.fences == 50  # a batch of one each
         assert counted.transactions >= 500, counted.transactions  # 1151 when written
 
 
@@ -291,10 +291,13 @@ def test_a_step_another_pass_recorded_while_its_submit_was_in_flight_is_reported
     (release,) = lane.plans[0].release_steps
     other = Engine(lane.store, lane.core, lane.engine.clock, EngineConfig())  # type: ignore[arg-type]
     real_many = lane.pool.submit_many
+    raced: list[int] = []
 
     def submit_many(*args: Any, **kw: Any) -> Any:
         results = real_many(*args, **kw)
-        assert other.execute_step(release.step_id).state == "accepted"  # resubmitted, recorded
+        if not raced:  # the other pass's own submit goes through this pool too
+            raced.append(1)
+            assert other.execute_step(release.step_id).state == "accepted"  # resubmitted
         return results
 
     lane.pool.submit_many = submit_many  # type: ignore[method-assign]

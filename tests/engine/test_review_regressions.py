@@ -72,13 +72,13 @@ def test_accepted_status_write_never_regresses_a_converged_target(sqlite_url: st
     stop_id = plan.release_steps[0].step_id
     other_store = Store.open(sqlite_url)
     other = Engine(other_store, w.pool, w.clock, EngineConfig(holder="engine-2"))
-    real_write = w.store.write_steps
+    real_write = w.store.write_each  # the accepted write (the executor's bulk ending)
     fired = []
 
-    def write_steps(writes, *, now):  # type: ignore[no-untyped-def]
+    def write_each(writes, *, now):  # type: ignore[no-untyped-def]
         ok = real_write(writes, now=now)
         if (
-            ok
+            stop_id in ok
             and writes[0].changes.get("state") == "accepted"
             and writes[0].action_id == stop_id
             and not fired
@@ -92,9 +92,9 @@ def test_accepted_status_write_never_regresses_a_converged_target(sqlite_url: st
             assert other_store.get_status(w.spec.name, A).phase == "converged"
         return ok
 
-    w.store.write_steps = write_steps  # type: ignore[method-assign]
+    w.store.write_each = write_each  # type: ignore[method-assign]
     w.engine.execute_step(stop_id)
-    w.store.write_steps = real_write  # type: ignore[method-assign]
+    w.store.write_each = real_write  # type: ignore[method-assign]
     assert fired
     run_for(w, 1800)
     assert w.store.get_action(stop_id).state == "converged"

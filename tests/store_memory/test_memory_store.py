@@ -100,14 +100,13 @@ def script(store: Any) -> list[Any]:
     back = store.cas_status(a_now, now=T0, interval_start=T0 - timedelta(hours=1))
     rec(("backwards", back))  # R-PASS-14: the interval start never moves back
     step_a, step_b = store.get_action("t1-" + A), store.get_action("t1-" + B)
-    fenced = store.fence(
-        step_a, store.get_status(name, A), now=T0, status_changes={"phase": "releasing"}
-    )
+    a_row = store.get_status(name, A)
+    fenced = store.fence_many([(step_a, a_row, {"phase": "releasing"})], now=T0)[step_a.id]
     rec(("fence", fenced.ok, fenced.reason, asdict(fenced.status) if fenced.status else None))
     rec(
         (
             "fence-again",
-            store.fence(step_a, store.get_status(name, A), now=T0, status_changes={}).reason,
+            store.fence_many([(step_a, store.get_status(name, A), {})], now=T0)[step_a.id].reason,
         )
     )
     rec(
@@ -129,7 +128,6 @@ def script(store: Any) -> list[Any]:
         )
     )
     store.apply_schedule(spec(enabled=False), now=T0 + timedelta(minutes=1))
-    rec(("fence-version", store.fence_check(step_b)))
     b_row = store.get_status(name, B)
     rec(
         (
@@ -207,7 +205,7 @@ def test_the_memory_store_answers_every_call_as_the_sql_store_does(sqlite_url: s
     assert got["stale-cas"] == (None,) and got["backwards"] == (None,)
     assert got["fence"][:2] == (True, None) and got["fence-again"] == ("lost_race",)
     assert got["write-first-lost"] == (False,)
-    assert got["fence-version"] == ("schedule_version_changed",)
+    assert got["fence-many"] == ({"t1-" + B: (False, "schedule_version_changed")},)
     assert got["claims-other"] == ([],) and got["claims-expired"] == (["e2"],)
     assert got["lock"] == (True, False) and got["lock-expired"] == (True,)
     for mine, theirs in zip(memory, sql, strict=True):

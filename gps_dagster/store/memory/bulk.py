@@ -145,6 +145,8 @@ class BulkMixin(PlansMixin):
             )
             if reason is not None:
                 out[x.id] = Fenced(False, reason)
+            elif x.state == "submitting":  # a resubmission: re-checked, not moved
+                out[x.id] = Fenced(True, None, seen)
             else:
                 passing.append((x, seen, changes))
         states = {x.id: self.actions[x.id].state for x, _, _ in passing if x.id in self.actions}

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gps_dagster.store.memory.base import Conflict, DueRow, MemoryBase, locked, utc
-from gps_dagster.store.records import ActionRow, TargetStatusRow
-from gps_dagster.store.shapes import GATE_KEY, FenceResult, fence_checks, forward_ok
+from gps_dagster.store.records import TargetStatusRow
+from gps_dagster.store.shapes import forward_ok
 
 
 class StatusMixin(MemoryBase):
@@ -130,48 +130,6 @@ class StatusMixin(MemoryBase):
         got = self._get_status(seen.schedule, seen.deploy_id)
         assert got is not None
         return self._status_out(got)
-
-    # -- the fence -----------------------------------------------------------------
-
-    @locked
-    def fence_check(self, action: ActionRow) -> str | None:
-        """The fence's re-checks alone (version, enabled, gate, claim), for a resubmission."""
-        return self._fence_checks(action)
-
-    def _fence_checks(self, action: ActionRow) -> str | None:
-        sched = self.schedules.get(action.schedule)
-        if sched is None:
-            return fence_checks(action, None, None, None)
-        claim = self.claims.get(action.deploy_id)
-        return fence_checks(
-            action, sched, self.control.get(GATE_KEY), claim.schedule_name if claim else None
-        )
-
-    def fence(
-        self,
-        action: ActionRow,
-        seen: TargetStatusRow,
-        *,
-        now: datetime,
-        status_changes: dict[str, Any],
-        expect_states: Iterable[str] = ("pending", "capacity_wait"),
-    ) -> FenceResult:
-        """The fence transaction before a submit (R-PASS-7)."""
-        try:
-            with self._tx():
-                reason = self._fence_checks(action)
-                if reason is not None:
-                    return FenceResult(False, reason)
-                row = self.actions.get(action.id)
-                if row is None or row.state not in set(expect_states):
-                    raise Conflict
-                self._update_action(
-                    action.id, {"state": "submitting", "submitted_at": now, "updated_at": now}
-                )
-                status = self._cas(seen, now, {**status_changes, "last_action_id": action.id}, ())
-        except Conflict:
-            return FenceResult(False, "lost_race")
-        return FenceResult(True, None, status)
 
     def clear_clock_skew(self, schedule: str, *, now: datetime, bound_s: float) -> list[str]:
         """Forget the intervals more than ``bound_s`` ahead of ``now`` (``clear_future_intervals``);
