@@ -15,6 +15,8 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 
+# Decisions embodied here (docs/decisions.md):
+# * “Property tests give no timing verdicts”
 # No property test's outcome may depend on the wall clock: Hypothesis's per-example deadline
 # (200 ms) and its too-slow health check both measure wall time, which a loaded 2-core CI
 # machine stretches. Each test still draws the same examples; only the timing verdicts go.

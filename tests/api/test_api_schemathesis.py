@@ -198,6 +198,8 @@ BODIES = {
     for method, op in item.items()
     if "requestBody" in op
 }
+# Decisions embodied here (docs/decisions.md):
+# * “Property tests give no timing verdicts”
 STATE_412 = {"version_mismatch", "stale_generation"}
 CASES: Counter[str] = Counter()
 STATUSES: Counter[tuple[str, int]] = Counter()
