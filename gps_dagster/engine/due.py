@@ -1,4 +1,5 @@
-"""When a schedule needs its next pass (the due index's rule: decision "Due work is found by index").
+"""When a schedule needs its next pass (the due index's rule: decision "Due work is found by
+index").
 
 After a visit a schedule is due again:
 

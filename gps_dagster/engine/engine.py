@@ -73,7 +73,8 @@ class Engine:
         after_converged: AfterConverged | None = None,
         database_clock: Clock | None = None,
     ) -> None:
-        """``database_clock``: replicas' clocks are measured against it (default: the database's)."""
+        """``database_clock``: replicas' clocks are measured against it (default: the
+        database's)."""
         self.store, self.core, self.clock = store, core, clock
         self.config = config or EngineConfig()
         self.planner = Planner(
@@ -184,7 +185,8 @@ class Engine:
             now_ = self.clock.now()
             # A version applied between the page read and the due rows' read is skipped: its
             # record here is stale, and its due row already says "due now" with a revision this
-            # visit would carry (and overwrite with the stale version's next due: decision "The sweep skips a schedule whose version moved under it").
+            # visit would carry (and overwrite with the stale version's next due: decision "The
+            # sweep skips a schedule whose version moved under it").
             # The due path serves it, on this replica's next wake-up or another's.
             records = [
                 r

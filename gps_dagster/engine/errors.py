@@ -14,5 +14,6 @@ class Busy(TemporaryError):
     def __init__(self, schedule: str | None = None) -> None:
         self.schedule = schedule
         super().__init__(
-            f"another pass holds the lock{f' (apply-now {schedule})' if schedule else ''}; retry shortly"
+            f"another pass holds the lock{f' (apply-now {schedule})' if schedule else ''}"
+            "; retry shortly"
         )

@@ -91,7 +91,8 @@ def reservation_check(core: Preflight) -> ReservationCheck:
 
 
 def witness(core: Placement, ledger: Ledger) -> Witness:
-    """True when every ready replica's UUIDs lie in the deploy's reservations; a Verdict on mismatch."""
+    """True when every ready replica's UUIDs lie in the deploy's reservations; a Verdict on
+    mismatch."""
 
     def seen(deploy: DeployView) -> Verdict | bool | None:
         binding = deploy.reservation

@@ -2,8 +2,8 @@
 
 A transition is identified by (schedule, version, targets with their interval
 starts and attempt numbers); a step's idempotency key by (schedule, target,
-interval, step) as SPEC R-PASS-7 asks, plus the attempt. Two engines that open the same plan collide on these keys
-instead of submitting twice.
+interval, step) as SPEC R-PASS-7 asks, plus the attempt. Two engines that open the same plan collide
+on these keys instead of submitting twice.
 """
 
 # Decisions embodied here (docs/decisions.md):

@@ -1,4 +1,5 @@
-"""The engine loop: passes on a tick, with an injected clock and sleeper (as dagster-k8s's client takes its timer and sleeper).
+"""The engine loop: passes on a tick, with an injected clock and sleeper (as dagster-k8s's client
+takes its timer and sleeper).
 
 ``engine run`` and the tests drive the same object (as dagster-k8s's client
 takes its sleeper and timer as constructor arguments; ``production_loop``

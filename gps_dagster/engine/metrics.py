@@ -8,8 +8,8 @@ A Prometheus counter must never go down (``rate()`` reads a decrease as a
 restart and counts the whole new value again). Counters are running totals
 (``store/metric_totals.py``), added to in the same transaction that finishes
 a step or opens a transition — never recomputed from rows, so a scrape reads a
-few rows whatever the history (decision "Counters are running totals"), and retention (``db prune``) deletes
-old rows without any counter dropping. Steps still moving are a gauge, read
+few rows whatever the history (decision "Counters are running totals"), and retention (``db prune``)
+deletes old rows without any counter dropping. Steps still moving are a gauge, read
 through the partial index on in-flight steps.
 """
 

@@ -62,8 +62,10 @@ def target_problems(core: DeployReads, spec: Schedule) -> list[FieldError]:
                     path,
                     "cmp_managed",
                     (
-                        f"'{deploy_id}' is managed by CMP project '{view.project}': an admin schedule may not "
-                        f"target it; schedule it through /api/v1/cmp/projects/{view.project}/deploy-schedules"
+                        f"'{deploy_id}' is managed by CMP project '{view.project}': "
+                        "an admin schedule may not "
+                        "target it; schedule it through "
+                        f"/api/v1/cmp/projects/{view.project}/deploy-schedules"
                     ),
                 )
             )
@@ -180,7 +182,8 @@ def pass_summary(report: PassReport) -> dict[str, Any]:
 
 
 def status_rows(store: EngineStore, name: str | None) -> list[dict[str, Any]]:
-    """Per target: phase, reason, fix, interval, intent and last action (``status --format json``)."""
+    """Per target: phase, reason, fix, interval, intent and last action (``status --format
+    json``)."""
     rows: list[dict[str, Any]] = []
     for s in store.list_status(name):
         last = store.get_action(s.last_action) if s.last_action else None

@@ -5,8 +5,8 @@ the intent interval in force. A target whose interval identity (schedule
 version + interval start) is the one already processed opens nothing; if it
 had converged and the deploy no longer matches, that is ``drift_detected`` and
 is *not* reverted (SPEC R-PASS-5, U1); if it had converged running and its server now
-crash-loops past ``EngineConfig.crash_loop_restarts``, that is terminal ``crash_loop``. Targets with a new interval — missed
-ones included — join one transition plan, which is preflighted as a whole
+crash-loops past ``EngineConfig.crash_loop_restarts``, that is terminal ``crash_loop``. Targets with
+a new interval — missed ones included — join one transition plan, which is preflighted as a whole
 before anything is executed (R-PASS-6).
 
 Time only moves forward (R-PASS-14): a pass whose clock is behind the
@@ -498,7 +498,8 @@ class Planner:
             self.record_lead(out, now)
 
     def record_lead(self, out: ScheduleOutcome, now: datetime) -> None:
-        """A ``ready_by_lead`` event per acquiring target: the early start, its reason, its figures."""
+        """A ``ready_by_lead`` event per acquiring target: the early start, its reason, its
+        figures."""
         if out.lead is None:
             return
         for target in out.lead.acquiring:
@@ -601,7 +602,8 @@ class Planner:
 def capacity_deadline(
     interval_start: datetime, opened_at: datetime, interval_end: datetime | None, wait_s: float
 ) -> datetime:
-    """When capacity waiting ends: nominal start (or a late opening) + wait, capped by the interval end."""
+    """When capacity waiting ends: nominal start (or a late opening) + wait, capped by the interval
+    end."""
     nominal = max(interval_start, opened_at) if interval_start > SENTINEL_START else opened_at
     deadline = nominal + timedelta(seconds=wait_s)
     return min(deadline, interval_end) if interval_end is not None else deadline

@@ -99,7 +99,8 @@ class QuotaLedger:
         return sum(n for d, n in self.released.items() if n and self._scope_of(core, d) == scope)
 
     def charge(self, core: PreviewingReads, deploy_id: str, delta_replicas: int) -> None:
-        """Raise ``QuotaRefused`` unless the request fits the quota once the plan's releases are counted."""
+        """Raise ``QuotaRefused`` unless the request fits the quota once the plan's releases are
+        counted."""
         try:
             q = core.check_quota(deploy_id, delta_replicas=delta_replicas)
             project, quota, used, requested, refused = q.project, q.quota, q.used, q.requested, None

@@ -32,7 +32,8 @@ class ReadyBy:
     def timings(
         self, store: HistoryStore, spec: Schedule
     ) -> tuple[dict[str, Timing], dict[str, Timing]]:
-        """Learned start and stop times of the schedule's targets (p90 of the last N, or the default)."""
+        """Learned start and stop times of the schedule's targets (p90 of the last N, or the
+        default)."""
         ids = list(spec.target_ids)
         starts = store.start_durations(ids, self.history)
         stops = store.stop_durations(ids, self.history)

@@ -38,7 +38,8 @@ class StepOutcome:
     step_id: str
     deploy_id: str
     state: str
-    """accepted | converged | capacity_wait | submitting | pending | failed | skipped | superseded | cancelled."""
+    """accepted | converged | capacity_wait | submitting | pending | failed | skipped | superseded |
+    cancelled."""
     phase: str | None = None
     reason: str | None = None
     fix: str | None = None
@@ -59,6 +60,7 @@ class PassReport:
     steps: list[StepOutcome] = field(default_factory=list)
     cursor: str | None = None
     errors: list[str] = field(default_factory=list)
-    """Schedules whose visit raised (each logged with its traceback and an event); the others ran."""
+    """Schedules whose visit raised (each logged with its traceback and an event); the others
+    ran."""
     stopped: bool = False
     """The pass ended early on request (SIGTERM/SIGINT of ``engine run``), between schedules."""

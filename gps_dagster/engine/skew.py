@@ -22,7 +22,8 @@ the replica's clock, the midpoint taken), once per batch of schedules.
 
 # Decisions embodied here (docs/decisions.md):
 # * “Clock skew: behind plans nothing, silently up to 5 s”
-# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new version”
+# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new
+#   version”
 # * “`clock_skew` names the clock that is off against the database's”
 
 from __future__ import annotations

@@ -240,7 +240,8 @@ class StepRunner:
         return waiting
 
     def _lane(self, a: ActionRow, snap: Snapshot, got: dict[str, StepOutcome]) -> str:
-        """``done`` (its outcome is in ``got``), ``resubmit``, ``wait``, ``release``, ``acquire``."""
+        """``done`` (its outcome is in ``got``), ``resubmit``, ``wait``, ``release``,
+        ``acquire``."""
         if a.state in FINISHED or a.state == "accepted":
             got[a.id] = self._outcome(a, a.state)
             return "done"

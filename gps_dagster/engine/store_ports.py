@@ -16,7 +16,8 @@ in-memory ``MemoryStore`` (``store/memory/``, for ``simulate`` and millisecond t
 * ``PinStore`` — the deploy-identity pins;
 * ``HistoryStore`` — metrics readings, retention, learned durations, the reservation ledger.
 
-``StepStore``, ``PlannerStore``, ``DryRunStore`` and ``EngineStore`` are the unions their users need.
+``StepStore``, ``PlannerStore``, ``DryRunStore`` and ``EngineStore`` are the unions their users
+need.
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -201,7 +202,8 @@ class StepStore(PlanStore, StatusStore, ScheduleStore, Protocol):
 class PlannerStore(
     PlanStore, StatusStore, PinStore, EventLog, HistoryStore, ScheduleStore, Protocol
 ):
-    """What opening a plan needs: statuses, plans, pins, events, learned durations, the database's clock."""
+    """What opening a plan needs: statuses, plans, pins, events, learned durations, the database's
+    clock."""
 
 
 class DryRunStore(PinStore, HistoryStore, Protocol):

@@ -1,4 +1,5 @@
-"""Many step writes, fences and plan openings, each batch in ONE transaction (decision "A batch of schedules shares its round trips.").
+"""Many step writes, fences and plan openings, each batch in ONE transaction (decision "A batch of
+schedules shares its round trips.").
 
 At a boundary where a thousand schedules flip together, one transaction per
 step (and a dozen statements in each) is what made a storm take two minutes.

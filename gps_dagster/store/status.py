@@ -15,7 +15,8 @@ correct is here, not in the lock:
 Plans and steps (opened and moved atomically) are in ``store/plans.py``.
 """
 # Decisions embodied here (docs/decisions.md):
-# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new version”
+# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new
+#   version”
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ class StatusMixin:
             return {(r.schedule_name, r.deploy_id): _status(r) for r in conn.execute(query).all()}
 
     def ensure_statuses(self, targets: Sequence[tuple[str, str, int]], *, now: datetime) -> None:
-        """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at once."""
+        """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at
+        once."""
         rows = [
             {
                 "schedule_name": s,

@@ -82,7 +82,7 @@ def test_one_plan_seen_by_the_boundary_schedule_and_the_reconcile_sensor_gets_ex
     assert plan_runs[0].tags["dagster/schedule_name"] == START  # the first origin to claim it
 
 
-def test_a_plan_launched_by_a_schedule_while_the_gate_is_off_is_not_launched_again_by_the_reconcile_sensor(  # noqa: E501, RUF100
+def test_a_plan_launched_by_a_schedule_while_the_gate_is_off_is_not_launched_again_by_the_reconcile_sensor(  # noqa: E501
     defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
 ) -> None:
     daemon = Daemon(defs, rt, instance)

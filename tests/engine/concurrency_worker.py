@@ -1,4 +1,5 @@
-"""One engine replica for ``test_concurrency``: run passes at shared virtual instants, log what it saw.
+"""One engine replica for ``test_concurrency``: run passes at shared virtual instants, log what it
+saw.
 
 Runs in its own process (multiprocessing ``spawn``). Every replica moves its
 own ``VirtualClock`` through the same list of instants (``skew_s`` seconds

@@ -1,4 +1,5 @@
-"""apply-now (SPEC §5, R-DAG-6): a new attempt after the cause is fixed; 409 busy while the lock is held."""
+"""apply-now (SPEC §5, R-DAG-6): a new attempt after the cause is fixed; 409 busy while the lock is
+held."""
 
 from __future__ import annotations
 

@@ -128,7 +128,8 @@ EngineCrashPoint = Callable[[SimPool], CrashingCore]
 @pytest.mark.parametrize(
     ("name", "wrap"),
     [
-        # the fence committed (action ``submitting``) and the process died before Stop reached the core
+        # the fence committed (action ``submitting``) and the process died before Stop reached the
+        # core
         ("after_fence_before_submit", lambda pool: CrashingCore(pool, "stop")),
         # the core applied Stop; the process died before recording ``accepted``
         ("after_submit_before_recording", lambda pool: CrashingCore(pool, "stop", after=True)),

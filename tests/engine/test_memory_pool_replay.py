@@ -5,7 +5,8 @@ report shows can tell the two apart: transitions with their steps, events, final
 operations, the GPU usage history, downtime, idle GPU-seconds, the witness and engine
 restarts. Four replays cover the timing rules (the demo's compressed swap every 4 minutes),
 a day of the seed, reservations (scenario 2 with exclusive reservations and an intruder;
-gpu42's time-sliced reservation, its VRAM admission and holder) and a ``crash`` fault (an engine restart, the crashed call leaving nothing behind).
+gpu42's time-sliced reservation, its VRAM admission and holder) and a ``crash`` fault (an engine
+restart, the crashed call leaving nothing behind).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ MORNING = local("2026-10-19T07:59:30")  # 08:00: B stops (release), A starts (ac
 
 
 def test_ineligible_acquire_target_means_nothing_is_released(sqlite_url: str) -> None:
-    """R-PASS-6: preflight of every acquiring step checks the deploy state; a failure releases nothing."""
+    """R-PASS-6: preflight of every acquiring step checks the deploy state; a failure releases
+    nothing."""
     w = make_world(sqlite_url, start=MORNING)
     # A (to be started at 08:00) is FAILED
     w.pool.inject_fault(FaultSpec(effect="failed", deploy=A))
@@ -52,7 +53,8 @@ def test_terminal_phase_after_a_refused_submit_is_not_retried_without_apply_now(
 
 
 def test_preflight_alias_guard_read_error_is_alias_blocked(sqlite_url: str) -> None:
-    """R-PASS-8: an alias guard that fails to read -> alias_blocked (fail closed), as at submit time."""
+    """R-PASS-8: an alias guard that fails to read -> alias_blocked (fail closed), as at submit
+    time."""
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)  # 17:59:30
     w.pool.inject_fault(
@@ -64,7 +66,8 @@ def test_preflight_alias_guard_read_error_is_alias_blocked(sqlite_url: str) -> N
 
 
 def test_accepted_status_write_never_regresses_a_converged_target(sqlite_url: str) -> None:
-    """R-PASS-11: status by CAS, no regression; a converged step must not leave its target 'releasing'."""
+    """R-PASS-11: status by CAS, no regression; a converged step must not leave its target
+    'releasing'."""
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)
     report = w.engine.reconcile()
@@ -102,7 +105,8 @@ def test_accepted_status_write_never_regresses_a_converged_target(sqlite_url: st
 
 
 def test_gate_off_step_in_submitting_is_not_submitted(sqlite_url: str) -> None:
-    """R-PASS-1: gate off -> submit nothing (a Dagster op re-running a 'submitting' step included)."""
+    """R-PASS-1: gate off -> submit nothing (a Dagster op re-running a 'submitting' step
+    included)."""
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
     w.tick(30)
     report = w.engine.reconcile()
@@ -130,7 +134,8 @@ def test_accepted_step_times_out_even_while_the_core_is_unreadable(sqlite_url: s
 
 
 def test_resubmit_of_a_submitting_step_after_a_schedule_edit_is_fenced_out(sqlite_url: str) -> None:
-    """R-MODEL-8 / R-PASS-7: every submit re-checks the snapshot version; an edit fences the old step out."""
+    """R-MODEL-8 / R-PASS-7: every submit re-checks the snapshot version; an edit fences the old
+    step out."""
     from tests.engine.harness import seed_schedule
 
     w = make_world(sqlite_url, pool=a_running_pool(), start=EVENING)
@@ -162,7 +167,8 @@ def test_capacity_wait_ends_at_its_deadline_even_while_the_preview_fails(sqlite_
 def test_endpoint_alias_guard_member_read_error_fails_the_step_not_the_pass(
     sqlite_url: str,
 ) -> None:
-    """R-PASS-8: alias guard read error -> alias_blocked (terminal), never an exception out of the step."""
+    """R-PASS-8: alias guard read error -> alias_blocked (terminal), never an exception out of the
+    step."""
     from tests.engine.test_warnings import endpoint_pool, endpoint_schedule
 
     w = make_world(
@@ -186,7 +192,8 @@ def test_release_op_run_after_the_gate_was_off_re_checks_preflight_before_releas
     """R-PASS-6: preflight before the first releasing step; A is not stopped for nothing.
 
     Dagster path: the plan opens in the reconcile sensor (preflight ok); its release op runs later
-    (daemon queue, or a resume run after the gate was off for hours) on the strength of the old preflight.
+    (daemon queue, or a resume run after the gate was off for hours) on the strength of the old
+    preflight.
     """
     from tests.engine.harness import cmp_pool, cmp_schedule
 

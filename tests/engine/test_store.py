@@ -1,4 +1,5 @@
-"""The store's guarantees the engine relies on, on SQLite and on PostgreSQL (R-MODEL-6/8, R-PASS-2/11)."""
+"""The store's guarantees the engine relies on, on SQLite and on PostgreSQL (R-MODEL-6/8,
+R-PASS-2/11)."""
 
 from __future__ import annotations
 

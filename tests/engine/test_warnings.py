@@ -213,7 +213,7 @@ def test_manual_stop_is_drift_respected_until_the_intent_changes(sqlite_url: str
     assert w.deploy(A).state is DeployState.READY
 
 
-# -- start_unschedulable / readiness_timeout ----------------------------------------------------------
+# -- start_unschedulable / readiness_timeout -------------------------------------------------------
 
 
 def test_start_unschedulable_is_terminal_and_keeps_the_allocation(sqlite_url: str) -> None:
@@ -242,7 +242,7 @@ def test_readiness_timeout_is_terminal_and_keeps_the_allocation(sqlite_url: str)
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop"), (B, "start")]
 
 
-# -- stop_timeout -----------------------------------------------------------------------------------
+# -- stop_timeout ----------------------------------------------------------------------------------
 
 
 def test_stop_timeout_when_pods_terminate_too_long_and_b_is_not_started(sqlite_url: str) -> None:
@@ -259,7 +259,7 @@ def test_stop_timeout_when_pods_terminate_too_long_and_b_is_not_started(sqlite_u
     assert [(d, k) for d, k, _ in op_triples(w)] == [(A, "stop")]
 
 
-# -- partial_execution --------------------------------------------------------------------------------
+# -- partial_execution -----------------------------------------------------------------------------
 
 
 def endpoint_pool(*, a_running: bool = False, b_running: bool = False) -> dict[str, Any]:
@@ -310,7 +310,7 @@ def test_endpoint_start_failing_on_the_second_member_compensates_the_first(sqlit
     assert w.deploy("ep-chat-b").state is DeployState.STOPPED
 
 
-# -- ineligible{reason} -------------------------------------------------------------------------------
+# -- ineligible{reason} ----------------------------------------------------------------------------
 
 
 def _batch_b(pool: dict[str, Any], doc: dict[str, Any]) -> None:
@@ -386,7 +386,7 @@ def test_endpoint_found_partly_running_is_ineligible_before_acting(sqlite_url: s
     assert op_triples(w) == []
 
 
-# -- target_owned -------------------------------------------------------------------------------------
+# -- target_owned ----------------------------------------------------------------------------------
 
 
 def test_second_schedule_claiming_b_is_target_owned_and_persists_nothing(sqlite_url: str) -> None:
@@ -412,7 +412,7 @@ def test_second_schedule_claiming_b_is_target_owned_and_persists_nothing(sqlite_
     assert w.store.owner_of("md-other") is None
 
 
-# -- the execution gate -------------------------------------------------------------------------------
+# -- the execution gate ----------------------------------------------------------------------------
 
 
 def test_gate_off_submits_nothing_and_leaves_status_then_enforce_acts(sqlite_url: str) -> None:

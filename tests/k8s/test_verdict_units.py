@@ -243,7 +243,7 @@ def test_nominated_pods_hold_their_node_and_unmodelled_rules_are_said() -> None:
     assert isinstance(out, Insufficient) and out.reason == "preview_unsupported:pod_affinity"
 
 
-def test_sidecars_add_an_empty_node_selector_term_matches_nothing_and_bad_quantities_are_port_errors() -> (  # noqa: E501, RUF100
+def test_sidecars_add_an_empty_node_selector_term_matches_nothing_and_bad_quantities_are_port_errors() -> (  # noqa: E501
     None
 ):
     sidecar = {

@@ -1,4 +1,5 @@
-"""Many step writes, fences and plan openings, each batch one transaction (``store/bulk.py`` translated).
+"""Many step writes, fences and plan openings, each batch one transaction (``store/bulk.py``
+translated).
 
 Items stay independent: one that lost its race is reported and changes nothing, the others are
 written. The conditions are the SQL store's, checked on the rows as they stood when the batch
@@ -40,7 +41,8 @@ StatusKey = tuple[str, str]
 
 class BulkMixin(PlansMixin):
     def write_each(self, writes: Sequence[StepWrite], *, now: datetime) -> dict[str, str]:
-        """Independent step writes (``bulk.apply_writes``); the steps that moved -> transition id."""
+        """Independent step writes (``bulk.apply_writes``); the steps that moved -> transition
+        id."""
         with self._tx():
             return self._apply_writes(writes, now)
 

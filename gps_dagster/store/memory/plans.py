@@ -43,7 +43,8 @@ class PlansMixin(StatusMixin):
         now: datetime,
         supersede: Sequence[str] = (),
     ) -> bool:
-        """Insert a plan and its steps, move its targets' status, supersede older plans, atomically."""
+        """Insert a plan and its steps, move its targets' status, supersede older plans,
+        atomically."""
         try:
             with self._tx():
                 self._insert_transition(transition)
@@ -61,7 +62,8 @@ class PlansMixin(StatusMixin):
         return True
 
     def write_steps(self, writes: Sequence[StepWrite], *, now: datetime) -> bool:
-        """Apply ``writes`` in one transaction; False (nothing written) when the first lost its CAS."""
+        """Apply ``writes`` in one transaction; False (nothing written) when the first lost its
+        CAS."""
         try:
             with self._tx():
                 touched: set[str] = set()
@@ -111,7 +113,8 @@ class PlansMixin(StatusMixin):
     def _supersede(
         self, schedule: str, deploy_ids: Sequence[str], keep: str, now: datetime
     ) -> None:
-        """Drop older unsubmitted steps of these deploys and close the plans left with nothing to do."""
+        """Drop older unsubmitted steps of these deploys and close the plans left with nothing to
+        do."""
         wanted = set(deploy_ids)
         candidates = [self.actions[a] for a in self.in_flight]
         rows = sorted(

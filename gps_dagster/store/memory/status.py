@@ -1,4 +1,5 @@
-"""Target status and the fence (``store/status.py`` translated): the writes that keep the engine safe.
+"""Target status and the fence (``store/status.py`` translated): the writes that keep the engine
+safe.
 
 ``cas_status`` writes a status only if ``status_version`` and ``target_generation`` are still
 what the writer read (R-PASS-11) and never moves time backwards (R-PASS-14); ``fence`` is the
@@ -8,7 +9,8 @@ moved to ``submitting`` and the status CAS'd — all or nothing.
 
 # Decisions embodied here (docs/decisions.md):
 # * “The engine's store in memory: the same semantics, translated method by method”
-# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new version”
+# * “A stored interval ahead of the clock: reported with its fix, cleared by one command or a new
+#   version”
 
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ class StatusMixin(MemoryBase):
         }  # key order, as SQLite
 
     def ensure_statuses(self, targets: Sequence[tuple[str, str, int]], *, now: datetime) -> None:
-        """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at once."""
+        """Create missing status rows (schedule, deploy, schedule version) in ``pending``, at
+        once."""
         with self._tx():
             for schedule, deploy_id, version in targets:
                 if self._get_status(schedule, deploy_id) is None:
