@@ -1,8 +1,7 @@
-"""The writes of a step that the step runner and the batch runner share (R-PASS-7, R-PASS-16).
+"""The writes of a step, built once for the one step executor (R-PASS-7, R-PASS-16).
 
-``StepRunner`` writes them one step at a time, ``BatchRunner`` many in one
-transaction (``Store.write_each``): the same ``StepWrite`` either way, so a
-batched step ends exactly as a lone one would.
+``StepRunner`` writes the accepted steps of a batch in one transaction (``Store.write_each``):
+the same ``StepWrite`` for a batch of one, so a batched step ends exactly as a lone one would.
 """
 
 # Decisions embodied here (docs/decisions.md):

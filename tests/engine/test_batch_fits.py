@@ -1,6 +1,6 @@
 """Acquires batched by one pass never promise one free GPU to two starts (issue 13).
 
-``BatchRunner`` previews a round's acquires in one core session and submits every fit together.
+``StepRunner`` previews a round's acquires in one core session and submits every fit together.
 That is sound only when previews of a session count earlier fits as taken; the simulator's
 session is a no-op on SQLite (and with faults declared), and a core without sessions counts
 nothing. Regression: on SQLite four acquires for one free GPU were all submitted (one placed,
