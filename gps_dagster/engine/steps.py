@@ -19,8 +19,8 @@ batch, a Dagster batch op, one Dagster op, a preview):
 A step never blocks and never raises: it reaches the core (``accepted``), waits for capacity
 (``capacity_wait``, with a deadline), stays ``submitting`` after a lost response (the next
 caller resubmits with the same key), or ends terminal with a reason and a fix text. Whatever
-is raised on the way has one owner (``failures.judge``, R-PASS-15): a retry on the step's own
-clock, or a terminal phase.
+is raised on the way has one owner (``step_owner.StepOwner``, deciding by ``failures.judge``,
+R-PASS-15): a retry on the step's own clock, or a terminal phase.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “ETag conflicts on submit”
@@ -46,7 +46,7 @@ from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.eligibility import replaced_verdict
 from gps_dagster.engine.endings import Endings, first_order
-from gps_dagster.engine.failures import RETRY_SINCE, End, Retry, clock_of, judge
+from gps_dagster.engine.failures import RETRY_SINCE
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import StepOutcome
@@ -61,10 +61,10 @@ from gps_dagster.engine.step_calls import (
     recheck_verdict,
     submission,
 )
+from gps_dagster.engine.step_owner import StepOwner
 from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
 from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import Clock, DeployView, EtagMismatch, Insufficient, StepCore, Transient
-from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.plans import FINISHED, StepWrite
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 
@@ -100,6 +100,7 @@ class StepRunner:
         self.store, self.core, self.clock, self.config = store, core, clock, config
         self.reservation_check = reservation_check
         self.endings = Endings(store, clock)
+        self.owner = StepOwner(store, clock, config, self.endings)
 
     # -- the entry points ----------------------------------------------------------
 
@@ -596,66 +597,7 @@ class StepRunner:
         self, exc: Exception, action_id: str, seen: ActionRow | None, *, event: str = "step_retry"
     ) -> StepOutcome:
         """Apply ``judge``'s decision for ``exc`` raised by step ``action_id``; never raises."""
-        try:
-            return self._own(exc, action_id, seen, event)
-        except StoreUnavailable as down:
-            return self._unwritable(action_id, seen, down)
-        except Exception:
-            log.exception("could not record the error of step %s (%s)", action_id, exc)
-            state = seen.state if seen is not None else "pending"
-            return StepOutcome(
-                action_id, seen.deploy_id if seen else "", state, reason="engine_error"
-            )
-
-    def _own(
-        self, exc: Exception, action_id: str, seen: ActionRow | None, event: str
-    ) -> StepOutcome:
-        if isinstance(exc, StoreUnavailable):
-            return self._unwritable(action_id, seen, exc)
-        a = self.store.get_action(action_id) or seen  # the step may have moved before it raised
-        if a is None:
-            return StepOutcome(
-                action_id, "", "failed", reason="unknown_step", fix="check the run config"
-            )
-        if a.state in FINISHED:
-            return self._outcome(a, a.state)
-        now = self.clock.now()
-        step_clock = clock_of(a, self.config, now=now, opened_at=a.created_at)
-        decision = judge(
-            exc, step=a, now=now, clock=step_clock, retry_in_s=self.config.pass_interval_s
-        )
-        _log(exc, a, decision)
-        if isinstance(decision, End):
-            return self.endings.fail(a, decision.verdict)
-        self._note_retry(a, decision, event, now)
-        return StepOutcome(a.id, a.deploy_id, a.state, None, decision.reason, decision.message)
-
-    def _note_retry(self, a: ActionRow, decision: Retry, event: str, now: datetime) -> None:
-        """An event for every error (R-PASS-11); a release not yet submitted starts its clock."""
-        changes: dict[str, Any] = {}
-        detail = a.detail or {}
-        if a.order == "release" and a.state == "pending" and RETRY_SINCE not in detail:
-            changes["detail"] = {**detail, RETRY_SINCE: now.isoformat()}
-        deadline = decision.deadline.isoformat() if decision.deadline else None
-        ev = {
-            "kind": event,
-            "reason": decision.reason,
-            "detail": {
-                "action": a.id,
-                "step": a.step,
-                "error": decision.message,
-                "deadline": deadline,
-            },
-        }
-        self.store.write_steps([StepWrite(a.id, (a.state,), changes, events=(ev,))], now=now)
-
-    @staticmethod
-    def _unwritable(action_id: str, seen: ActionRow | None, exc: StoreUnavailable) -> StepOutcome:
-        log.warning("step %s: %s; retried when the store answers", action_id, exc)
-        state = seen.state if seen is not None else "pending"
-        return StepOutcome(
-            action_id, seen.deploy_id if seen else "", state, None, exc.reason, exc.fix
-        )
+        return self.owner.owned(exc, action_id, seen, event=event)
 
     @staticmethod
     def _outcome(a: ActionRow, state: str, *, reason: str | None = None) -> StepOutcome:
@@ -672,15 +614,3 @@ def _plain(a: ActionRow, reads: Mapping[str, DeployView]) -> bool:
     return not (
         deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint")
     )
-
-
-def _log(exc: Exception, a: ActionRow, decision: Retry | End) -> None:
-    where = f"step {a.id} ({a.schedule} {a.deploy_id} {a.step}, {a.state})"
-    if isinstance(decision, End):
-        log.warning(
-            "%s ends %s (%s): %s", where, decision.verdict.phase.value, decision.verdict.reason, exc
-        )
-    elif decision.reason == "engine_error":
-        log.error("%s: unexpected error, retried until %s", where, decision.deadline, exc_info=exc)
-    else:
-        log.warning("%s: %s; retried until %s", where, decision.message, decision.deadline)
