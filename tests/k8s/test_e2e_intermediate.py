@@ -41,6 +41,14 @@ def own_pods(w: K8sWorld, deploy: str) -> list[dict[str, Any]]:
     )
 
 
+def deployment_replicas(w: K8sWorld, deploy: str) -> int:
+    """What the deploy's Deployment status counts (the controllers' view, Terminating pods out)."""
+    _, ns, name = w.cluster.workloads[deploy]
+    kube = w.cluster.kube
+    dep = kube.call(kube.apps.read_namespaced_deployment, name, ns, what=deploy)
+    return int((dep.get("status") or {}).get("replicas") or 0)
+
+
 def b_start_state(w: K8sWorld) -> str | None:
     """The state of B's start step (None before the 18:00 plan opened)."""
     found = [s.state for s in w.store.list_actions(deploy_id=B) if s.step == "start"]
@@ -50,21 +58,17 @@ def b_start_state(w: K8sWorld) -> str | None:
 def record_passes(w: K8sWorld) -> list[Seen]:
     """After every pass of the loop (on its thread): A's Deployment status and pods, B's start."""
     seen: list[Seen] = []
-    _, ns, name = w.cluster.workloads[A]
     inner = w.loop.on_pass
-    kube = w.cluster.kube
 
     def look(report: PassReport) -> None:
         if inner is not None:
             inner(report)
-        dep = kube.call(kube.apps.read_namespaced_deployment, name, ns, what="A")
         going = [p for p in own_pods(w, A) if pods.deleting(p) and pods.node(p)]
         started = any(
             s.step == "start" and s.submitted_at is not None
             for s in w.store.list_actions(deploy_id=B)
         )
-        replicas = int((dep.get("status") or {}).get("replicas") or 0)
-        seen.append(Seen(w.clock.now(), replicas, len(going), started))
+        seen.append(Seen(w.clock.now(), deployment_replicas(w, A), len(going), started))
 
     w.loop.on_pass = look
     return seen
@@ -79,6 +83,16 @@ def test_the_loop_meets_the_released_pods_terminating_and_starts_b_only_once_the
     the pods to be gone, not for the status to say 0."""
     w = new_world(schedule=seed_schedule(), pool=a_running_pool(), start=EVENING)
     seen = record_passes(w)
+    w.wait_for(
+        lambda: any(pods.deleting(p) and pods.node(p) for p in own_pods(w, A)),
+        "A's pods Terminating",
+        by=local("2026-10-19T18:01"),
+    )
+    # The ReplicaSet and Deployment controllers count the Terminating pods out in wall time (their
+    # resync cannot follow the virtual clock); on a loaded machine the 30 virtual seconds of grace
+    # passed before they had. Hold the clock until they have: the grace is still running, so the
+    # passes after this meet the state the test is about (status 0, the GPUs still held).
+    w.until_quiet_wall(lambda: deployment_replicas(w, A) == 0, "A's Deployment reporting 0")
     w.wait_for(
         lambda: b_start_state(w) == "converged", "B's start converged", by=local("2026-10-19T18:08")
     )
