@@ -58,6 +58,53 @@ def test_previews_in_one_block_count_the_blocks_fits_and_only_its_own(
         p.close()
 
 
+def test_a_block_places_the_cluster_once_per_kind_of_preview(
+    k8s_cluster: str, sqlite_url: str
+) -> None:
+    """The block's first preview reads and places the pods; the later previews of the same kind
+    (the same usable nodes and queue rank) place their groups on what it left, with no read."""
+    p = Pool(four_gpu_trio(), sqlite_url)
+    reads: list[int] = []
+    inner = p.core.holding_pods
+
+    def holding_pods() -> list[Any]:
+        reads.append(1)
+        return inner()
+
+    p.core.holding_pods = holding_pods  # type: ignore[method-assign]
+    try:
+        with p.core.batch():
+            got = [p.core.preview_capacity(f"g{i}", delta_replicas=1) for i in range(3)]
+        assert got[:2] == [Fits(groups=1)] * 2 and isinstance(got[2], Insufficient)
+        assert got[2].free_by_node == {}  # the two fits hold the node's 8 GPUs
+        assert len(reads) == 1  # one placement for the block (three before)
+        with p.core.batch():  # a new block reads the cluster again
+            assert p.core.preview_capacity("g2", delta_replicas=1) == Fits(groups=1)
+        assert len(reads) == 2
+    finally:
+        p.close()
+
+
+def test_a_fit_of_one_kind_is_counted_by_a_later_preview_of_another(
+    k8s_cluster: str, sqlite_url: str
+) -> None:
+    """g2's pods queue by their own priority class (another kind of preview, its own placement).
+    g0 fits, then g2 (its placement built with g0's fit queued first), then g1: g1's kind had a
+    placement from g0's preview, which g2's fit made stale, so it is built again and g1 does not
+    fit — it would, on the stale one."""
+    p = Pool(four_gpu_trio(), sqlite_url)
+    try:
+        p.patch("g2", {"spec": {"template": {"spec": {"priorityClassName": "gps-test-batch"}}}})
+        with p.core.batch():
+            first = p.core.preview_capacity("g0", delta_replicas=1)
+            other = p.core.preview_capacity("g2", delta_replicas=1)
+            last = p.core.preview_capacity("g1", delta_replicas=1)
+        assert (first, other) == (Fits(groups=1), Fits(groups=1))
+        assert isinstance(last, Insufficient) and last.groups_fitting == 0
+    finally:
+        p.close()
+
+
 def start_schedule(deploy: str) -> dict[str, Any]:
     return {
         "name": f"run-{deploy}",

@@ -231,6 +231,12 @@ class Placement:
         have = self.free.get(node, {})
         return all(have.get(r, Fraction(0)) >= v for r, v in need.items() if v > 0)
 
+    def copy(self) -> Placement:
+        return Placement(
+            {k: dict(v) for k, v in self.free.items()},
+            {k: list(v) for k, v in self.labels.items()},
+        )
+
     def take(self, node: str, need: Requests, namespace: str, labels: Mapping[str, str]) -> None:
         have = self.free[node]
         for r, v in need.items():
@@ -262,6 +268,111 @@ def _rules_ok(
     return True
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a preview of one replica group needs before it reads any pod: the group's pod specs,
+    their requests (with the ``pods`` slot) and the usable nodes of a matching flavor."""
+
+    specs: list[Mapping[str, Any]]
+    needs: list[Requests]
+    usable: list[Node]
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(node_name(n) for n in self.usable)
+
+
+def shape(
+    group: Sequence[Mapping[str, Any]], nodes: Sequence[Node], delta: int
+) -> Shape | Insufficient:
+    """The group's ``Shape`` on these nodes, or why no placement can be simulated at all."""
+    delta = max(delta, 0)
+    specs = [t.get("spec") or {} for t in group]
+    missing = next((f for f in map(unsupported, specs) if f), None)
+    if missing is not None:
+        return Insufficient(f"preview_unsupported:{missing}", {}, delta, 0)
+    admitted = [admitted_tolerations(s) for s in specs]
+    matching = [
+        n for n in nodes if any(matches(s, n, t) for s, t in zip(specs, admitted, strict=True))
+    ]
+    if not matching:
+        return Insufficient("no_matching_flavor", {}, delta, 0)
+    needs = [{**pods.spec_requests(s), PODS: Fraction(1)} for s in specs]
+    return Shape(specs, needs, [n for n in matching if node_usable(n)])
+
+
+@dataclass
+class World:
+    """The usable nodes once the bound, nominated and queued pods have their places: what every
+    replica group previewed on these nodes is placed on, and what a fit is committed to."""
+
+    placement: Placement
+    occupants: list[Pod]
+    """The pods the shown free GPUs are counted from: bound, nominated (as bound to the node they
+    were promised) and the queued ones placed (bound to their place), in that order."""
+    pending: list[Pod]
+    """The nominated and queued pods this world placed (valid only for a deploy owning none)."""
+
+
+def world_for(
+    usable: Sequence[Node],
+    holding: Sequence[Pod],
+    nominated: Sequence[Pod],
+    queued: Sequence[Pod],
+    requests_of: RequestsOf = parse_requests,
+) -> World:
+    placement = _world(usable, holding, nominated, requests_of)
+    claimed = _serve_queue(queued, usable, placement, requests_of)
+    occupants = [*holding, *(_as_bound(p) for p in nominated), *claimed]
+    return World(placement, occupants, [*nominated, *queued])
+
+
+def place(
+    world: World,
+    group: Sequence[Mapping[str, Any]],
+    shaped: Shape,
+    *,
+    namespace: str,
+    delta: int,
+    requests_of: RequestsOf = parse_requests,
+) -> CapacityPreview:
+    """Do ``delta`` more replica groups fit on ``world``? A fit is committed to it (the groups'
+    pods placed and counted as occupants); a miss leaves it as it was."""
+    delta = max(delta, 0)
+    trial = world.placement.copy()
+    placed: list[Pod] = []
+    for r in range(delta):
+        spots = _place_group(group, shaped.needs, namespace, shaped.usable, trial)
+        if spots is None:
+            free = free_by_node(shaped.usable, world.occupants, requests_of)
+            shown = {k: v for k, v in sorted(free.items()) if v > 0}
+            return Insufficient("insufficient_capacity", shown, delta, r)
+        placed.extend(_placed(group, spots, namespace))
+    world.placement = trial
+    world.occupants.extend(placed)
+    return Fits(groups=delta)
+
+
+def _placed(group: Sequence[Mapping[str, Any]], spots: Sequence[str], namespace: str) -> list[Pod]:
+    """The pods of one placed group, bound where ``_place_group`` put them (GPU pods first)."""
+    order = sorted(
+        range(len(group)),
+        key=lambda i: -pods.spec_requests(group[i].get("spec") or {}).get(names.GPU, Fraction(0)),
+    )
+    out: list[Pod] = []
+    for i, spot in zip(order, spots, strict=False):
+        meta = group[i].get("metadata") or {}
+        spec = {**(group[i].get("spec") or {}), "nodeName": spot}
+        out.append(
+            {
+                "metadata": {"namespace": namespace, "labels": dict(meta.get("labels") or {})},
+                "spec": spec,
+                "status": {"phase": "Pending"},
+            }
+        )
+    return out
+
+
 def preview(
     group: Sequence[Mapping[str, Any]],
     *,
@@ -278,32 +389,11 @@ def preview(
     ``queued``: pending pods the scheduler will serve before ours (``queued_ahead``); each
     takes a place first, as the scheduler would give it one. ``requests_of``: how a bound,
     nominated or queued pod's requests are read (the watch cache's memo)."""
-    delta = max(delta, 0)
-    specs = [t.get("spec") or {} for t in group]
-    missing = next((f for f in map(unsupported, specs) if f), None)
-    if missing is not None:
-        return Insufficient(f"preview_unsupported:{missing}", {}, delta, 0)
-    admitted = [admitted_tolerations(s) for s in specs]
-    matching = [
-        n for n in nodes if any(matches(s, n, t) for s, t in zip(specs, admitted, strict=True))
-    ]
-    if not matching:
-        return Insufficient("no_matching_flavor", {}, delta, 0)
-    usable = [n for n in matching if node_usable(n)]
-    world = _world(usable, holding, nominated, requests_of)
-    claimed = _serve_queue(queued, usable, world, requests_of)
-    needs = [{**pods.spec_requests(s), PODS: Fraction(1)} for s in specs]
-    fitting = 0
-    for _ in range(delta):
-        if not _place_group(group, needs, namespace, usable, world):
-            break
-        fitting += 1
-    if fitting >= delta:
-        return Fits(groups=delta)
-    waiting = [_as_bound(p) for p in nominated] + claimed
-    free = free_by_node(usable, [*holding, *waiting], requests_of)
-    shown = {k: v for k, v in sorted(free.items()) if v > 0}
-    return Insufficient("insufficient_capacity", shown, delta, fitting)
+    shaped = shape(group, nodes, delta)
+    if isinstance(shaped, Insufficient):
+        return shaped
+    world = world_for(shaped.usable, holding, nominated, queued, requests_of)
+    return place(world, group, shaped, namespace=namespace, delta=delta, requests_of=requests_of)
 
 
 def _world(
@@ -330,6 +420,15 @@ def priority(spec: Mapping[str, Any]) -> int:
     """A pod's priority as the scheduler reads it (``spec.priority``, set at admission; 0 when
     absent: ``corev1helpers.PodPriority``)."""
     return int(spec.get("priority") or 0)
+
+
+def queue_rank(template_spec: Mapping[str, Any]) -> tuple[str, str | int]:
+    """What decides which pending pods are ahead of a pod of ``template_spec`` (``queued_ahead``):
+    its priority class when the priority is not resolved, else its priority."""
+    klass = template_spec.get("priorityClassName")
+    if klass and template_spec.get("priority") is None:
+        return ("class", str(klass))
+    return ("priority", priority(template_spec))
 
 
 def queued_ahead(pending: Iterable[Pod], template_spec: Mapping[str, Any]) -> list[Pod]:
@@ -404,10 +503,7 @@ def _place_group(
     specs = {node_name(n): n for n in usable}
     for flavor in sorted(by_flavor):
         names_ = by_flavor[flavor]
-        trial = Placement(
-            {k: dict(v) for k, v in world.free.items()},
-            {k: list(v) for k, v in world.labels.items()},
-        )
+        trial = world.copy()
         used: list[str] = []
         gpu_first = sorted(
             zip(group, needs, strict=True), key=lambda tn: -tn[1].get(names.GPU, Fraction(0))

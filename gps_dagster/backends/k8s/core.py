@@ -55,6 +55,7 @@ from gps_dagster.ports import (
     DeployState,
     DeployView,
     Fits,
+    Insufficient,
     NotFound,
     Operation,
     OperationKind,
@@ -295,27 +296,47 @@ class K8sCore(MutationsMixin):
         gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
         if b is not None:
             return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
-        holding = self.holding_pods()
-        pending = [p for p in self.pending_pods() if not _owned_by(w, p)]
         group = replica_group(w)
-        out = capacity.preview(
+        shaped = capacity.shape(group, self.nodes(), delta_replicas)
+        if isinstance(shaped, Insufficient):
+            return shaped
+        requests_of = self.cache.requests_of if self.cache is not None else capacity.parse_requests
+        spec = w.template.get("spec") or {}
+        key = (shaped.key, capacity.queue_rank(spec))
+        world = self.sessions.world(key)
+        if world is not None and any(_owned_by(w, p) for p in world.pending):
+            world = None  # its queue holds this deploy's own pods: not this deploy's world
+        if world is None:
+            holding = self.holding_pods()
+            pending = self.pending_pods()
+            others = [p for p in pending if not _owned_by(w, p)]
+            world = capacity.world_for(
+                shaped.usable,
+                holding + self.gps.idle_holds(holding, self._members()),
+                [p for p in others if (p.get("status") or {}).get("nominatedNodeName")],
+                [  # the block's earlier fits are served before this one too
+                    *capacity.queued_ahead(others, spec),
+                    *self.sessions.taken(),
+                ],
+                requests_of,
+            )
+            if len(others) == len(pending):  # none of its own left out: valid for the others
+                self.sessions.keep(key, world)
+        out = capacity.place(
+            world,
             group,
+            shaped,
             namespace=w.namespace,
             delta=delta_replicas,
-            nodes=self.nodes(),
-            holding=holding + self.gps.idle_holds(holding, self._members()),
-            nominated=[p for p in pending if (p.get("status") or {}).get("nominatedNodeName")],
-            queued=[  # the block's earlier fits are served before this one too
-                *capacity.queued_ahead(pending, w.template.get("spec") or {}),
-                *self.sessions.taken(),
-            ],
-            requests_of=self.cache.requests_of
-            if self.cache is not None
-            else capacity.parse_requests,
+            requests_of=requests_of,
         )
         if isinstance(out, Fits):
             self.sessions.took(
-                group, namespace=w.namespace, replicas=delta_replicas, deploy_id=deploy_id
+                group,
+                namespace=w.namespace,
+                replicas=delta_replicas,
+                deploy_id=deploy_id,
+                world=key,
             )
         return out
 
