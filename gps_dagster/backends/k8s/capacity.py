@@ -25,6 +25,7 @@ requests) needs distinct nodes of one flavor; an 8-GPU single-node replica never
 # * “The capacity preview simulates the scheduler pod by pod”
 # * “Pending pods ahead in the scheduler's queue take freed capacity first (R-PASS-9)”
 # * “A preview parses each pod's requests once per resourceVersion”
+# * “A preview block keeps one placement per kind of preview”
 
 from __future__ import annotations
 

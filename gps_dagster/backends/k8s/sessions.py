@@ -30,6 +30,7 @@ API of one process): another thread's preview never counts it. A nested block is
 
 # Decisions embodied here (docs/decisions.md):
 # * “Kubernetes previews in one batch block count the block's fits”
+# * “A preview block keeps one placement per kind of preview”
 
 from __future__ import annotations
 
