@@ -1,6 +1,6 @@
 """How steps end: failed (with their dependents), cancelled, superseded, converged — atomically.
 
-Each ending is ONE store transaction (SPEC R-PASS-16, ``Store.write_steps``):
+Each ending is ONE store transaction (SPEC R-PASS-16, ``Store.write_each``):
 the step's state, its target's status, the dependents cancelled with it (with
 the failed step's *terminal* phase, never a copy of a status that may still
 read ``releasing``), the events, and the transition's closing. A crash before
@@ -53,7 +53,8 @@ class Endings:
             },
             status=v.changes(),
         )
-        self.store.write_steps([write, *self._dependents(a, v, now)], now=now)
+        write = replace(write, dependents=tuple(self._dependents(a, v, now)))
+        self.store.write_each([write], now=now)
         return StepOutcome(a.id, a.deploy_id, "failed", v.phase.value, v.reason, v.fix)
 
     def cancel(self, a: ActionRow, culprit: ActionRow) -> StepOutcome:
@@ -61,21 +62,21 @@ class Endings:
         now = self.clock.now()
         phase = self._phase_of(culprit)
         v = Verdict(phase, culprit.reason or phase.value, culprit.fix or "")
-        self.store.write_steps([_cancellation(a, culprit, v, now)], now=now)
+        self.store.write_each([_cancellation(a, culprit, v, now)], now=now)
         return StepOutcome(a.id, a.deploy_id, "cancelled", phase.value, v.reason, v.fix)
 
     def finish(self, a: ActionRow, state: str, reason: str) -> None:
         """The step will never run (``superseded``): drop it and close its plan if that was all."""
         now = self.clock.now()
         changes = {"state": state, "reason": reason, "finished_at": now}
-        self.store.write_steps(
+        self.store.write_each(
             [StepWrite(a.id, ("pending", "capacity_wait", "submitting"), changes)], now=now
         )
 
     def converge(self, a: ActionRow, deploy: DeployView) -> bool:
         """The deploy shows what the step asked for: step, status and plan move together."""
         now = self.clock.now()
-        return self.store.write_steps([self.convergence(a, deploy, now)], now=now)
+        return a.id in self.store.write_each([self.convergence(a, deploy, now)], now=now)
 
     @staticmethod
     def convergence(a: ActionRow, deploy: DeployView, now: datetime) -> StepWrite:

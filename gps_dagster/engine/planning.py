@@ -493,7 +493,7 @@ class Planner:
         if quiet and self.drafts is not None:
             self.drafts.append((Draft(transition, steps, updates), out, bool(refusals)))
             return
-        if self.store.open_transition(transition, steps, updates, now=now, supersede=supersede):
+        if tid in self.store.open_many([Draft(transition, steps, updates, supersede)], now=now):
             (out.refused if refusals else out.opened).append(tid)
             self.record_lead(out, now)
 

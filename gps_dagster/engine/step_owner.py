@@ -88,7 +88,7 @@ class StepOwner:
                 "deadline": deadline,
             },
         }
-        self.store.write_steps([StepWrite(a.id, (a.state,), changes, events=(ev,))], now=now)
+        self.store.write_each([StepWrite(a.id, (a.state,), changes, events=(ev,))], now=now)
 
     @staticmethod
     def _unwritable(action_id: str, seen: ActionRow | None, exc: StoreUnavailable) -> StepOutcome:

@@ -564,9 +564,7 @@ class StepRunner:
             return self.endings.fail(a, gone)
         changes = {"state": "pending", "etag_used": view.etag}
         event = {"kind": "etag_conflict", "detail": {"action": a.id}}
-        self.store.write_steps(
-            [StepWrite(a.id, ("submitting",), changes, events=(event,))], now=now
-        )
+        self.store.write_each([StepWrite(a.id, ("submitting",), changes, events=(event,))], now=now)
         return self._outcome(a, "pending", reason="etag_conflict")
 
     def fail(self, a: ActionRow, v: Verdict) -> StepOutcome:

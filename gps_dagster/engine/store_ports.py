@@ -79,15 +79,6 @@ class ScheduleStore(Protocol):
 
 
 class PlanStore(Protocol):
-    def open_transition(
-        self,
-        transition: Mapping[str, Any],
-        steps: Sequence[Mapping[str, Any]],
-        updates: list[tuple[TargetStatusRow, dict[str, Any]]],
-        *,
-        now: datetime,
-        supersede: Sequence[str] = ...,
-    ) -> bool: ...
     def open_many(self, drafts: Sequence[Draft], *, now: datetime) -> set[str]: ...
     def open_plans(
         self, schedules: Sequence[str]
@@ -107,7 +98,6 @@ class PlanStore(Protocol):
     ) -> list[ActionRow]: ...
     def get_action(self, action_id: str) -> ActionRow | None: ...
     def actions_by_id(self, ids: Sequence[str]) -> dict[str, ActionRow]: ...
-    def write_steps(self, writes: Sequence[StepWrite], *, now: datetime) -> bool: ...
     def write_each(self, writes: Sequence[StepWrite], *, now: datetime) -> dict[str, str]: ...
     def update_action(
         self, action_id: str, *, expect: Iterable[str], now: datetime, **changes: Any

@@ -4,17 +4,20 @@ schedules shares its round trips.").
 At a boundary where a thousand schedules flip together, one transaction per
 step (and a dozen statements in each) is what made a storm take two minutes.
 Here a batch locks its rows once (steps in id order, then statuses in key
-order: the order every writer of ``plans.py`` / ``status.py`` uses, so no
+order: the order every writer of ``status.py`` uses, so no
 lock-order deadlock) and checks each item's CAS in Python against the locked
 rows — the same conditions the single-item writers put in their ``WHERE`` —
 then writes the winners with a few set-based statements. Items stay
 independent: one that lost its race is reported and changes nothing; the
-others are written.
+others are written. An item is a group where it must be (decision "The store
+writes steps in groups and opens plans in one form."): a step with the
+dependents cancelled with it, a plan with the older steps it supersedes.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “One step executor: a step is a batch of one”
 # * “A batch of schedules shares its round trips”
 # * “The sim's storm path costs statements, not an algorithm: cut them”
+# * “The store writes steps in groups and opens plans in one form”
 
 from __future__ import annotations
 
@@ -26,13 +29,16 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
+from gps_dagster.store.plans import supersede
 from gps_dagster.store.records import TargetStatusRow
 from gps_dagster.store.shapes import (
     FINISHED,
     STATUS_FIELDS,
+    UNSUBMITTED,
     Draft,
     Fenced,
     StepWrite,
@@ -74,9 +80,12 @@ class BulkMixin:
             return fence_many(conn, items, now)
 
     def open_many(self, drafts: Sequence[Draft], *, now: datetime) -> set[str]:
-        """Open plans with nothing to supersede (``open_many``); the ids opened."""
-        with self.engine.begin() as conn:
-            return open_many(conn, drafts, now)
+        """Open plans (``open_many``); the ids opened (none when a key was taken meanwhile)."""
+        try:
+            with self.engine.begin() as conn:
+                return open_many(conn, drafts, now)
+        except IntegrityError:  # another engine opened the same plan first: nothing written
+            return set()
 
 
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
@@ -147,15 +156,16 @@ def insert_events(conn: Connection, events: Sequence[Mapping[str, Any]]) -> None
 
 
 def apply_writes(conn: Connection, writes: Sequence[StepWrite], now: datetime) -> dict[str, str]:
-    """Apply independent step writes; returns the moved steps (id -> transition id).
+    """Apply independent step writes (each with its ``dependents``, a group written all or
+    nothing); returns the moved steps (id -> transition id).
 
-    Each write is what ``plans._write_step`` does for it alone: the step moves only from one
-    of its ``expect`` states; its status changes only while the target is still on the
-    step's transition and nobody wrote since ``status_seen`` (else the events are kept
-    alone); every transition whose steps all finished is closed.
+    A step moves only from one of its ``expect`` states; its status changes only while the
+    target is still on the step's transition, nobody wrote since ``status_seen`` and time
+    moves forward (R-PASS-14), else the events are kept alone; a dependent is written only
+    when its group's step moved; every transition whose steps all finished is closed.
     """
     a = t.actions
-    ids = sorted({w.action_id for w in writes})
+    ids = sorted({x.action_id for w in writes for x in (w, *w.dependents)})
     rows: dict[str, Any] = {}
     for part in chunks(ids):
         query = sa.select(
@@ -170,9 +180,13 @@ def apply_writes(conn: Connection, writes: Sequence[StepWrite], now: datetime) -
         query = query.where(a.c.id.in_(list(part))).order_by(a.c.id).with_for_update()
         rows.update({r.id: SimpleNamespace(**r._mapping) for r in conn.execute(query)})
     moved: list[tuple[StepWrite, Any]] = []
-    for w in writes:
-        row = rows.get(w.action_id)
-        if row is not None and row.state in w.expect:
+    for head in writes:
+        for i, w in enumerate((head, *head.dependents)):
+            row = rows.get(w.action_id)
+            if row is None or row.state not in w.expect:
+                if i == 0:  # the group's step lost: nothing of the group is written
+                    break
+                continue
             moved.append((w, row))
             rows[w.action_id] = SimpleNamespace(
                 **{**vars(row), "state": w.changes.get("state", row.state)}
@@ -330,14 +344,18 @@ def fence_many(
 def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[str]:
     """Open the plans whose status CASes all hold; returns their transition ids.
 
-    For plans with nothing to supersede (no step of theirs in flight): what
-    ``PlansMixin.open_transition`` writes for each, atomically per plan.
+    Each plan, atomically: its transition and steps inserted, its targets' status moved and,
+    for its ``supersede`` deploys, the older plans' unsubmitted steps dropped (those plans
+    closed when nothing of theirs is left). A plan that loses its race supersedes nothing.
     """
     tr = t.transitions
     tids = [str(d.transition["id"]) for d in drafts]
     existing: set[str] = set()
     for part in chunks(tids):
         existing.update(conn.execute(sa.select(tr.c.id).where(tr.c.id.in_(list(part)))).scalars())
+    for d in sorted(drafts, key=lambda d: str(d.transition["id"])):
+        if d.supersede:  # steps before statuses, as every writer: no lock-order deadlock
+            _lock_unsubmitted(conn, str(d.transition["schedule_name"]), d.supersede)
     current = lock_statuses(
         conn, [(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates]
     )
@@ -359,6 +377,10 @@ def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[s
     steps = [dict(s) for d in winners for s in d.steps]
     for part in chunks(steps):
         conn.execute(t.actions.insert(), list(part))
+    for d in winners:
+        if d.supersede:
+            tid = str(d.transition["id"])
+            supersede(conn, str(d.transition["schedule_name"]), d.supersede, tid, now)
     status_rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     for d in winners:
@@ -372,3 +394,18 @@ def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[s
     metric_totals.count_lags(conn, [d.transition.get("lag_seconds") for d in winners])
     metric_totals.flush(conn)
     return {str(d.transition["id"]) for d in winners}
+
+
+def _lock_unsubmitted(conn: Connection, schedule: str, deploy_ids: Sequence[str]) -> None:
+    """Lock the unsubmitted steps of these deploys (in id order) that a plan may supersede."""
+    a = t.actions
+    conn.execute(
+        sa.select(a.c.id)
+        .where(
+            a.c.schedule_name == schedule,
+            a.c.deploy_id.in_(list(deploy_ids)),
+            a.c.state.in_(UNSUBMITTED),
+        )
+        .order_by(a.c.id)
+        .with_for_update()
+    )

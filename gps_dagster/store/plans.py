@@ -1,34 +1,35 @@
-"""Transitions and their steps: opening a plan and moving its steps, each in ONE transaction.
+"""Transitions and their steps: the plans' reads and the closing of a plan.
 
-Atomicity is the point of this module (SPEC R-PASS-16). A crash between two
+Atomicity is the point of the writers (SPEC R-PASS-16). A crash between two
 writes used to leave a step ``failed`` beside a target still ``releasing``,
-a dependent ``pending`` forever and a transition ``open`` forever. Here:
+a dependent ``pending`` forever and a transition ``open`` forever. The writers
+are the batch ones (``bulk.py``), each ONE transaction:
 
-* ``open_transition`` inserts a plan, moves its targets' status, supersedes
-  the older plans' steps that never reached the core and closes those plans —
-  all or nothing (a plan that loses its race supersedes nothing);
-* ``write_steps`` moves a step (and, for a failure, its cancelled dependents),
-  their targets' status and events, and closes the transition when every step
-  has finished — all or nothing.
+* ``open_many`` inserts plans, moves their targets' status, supersedes
+  the older plans' steps that never reached the core (``supersede`` here) and
+  closes those plans — all or nothing per plan (a plan that loses its race
+  supersedes nothing);
+* ``write_each`` moves steps (a step with its cancelled dependents all or
+  nothing), their targets' status and events, and closes every transition
+  whose steps have all finished (``close`` there, ``_close`` here).
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Transition states”
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
-from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+from gps_dagster.store.records import ActionRow, TransitionRow
 from gps_dagster.store.shapes import FINISHED, UNSUBMITTED, StepWrite, transition_state
-from gps_dagster.store.status import CasConflict, _action, _cas, _get_status, _transition
+from gps_dagster.store.status import _action, _transition
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -38,61 +39,6 @@ __all__ = ["FINISHED", "UNSUBMITTED", "PlansMixin", "StepWrite", "transition_sta
 
 class PlansMixin:
     engine: Engine
-
-    def open_transition(
-        self,
-        transition: Mapping[str, Any],
-        steps: Sequence[Mapping[str, Any]],
-        updates: list[tuple[TargetStatusRow, dict[str, Any]]],
-        *,
-        now: datetime,
-        supersede: Sequence[str] = (),
-    ) -> bool:
-        """Insert a plan and its steps, move its targets' status, supersede older plans, atomically.
-
-        ``supersede``: deploys of this plan whose older unsubmitted steps are dropped (and
-        whose older plans close when nothing of theirs is left). False when another engine
-        opened the same plan first or a status CAS lost: nothing was written.
-        """
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(t.transitions.insert().values(**transition))
-                metric_totals.count_lags(conn, [transition.get("lag_seconds")])
-                if steps:
-                    conn.execute(t.actions.insert(), [dict(s) for s in steps])
-                if supersede:  # steps before statuses, as in write_steps: no lock-order deadlock
-                    schedule, tid = str(transition["schedule_name"]), str(transition["id"])
-                    _supersede(conn, schedule, supersede, tid, now)
-                for seen, changes in updates:
-                    _cas(conn, seen, now, changes, changes.pop("_events", ()))
-                metric_totals.flush(conn)
-        except (IntegrityError, CasConflict):
-            return False
-        return True
-
-    def write_steps(self, writes: Sequence[StepWrite], *, now: datetime) -> bool:
-        """Apply ``writes`` in one transaction; False (nothing written) when the first lost its CAS.
-
-        The first write is the step being decided; the others (dependents cancelled with
-        it) are applied each when its own CAS holds. Every transition touched is closed
-        when all its steps have finished.
-        """
-        try:
-            with self.engine.begin() as conn:
-                _lock_actions(conn, [w.action_id for w in writes])
-                touched: set[str] = set()
-                for index, w in enumerate(writes):
-                    moved = _write_step(conn, w, now)
-                    if moved is None and index == 0:
-                        raise CasConflict
-                    if moved is not None:
-                        touched.add(moved)
-                for transition_id in sorted(touched):
-                    _close(conn, transition_id)
-                metric_totals.flush(conn)
-        except CasConflict:
-            return False
-        return True
 
     def open_plans(self, schedules: Sequence[str]) -> list[tuple[TransitionRow, list[ActionRow]]]:
         """The open plans of these schedules with all their steps (two indexed reads)."""
@@ -186,59 +132,7 @@ class PlansMixin:
             )
 
 
-def _write_step(conn: Connection, w: StepWrite, now: datetime) -> str | None:
-    """One step write inside the caller's transaction; its transition id, or None if it lost."""
-    a = t.actions
-    row = conn.execute(sa.select(a).where(a.c.id == w.action_id).with_for_update()).first()
-    if row is None or row.state not in w.expect:
-        return None
-    conn.execute(a.update().where(a.c.id == w.action_id).values(updated_at=now, **w.changes))
-    state = w.changes.get("state")
-    if state in FINISHED and row.state not in FINISHED:
-        metric_totals.count_finished(conn, [(row.step, state, w.changes.get("reason", row.reason))])
-    if w.status is not None:
-        seen = w.status_seen or _locked_status(conn, row.schedule_name, row.deploy_id)
-        if seen is not None and seen.transition_id == row.transition_id:
-            try:
-                _cas(conn, seen, now, dict(w.status), w.events)
-                return str(row.transition_id)
-            except CasConflict:  # someone wrote since ``status_seen``: theirs is newer and stays
-                pass
-    for ev in w.events:
-        conn.execute(
-            t.events.insert().values(
-                at=now,
-                schedule_name=row.schedule_name,
-                deploy_id=row.deploy_id,
-                kind=ev["kind"],
-                phase=ev.get("phase"),
-                reason=ev.get("reason"),
-                detail=ev.get("detail"),
-            )
-        )
-    return str(row.transition_id)
-
-
-def _lock_actions(conn: Connection, ids: Sequence[str]) -> None:
-    """Lock the steps first, in id order (PostgreSQL): every writer takes steps before statuses."""
-    a = t.actions
-    conn.execute(
-        sa.select(a.c.id).where(a.c.id.in_(sorted(set(ids)))).order_by(a.c.id).with_for_update()
-    )
-
-
-def _locked_status(conn: Connection, schedule: str, deploy_id: str) -> TargetStatusRow | None:
-    """The status row, locked until the transaction ends (PostgreSQL; SQLite serialises writers)."""
-    ts = t.target_status
-    locked = conn.execute(
-        sa.select(ts.c.status_version)
-        .where(ts.c.schedule_name == schedule, ts.c.deploy_id == deploy_id)
-        .with_for_update()
-    ).first()
-    return None if locked is None else _get_status(conn, schedule, deploy_id)
-
-
-def _supersede(
+def supersede(
     conn: Connection, schedule: str, deploy_ids: Sequence[str], keep: str, now: datetime
 ) -> None:
     """Drop older unsubmitted steps of these deploys and close the plans left with nothing to do."""

@@ -10,6 +10,7 @@ imports no database library (an import-linter contract keeps ``store.memory`` fr
 
 # Decisions embodied here (docs/decisions.md):
 # * “The engine's store in memory: the same semantics, translated method by method”
+# * “The store writes steps in groups and opens plans in one form”
 
 from __future__ import annotations
 
@@ -55,7 +56,11 @@ TRANSITION_FIELDS = {"schedule_name": "schedule"}
 
 @dataclass(frozen=True, slots=True)
 class StepWrite:
-    """One step's move and what it does to its target, applied only inside ``write_steps``."""
+    """One step's move and what it does to its target, applied by ``write_each``.
+
+    A write with ``dependents`` is a group, written all or nothing (R-PASS-16): the dependents
+    (the steps cancelled with it) are considered only when this step moves, each then on its own
+    CAS; when this step lost, nothing of the group is written."""
 
     action_id: str
     expect: tuple[str, ...]
@@ -68,6 +73,8 @@ class StepWrite:
     """CAS the status on this read instead of the current row; a lost CAS skips the status only."""
     events: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     """Events of the target, written with the status (or alone when there is no status write)."""
+    dependents: tuple[StepWrite, ...] = ()
+    """Steps written with this one, only if this one moves (their own ``dependents``: unused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,9 @@ class Draft:
     transition: Mapping[str, Any]
     steps: Sequence[Mapping[str, Any]]
     updates: Sequence[tuple[TargetStatusRow, dict[str, Any]]]
+    supersede: Sequence[str] = ()
+    """Deploys whose older plans' unsubmitted steps this plan drops, if it opens (those plans
+    close when nothing of theirs is left)."""
 
 
 @dataclass(frozen=True, slots=True)

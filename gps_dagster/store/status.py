@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
-from gps_dagster.store.shapes import fence_checks, forward_ok
+from gps_dagster.store.shapes import forward_ok
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -42,7 +42,7 @@ class CasConflict(Exception):
     """Raised inside a transaction to roll it back when a CAS lost."""
 
 
-__all__ = ["CasConflict", "StatusMixin", "fence_checks", "forward_ok"]
+__all__ = ["CasConflict", "StatusMixin", "forward_ok"]
 
 
 class StatusMixin:

@@ -104,7 +104,7 @@ def test_2_6_a_superseded_plan_is_closed_in_the_transaction_that_opens_the_new_o
     report = w.engine.reconcile()  # v2's plan for 18:00 (nothing to do) replaces v1's
     assert report.schedules[0].version == 2
     steps = w.store.list_actions(transition_id=old.transition_id)
-    # _supersede ran
+    # supersede ran
     assert [(x.deploy_id, x.state) for x in steps] == [
         (A, "superseded"),
         (B, "superseded"),

@@ -26,12 +26,16 @@ from gps_dagster.domain.pool import FaultSpec, load_pool
 from gps_dagster.domain.schedules import load_schedule
 from gps_dagster.engine import Engine, EngineConfig, PlanRef
 from gps_dagster.store import Store
+from gps_dagster.store.db import create_db_engine
+from gps_dagster.store.memory import MemoryStore
 from tests.engine.cores import DeletedDeploys
 
 T0 = datetime.fromisoformat("2026-10-19T12:00:00+07:00")
 BOUNDARY = datetime.fromisoformat("2026-10-19T22:00:00+07:00")
 HAPPY, UNWIRED, GONE, EDITED, CONSENT, FITS, WAITS = range(7)
 N = 7
+MEMORY = "memory:"
+"""A ``two_urls`` URL for a ``MemoryStore`` (the path: where its pool's SQLite file goes)."""
 
 
 def pool_doc(n: int, spare: int) -> dict[str, Any]:
@@ -87,8 +91,13 @@ class Lane:
 def opened(url: str, n: int, *, spare: int) -> Lane:
     """``n`` schedules whose 22:00 plans were opened by a boundary pass (steps not run)."""
     clock = VirtualClock(T0)
-    store = Store.open(url)
-    pool = SimPool.create(store.engine, load_pool(pool_doc(n, spare)), clock, replace=True)
+    if url.startswith(MEMORY):  # the in-memory store; the pool's tables in a SQLite file
+        store: Any = MemoryStore(clock)
+        db = create_db_engine(f"sqlite:///{url.removeprefix(MEMORY)}.pool.sqlite")
+    else:
+        store = Store.open(url)
+        db = store.engine
+    pool = SimPool.create(db, load_pool(pool_doc(n, spare)), clock, replace=True)
     for i in range(n):
         store.apply_schedule(load_schedule(schedule_doc(i)), now=T0)
     store.set_gate("enforce", now=T0)
@@ -140,9 +149,13 @@ def snapshot(lane: Lane) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
 def two_urls(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[str, str]]:
-    """Two fresh, empty databases of one kind (one per way of running the steps)."""
+    """Two fresh, empty databases of one kind (one per way of running the steps); ``memory``:
+    two ``MemoryStore``s (``opened``)."""
+    if request.param == "memory":
+        yield f"{MEMORY}{tmp_path / 'one'}", f"{MEMORY}{tmp_path / 'batch'}"
+        return
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'one.sqlite'}", f"sqlite:///{tmp_path / 'batch.sqlite'}"
         return

@@ -9,7 +9,7 @@ Each test names the mutation it kills; each was run against its mutation
 * the unschedulable grace ignored;
 * ``_cancel_dependents`` (``Endings._dependents``) removed.
 
-(``_supersede`` disabled is killed by ``test_atomic_endings.py::test_2_6_...``.)
+(``plans.supersede`` disabled is killed by ``test_atomic_endings.py::test_2_6_...``.)
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ stopped answering, the gate turned off, no free GPU), and the looked-at step is 
 or the acquire behind it run while the release is as put (the prerequisite rule: it waits or
 is cancelled) or after the releases ran. One world runs the step and its
 order's other steps one at a time, the other as one batch; the step's outcome, every step row,
-every status and the core's mutations must be the same — on SQLite and on PostgreSQL.
+every status and the core's mutations must be the same — on SQLite, on PostgreSQL and on the
+in-memory store.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from gps_dagster.store.errors import (
     VersionMismatch,
 )
 from gps_dagster.store.memory import MemoryReservationBook, MemoryStore
-from gps_dagster.store.shapes import NextDue, StepWrite
+from gps_dagster.store.shapes import Draft, NextDue, StepWrite
 from tests.engine.harness import A, B, seed_schedule
 
 T0 = datetime(2026, 10, 19, 11, 0, tzinfo=UTC)
@@ -93,8 +93,9 @@ def script(store: Any) -> list[Any]:
         (seen_a, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
         (seen_b, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
     ]
-    rec(("open", store.open_transition(tr, steps, moves, now=T0)))
-    rec(("open-again", store.open_transition(tr, steps, [], now=T0)))  # a taken id: nothing written
+    rec(("open", "t1" in store.open_many([Draft(tr, steps, moves)], now=T0)))
+    again = store.open_many([Draft(tr, steps, [])], now=T0)  # a taken id: nothing written
+    rec(("open-again", "t1" in again))
     rec(("stale-cas", store.cas_status(seen_a, now=T0, phase="failed")))  # seen_a is stale now
     a_now = store.get_status(name, A)
     back = store.cas_status(a_now, now=T0, interval_start=T0 - timedelta(hours=1))
@@ -112,7 +113,17 @@ def script(store: Any) -> list[Any]:
     rec(
         (
             "write-first-lost",
-            store.write_steps([StepWrite(step_b.id, ("accepted",), {"state": "failed"})], now=T0),
+            store.write_each(  # the group's step lost: its dependent is not written either
+                [
+                    StepWrite(
+                        step_b.id,
+                        ("accepted",),
+                        {"state": "failed"},
+                        dependents=(StepWrite(step_a.id, ("submitting",), {"state": "cancelled"}),),
+                    )
+                ],
+                now=T0,
+            ),
         )
     )
     rec(
@@ -204,7 +215,7 @@ def test_the_memory_store_answers_every_call_as_the_sql_store_does(sqlite_url: s
     assert got["open"] == (True,) and got["open-again"] == (False,)
     assert got["stale-cas"] == (None,) and got["backwards"] == (None,)
     assert got["fence"][:2] == (True, None) and got["fence-again"] == ("lost_race",)
-    assert got["write-first-lost"] == (False,)
+    assert got["write-first-lost"] == ({},)
     assert got["fence-many"] == ({"t1-" + B: (False, "schedule_version_changed")},)
     assert got["claims-other"] == ([],) and got["claims-expired"] == (["e2"],)
     assert got["lock"] == (True, False) and got["lock-expired"] == (True,)

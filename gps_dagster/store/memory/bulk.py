@@ -41,19 +41,22 @@ StatusKey = tuple[str, str]
 
 class BulkMixin(PlansMixin):
     def write_each(self, writes: Sequence[StepWrite], *, now: datetime) -> dict[str, str]:
-        """Independent step writes (``bulk.apply_writes``); the steps that moved -> transition
-        id."""
+        """Independent step writes, each with its dependents (``bulk.apply_writes``); the steps
+        that moved -> transition id."""
         with self._tx():
             return self._apply_writes(writes, now)
 
     def _apply_writes(self, writes: Sequence[StepWrite], now: datetime) -> dict[str, str]:
-        states = {
-            i: self.actions[i].state for i in {w.action_id for w in writes} if i in self.actions
-        }
+        ids = {x.action_id for w in writes for x in (w, *w.dependents)}
+        states = {i: self.actions[i].state for i in ids if i in self.actions}
         moved: list[tuple[StepWrite, ActionRow]] = []
-        for w in writes:
-            state = states.get(w.action_id)
-            if state is not None and state in w.expect:
+        for head in writes:
+            for i, w in enumerate((head, *head.dependents)):
+                state = states.get(w.action_id)
+                if state is None or state not in w.expect:
+                    if i == 0:  # the group's step lost: nothing of the group is written
+                        break
+                    continue
                 moved.append((w, self.actions[w.action_id]))
                 states[w.action_id] = w.changes.get("state", state)
         if not moved:
@@ -178,9 +181,12 @@ class BulkMixin(PlansMixin):
         return out
 
     def open_many(self, drafts: Sequence[Draft], *, now: datetime) -> set[str]:
-        """Open plans with nothing to supersede (``bulk.open_many``); the ids opened."""
-        with self._tx():
-            return self._open_many(drafts, now)
+        """Open plans (``bulk.open_many``); the ids opened (none when a key was taken)."""
+        try:
+            with self._tx():
+                return self._open_many(drafts, now)
+        except DuplicateKey:  # the SQL store's IntegrityError: nothing written
+            return set()
 
     def _open_many(self, drafts: Sequence[Draft], now: datetime) -> set[str]:
         existing = {
@@ -207,6 +213,10 @@ class BulkMixin(PlansMixin):
         for d in winners:
             for step in d.steps:
                 self._insert_action(step)  # a taken key fails the batch, as the SQL insert does
+        for d in winners:
+            if d.supersede:
+                tid = str(d.transition["id"])
+                self._supersede(str(d.transition["schedule_name"]), d.supersede, tid, now)
         status_rows: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
         for d in winners:

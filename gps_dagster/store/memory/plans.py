@@ -1,9 +1,6 @@
-"""Transitions and their steps (``store/plans.py`` translated), each write one transaction.
-
-``open_transition`` inserts a plan, supersedes the older plans' unsubmitted steps and moves its
-targets' status, all or nothing (a taken id or a lost CAS: False, nothing written);
-``write_steps`` moves a step and its dependents and closes every transition whose steps all
-finished, or writes nothing when the first step lost its CAS (R-PASS-16).
+"""Transitions and their steps (``store/plans.py`` translated): the plans' reads, the
+superseding of older plans' unsubmitted steps and the closing of a plan, the writers' parts
+(``bulk.py`` here holds the writers, each one transaction: R-PASS-16).
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -12,21 +9,18 @@ finished, or writes nothing when the first step lost its CAS (R-PASS-16).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from gps_dagster.store.memory.base import Conflict, DuplicateKey, locked
+from gps_dagster.store.memory.base import locked
 from gps_dagster.store.memory.status import StatusMixin
-from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+from gps_dagster.store.records import ActionRow, TransitionRow
 from gps_dagster.store.shapes import (
-    FINISHED,
     IN_FLIGHT_STATES,
     UNSUBMITTED,
-    StepWrite,
     finished_deltas,
-    lag_deltas,
     transition_state,
 )
 
@@ -34,82 +28,6 @@ _IN_FLIGHT = frozenset(IN_FLIGHT_STATES)
 
 
 class PlansMixin(StatusMixin):
-    def open_transition(
-        self,
-        transition: Mapping[str, Any],
-        steps: Sequence[Mapping[str, Any]],
-        updates: list[tuple[TargetStatusRow, dict[str, Any]]],
-        *,
-        now: datetime,
-        supersede: Sequence[str] = (),
-    ) -> bool:
-        """Insert a plan and its steps, move its targets' status, supersede older plans,
-        atomically."""
-        try:
-            with self._tx():
-                self._insert_transition(transition)
-                self._add_totals(lag_deltas([transition.get("lag_seconds")]))
-                for step in steps:
-                    self._insert_action(step)
-                if supersede:
-                    self._supersede(
-                        str(transition["schedule_name"]), supersede, str(transition["id"]), now
-                    )
-                for seen, changes in updates:
-                    self._cas(seen, now, changes, changes.pop("_events", ()))
-        except (DuplicateKey, Conflict):
-            return False
-        return True
-
-    def write_steps(self, writes: Sequence[StepWrite], *, now: datetime) -> bool:
-        """Apply ``writes`` in one transaction; False (nothing written) when the first lost its
-        CAS."""
-        try:
-            with self._tx():
-                touched: set[str] = set()
-                for index, w in enumerate(writes):
-                    moved = self._write_step(w, now)
-                    if moved is None and index == 0:
-                        raise Conflict
-                    if moved is not None:
-                        touched.add(moved)
-                for transition_id in sorted(touched):
-                    self._close(transition_id)
-        except Conflict:
-            return False
-        return True
-
-    def _write_step(self, w: StepWrite, now: datetime) -> str | None:
-        """``plans._write_step``: one step write; its transition id, or None if it lost."""
-        row = self.actions.get(w.action_id)
-        if row is None or row.state not in w.expect:
-            return None
-        self._update_action(w.action_id, {"updated_at": now, **w.changes})
-        state = w.changes.get("state")
-        if state in FINISHED and row.state not in FINISHED:
-            self._add_totals(
-                finished_deltas([(row.step, str(state), w.changes.get("reason", row.reason))])
-            )
-        if w.status is not None:
-            seen = w.status_seen or self._get_status(row.schedule, row.deploy_id)
-            if seen is not None and seen.transition_id == row.transition_id:
-                try:
-                    self._cas(seen, now, dict(w.status), w.events)
-                    return row.transition_id
-                except Conflict:  # someone wrote since ``status_seen``: theirs is newer and stays
-                    pass
-        for ev in w.events:
-            self._event(
-                now,
-                row.schedule,
-                row.deploy_id,
-                ev["kind"],
-                phase=ev.get("phase"),
-                reason=ev.get("reason"),
-                detail=ev.get("detail"),
-            )
-        return row.transition_id
-
     def _supersede(
         self, schedule: str, deploy_ids: Sequence[str], keep: str, now: datetime
     ) -> None:
