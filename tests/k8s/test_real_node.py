@@ -599,10 +599,12 @@ def test_a_server_that_crash_loops_after_ready_ends_crash_loop(
         print(sorted({(p, r, c is not None) for p, r, c in seen}))
     phases = [p for p, _, _ in seen]
     assert "converged" in phases and phases.index("converged") < phases.index("crash_loop")
-    backed_off_once = [p for p, r, c in seen if c is not None and r < 2]
-    assert backed_off_once and set(backed_off_once) == {"converged"}, (
-        seen
-    )  # below the bound: no verdict
+    # below the bound no verdict: a back-off seen with fewer restarts left it converged. Whether
+    # a pass saw one is the machine's timing (under load the kubelet can be past restart 2 at
+    # the first look), so the bound is proven by the verdict's own count below, read when the
+    # engine decided: the bound ignored decides at the first back-off, with restarts 1.
+    below = {p for p, r, c in seen if c is not None and r < 2}
+    assert below <= {"converged"}, seen
     row = run.store.get_status(run.spec.name, "rn-a")
     assert (
         row is not None
@@ -610,7 +612,7 @@ def test_a_server_that_crash_loops_after_ready_ends_crash_loop(
         and "kubectl logs --previous" in (row.fix or "")
     )
     assert "CrashLoopBackOff" in (row.fix or "") and "last exit code 3" in (row.fix or "")
-    assert (row.detail or {})["restarts"] >= 2
+    assert (row.detail or {})["restarts"] >= 2, row.detail  # the bound, as decided
     assert run.core.get_deploy("rn-a").desired_replicas == 1 and run.pods("rn-a")  # nothing stopped
 
 

@@ -15,7 +15,10 @@ while the engine loop sleeps (its sleeper waits for the clock to reach its wake-
 Each move goes to the earliest of the loop's wake-up, the next fake-kubelet event, ``max_step_s``
 and the test's target, and is followed by one full round of the fakes at the new instant — so a
 pass can meet any intermediate state: pods Terminating, a ReplicaSet not yet scaled, a status
-not yet observed. Wall-clock time only bounds the waits; no outcome depends on it.
+not yet observed. Before a move the clock waits for the real controllers to owe nothing (the
+scheduler's verdicts, the ReplicaSet and Deployment controllers' pods and statuses): passes run
+meanwhile, so they see the cluster move, but a loaded machine cannot turn a controller's seconds
+into virtual minutes. Wall-clock time only bounds the waits; no outcome depends on it.
 
 Every round of the fakes also checks the invariant the product exists for — no node has more
 GPUs requested by live pods than it can allocate, and no GPU UUID is handed to two pods — and
@@ -24,6 +27,7 @@ or in a pass, is raised in the test at its next call into the world.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “End-to-end tests on the cluster: the engine's own loop, time moved by the test”
+# * “The end-to-end clock waits for the workload controllers, not for quiet”
 
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ from gps_dagster.store.records import TargetStatusRow
 from gps_dagster.store.reservations import ReservationRepository, ensure_tables
 from gps_dagster.testing.k8s.layout import layout, remap
 from gps_dagster.testing.k8s.pools import ClusterPool
-from gps_dagster.testing.k8s.settle import pending_verdicts
+from gps_dagster.testing.k8s.settle import controllers_behind, pending_verdicts
 from tests.k8s.cluster import kube, unique
 
 
@@ -195,23 +199,28 @@ class K8sWorld:
                 "the engine loop going back to sleep",
             )
 
-    def _scheduler_caught_up(self) -> None:
-        """Until the real scheduler has judged every pending pod, and bound each that fits: its
-        backoff (1-10 s) and flush (60 s) run on wall time and cannot follow the virtual clock,
-        and in production they are far below every grace the engine applies. Only placement is
-        waited for: statuses, ReplicaSets and quotas stay behind as they may (decision 179)."""
+    def _controllers_caught_up(self) -> None:
+        """Until the real controllers owe nothing for what they were given, before the clock
+        moves on: the scheduler has judged every pending pod and bound each that fits (its
+        backoff, 1-10 s, and flush, 60 s, run on wall time), and the ReplicaSet and Deployment
+        controllers have observed their generations, made their pods (or been refused them) and
+        counted them in their statuses. In production they react in milliseconds, far below
+        every grace the engine applies; on a loaded machine they lag seconds of wall time, which
+        a clock moved on meanwhile turned into minutes (a start "not ready by 18:12"). Passes
+        still run while they move (a watch event wakes the loop at the same instant), so every
+        intermediate state is seen; only the clock waits (decisions 179, 220)."""
         kube, spaces = self.cluster.kube, self.cluster.namespaces
         deadline = time.monotonic() + self.wall_timeout_s
         while True:
             self._raise_failures()
-            ours = [
-                p for ns in spaces for p in kube.items(kube.core.list_namespaced_pod, ns, what="p")
-            ]
-            waiting = pending_verdicts(kube, ours)
+            by_ns = {ns: kube.items(kube.core.list_namespaced_pod, ns, what="p") for ns in spaces}
+            waiting = pending_verdicts(kube, [p for ours in by_ns.values() for p in ours])
+            for ns, ours in by_ns.items():
+                waiting = waiting or controllers_behind(kube, ns, ours)
             if not waiting:
                 return
             if time.monotonic() > deadline:
-                raise Stuck(f"the scheduler did not place {waiting[:3]} (at {self.clock.now()})")
+                raise Stuck(f"the controllers still owe {waiting[:3]} (at {self.clock.now()})")
             with self._cond:
                 self._cond.wait(0.05)
 
@@ -250,7 +259,7 @@ class K8sWorld:
         """Move the clock to ``instant``; the engine's loop passes on its own on the way."""
         while self.clock.now() < instant:
             self._engine_asleep()
-            self._scheduler_caught_up()
+            self._controllers_caught_up()
             self._step_towards(instant)
         self._engine_asleep()
 
@@ -269,7 +278,7 @@ class K8sWorld:
         while not done():
             if by is not None and self.clock.now() >= by:
                 raise AssertionError(f"{what}: not by {by} (now {self.clock.now()})")
-            self._scheduler_caught_up()
+            self._controllers_caught_up()
             self._step_towards(by or self.clock.now() + timedelta(days=7))
             self._engine_asleep()
         return self.clock.now()

@@ -18,6 +18,7 @@ It only waits: it never changes what the cluster decides. A cluster that does no
 
 # Decisions embodied here (docs/decisions.md):
 # * “Tests run the cluster on a virtual clock”
+# * “The end-to-end clock waits for the workload controllers, not for quiet”
 
 from __future__ import annotations
 
@@ -77,6 +78,16 @@ def unquiet(kube: Kube, namespaces: Collection[str]) -> list[str]:
     return _pending(kube, all_pods)
 
 
+def controllers_behind(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
+    """What the ReplicaSet and Deployment controllers of ``ns`` still owe (empty = caught up):
+    a generation not observed, a ReplicaSet without its replicas of live pods (unless the API
+    server refused one: ``ReplicaFailure``), status counts that disagree with the pods, or a
+    ReplicaSet's ``ReplicaFailure`` not yet copied onto its Deployment (the Deployment controller
+    copies it, ``pkg/controller/deployment/progress.go`` ``getReplicaFailures``). The end-to-end
+    world holds its clock on this alone (decision 220); ``settle`` waits for it and more."""
+    return _workloads(kube, ns, ns_pods)
+
+
 def _owned(pod: Obj, uid: str) -> bool:
     return any(
         o.get("uid") == uid for o in (pod.get("metadata") or {}).get("ownerReferences") or []
@@ -87,6 +98,7 @@ def _workloads(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
     out: list[str] = []
     rsets = kube.items(kube.apps.list_namespaced_replica_set, ns, what="list replicasets")
     by_owner: dict[str, list[int]] = {}
+    failed_owners: set[str] = set()
     for rs in rsets:
         meta, spec, status = rs["metadata"], rs.get("spec") or {}, rs.get("status") or {}
         live = [
@@ -101,10 +113,7 @@ def _workloads(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
             int(status.get("replicas") or 0),
             int(status.get("readyReplicas") or 0),
         )
-        refused = any(
-            c.get("type") == "ReplicaFailure" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        )  # e.g. exceeded quota: nothing will come
+        refused = _replica_failure(status)  # e.g. exceeded quota: nothing will come
         if not refused and (
             seen != (int(meta.get("generation") or 0), len(live), ready) or len(live) != want
         ):
@@ -116,6 +125,8 @@ def _workloads(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
             by_owner.setdefault(o.get("uid", ""), [0, 0])
             by_owner[o["uid"]][0] += int(status.get("replicas") or 0)
             by_owner[o["uid"]][1] += int(status.get("readyReplicas") or 0)
+            if refused:
+                failed_owners.add(o.get("uid", ""))
     for d in kube.items(kube.apps.list_namespaced_deployment, ns, what="list deployments"):
         meta, status = d["metadata"], d.get("status") or {}
         sums = by_owner.get(meta["uid"], [0, 0])
@@ -126,7 +137,16 @@ def _workloads(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
         )
         if seen != (int(meta.get("generation") or 0), sums[0], sums[1]):
             out.append(f"deployment {ns}/{meta['name']}: status {seen}, replicasets {sums}")
+        elif meta["uid"] in failed_owners and not _replica_failure(status):
+            out.append(f"deployment {ns}/{meta['name']}: ReplicaFailure not copied yet")
     return out
+
+
+def _replica_failure(status: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "ReplicaFailure" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
 
 
 def _quotas(kube: Kube, ns: str, ns_pods: list[Obj]) -> list[str]:
