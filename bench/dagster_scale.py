@@ -128,7 +128,7 @@ def ticks(url: str, pool_file: Path) -> dict[str, float]:
     """The due-index reads of a quiet tick, against the scan they replaced (same store)."""
     from zoneinfo import ZoneInfo
 
-    from gps_dagster.cli.engine_cmds import sleep_for
+    from gps_dagster.cli.engine_run_cmd import sleep_for
     from gps_dagster.clocks import VirtualClock
     from gps_dagster.dagster_defs.due import upcoming
     from gps_dagster.dagster_defs.sensors import boundary_tick_explained

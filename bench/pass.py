@@ -148,7 +148,7 @@ def lag() -> None:
 
 def wallclock_lag(url: str, boundaries: int = 3, gap_s: float = 12.0) -> None:
     """The real ``engine run`` loop on the wall clock: boundaries a few seconds ahead."""
-    from gps_dagster.cli.engine_cmds import sleep_for
+    from gps_dagster.cli.engine_run_cmd import sleep_for
     from gps_dagster.clocks import WallClock
     from gps_dagster.runtime import Runtime, Settings
 

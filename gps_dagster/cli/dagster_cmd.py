@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import click
 
 from gps_dagster.cli import wiring
-from gps_dagster.cli.engine_cmds import refuse
+from gps_dagster.cli.refusals import refuse
 from gps_dagster.cli.wiring import store_options
 from gps_dagster.runtime import Settings
 from gps_dagster.store.errors import StoreError

@@ -16,7 +16,14 @@ from datetime import datetime, timedelta
 import click
 
 from gps_dagster import __version__
-from gps_dagster.cli import engine_cmds, render
+from gps_dagster.cli import (
+    apply_now_cmd,
+    dry_run_cmd,
+    engine_run_cmd,
+    render,
+    schedules_cmd,
+    store_cmds,
+)
 from gps_dagster.cli.dagster_cmd import dagster_group
 from gps_dagster.cli.examples_cmd import examples_cmd
 from gps_dagster.cli.inputs import IsoDateTime, fail, load_pool_file, load_schedule_file
@@ -168,14 +175,14 @@ def timeline(
 
 
 for _command in (
-    engine_cmds.schedules,
-    engine_cmds.status,
-    engine_cmds.gate,
-    engine_cmds.apply_now,
-    engine_cmds.dry_run_cmd,
-    engine_cmds.engine_group,
-    engine_cmds.db,
-    engine_cmds.metrics,
+    schedules_cmd.schedules,
+    store_cmds.status,
+    store_cmds.gate,
+    apply_now_cmd.apply_now,
+    dry_run_cmd.dry_run_cmd,
+    engine_run_cmd.engine_group,
+    store_cmds.db,
+    store_cmds.metrics,
     simulate_cmd,
     pool_group,
     reservations_group,

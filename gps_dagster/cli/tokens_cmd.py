@@ -14,8 +14,8 @@ from datetime import datetime
 import click
 
 from gps_dagster.cli import wiring
-from gps_dagster.cli.engine_cmds import refuse
 from gps_dagster.cli.inputs import cli_actor
+from gps_dagster.cli.refusals import refuse
 from gps_dagster.cli.wiring import store_options
 from gps_dagster.domain.spec import parse_duration
 from gps_dagster.runtime import Settings, build_clock

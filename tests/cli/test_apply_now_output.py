@@ -57,7 +57,7 @@ def test_apply_now_prints_each_step_once(tmp_path: Path) -> None:
 
 
 def test_step_lines_keep_the_first_position_and_the_last_state(sqlite_url: str) -> None:
-    from gps_dagster.cli.engine_cmds import step_lines
+    from gps_dagster.cli.apply_now_cmd import step_lines
 
     w = make_world(sqlite_url, start=local("2026-10-19T08:00:05"))
     w.engine.run_pass(schedule=w.spec.name, trigger="apply_now")  # B's stop accepted, A waits

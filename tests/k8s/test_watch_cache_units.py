@@ -305,7 +305,7 @@ def test_engine_run_wires_the_wakeup_and_the_cache_gauges_only_for_a_core_that_o
     """Mutation caught: ``engine run`` never subscribing (no wake-up) or dropping the gauges."""
     import types
 
-    from gps_dagster.cli.engine_cmds import _core_metrics, _wakeup
+    from gps_dagster.cli.engine_run_cmd import _core_metrics, _wakeup
 
     got: list[Any] = []
     watching = types.SimpleNamespace(
