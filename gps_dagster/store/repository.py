@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -45,14 +44,13 @@ from gps_dagster.store.errors import (
     ScheduleNotFound,
     TargetOwned,
 )
+from gps_dagster.store.journal import JournalMixin
 from gps_dagster.store.locks import PassLock
 from gps_dagster.store.pins import PinsMixin
 from gps_dagster.store.plans import UNSUBMITTED, PlansMixin
 from gps_dagster.store.readings import ReadingsMixin
 from gps_dagster.store.records import (
-    ApplyNowRequest,
     Deleted,
-    EventRow,
     ScheduleRecord,
     TargetStatusRow,
 )
@@ -70,7 +68,9 @@ from gps_dagster.store.status import StatusMixin
 IN_FLIGHT = REACHED_CORE
 
 
-class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, ReadingsMixin):
+class Store(
+    PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, ReadingsMixin, JournalMixin
+):
     """The product's durable state over one SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: Engine) -> None:
@@ -461,86 +461,6 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
                     .values(value=value, updated_at=now)
                 )
 
-    # -- events --------------------------------------------------------------
-
-    def add_event(
-        self, at: datetime, schedule: str | None, deploy_id: str | None, kind: str, **kw: Any
-    ) -> None:
-        with self.begin() as conn:
-            self._event(conn, at, schedule, deploy_id, kind, **kw)
-
-    @staticmethod
-    def _event(
-        conn: Connection,
-        at: datetime,
-        schedule: str | None,
-        deploy_id: str | None,
-        kind: str,
-        *,
-        phase: str | None = None,
-        reason: str | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> None:
-        conn.execute(
-            t.events.insert().values(
-                at=at,
-                schedule_name=schedule,
-                deploy_id=deploy_id,
-                kind=kind,
-                phase=phase,
-                reason=reason,
-                detail=detail,
-            )
-        )
-
-    def list_events(
-        self, schedule: str | None = None, *, after_id: int = 0, limit: int = 100
-    ) -> list[EventRow]:
-        query = (
-            sa.select(t.events).where(t.events.c.id > after_id).order_by(t.events.c.id).limit(limit)
-        )
-        if schedule is not None:
-            query = query.where(t.events.c.schedule_name == schedule)
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        return [
-            EventRow(r.id, r.at, r.schedule_name, r.deploy_id, r.kind, r.phase, r.reason, r.detail)
-            for r in rows
-        ]
-
-    # -- audit log ---------------------------------------------------------------
-
-    def add_audit(
-        self,
-        *,
-        at: datetime,
-        actor: str,
-        action: str,
-        kind: str,
-        name: str,
-        scope: str | None = None,
-        version: int | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> None:
-        """Record a write that is not one store transaction (an apply-now pass)."""
-        with self.begin() as conn:
-            audit.record(
-                conn,
-                at=at,
-                actor=actor,
-                action=action,
-                kind=kind,
-                name=name,
-                scope=scope,
-                version=version,
-                detail=detail,
-            )
-
-    def list_audit(
-        self, *, after_id: int = 0, limit: int = 100, name: str | None = None
-    ) -> list[audit.AuditRow]:
-        return audit.page(self.engine, after_id=after_id, limit=limit, name=name)
-
     # -- apply-now requests ------------------------------------------------------
 
     def request_apply_now(self, name: str, *, now: datetime, actor: str = "cli") -> int:
@@ -555,35 +475,6 @@ class Store(PlansMixin, StatusMixin, due.DueMixin, bulk.BulkMixin, PinsMixin, Re
             assert key is not None
             return int(key[0])
 
-    def pending_apply_now(self) -> list[ApplyNowRequest]:
-        query = sa.select(t.apply_now_requests).where(t.apply_now_requests.c.state == "pending")
-        with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(t.apply_now_requests.c.id)).all()
-        return [_request(r) for r in rows]
-
-    def get_apply_now(self, request_id: int) -> ApplyNowRequest:
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                sa.select(t.apply_now_requests).where(t.apply_now_requests.c.id == request_id)
-            ).one()
-        return _request(row)
-
-    def finish_apply_now(
-        self, request_id: int, *, result: str, now: datetime, state: str = "done"
-    ) -> bool:
-        """Mark a pending request handled; False when another worker already did."""
-        with self.begin() as conn:
-            return bool(
-                conn.execute(
-                    t.apply_now_requests.update()
-                    .where(
-                        t.apply_now_requests.c.id == request_id,
-                        t.apply_now_requests.c.state == "pending",
-                    )
-                    .values(state=state, result=result, handled_at=now)
-                ).rowcount
-            )
-
 
 def _first_version(conn: Connection, name: str) -> int:
     """The version a schedule is created at: 1, or past every version its name's plans and steps
@@ -597,18 +488,6 @@ def _first_version(conn: Connection, name: str) -> int:
         for table in (t.transitions, t.actions)
     ]
     return 1 + max((int(v) for v in used if v is not None), default=0)
-
-
-def _request(row: Any) -> ApplyNowRequest:
-    return ApplyNowRequest(
-        row.id,
-        row.schedule_name,
-        row.actor,
-        row.requested_at,
-        row.state,
-        row.result,
-        row.handled_at,
-    )
 
 
 __all__ = ["GATES", "MUST_NOT_EXIST", "Store", "TargetStatusRow"]
