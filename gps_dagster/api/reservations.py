@@ -33,7 +33,7 @@ from gps_dagster.domain.gps.admission import Admitted, admit
 from gps_dagster.domain.gps.errors import ReservationNotFound
 from gps_dagster.domain.gps.reservations import Reservation, load_reservation_spec
 from gps_dagster.domain.spec import DesiredState
-from gps_dagster.engine.planning import RUNNING_STATES
+from gps_dagster.engine.plan_inputs import RUNNING_STATES
 from gps_dagster.ports import DeployView
 
 RESERVATION_EXAMPLE = {

@@ -23,7 +23,7 @@ from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.domain.timeline_doc import ReadyByTimings, ready_by_rows, skipped_at
 from gps_dagster.engine.eligibility import ineligible_reason
-from gps_dagster.engine.planning import intent_doc, observed, wanted
+from gps_dagster.engine.plan_inputs import intent_doc, observed, wanted
 from gps_dagster.engine.preflight import QuotaLedger, check_step
 from gps_dagster.engine.ready_by import ReadyBy
 from gps_dagster.engine.store_ports import DryRunStore

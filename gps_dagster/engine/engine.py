@@ -28,7 +28,8 @@ from gps_dagster.engine.convergence import AfterConverged, Observer, Witness
 from gps_dagster.engine.due import next_due
 from gps_dagster.engine.errors import Busy
 from gps_dagster.engine.heartbeat import ClaimHeartbeat
-from gps_dagster.engine.planning import Planner, Prefetch, ScheduleOutcome
+from gps_dagster.engine.plan_inputs import Prefetch, ScheduleOutcome
+from gps_dagster.engine.planning import Planner
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.ready_by import ReadyBy
 from gps_dagster.engine.reports import PassReport, StepOutcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gps_dagster.engine.planning import ScheduleOutcome
+from gps_dagster.engine.plan_inputs import ScheduleOutcome
 
 
 @dataclass(frozen=True, slots=True)

@@ -313,7 +313,7 @@ def test_the_every_minute_schedule_leaves_an_acquire_first_plan_to_the_reconcile
 
 def test_a_storm_tick_says_what_it_served_in_one_line() -> None:
     from gps_dagster.dagster_defs.sensors import STORM_LINES, _served_lines
-    from gps_dagster.engine.planning import ScheduleOutcome
+    from gps_dagster.engine.plan_inputs import ScheduleOutcome
     from gps_dagster.engine.reports import PassReport
 
     report = PassReport(at=MONDAY_0800, trigger="boundary")
