@@ -21,6 +21,7 @@ from typing import Any
 
 from gps_dagster.backends.k8s import (
     accounts,
+    bindings,
     capacity,
     inventory,
     ledger,
@@ -28,11 +29,11 @@ from gps_dagster.backends.k8s import (
     pods,
     views,
 )
-from gps_dagster.backends.k8s import gps as gps_mod
 from gps_dagster.backends.k8s.accounts import BillingCheck, NamespaceBilling
 from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.backends.k8s.bindings import Binding
 from gps_dagster.backends.k8s.cache import ClusterCache
-from gps_dagster.backends.k8s.gps import Binding, Reservations
+from gps_dagster.backends.k8s.gps import Reservations
 from gps_dagster.backends.k8s.sessions import PreviewSessions
 from gps_dagster.backends.k8s.witness import WITNESS_NODE_AGENT
 from gps_dagster.backends.k8s.witness import witness as witness_of
@@ -216,7 +217,7 @@ class K8sCore(MutationsMixin):
     def _binding(self, w: Workload) -> Binding | None:
         if not w.annotations.get(names.RESERVATION):
             return None  # unbound: no template to parse (``_members`` asks of every workload)
-        return gps_mod.binding(w, views.gpus_per_replica(w, None))
+        return bindings.binding(w, views.gpus_per_replica(w, None))
 
     def _view(self, w: Workload, snap: Snapshot) -> DeployView:
         own = [
@@ -229,7 +230,7 @@ class K8sCore(MutationsMixin):
             own,
             aliases=accounts.merged_aliases(w, snap.services),
             hpa=(w.namespace, w.kind, w.name) in snap.hpa,
-            binding=gps_mod.binding_view(self._binding(w)),
+            binding=bindings.binding_view(self._binding(w)),
         )
         if view.unschedulable:
             if w.namespace not in snap.events:
@@ -265,7 +266,7 @@ class K8sCore(MutationsMixin):
             (
                 w
                 for w in self.finder.all_labelled()
-                if gps_mod.bound_to(self._binding(w), reservation_id)
+                if bindings.bound_to(self._binding(w), reservation_id)
             ),
             key=lambda w: w.deploy_id,
         )
@@ -293,7 +294,7 @@ class K8sCore(MutationsMixin):
     def preview_capacity(self, deploy_id: str, *, delta_replicas: int) -> CapacityPreview:
         w = self.finder.find(deploy_id)
         b = self._binding(w)
-        gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
+        gpr = views.gpus_per_replica(w, bindings.binding_view(b))
         if b is not None:
             return self.gps.capacity(b, gpr, max(delta_replicas, 0), self.holding_pods())
         group = replica_group(w)
@@ -390,7 +391,7 @@ class K8sCore(MutationsMixin):
         return self._quota(w, b, delta_replicas)
 
     def _quota(self, w: Workload, b: Binding | None, delta: int, *, credit: int = 0) -> QuotaStatus:
-        gpr = views.gpus_per_replica(w, gps_mod.binding_view(b))
+        gpr = views.gpus_per_replica(w, bindings.binding_view(b))
         return accounts.check_quota(
             self.kube,
             w,
@@ -490,7 +491,7 @@ class K8sCore(MutationsMixin):
 
     def _members(self) -> list[tuple[Workload, Binding | None, int]]:
         return [
-            (m, self._binding(m), gps_mod.ready_groups(m.status))
+            (m, self._binding(m), bindings.ready_groups(m.status))
             for m in self.finder.all_labelled()
         ]
 

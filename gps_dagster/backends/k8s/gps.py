@@ -29,14 +29,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
+from gps_dagster.backends.k8s.bindings import Binding, bound_to, check_scope, queue_project
 from gps_dagster.backends.k8s.pods import Pod
 from gps_dagster.backends.k8s.renders import (
     exclusive_template,
@@ -48,7 +48,6 @@ from gps_dagster.backends.k8s.witness import WITNESS_NODE_AGENT, WITNESS_NONE, W
 from gps_dagster.backends.k8s.workloads import Workload
 from gps_dagster.domain.errors import SpecInvalid
 from gps_dagster.domain.gps.admission import Admitted, Decision, Ineligible, Overcommitted, admit
-from gps_dagster.domain.gps.billing import reservation_project
 from gps_dagster.domain.gps.bindings import ExclusiveBinding, TimeSlicedBinding
 from gps_dagster.domain.gps.errors import ReservationNotFound
 from gps_dagster.domain.gps.holders import exclusive_holder_wanted, holder_wanted
@@ -58,7 +57,6 @@ from gps_dagster.domain.gps.reservations import (
     SharingMode,
     format_mib,
 )
-from gps_dagster.domain.pool import DeployReservation, ExclusiveRef
 from gps_dagster.domain.render import kai
 from gps_dagster.ports import (
     AdmissionPreview,
@@ -68,43 +66,8 @@ from gps_dagster.ports import (
     Fits,
     Insufficient,
     NotFound,
-    ReservationBinding,
     ReservationLedger,
 )
-
-Binding = ExclusiveBinding | TimeSlicedBinding
-_REF: TypeAdapter[Any] = TypeAdapter(DeployReservation)
-
-
-def binding(w: Workload, gpus_per_replica: int) -> Binding | None:
-    raw = w.annotations.get(names.RESERVATION)
-    if not raw:
-        return None
-    try:
-        ref = _REF.validate_python(json.loads(raw))
-    except (ValueError, ValidationError) as exc:
-        raise AdmissionRefused(
-            "binding_invalid",
-            f"{w.ref}: annotation {names.RESERVATION} is not a binding ({exc}); fix it",
-        ) from exc
-    if isinstance(ref, ExclusiveRef):
-        return ExclusiveBinding(gpus_per_replica=gpus_per_replica, reservations=ref.reservations)
-    assert isinstance(ref, TimeSlicedBinding)
-    return ref
-
-
-def binding_view(b: Binding | None) -> ReservationBinding | None:
-    if b is None:
-        return None
-    if isinstance(b, TimeSlicedBinding):
-        return ReservationBinding((b.reservation,), "time_sliced", b.memory_mib)
-    return ReservationBinding(tuple(b.reservations), "exclusive")
-
-
-def bound_to(b: Binding | None, reservation_id: str) -> bool:
-    if isinstance(b, TimeSlicedBinding):
-        return b.reservation == reservation_id
-    return isinstance(b, ExclusiveBinding) and reservation_id in b.reservations
 
 
 class Reservations:
@@ -299,7 +262,7 @@ class Reservations:
             rsvs = [self.get(r) for r in b.reservations]
             for rsv in rsvs:
                 check_scope(w, rsv)
-            out = exclusive_template(template, rsvs, project=_queue_project(rsvs[0]), policy=policy)
+            out = exclusive_template(template, rsvs, project=queue_project(rsvs[0]), policy=policy)
         return keep_template_metadata(template, out)  # both renders: the server's own keys stay
 
     def _member_template(
@@ -312,7 +275,7 @@ class Reservations:
                 template,
                 reservation=rsv,
                 deploy_id=w.deploy_id,
-                project=_queue_project(rsv),
+                project=queue_project(rsv),
                 memory_mib=b.memory_mib,
                 policy=policy,
             )
@@ -332,7 +295,7 @@ class Reservations:
         rsv = self.get(b.reservation)
         if not holder_wanted(rsv, running=running_members, stopping=[w.deploy_id]):
             return
-        pod = kai.render_holder_pod(rsv, project=_queue_project(rsv), policy=self.policy())
+        pod = kai.render_holder_pod(rsv, project=queue_project(rsv), policy=self.policy())
         try:
             self.kube.call(
                 self.kube.core.create_namespaced_pod,
@@ -486,9 +449,7 @@ class Reservations:
         return [p for p in found if pods.gpus(p) > 0 and not pods.terminal(p)]
 
     def _create_holder(self, rsv: Reservation) -> None:
-        pod = kai.render_exclusive_holder_pod(
-            rsv, project=_queue_project(rsv), policy=self.policy()
-        )
+        pod = kai.render_exclusive_holder_pod(rsv, project=queue_project(rsv), policy=self.policy())
         try:
             self.kube.call(
                 self.kube.core.create_namespaced_pod,
@@ -553,31 +514,6 @@ def _wanting(rid: str, members: Sequence[tuple[Workload, Binding | None, int]]) 
     return {m.deploy_id for m, mb, _ in members if m.replicas > 0 and bound_to(mb, rid)}
 
 
-def _queue_project(rsv: Reservation) -> str:
-    """The KAI queue's project of a reservation-bound render: the reservation's own (its
-    namespace), never a label of the workload — a label is whatever its author wrote."""
-    return reservation_project(rsv) or rsv.namespace
-
-
-def check_scope(w: Workload, rsv: Reservation) -> None:
-    """A reservation lends its GPUs to one namespace (and so one project), whatever the mode:
-    a workload elsewhere that carries the binding annotation is refused, never rendered onto
-    the reservation's node (R-K8S-8)."""
-    if rsv.namespace != w.namespace:
-        raise AdmissionRefused(
-            "reservation_namespace_mismatch",
-            f"{w.ref} is bound to {rsv.id}, whose pods run in namespace {rsv.namespace}; "
-            f"deploy it in {rsv.namespace} or remove the {names.RESERVATION} annotation",
-        )
-    owner, claimed = reservation_project(rsv), w.labels.get(names.PROJECT)
-    if owner is not None and claimed and claimed != owner:
-        raise AdmissionRefused(
-            "reservation_project_mismatch",
-            f"{w.ref} is labelled {names.PROJECT}={claimed} but {rsv.id} belongs to project "
-            f"{owner}; fix the label or bind a reservation of project {claimed}",
-        )
-
-
 class _Locked:
     """The ledger's transaction holding one reservation's row lock; its row is pinned meanwhile."""
 
@@ -596,10 +532,3 @@ class _Locked:
     def __exit__(self, *exc: Any) -> None:
         self.owner.pinned.pop(self.reservation_id, None)
         self._tx.__exit__(*exc)
-
-
-def ready_groups(status: Mapping[str, Any]) -> int:
-    try:
-        return int(status.get("readyReplicas") or 0)
-    except (TypeError, ValueError):
-        return 0

@@ -29,8 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from gps_dagster.backends.k8s import gps as gps_mod
-from gps_dagster.backends.k8s import ledger, mutations, names, views
+from gps_dagster.backends.k8s import bindings, ledger, mutations, names, views
 from gps_dagster.backends.k8s.api import Kube, Obj
 from gps_dagster.backends.k8s.mutations import Plan
 from gps_dagster.backends.k8s.workloads import (
@@ -60,7 +59,8 @@ from gps_dagster.ports import (
 
 if TYPE_CHECKING:
     from gps_dagster.backends.k8s.accounts import BillingCheck
-    from gps_dagster.backends.k8s.gps import Binding, Reservations
+    from gps_dagster.backends.k8s.bindings import Binding
+    from gps_dagster.backends.k8s.gps import Reservations
 
 CONFLICT_RETRIES = 3
 WRITE_CONCURRENCY = 8
@@ -111,7 +111,7 @@ class MutationsMixin:
                 running = [
                     m.deploy_id
                     for m, mb, ready in self._members()
-                    if ready > 0 and m.replicas > 0 and gps_mod.bound_to(mb, b.reservation)
+                    if ready > 0 and m.replicas > 0 and bindings.bound_to(mb, b.reservation)
                 ]
                 self.gps.ensure_holder(w, b, running)
             if out.mutating:  # R-GPS-2: an exclusive reservation left idle is held
