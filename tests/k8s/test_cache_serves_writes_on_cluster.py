@@ -16,8 +16,8 @@ import pytest
 
 from gps_dagster.backends.k8s import cache as cache_mod
 from gps_dagster.backends.k8s import ledger, names, pods
-from gps_dagster.backends.k8s.workloads import Workload
-from gps_dagster.ports import AdmissionRefused, Fits, Permanent, QuotaRefused
+from gps_dagster.backends.k8s.workloads import Workload, read
+from gps_dagster.ports import AdmissionRefused, EtagMismatch, Fits, Permanent, QuotaRefused
 from tests.k8s.test_adapter_on_cluster import Pool
 from tests.k8s.test_watch_cache_on_cluster import Cached, lists, until
 
@@ -182,3 +182,90 @@ def test_the_key_check_of_a_write_reads_only_the_ledgers_its_key_index_names(
         six.core.stop("r1", etag=r1.etag, allow_aliased_downtime=False, idempotency_key="k-r0")
     assert refused.value.reason == "idempotency_key_reused"
     assert set(read) == {"r0", "r1"}  # its own, and the one the index names
+
+
+def test_an_unbound_stop_and_start_scan_no_workload_when_no_exclusive_reservation_applies(
+    six: Cached, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mutations caught: the stop's R-GPS-2 hold (``before_stop``) or the start's hold before
+    lending (``hold_idle``) reading every labelled workload for a deploy no reservation binds
+    while the ledger holds no exclusive reservation (before: one scan of every workload per
+    write, 2,000 a write in the 1,000-swap storm: the storm's releases grew with its square)."""
+    scans: list[int] = []
+    finder = six.core.finder
+    inner = finder.all_labelled
+
+    def counting() -> list[Workload]:
+        found = inner()
+        scans.append(len(found))
+        return found
+
+    monkeypatch.setattr(finder, "all_labelled", counting)
+    r0 = six.core.get_deploy("r0")
+    six.core.stop("r0", etag=r0.etag, allow_aliased_downtime=False, idempotency_key="scan-r0")
+    c = six.core.get_deploy("c")
+    six.core.start("c", etag=c.etag, idempotency_key="scan-c")
+    assert scans == []
+    assert six.core.get_deploy("c").desired_replicas == 1  # the start was made, not skipped
+
+
+def writes_sent(c: Cached, mark: int) -> list[tuple[str, str]]:
+    """The requests since ``mark`` that are not watches: (method, last path segment)."""
+    return [
+        (m, u.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+        for m, u in c.requests.since(mark)
+        if "watch=true" not in u.lower()
+    ]
+
+
+def test_a_write_on_the_cache_sends_its_patch_alone(six: Cached) -> None:
+    """Mutation caught: a GET of the workload before every write (before: 2 requests a write,
+    the storm's 2,000 GETs at 1,000 swaps)."""
+    r0 = six.core.get_deploy("r0")
+    _, _, name = six.pool.workload("r0")
+    mark = six.requests.mark()
+    six.core.stop("r0", etag=r0.etag, allow_aliased_downtime=False, idempotency_key="one-r0")
+    assert writes_sent(six, mark) == [("PATCH", name)]
+
+
+def test_a_stale_cached_copy_costs_a_retry_not_a_lost_or_doubled_write(
+    six: Cached, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mutations caught: the patch sent without the copy's resourceVersion (the out-of-band
+    annotation is then lost or the 409 never comes: no GET below), or the 409 of a stale copy
+    ending the write instead of a read from the API server and one more patch."""
+    stale = six.core.finder.find("r1")
+    r1 = six.core.get_deploy("r1")
+    six.pool.patch("r1", {"metadata": {"annotations": {"example.com/owner": "ops"}}})
+    monkeypatch.setattr(six.core.finder, "find", lambda deploy_id: stale)
+    _, _, name = six.pool.workload("r1")
+    mark = six.requests.mark()
+    six.core.stop("r1", etag=r1.etag, allow_aliased_downtime=False, idempotency_key="stale-r1")
+    assert writes_sent(six, mark) == [("PATCH", name), ("GET", name), ("PATCH", name)]
+    now = read_workload(six, "r1")
+    assert now.raw["spec"]["replicas"] == 0
+    assert now.raw["metadata"]["annotations"]["example.com/owner"] == "ops"
+    assert len(ledger.read(now).entries) == 1  # written once
+
+
+def test_nothing_to_write_on_a_stale_cached_copy_is_decided_again_on_the_api_servers(
+    six: Cached, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mutation caught: a start answered "already running" from a cached copy that is not
+    (the API server has the deploy stopped): the step would count a start never made."""
+    six.pool.patch("c", {"spec": {"replicas": 1}})
+    until(lambda: six.core.finder.find("c").replicas == 1, "the cache seeing c scaled to 1")
+    running = six.core.finder.find("c")
+    etag = six.core.get_deploy("c").etag
+    six.pool.patch("c", {"spec": {"replicas": 0}})
+    monkeypatch.setattr(six.core.finder, "find", lambda deploy_id: running)
+    _, _, name = six.pool.workload("c")
+    mark = six.requests.mark()
+    with pytest.raises(EtagMismatch):  # the API server's c is not the one the caller read
+        six.core.start("c", etag=etag, idempotency_key="stale-c")
+    assert ("GET", name) in writes_sent(six, mark)
+
+
+def read_workload(c: Cached, deploy: str) -> Workload:
+    kind, ns, name = c.pool.workload(deploy)
+    return read(c.pool.api, kind, ns, name)

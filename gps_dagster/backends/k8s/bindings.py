@@ -6,7 +6,7 @@ workload; ``backends/k8s/gps.py`` acts on them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -25,6 +25,13 @@ from gps_dagster.ports import (
 )
 
 Binding = ExclusiveBinding | TimeSlicedBinding
+
+Member = tuple[Workload, Binding | None, int]
+"""A labelled workload in scope, its reservation binding and its ready groups."""
+Members = Callable[[], Sequence[Member]]
+"""Every member, read when called: a scan of every labelled workload, so the rules that need it
+for one reservation ask only when a reservation applies (a storm of unbound writes is then O(1)
+each, not O(workloads))."""
 _REF: TypeAdapter[Any] = TypeAdapter(DeployReservation)
 
 

@@ -313,7 +313,7 @@ class K8sCore(MutationsMixin):
             others = [p for p in pending if not _owned_by(w, p)]
             world = capacity.world_for(
                 shaped.usable,
-                holding + self.gps.idle_holds(holding, self._members()),
+                holding + self.gps.idle_holds(holding, self._members),
                 [p for p in others if (p.get("status") or {}).get("nominatedNodeName")],
                 [  # the block's earlier fits are served before this one too
                     *capacity.queued_ahead(others, spec),

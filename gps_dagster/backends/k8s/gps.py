@@ -36,7 +36,14 @@ from pydantic import ValidationError
 
 from gps_dagster.backends.k8s import names, pods
 from gps_dagster.backends.k8s.api import Kube, Obj
-from gps_dagster.backends.k8s.bindings import Binding, bound_to, check_scope, queue_project
+from gps_dagster.backends.k8s.bindings import (
+    Binding,
+    Member,
+    Members,
+    bound_to,
+    check_scope,
+    queue_project,
+)
 from gps_dagster.backends.k8s.pods import Pod
 from gps_dagster.backends.k8s.renders import (
     exclusive_template,
@@ -108,7 +115,7 @@ class Reservations:
         self,
         w: Workload,
         b: Binding | None,
-        members: Sequence[tuple[Workload, Binding | None, int]],
+        members: Sequence[Member],
         *,
         releasing: Collection[str] = (),
         rsv: Reservation | None = None,
@@ -327,59 +334,60 @@ class Reservations:
 
     # -- exclusive holder (R-GPS-2) ----------------------------------------------------------------
 
-    def before_stop(
-        self,
-        w: Workload,
-        b: Binding | None,
-        members: Sequence[tuple[Workload, Binding | None, int]],
-    ) -> None:
+    def before_stop(self, w: Workload, b: Binding | None, members: Members) -> None:
         """Before a bound deploy stops: hold each of its exclusive reservations no other bound
         deploy wants. The holder stays Pending until the kubelet has released the deploy's
-        GPUs, then its scheduler binds it there."""
+        GPUs, then its scheduler binds it there. ``members`` is read only for a bound deploy."""
         if not isinstance(b, ExclusiveBinding):
             return
+        scope = members()
         for rid in b.reservations:
             rsv = self.get(rid)
-            others = _wanting(rid, members) - {w.deploy_id}
+            others = _wanting(rid, scope) - {w.deploy_id}
             if exclusive_holder_wanted(rsv, wanting=others):
                 self._create_holder(rsv)
 
-    def hold_idle(self, members: Sequence[tuple[Workload, Binding | None, int]]) -> None:
+    def hold_idle(self, members: Members) -> None:
         """Before unbound work starts: every idle ACTIVE exclusive reservation of the ledger is
-        held, and the holder of a reservation no longer ACTIVE goes. No ledger: nothing."""
+        held, and the holder of a reservation no longer ACTIVE goes. No ledger, or no exclusive
+        reservation in it: nothing (and ``members``, a read of every workload, is not made)."""
         if self.ledger is None:
+            return
+        exclusive = [
+            r for r in self.ledger.list(include_released=True) if r.mode is SharingMode.EXCLUSIVE
+        ]
+        if not exclusive:
             return
         held = {
             (pods.namespace(p), pods.labels(p).get(kai.RESERVATION_LABEL, "")): p
             for p in self._holders()
         }
-        for rsv in self.ledger.list(include_released=True):
-            if rsv.mode is not SharingMode.EXCLUSIVE:
-                continue
+        scope = members()
+        for rsv in exclusive:
             present = (rsv.namespace, rsv.id) in held
-            if exclusive_holder_wanted(rsv, wanting=_wanting(rsv.id, members)):
+            if exclusive_holder_wanted(rsv, wanting=_wanting(rsv.id, scope)):
                 if not present:
                     self._create_holder(rsv)
             elif present and rsv.state is not ReservationState.ACTIVE:
                 self._delete_holder(rsv)
 
-    def idle_holds(
-        self, holding: Sequence[Pod], members: Sequence[tuple[Workload, Binding | None, int]]
-    ) -> list[Pod]:
+    def idle_holds(self, holding: Sequence[Pod], members: Members) -> list[Pod]:
         """For a read-only preview of unbound work: the GPUs of each idle ACTIVE exclusive
         reservation whose holder is not bound yet, as the pod the start will hold them with
         (``hold_idle`` runs before any unbound start), so the preview never promises them."""
-        if self.ledger is None:
+        reservations = self.ledger.list(include_released=False) if self.ledger else []
+        if not reservations:
             return []
+        scope = members()
         bound = {
             (pods.namespace(p), pods.labels(p).get(kai.RESERVATION_LABEL, ""))
             for p in holding
             if is_holder(p)
         }
         out: list[Pod] = []
-        for rsv in self.ledger.list(include_released=False):
+        for rsv in reservations:
             if (rsv.namespace, rsv.id) in bound or not exclusive_holder_wanted(
-                rsv, wanting=_wanting(rsv.id, members)
+                rsv, wanting=_wanting(rsv.id, scope)
             ):
                 continue
             gpus = str(len(rsv.gpu_uuids))
@@ -509,7 +517,7 @@ class Reservations:
         return Insufficient("insufficient_capacity", dict(sorted(free.items())), delta, groups)
 
 
-def _wanting(rid: str, members: Sequence[tuple[Workload, Binding | None, int]]) -> set[str]:
+def _wanting(rid: str, members: Sequence[Member]) -> set[str]:
     """The deploys bound to reservation ``rid`` whose spec wants replicas."""
     return {m.deploy_id for m, mb, _ in members if m.replicas > 0 and bound_to(mb, rid)}
 

@@ -75,6 +75,21 @@ REFUSED = {
 """Reason of a mutation the API server refused (its own message follows)."""
 
 
+class _Unconfirmed(Exception):
+    """A write's decision made on the watch cache's copy that no request will check: made
+    again on a read from the API server (``_fresh``)."""
+
+
+def _plan(plan_fn: Callable[[Workload], Plan], w: Workload, cached: bool) -> Plan:
+    """``plan_fn(w)``; a refusal of the cache's copy is ``_Unconfirmed`` (decided again)."""
+    try:
+        return plan_fn(w)
+    except Permanent:
+        if cached:
+            raise _Unconfirmed from None
+        raise
+
+
 class MutationsMixin:
     """``stop``, ``start``, ``set_replica_intent`` of ``K8sCore`` (which provides the reads)."""
 
@@ -115,7 +130,7 @@ class MutationsMixin:
                 ]
                 self.gps.ensure_holder(w, b, running)
             if out.mutating:  # R-GPS-2: an exclusive reservation left idle is held
-                self.gps.before_stop(w, b, self._members())
+                self.gps.before_stop(w, b, self._members)
             return out
 
         return self._mutate(OperationKind.STOP, deploy_id, etag, idempotency_key, plan)
@@ -129,7 +144,7 @@ class MutationsMixin:
             b = self._binding(w)
             self._quota(w, b, views.desired_replicas(w), credit=self.gps.held_gpus(w.namespace, b))
             if b is None:
-                self.gps.hold_idle(self._members())  # R-GPS-2: hold before lending
+                self.gps.hold_idle(self._members)  # R-GPS-2: hold before lending
                 return mutations.start(w, template=None)
             leader = mutations.leader_template(w)
             out = mutations.start(
@@ -155,7 +170,7 @@ class MutationsMixin:
                 self.billing(self.kube, w)
                 self._quota(w, b, replicas - w.replicas)
                 if b is None:
-                    self.gps.hold_idle(self._members())  # R-GPS-2: hold before lending
+                    self.gps.hold_idle(self._members)  # R-GPS-2: hold before lending
             return mutations.set_replica_intent(w, replicas)
 
         return self._mutate(
@@ -214,7 +229,8 @@ class MutationsMixin:
         *,
         replicas: int | None = None,
     ) -> Operation:
-        w = self._fresh(deploy_id)
+        w = self.finder.find(deploy_id)
+        cached = getattr(self, "cache", None) is not None
         for _ in range(CONFLICT_RETRIES):
             led = ledger.read(w)
             seen = led.by_key(key)
@@ -227,23 +243,28 @@ class MutationsMixin:
                     reason="idempotency_key_reused",
                 )
             current = ledger.etag(w, led)
-            if etag != current:
-                raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {current})")
             try:
-                return self._apply(kind, w, led, key, plan_fn, replicas)
-            except EtagMismatch:
-                w = self._fresh(deploy_id)  # a write landed between our read and our patch
+                if etag != current:
+                    if cached:  # the cache may trail the caller's read: ask the API server
+                        raise _Unconfirmed
+                    raise EtagMismatch(f"{deploy_id}: etag {etag} is stale (current {current})")
+                return self._apply(kind, w, led, key, plan_fn, replicas, cached=cached)
+            except (EtagMismatch, _Unconfirmed):
+                w = self._fresh(w)  # a write landed between our read and our patch
+                cached = False
         raise EtagMismatch(
             f"{deploy_id} kept changing under {kind.value} ({CONFLICT_RETRIES} conflicts)"
         )
 
-    def _fresh(self, deploy_id: str) -> Workload:
-        """The workload as the API server has it now: found by label (from the watch cache when
-        there is one), then read by name — one GET, not a LIST — so the ledger lookup and the
-        precondition never rest on a cache that has not seen the last write yet."""
-        w = self.finder.find(deploy_id)
-        if getattr(self, "cache", None) is None:
-            return w  # the finder's LIST was that fresh read
+    def _fresh(self, w: Workload) -> Workload:
+        """The workload as the API server has it now: read by name (one GET, not a LIST).
+
+        A write's first attempt rests on the watch cache's copy: its patch carries that copy's
+        ``resourceVersion``, a precondition the API server checks against the stored object
+        (409 Conflict when another write landed, kubernetes/kubernetes#63104), so a cache that
+        has not seen the last write costs a retry here, never a lost write. What is not sent to
+        the API server — a stale etag, a plan with nothing to write — is decided again on this
+        read, not on the cache's (``_Unconfirmed``)."""
         return read(self.kube, w.kind, w.namespace, w.name)
 
     def _replay(self, w: Workload, seen: ledger.Entry, kind: OperationKind, key: str) -> Operation:
@@ -262,8 +283,12 @@ class MutationsMixin:
         key: str,
         plan_fn: Callable[[Workload], Plan],
         replicas: int | None,
+        *,
+        cached: bool,
     ) -> Operation:
-        """Plan and write; a time-sliced member's start both under its reservation's row lock."""
+        """Plan and write; a time-sliced member's start both under its reservation's row lock.
+        ``cached``: ``w`` is the watch cache's copy (a plan with nothing to write is then
+        ``_Unconfirmed``)."""
         b = self._binding(w)
         if kind is OperationKind.START and w.replicas == 0:
             self.gps.require_witness(w, b)
@@ -272,14 +297,20 @@ class MutationsMixin:
             or not isinstance(b, TimeSlicedBinding)
             or w.replicas > 0
         ):
-            return self._write(kind, w, led, key, plan_fn(w), replicas)
+            return self._write(
+                kind, w, led, key, _plan(plan_fn, w, cached), replicas, cached=cached
+            )
         with self.gps.locked(b.reservation) as rsv:
             decision = self.gps.decide(w, b, self._members(), rsv=rsv)
             if decision is not None and not isinstance(decision, Admitted):
+                if cached:
+                    raise _Unconfirmed
                 raise AdmissionRefused(
                     decision.reason, f"{w.deploy_id} on reservation '{rsv.id}': {decision.fix}"
                 )
-            return self._write(kind, w, led, key, plan_fn(w), replicas)
+            return self._write(
+                kind, w, led, key, _plan(plan_fn, w, cached), replicas, cached=cached
+            )
 
     def _write(
         self,
@@ -289,8 +320,12 @@ class MutationsMixin:
         key: str,
         plan: Plan,
         replicas: int | None,
+        *,
+        cached: bool,
     ) -> Operation:
         if not plan.mutating:
+            if cached:
+                raise _Unconfirmed
             return self._live_noop(w, kind, key)
         new, entry = ledger.append(
             w,
