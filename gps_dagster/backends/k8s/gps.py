@@ -25,6 +25,7 @@
 # * “`GPS_WITNESS_SOURCE` (`node_agent` | `none`), refused before anything moves”
 # * “The node agent's heartbeat is a stamp on the pods it publishes”
 # * “The reservation ledger lock is taken where the guarded write is, through the ledger port”
+# * “A write rests on the watch cache's copy; its resourceVersion is the check”
 # * “The holder pods of a start are looked up in the watch cache”
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ client's rate limiter (``ratelimit``) is shared by the workers: concurrency neve
 # * “Scaling stays one patch of the workload, not `deployments/scale`”
 # * “An idle exclusive reservation is held by a pod; its deploy's start hands it over (R-GPS-2)”
 # * “A write's idempotency-key check reads the cache's ledger-key index”
+# * “A write rests on the watch cache's copy; its resourceVersion is the check”
 
 from __future__ import annotations
 
