@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.crons import early_crons, end_crons, start_crons
 from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_requests, schedule_origin
-from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
+from gps_dagster.domain.edge_crons import window_crons
+from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.domain.timeline_doc import skipped_edge
 from gps_dagster.engine.errors import Busy
 
@@ -89,33 +89,6 @@ def _skip_reason(runtime: Runtime, schedule_name: str, window: str) -> str | Non
     return skipped_edge(record.spec, window, runtime.clock.now())
 
 
-def window_edges(
-    schedule: Schedule, leads: Mapping[tuple[str, str], float] | None = None
-) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(window, edge, crons) of every recurring window edge a cron can express.
-
-    ``leads`` ((schedule, window) -> seconds): a ready-by window also gets an ``early`` edge,
-    its start shifted back by the lead learned when the code location loaded (R-NEXT-1); the
-    engine decides whether the lead has come, so a tick early by a changed lead is harmless.
-    """
-    out = []
-    for window in schedule.windows:
-        if not isinstance(window, RecurringWindow):
-            continue
-        lead = (leads or {}).get((schedule.name, window.name))
-        early = early_crons(window.cron, timedelta(seconds=lead)) if lead else None
-        for edge, crons in (
-            ("early", early),
-            ("start", start_crons(window.cron)),
-            ("end", end_crons(window.cron, window.duration)),
-        ):
-            if edge == "early" and crons is None:
-                continue
-            if crons is not None:  # else not expressible as crons: gps_boundaries serves it
-                out.append((window.name, edge, crons))
-    return out
-
-
 def boundary_schedules(
     schedule: Schedule,
     jobs: Mapping[str, dg.JobDefinition],
@@ -126,10 +99,10 @@ def boundary_schedules(
     """Start and end schedules of every recurring window of ``schedule`` (and early ones)."""
     job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
     named = schedule_names or names.boundary_schedule_names(
-        (schedule.name, w, e) for w, e, _ in window_edges(schedule, leads)
+        (schedule.name, w, e) for w, e, _ in window_crons(schedule, leads)
     )
     out: list[dg.ScheduleDefinition] = []
-    for window, edge, crons in window_edges(schedule, leads):
+    for window, edge, crons in window_crons(schedule, leads):
         name = named[(schedule.name, window, edge)]
         out.append(
             dg.ScheduleDefinition(
@@ -161,7 +134,7 @@ def all_boundary_schedules(
 ) -> list[dg.ScheduleDefinition]:
     """One schedule per window edge, or the fixed ``gps_every_minute`` above the limit."""
     specs = list(schedules)
-    edges = [(s.name, w, e) for s in specs for w, e, _ in window_edges(s, leads)]
+    edges = [(s.name, w, e) for s in specs for w, e, _ in window_crons(s, leads)]
     if len(edges) > max_boundary_schedules:
         return [build_minute_schedule(jobs, default_status)]
     named = names.boundary_schedule_names(edges)
