@@ -49,7 +49,6 @@ from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_re
 from gps_dagster.dagster_defs.schedules import (
     MAX_BOUNDARY_SCHEDULES,
     all_boundary_schedules,
-    ready_by_leads,
 )
 from gps_dagster.dagster_defs.sensor_set import build_sensors
 from gps_dagster.domain.spec import Schedule
@@ -126,7 +125,7 @@ def _build(
         {j.name: j for j in [*transitions, batch]},
         schedule_status,
         max_boundary_schedules=max_boundary_schedules,
-        leads=ready_by_leads(gps.get_runtime(), ready) if ready else None,
+        leads=gps.get_runtime().intents.ready_by_leads(ready) if ready else None,
     )
     return dg.Definitions(
         assets=[gpu_reservations, schedule_timeline, *sched_assets, *deploy_assets],

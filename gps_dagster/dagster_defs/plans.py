@@ -18,7 +18,7 @@ store names the one origin allowed to request that plan's run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -33,10 +33,6 @@ RELEASE_FIRST = "release_first"
 ACQUIRE_FIRST = "acquire_first"
 ACQUIRE_ONLY = "acquire_only"
 """The order of a ``gps_acquire`` run: only the deferred acquiring steps."""
-CLAIM_TAKEOVER_S = 120.0
-"""A plan claimed this long ago whose run Dagster still does not know was lost by its
-claimer (a tick that crashed after claiming): another origin may take the launch over.
-The daemon creates a requested run within seconds of the tick, so this is generous."""
 
 
 def step_config(step: Any) -> dict[str, str]:
@@ -189,11 +185,6 @@ def resume_request(
     return request.with_replaced_attrs(run_key=names.resume_run_key(tid, attempt), tags=tags)
 
 
-def batch_of(origin: str) -> str | None:
-    """The batch a claim's origin launched its plan in (``<origin>#<batch id>``), if any."""
-    return origin.split("#", 1)[1] if "#" in origin else None
-
-
 def transition_runs(
     runtime: Runtime, instance: dg.DagsterInstance, transition_id: str
 ) -> list[dg.DagsterRun]:
@@ -201,8 +192,7 @@ def transition_runs(
     own = list(instance.get_runs(dg.RunsFilter(tags={names.TAG_TRANSITION: transition_id})))
     if own:
         return own
-    claim = runtime.launches.get(names.plan_run_key(transition_id))
-    batch = batch_of(claim.origin) if claim is not None else None
+    batch = runtime.intents.launch_batch(names.plan_run_key(transition_id))
     if batch is None:
         return []
     return list(instance.get_runs(dg.RunsFilter(tags={names.TAG_BATCH: batch})))
@@ -225,39 +215,27 @@ def claim_launches(
 ) -> tuple[list[dg.RunRequest], list[str]]:
     """The requests ``origin`` may emit, and a line per plan request it must skip.
 
-    Plan requests (``<transition>:plan``) are claimed: the first origin owns the launch
-    and may repeat the request (the daemon drops its repeats); another origin skips it,
-    unless the claim is older than ``CLAIM_TAKEOVER_S`` and ``instance`` has no run of
-    that transition (the owner's tick was lost). Other keys (resume, acquire) have a
-    single origin and pass through.
+    Plan requests (``<transition>:plan``) are claimed (``Intents.claim_launches``): the first
+    origin owns the launch and may repeat the request (the daemon drops its repeats); another
+    origin skips it, unless the claim is old and ``instance`` has no run of that transition (the
+    owner's tick was lost). Other keys (resume, acquire) have a single origin and pass through.
     """
-    claims = runtime.launches
-    now = runtime.clock.now()
-    out: list[dg.RunRequest] = []
-    skipped: list[str] = []
-    for request in requests:
-        tid = request.tags.get(names.TAG_TRANSITION, "")
-        if request.run_key != names.plan_run_key(tid):
-            out.append(request)
-            continue
-        claim = claims.claim(request.run_key, transition_id=tid, origin=origin, now=now)
-        lost = not claim.won and _owner_lost(claim.origin, claim.claimed_at, tid, now, instance)
-        if claim.won or (lost and claims.take_over(claim, origin=origin, now=now)):
-            out.append(request)
-        else:
-            since = claim.claimed_at.isoformat()
-            skipped.append(f"{request.run_key}: launched by {claim.origin} (claimed {since})")
-    return out, skipped
+    requests = list(requests)
+    plans = [
+        (r.run_key or "", r.tags.get(names.TAG_TRANSITION, ""))
+        for r in requests
+        if r.run_key == names.plan_run_key(r.tags.get(names.TAG_TRANSITION, ""))
+    ]
 
+    def runs_of(tid: str, batch: str | None) -> bool:
+        assert instance is not None
+        if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
+            return True  # its run exists: the owner launched it
+        tags = {names.TAG_BATCH: batch} if batch else None
+        return bool(tags and instance.get_runs_count(dg.RunsFilter(tags=tags)))
 
-def _owner_lost(
-    held_by: str, held_at: datetime, tid: str, now: datetime, instance: dg.DagsterInstance | None
-) -> bool:
-    """Whether a plan's launch claim is older than ``CLAIM_TAKEOVER_S`` and ``instance`` has no
-    run of it (the owner's tick was lost): another origin may take the launch over."""
-    if instance is None or now - held_at < timedelta(seconds=CLAIM_TAKEOVER_S):
-        return False
-    if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
-        return False  # its run exists: the owner launched it
-    batch = batch_of(held_by)
-    return not (batch and instance.get_runs_count(dg.RunsFilter(tags={names.TAG_BATCH: batch})))
+    won, skipped = runtime.intents.claim_launches(
+        plans, origin=origin, runs_of=runs_of if instance is not None else None
+    )
+    claimed = {key for key, _ in plans}
+    return [r for r in requests if r.run_key not in claimed or r.run_key in won], skipped
