@@ -192,7 +192,7 @@ def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.O
 
 
 def _preview(runtime: "Runtime", step_id: str) -> StepOutcome:
-    """The engine's own preview of the step (``Intents.preview_step``)."""
+    """The engine's own preview of the step (``Intents.preview_step``; tests replace it)."""
     return runtime.intents.preview_step(step_id)
 
 

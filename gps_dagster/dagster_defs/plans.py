@@ -18,12 +18,13 @@ store names the one origin allowed to request that plan's run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.engine import ticks
+from gps_dagster.engine.reports import PlanRef, StepRef
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -35,97 +36,61 @@ ACQUIRE_ONLY = "acquire_only"
 """The order of a ``gps_acquire`` run: only the deferred acquiring steps."""
 
 
-def step_config(step: Any) -> dict[str, str]:
+def step_config(step: StepRef) -> dict[str, str]:
     return {"step_id": str(step.step_id), "deploy_id": str(step.deploy_id), "step": str(step.step)}
 
 
-def _iso(value: datetime | None) -> str:
-    return value.isoformat() if value is not None else ""
-
-
-def run_config(
+def _request(
+    plan: PlanRef,
+    steps: tuple[Sequence[StepRef], Sequence[StepRef]],
     *,
-    transition_id: str,
-    schedule: str,
-    release: Iterable[Any],
-    acquire: Iterable[Any],
-    order: str = RELEASE_FIRST,
-) -> dict[str, Any]:
+    run_key: str,
+    job: str,
+    order: str,
+    targets: Sequence[str],
+    trigger: str,
+    phase: str,
+) -> dg.RunRequest:
+    """A run of ``plan``'s (release, acquire) ``steps``: the plan in the run config, the tags
+    operators filter on, and the one-line swap for the Runs list."""
+    release, acquire = steps
     config = {
         "order": order,
-        "transition_id": transition_id,
-        "schedule": schedule,
+        "transition_id": plan.transition_id,
+        "schedule": plan.schedule,
         "release_steps": [step_config(s) for s in release],
         "acquire_steps": [step_config(s) for s in acquire],
     }
-    return {"ops": {PLAN_OP: {"config": config}}}
-
-
-def run_tags(
-    *,
-    transition_id: str,
-    schedule: str,
-    targets: Sequence[str],
-    interval_start: datetime | None,
-    trigger: str,
-    phase: str,
-    schedule_version: int | None = None,
-) -> dict[str, str]:
+    at = plan.interval_start
     tags = {
-        names.TAG_SCHEDULE: schedule,
+        names.TAG_SCHEDULE: plan.schedule,
         names.TAG_TARGETS: ",".join(targets),
-        names.TAG_INTERVAL: _iso(interval_start),
+        names.TAG_INTERVAL: at.isoformat() if at is not None else "",
         names.TAG_TRIGGER: trigger,
-        names.TAG_TRANSITION: transition_id,
+        names.TAG_TRANSITION: plan.transition_id,
         names.TAG_PHASE: phase,
+        names.TAG_VERSION: str(plan.schedule_version),
+        names.TAG_SWAP: ticks.swap_line(release, acquire, reverse=order == ACQUIRE_FIRST),
     }
-    if schedule_version is not None:
-        tags[names.TAG_VERSION] = str(schedule_version)
-    return tags
-
-
-def swap_line(release: Iterable[Any], acquire: Iterable[Any], order: str = RELEASE_FIRST) -> str:
-    """``release A, B → acquire C`` (in the order the run takes them), for the Runs list."""
-    parts = []
-    freed = ", ".join(str(s.deploy_id) for s in release)
-    taken = ", ".join(str(s.deploy_id) for s in acquire)
-    if freed:
-        parts.append(f"release {freed}")
-    if taken:
-        parts.append(f"acquire {taken}")
-    if order == ACQUIRE_FIRST:
-        parts.reverse()
-    return " → ".join(parts)[:250]
+    run_config = {"ops": {PLAN_OP: {"config": config}}}
+    return dg.RunRequest(run_key=run_key, job_name=job, run_config=run_config, tags=tags)
 
 
 def job_for(order: str) -> str:
     return names.TRANSITION_JOB_ACQUIRE_FIRST if order == ACQUIRE_FIRST else names.TRANSITION_JOB
 
 
-def plan_request(plan: Any) -> dg.RunRequest:
+def plan_request(plan: PlanRef) -> dg.RunRequest:
     """The run of a freshly opened transition: release ops, then acquire ops."""
-    targets = tuple(plan.targets)
-    order = getattr(plan, "order", RELEASE_FIRST)
-    return dg.RunRequest(
+    return _request(
+        plan,
+        (plan.release_steps, plan.acquire_steps),
         run_key=names.plan_run_key(plan.transition_id),
-        job_name=job_for(order),
-        run_config=run_config(
-            transition_id=plan.transition_id,
-            schedule=plan.schedule,
-            release=plan.release_steps,
-            acquire=plan.acquire_steps,
-            order=order,
-        ),
-        tags=run_tags(
-            transition_id=plan.transition_id,
-            schedule=plan.schedule,
-            targets=targets,
-            interval_start=plan.interval_start,
-            trigger=plan.trigger,
-            phase="plan",
-            schedule_version=plan.schedule_version,
-        )
-        | {names.TAG_SWAP: swap_line(plan.release_steps, plan.acquire_steps, order)},
+        job=job_for(plan.order),
+        order=plan.order,
+        targets=plan.targets,
+        trigger=plan.trigger,
+        phase="plan",
     )
 
 
@@ -140,34 +105,24 @@ def group_tags(runs: Sequence[Any]) -> dict[str, str]:
 
 
 def acquire_request(
-    plan: Any, steps: Sequence[Any], attempt: int, group: dict[str, str] | None = None
+    plan: PlanRef, steps: Sequence[StepRef], attempt: int, group: dict[str, str] | None = None
 ) -> dg.RunRequest:
     """The ``gps_acquire`` run of steps whose capacity now fits (capacity-wait sensor), in the
     run group of the transition's earlier runs (``group``, see ``group_tags``)."""
-    tags = run_tags(
-        transition_id=plan.transition_id,
-        schedule=plan.schedule,
-        targets=tuple(s.deploy_id for s in steps),
-        interval_start=plan.interval_start,
+    request = _request(
+        plan,
+        ((), steps),
+        run_key=names.acquire_run_key(plan.transition_id, attempt),
+        job=names.ACQUIRE_JOB,
+        order=ACQUIRE_ONLY,
+        targets=[s.deploy_id for s in steps],
         trigger="capacity_wait",
         phase="acquire",
-        schedule_version=plan.schedule_version,
     )
-    return dg.RunRequest(
-        run_key=names.acquire_run_key(plan.transition_id, attempt),
-        job_name=names.ACQUIRE_JOB,
-        run_config=run_config(
-            transition_id=plan.transition_id,
-            schedule=plan.schedule,
-            release=(),
-            acquire=steps,
-            order=ACQUIRE_ONLY,
-        ),
-        tags={**tags, names.TAG_SWAP: swap_line((), steps), **(group or {})},
-    )
+    return request.with_replaced_attrs(tags={**request.tags, **(group or {})})
 
 
-def plan_requests(plans: Iterable[Any]) -> list[dg.RunRequest]:
+def plan_requests(plans: Iterable[PlanRef]) -> list[dg.RunRequest]:
     """Run requests for the plans that have steps (a plan without steps only records
     that the engine processed a new interval already satisfied)."""
     return [plan_request(p) for p in plans if p.release_steps or p.acquire_steps]

@@ -135,21 +135,6 @@ def reconcile_tick(
     return requests, new, observations
 
 
-def automation_events(
-    runtime: Runtime,
-    cursor: ReconcileCursor,
-    stopped: Sequence[str],
-    schedule_keys: Mapping[str, dg.AssetKey],
-) -> tuple[str, list[dg.AssetCheckEvaluation]]:
-    """The warning for the stopped sensors, and the schedule assets' ``automation`` check
-    evaluations when it changed since the cursor's (``cursor.automation`` is updated)."""
-    text = health.automation_warning(runtime, stopped)
-    if text == cursor.automation:
-        return text, []
-    cursor.automation = text
-    return text, health.check_evaluations(schedule_keys, text)
-
-
 def reconcile_sensor_tick(
     context: dg.SensorEvaluationContext,
     runtime: Runtime,
@@ -160,8 +145,8 @@ def reconcile_sensor_tick(
     requests, cursor, events = reconcile_tick(
         runtime, ReconcileCursor.parse(context.cursor), context.instance
     )
-    stopped = health.stopped_in(context, context.instance)
-    warning, checks = automation_events(runtime, cursor, stopped, schedule_keys)
+    warning, checks = health.automation(context, runtime, cursor.automation, schedule_keys)
+    cursor.automation = warning
     if warning:
         context.log.warning(warning)
     changed = sum(1 for e in events if isinstance(e, dg.AssetMaterialization))
@@ -225,21 +210,6 @@ def parse_boundary_cursor(text: str | None) -> tuple[datetime | None, str | None
     return (datetime.fromisoformat(at) if at else None), raw.get("automation")
 
 
-def boundary_automation(
-    context: Any, runtime: Runtime, reported: str | None, schedule_keys: Mapping[str, dg.AssetKey]
-) -> tuple[str | None, list[dg.AssetCheckEvaluation]]:
-    """The schedule assets' ``automation`` check from the boundary sensor: the same warning the
-    reconcile sensor gives, but only once ``gps_reconcile`` is among the stopped (it cannot
-    report its own stop) or was when last reported (the all-clear); once per change."""
-    stopped = health.stopped_in(context, context.instance)
-    if names.RECONCILE_SENSOR not in stopped and not reported:
-        return reported, []
-    text = health.automation_warning(runtime, stopped)
-    if text == reported:
-        return reported, []
-    return (text or None), health.check_evaluations(schedule_keys, text)
-
-
 def boundary_sensor_tick(
     context: dg.SensorEvaluationContext,
     runtime: Runtime,
@@ -251,10 +221,10 @@ def boundary_sensor_tick(
     requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
     for line in lines if requests else ():  # a skipped tick says it in its skip reason
         context.log.info(line)
-    reported, checks = boundary_automation(context, runtime, reported, schedule_keys)
+    warning, checks = health.automation(context, runtime, reported, schedule_keys, stand_in=True)
     skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
-    skip = ticks.with_warning(skip, reported)
-    cursor = json.dumps({"at": now.isoformat(), "automation": reported}, sort_keys=True)
+    skip = ticks.with_warning(skip, warning)
+    cursor = json.dumps({"at": now.isoformat(), "automation": warning or None}, sort_keys=True)
     return dg.SensorResult(
         run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
     )

@@ -8,10 +8,10 @@ functions of what the engine answered.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from gps_dagster.engine.reports import PassReport, PlanRef
+from gps_dagster.engine.reports import PassReport, PlanRef, StepRef
 
 STORM_LINES = 20
 """Above this many schedules served in one tick, the skip reason / log gives one summary line."""
@@ -24,6 +24,15 @@ def launchable(plans: Sequence[PlanRef], *, release_first_only: bool = False) ->
     acquire-first ones (a launcher of one job leaves them to the reconcile sensor)."""
     out = [p for p in plans if p.release_steps or p.acquire_steps]
     return [p for p in out if p.order == RELEASE_FIRST] if release_first_only else out
+
+
+def swap_line(release: Iterable[StepRef], acquire: Iterable[StepRef], *, reverse: bool) -> str:
+    """``release A, B → acquire C`` (``reverse``: acquire first, as the run takes them), a
+    run's one line in the Runs list."""
+    freed = ", ".join(s.deploy_id for s in release)
+    taken = ", ".join(s.deploy_id for s in acquire)
+    parts = [p for p in (freed and f"release {freed}", taken and f"acquire {taken}") if p]
+    return " → ".join(reversed(parts) if reverse else parts)[:250]
 
 
 def nothing_due(at: datetime | None) -> str:
