@@ -38,7 +38,6 @@ from gps_dagster.dagster_defs.deploys import (
 from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_job
 from gps_dagster.dagster_defs.lineage import (
     build_automation_check,
-    reservation_members,
     schedule_keys,
     schedule_specs,
     upstream,
@@ -111,7 +110,9 @@ def _build(
     keys = DeployKeys.of((s.name, t.model_deploy_id) for s in schedules for t in s.targets)
     small = len(keys.schedule_of) <= LEAN_ABOVE
     sched_keys = schedule_keys(schedules) if small else {}
-    members = reservation_members(gps.get_runtime(), list(keys.schedule_of)) if small else set()
+    members = (
+        gps.get_runtime().intents.reservation_members(list(keys.schedule_of)) if small else set()
+    )
     deps = {d: upstream(s, d, sched_keys, members) for d, s in keys.schedule_of.items()}
     deploy_assets = asset_specs(schedules, keys, deps)
     deploy_checks = build_deploy_checks(deploy_assets, keys)

@@ -87,12 +87,6 @@ def clean(text: str) -> str:
     return _UNSAFE.sub("_", text).strip("_") or "x"
 
 
-def safe(text: str) -> str:
-    """``text`` reduced to ``[A-Za-z0-9_]``, plus a hash suffix when anything changed."""
-    cleaned = clean(text)
-    return cleaned if cleaned == text else f"{cleaned}_{short_hash(text)}"
-
-
 def readable(originals: Iterable[str]) -> dict[str, str]:
     """A Dagster-safe name per original: ``clean(original)``, with a hash suffix only for the
     originals whose clean names collide (``a-b`` and ``a_b`` → ``a_b_3f2a1c``, ``a_b_9e0d4b``)."""

@@ -108,15 +108,6 @@ def prearm_sensor_tick(context: dg.SensorEvaluationContext, runtime: "Runtime") 
     return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
 
-def wait_until(gps: Any, clock: Any, at: datetime) -> float:
-    """Sleep (through the resource: a virtual clock advances) until ``at``; seconds late."""
-    while True:
-        left = float((at - clock.now()).total_seconds())
-        if left <= 0:
-            return -left
-        sleep(gps, min(left, 1.0))
-
-
 def _skip(context: OpExecutionContext, why: str) -> None:
     """End the run here: no output, so every op after ``arm`` is skipped; the reason is the
     run's ``gps/prearm`` tag (the Runs list) and a log line."""
@@ -141,7 +132,7 @@ def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.O
     runtime = gps.get_runtime()
     schedule, boundary = context.op_config["schedule"], context.op_config["boundary_at"]
     at = datetime.fromisoformat(boundary)
-    late = wait_until(gps, runtime.clock, at)
+    late = prearm.wait_until(runtime.clock, at, lambda seconds: sleep(gps, seconds))
     armed = _at_boundary(context, runtime, gps, schedule, boundary)  # no Dagster write before
     spent = float((runtime.clock.now() - at).total_seconds())
     context.log.info(

@@ -83,38 +83,6 @@ def served_tags(request: dg.RunRequest, tick: datetime | None) -> dg.RunRequest:
     return request.with_replaced_attrs(tags=tags)
 
 
-def boundary_schedules(
-    schedule: Schedule,
-    jobs: Mapping[str, dg.JobDefinition],
-    default_status: dg.DefaultScheduleStatus,
-    schedule_names: Mapping[tuple[str, str, str], str] | None = None,
-    leads: Mapping[tuple[str, str], float] | None = None,
-) -> list[dg.ScheduleDefinition]:
-    """Start and end schedules of every recurring window of ``schedule`` (and early ones)."""
-    job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
-    named = schedule_names or names.boundary_schedule_names(
-        (schedule.name, w, e) for w, e, _ in window_crons(schedule, leads)
-    )
-    out: list[dg.ScheduleDefinition] = []
-    for window, edge, crons in window_crons(schedule, leads):
-        name = named[(schedule.name, window, edge)]
-        out.append(
-            dg.ScheduleDefinition(
-                name=name,
-                cron_schedule=list(crons) if len(crons) > 1 else crons[0],
-                job=job,
-                execution_fn=_tick(schedule.name, edge, schedule_origin(name), window),
-                execution_timezone=schedule.timezone,
-                required_resource_keys={"gps"},
-                default_status=default_status,
-                tags={names.TAG_SCHEDULE: schedule.name},
-                description=f"{edge} of window {window} of deploy schedule {schedule.name}: "
-                "a pass.",
-            )
-        )
-    return out
-
-
 MAX_BOUNDARY_SCHEDULES = 200
 
 
@@ -126,7 +94,8 @@ def all_boundary_schedules(
     max_boundary_schedules: int = MAX_BOUNDARY_SCHEDULES,
     leads: Mapping[tuple[str, str], float] | None = None,
 ) -> list[dg.ScheduleDefinition]:
-    """One schedule per window edge, or the fixed ``gps_every_minute`` above the limit."""
+    """Start and end schedules of every recurring window of each schedule (and early ones of
+    a ready-by window), or the fixed ``gps_every_minute`` above the limit."""
     specs = list(schedules)
     edges = [(s.name, w, e) for s in specs for w, e, _ in window_crons(s, leads)]
     if len(edges) > max_boundary_schedules:
@@ -134,7 +103,23 @@ def all_boundary_schedules(
     named = names.boundary_schedule_names(edges)
     out: list[dg.ScheduleDefinition] = []
     for schedule in specs:
-        out.extend(boundary_schedules(schedule, jobs, default_status, named, leads))
+        job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
+        for window, edge, crons in window_crons(schedule, leads):
+            name = named[(schedule.name, window, edge)]
+            out.append(
+                dg.ScheduleDefinition(
+                    name=name,
+                    cron_schedule=list(crons) if len(crons) > 1 else crons[0],
+                    job=job,
+                    execution_fn=_tick(schedule.name, edge, schedule_origin(name), window),
+                    execution_timezone=schedule.timezone,
+                    required_resource_keys={"gps"},
+                    default_status=default_status,
+                    tags={names.TAG_SCHEDULE: schedule.name},
+                    description=f"{edge} of window {window} of deploy schedule "
+                    f"{schedule.name}: a pass.",
+                )
+            )
     return out
 
 

@@ -46,6 +46,7 @@ from gps_dagster.engine.gps_checks import (
 from gps_dagster.engine.gps_checks import reservation_ids as ledger_ids
 from gps_dagster.engine.launches import LaunchClaimStore, RunsOf, batch_of, claim_plans
 from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
+from gps_dagster.ports import CoreError
 from gps_dagster.store.errors import ScheduleNotFound
 from gps_dagster.store.records import ApplyNowRequest, ScheduleRecord, TargetStatusRow
 
@@ -352,6 +353,17 @@ class Intents:
                 seen[rid] = view.digest
                 out.append(view)
         return out
+
+    def reservation_members(self, deploy_ids: Sequence[str]) -> set[str]:
+        """The deploys bound to a GPU reservation, as the core reports them now (none when the
+        core cannot answer: the asset graph loses its edges, the code location still loads)."""
+        if not deploy_ids:
+            return set()
+        try:
+            views = self.engine.core.get_deploys(list(deploy_ids))
+        except CoreError:
+            return set()
+        return {d for d, v in views.items() if v.reservation is not None}
 
     def capacity_waiting(self) -> list[str]:
         """The deploy of every step waiting for capacity (one entry per step)."""

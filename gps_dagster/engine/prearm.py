@@ -17,13 +17,14 @@ how long the lead is: a setting, or measured from the orchestrator's own recent 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.domain.spec import TransitionOrder
 from gps_dagster.engine.store_ports import ScheduleStore
+from gps_dagster.ports import Clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +125,13 @@ def no_boundary_near(lead_s: float, now: datetime) -> str:
     if lead_s <= 0:
         return "pre-arming is off (prearm_lead_s = 0): boundaries are served when they come"
     return f"no release-first boundary within {lead_s:.0f} s of {now.isoformat()}"
+
+
+def wait_until(clock: Clock, at: datetime, pause: Callable[[float], object]) -> float:
+    """Pause (at most a second at a time: a virtual clock advances) until ``at`` on ``clock``;
+    how many seconds late it is then."""
+    while True:
+        left = float((at - clock.now()).total_seconds())
+        if left <= 0:
+            return -left
+        pause(min(left, 1.0))

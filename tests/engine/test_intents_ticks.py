@@ -4,14 +4,21 @@ schedule, the pre-armed pass at its boundary, the measured pre-arm lead, the ski
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from gps_dagster.clocks import VirtualClock
 from gps_dagster.engine import ticks
 from gps_dagster.engine.intents import Armed, Intents
 from gps_dagster.engine.plan_inputs import ScheduleOutcome
-from gps_dagster.engine.prearm import DEFAULT_LEAD_S, MAX_LEAD_S, lead_from_env, measured_lead
+from gps_dagster.engine.prearm import (
+    DEFAULT_LEAD_S,
+    MAX_LEAD_S,
+    lead_from_env,
+    measured_lead,
+    wait_until,
+)
 from gps_dagster.engine.reports import PassReport, PlanRef
 from tests.engine.harness import World, local, make_world
 
@@ -113,3 +120,22 @@ def test_a_pre_armed_pass_opens_claims_and_submits_its_releases_at_the_boundary(
     assert [o.step_id for o in armed.sent] == [s.step_id for s in armed.plan.release_steps]
     again = intents(w).arm(w.spec.name, "08:00", trigger="prearmed", pause=None, claim=claim)
     assert again == "no new plan at 08:00: intent unchanged, or already served"
+
+
+def test_a_pre_armed_run_waits_for_its_boundary_on_the_clock_a_second_at_a_time() -> None:
+    clock = VirtualClock(BEFORE_EIGHT)
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        clock.advance(seconds)
+
+    assert wait_until(clock, EIGHT - timedelta(seconds=2.5), pause) == 0.0
+    assert pauses == [1.0] * 57 + [0.5]
+    assert wait_until(clock, BEFORE_EIGHT, pause) == 57.5  # past already: how late, no pause
+
+
+def test_the_asset_graph_names_the_deploys_bound_to_a_reservation(sqlite_url: str) -> None:
+    w = settled(sqlite_url)
+    assert intents(w).reservation_members([]) == set()
+    assert intents(w).reservation_members([w.spec.targets[0].model_deploy_id]) == set()
