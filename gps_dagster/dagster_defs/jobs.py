@@ -68,6 +68,14 @@ def _fan_out(
         yield dg.DynamicOutput(value, mapping_key=key, output_name=output_name)
 
 
+def fan_phases(
+    first: list[dict[str, str]], then: list[dict[str, str]], schedule: str
+) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
+    """A head op's two outputs: the ``first`` phase fanned out, ``then`` passed on."""
+    yield from _fan_out(first, schedule, "first")
+    yield dg.Output([dict(s, schedule=schedule) for s in then], output_name="then")
+
+
 def outcome_metadata(outcome: Any) -> dict[str, str]:
     return {
         "deploy_id": str(outcome.deploy_id),
@@ -150,8 +158,7 @@ def plan_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.
         f"transition {cfg['transition_id']} of {cfg['schedule']} ({cfg['order']}): "
         f"{len(release)} release, {len(acquire)} acquire step(s)"
     )
-    yield from _fan_out(first, cfg["schedule"], "first")
-    yield dg.Output([dict(s, schedule=cfg["schedule"]) for s in then], output_name="then")
+    yield from fan_phases(first, then, cfg["schedule"])
 
 
 @dg.op(name="release", required_resource_keys={"gps"}, description="Stop / scale down one target.")

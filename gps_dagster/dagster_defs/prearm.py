@@ -36,12 +36,12 @@ import dagster as dg
 from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.jobs import _fan_out, phases_job
-from gps_dagster.dagster_defs.plans import claim_launches, plan_requests
+from gps_dagster.dagster_defs.jobs import fan_phases, phases_job
+from gps_dagster.dagster_defs.plans import claim_launches, plan_requests, step_config
 from gps_dagster.dagster_defs.resources import pauser, sleep
 from gps_dagster.engine import prearm
 from gps_dagster.engine.intents import Armed
-from gps_dagster.engine.reports import PlanRef
+from gps_dagster.engine.reports import PlanRef, StepOutcome
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -170,7 +170,7 @@ def _at_boundary(
 
 
 def _serve(
-    context: OpExecutionContext, plan: Any, request: dg.RunRequest, sent: Sequence[Any]
+    context: OpExecutionContext, plan: PlanRef, request: dg.RunRequest, sent: Sequence[StepOutcome]
 ) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
     tags = {**request.tags, names.TAG_PREARM: f"serving {plan.transition_id}"}
     context.instance.add_run_tags(context.run_id, tags)  # the plan's tags: its run group, UI
@@ -180,13 +180,8 @@ def _serve(
         f"{len(plan.release_steps)} release, {len(plan.acquire_steps)} acquire step(s); "
         f"releases submitted at the boundary: {states}"
     )
-    yield from _fan_out(_steps(plan.release_steps), plan.schedule, "first")
-    then = [dict(s, schedule=plan.schedule) for s in _steps(plan.acquire_steps)]
-    yield dg.Output(then, output_name="then")
-
-
-def _steps(refs: Sequence[Any]) -> list[dict[str, str]]:
-    return [{"step_id": r.step_id, "deploy_id": r.deploy_id, "step": r.step} for r in refs]
+    release = [step_config(s) for s in plan.release_steps]
+    yield from fan_phases(release, [step_config(s) for s in plan.acquire_steps], plan.schedule)
 
 
 def build_prearmed_job() -> dg.JobDefinition:
