@@ -22,6 +22,7 @@ never assembled by a sensor from store reads:
 # * “A resume run only when a step can move”
 # * “The Dagster layer asks the engine by intent”
 # * “Dagster finds due work by the index, and its cursor no longer decides what is due”
+# * “The Dagster layer translates; the engine decides what a tick launches and says”
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ owner's tick was lost), when the launch is taken over by compare-and-set on the 
 
 # Decisions embodied here (docs/decisions.md):
 # * “One origin launches a plan”
+# * “The Dagster layer translates; the engine decides what a tick launches and says”
 
 from __future__ import annotations
 

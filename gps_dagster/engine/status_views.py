@@ -9,6 +9,7 @@ any other phase nothing wrong.
 
 # Decisions embodied here (docs/decisions.md):
 # * “A deploy's status change is a runless materialization, not an observation”
+# * “The Dagster layer translates; the engine decides what a tick launches and says”
 
 from __future__ import annotations
 

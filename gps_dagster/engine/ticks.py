@@ -6,6 +6,9 @@ is made here from the engine's own reports and the orchestrator only shows it; t
 functions of what the engine answered.
 """
 
+# Decisions embodied here (docs/decisions.md):
+# * “The Dagster layer translates; the engine decides what a tick launches and says”
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
