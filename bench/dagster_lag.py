@@ -58,7 +58,7 @@ DEFINITIONS = f'''
 import dagster as dg
 import os
 from gps_dagster.dagster_defs import GpsResource, build_definitions
-from gps_dagster.dagster_defs.prearm import lead_from_env
+from gps_dagster.engine.prearm import lead_from_env
 
 @dg.op
 def nothing() -> None:

@@ -130,7 +130,6 @@ def ticks(url: str, pool_file: Path) -> dict[str, float]:
 
     from gps_dagster.cli.engine_run_cmd import sleep_for
     from gps_dagster.clocks import VirtualClock
-    from gps_dagster.dagster_defs.due import upcoming
     from gps_dagster.dagster_defs.sensors import boundary_tick_explained
     from gps_dagster.domain.evaluator import boundaries
     from gps_dagster.runtime import build_runtime, settings_from_env
@@ -155,7 +154,7 @@ def ticks(url: str, pool_file: Path) -> dict[str, float]:
         "plans": float(plans),
         "sensor": best(lambda: boundary_tick_explained(rt, last)),
         "sleep_for": best(lambda: sleep_for(rt, 30)),
-        "upcoming": best(lambda: upcoming(rt, now)),
+        "upcoming": best(lambda: rt.engine.upcoming_due(now, 5)),
         "scan": best(
             lambda: [r.name for r in rt.store.list_schedules() if boundaries(r.spec, last, now)],
             repeat=1,

@@ -418,7 +418,7 @@ class Runtime:
     @property
     def intents(self) -> Intents:
         """The engine's answers to an orchestrator (what the Dagster layer asks by intent)."""
-        return Intents(self.engine, self.store)
+        return Intents(self.engine, self.store, self.launches)
 
     @property
     def launches(self) -> LaunchClaims:

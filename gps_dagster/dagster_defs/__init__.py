@@ -38,7 +38,6 @@ from gps_dagster.dagster_defs.deploys import (
 from gps_dagster.dagster_defs.jobs import build_acquire_job, build_transition_job
 from gps_dagster.dagster_defs.lineage import (
     build_automation_check,
-    reservation_members,
     schedule_keys,
     schedule_specs,
     upstream,
@@ -49,7 +48,6 @@ from gps_dagster.dagster_defs.resources import GpsResource, StaticRuntime, as_re
 from gps_dagster.dagster_defs.schedules import (
     MAX_BOUNDARY_SCHEDULES,
     all_boundary_schedules,
-    ready_by_leads,
 )
 from gps_dagster.dagster_defs.sensor_set import build_sensors
 from gps_dagster.domain.spec import Schedule
@@ -112,7 +110,9 @@ def _build(
     keys = DeployKeys.of((s.name, t.model_deploy_id) for s in schedules for t in s.targets)
     small = len(keys.schedule_of) <= LEAN_ABOVE
     sched_keys = schedule_keys(schedules) if small else {}
-    members = reservation_members(gps.get_runtime(), list(keys.schedule_of)) if small else set()
+    members = (
+        gps.get_runtime().intents.reservation_members(list(keys.schedule_of)) if small else set()
+    )
     deps = {d: upstream(s, d, sched_keys, members) for d, s in keys.schedule_of.items()}
     deploy_assets = asset_specs(schedules, keys, deps)
     deploy_checks = build_deploy_checks(deploy_assets, keys)
@@ -126,7 +126,7 @@ def _build(
         {j.name: j for j in [*transitions, batch]},
         schedule_status,
         max_boundary_schedules=max_boundary_schedules,
-        leads=ready_by_leads(gps.get_runtime(), ready) if ready else None,
+        leads=gps.get_runtime().intents.ready_by_leads(ready) if ready else None,
     )
     return dg.Definitions(
         assets=[gpu_reservations, schedule_timeline, *sched_assets, *deploy_assets],

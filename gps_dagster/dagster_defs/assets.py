@@ -20,6 +20,7 @@ import dagster as dg
 from dagster import AssetCheckExecutionContext, AssetExecutionContext
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.domain.timeline import gpu_summary
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -54,37 +55,18 @@ def gpu_reservations(context: AssetExecutionContext) -> dg.MaterializeResult[Any
 
 
 def _ledger_check(context: AssetCheckExecutionContext, which: str) -> dg.AssetCheckResult:
-    """Run one GPS check on every reservation of the ledger; fail when any reservation fails.
-
-    Each reservation's outcome (the asset's partitions) is in the metadata, so the UI shows
-    which one failed, its figures and its fix text.
-    """
-    from gps_dagster.engine import gps_checks as checks
-
-    runtime = context.resources.gps.get_runtime()
-    repo = runtime.intents.ledger()
-    ids = runtime.intents.reservation_ids()
-    if not ids:
-        return dg.AssetCheckResult(
-            passed=True,
-            description="no reservation in the ledger: nothing to check",
-            metadata={"reservations": 0},
-        )
-    run = checks.placement_check if which == names.CHECK_PLACEMENT else checks.overcommit_check
-    outcomes = {rid: run(repo, runtime.core, rid) for rid in ids}
-    failed = {rid: o for rid, o in outcomes.items() if not o.passed}
-    metadata: dict[str, Any] = {"reservations": len(ids), "failed": len(failed)}
-    for rid, o in outcomes.items():
-        metadata[rid] = dg.MetadataValue.json(
-            {"passed": o.passed, "description": o.description, **o.metadata}
-        )
-    first = next(iter(failed.values()), None)
+    """One GPS check on every reservation of the ledger (``Intents.ledger_verdict``): failed
+    when any reservation fails; each one's outcome in the metadata, so the UI shows which one
+    failed, its figures and its fix text."""
+    verdict = context.resources.gps.get_runtime().intents.ledger_verdict(which)
+    metadata = {
+        k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
+        for k, v in verdict.metadata.items()
+    }
     return dg.AssetCheckResult(
-        passed=not failed,
+        passed=verdict.passed,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=first.description
-        if first
-        else "; ".join(f"{rid}: {o.description}" for rid, o in outcomes.items())[:900],
+        description=verdict.description,
         metadata=metadata,
     )
 
@@ -111,25 +93,8 @@ def overcommit_check(context: AssetCheckExecutionContext) -> dg.AssetCheckResult
 
 def timeline_summary(runtime: "Runtime", start: datetime, end: datetime) -> dict[str, Any]:
     """Desired GPUs against capacity over ``[start, end)`` for every schedule in the store."""
-    from gps_dagster.domain.timeline import gpu_timeline
-
-    pool = runtime_pool(runtime)
-    per_schedule: dict[str, Any] = {}
-    peak, over = 0, 0
-    for record in runtime.intents.schedules():
-        segs = gpu_timeline(record.spec, pool, start, end)
-        peak = max([peak, *(s.desired_gpus for s in segs)])
-        over += sum(1 for s in segs if s.overcommit)
-        per_schedule[record.name] = [
-            {"start": s.start.isoformat(), "end": s.end.isoformat(), "desired_gpus": s.desired_gpus}
-            for s in segs
-        ]
-    return {
-        "capacity": pool.capacity,
-        "peak_desired_gpus": peak,
-        "overcommit_segments": over,
-        "schedules": per_schedule,
-    }
+    specs = [r.spec for r in runtime.intents.schedules()]
+    return gpu_summary(specs, runtime_pool(runtime), start, end)
 
 
 def runtime_pool(runtime: "Runtime") -> Any:

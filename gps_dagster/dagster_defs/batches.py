@@ -13,6 +13,7 @@ the run at the end when any step failed, naming them. Each plan is still claimed
 # Decisions embodied here (docs/decisions.md):
 # * “A deferred step of a batch is the capacity sensor's”
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -99,9 +100,7 @@ def _run_batch(context: OpExecutionContext, steps: list[dict[str, str]], what: s
         {"deploy_id": step["deploy_id"], "state": o.state, "reason": o.reason or ""}
         for step, o in zip(steps, outcomes, strict=True)
     ]
-    states: dict[str, int] = {}
-    for o in out:
-        states[o["state"]] = states.get(o["state"], 0) + 1
+    states = Counter(o["state"] for o in out)
     context.add_output_metadata(
         {"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}}
     )

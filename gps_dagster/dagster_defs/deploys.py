@@ -9,9 +9,8 @@ first (the op that moved the step, or the reconcile / capacity-wait sensor):
   with the phase, reason, fix, interval and intent — so the Catalog's Status column shows
   when the deploy last changed, green, or red while its phase check fails (an observation showed
   "–" there: the Catalog reads observations only for observable assets);
-* an evaluation of the deploy's ``phase`` check: failed with severity ERROR on a terminal
-  phase (alias_blocked, quota_refused, capacity_unavailable, readiness_timeout, …), failed with
-  severity WARN on ``drift_detected`` (a manual change, respected), passed otherwise — so the
+* an evaluation of the deploy's ``phase`` check (``engine/status_views.py``): failed with
+  severity ERROR on a terminal phase, WARN on ``drift_detected``, passed otherwise — so the
   asset's health says what is wrong without opening anything.
 
 The checks are also executable (the ``gps_deploy_checks`` job, or "Execute" in the UI): they
@@ -32,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.domain.phases import TERMINAL, Phase
+from gps_dagster.engine import status_views
 from gps_dagster.engine.intents import TargetStatusRow
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
 
 CHECK_CHUNK = 200
-_TERMINAL = frozenset(p.value for p in TERMINAL) - {Phase.DRIFT_DETECTED.value}
+SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
 
 
 @dataclass
@@ -111,91 +110,34 @@ def asset_specs(
     return specs
 
 
-def check_severity(phase: str) -> dg.AssetCheckSeverity | None:
-    """None = the check passes; ERROR for a terminal phase; WARN for drift."""
-    if phase == Phase.DRIFT_DETECTED.value:
-        return dg.AssetCheckSeverity.WARN
-    if phase in _TERMINAL or phase.split("{", 1)[0] in _TERMINAL:
-        return dg.AssetCheckSeverity.ERROR
-    return None
-
-
-def _iso(value: Any) -> str:
-    return value.isoformat() if value is not None else ""
-
-
-def _intent(row: Any) -> str:
-    intent = row.intent or {}
-    if not intent:
-        return ""
-    replicas = intent.get("replicas")
-    text = str(intent.get("desired_state", ""))
-    if replicas is not None:
-        text += f" ×{replicas}"
-    source = intent.get("source")
-    return f"{text} (source {source})" if source else text
-
-
-def status_metadata(row: Any) -> dict[str, Any]:
-    """What an operator reads on the deploy's asset: phase, reason, fix, interval, intent."""
-    return {
-        "phase": row.phase,
-        "reason": row.reason or "",
-        "fix": row.fix or "",
-        "interval": f"{_iso(row.interval_start)} → {_iso(row.interval_end)}",
-        "intent": _intent(row),
-        "schedule": row.schedule,
-        "deploy_id": row.deploy_id,
-        "status_version": row.status_version,
-    }
-
-
-def observation(row: Any, keys: DeployKeys) -> dg.AssetMaterialization:
+def observation(row: TargetStatusRow, keys: DeployKeys) -> dg.AssetMaterialization:
     """The deploy's new state, recorded as a runless materialization of its asset."""
-    why = f" ({row.reason})" if row.reason else ""
     return dg.AssetMaterialization(
         asset_key=keys.key(row.deploy_id),
-        description=f"{row.phase}{why}"[:900],
-        metadata=status_metadata(row),
+        description=status_views.headline(row),
+        metadata=status_views.status_metadata(row),
     )
 
 
-def check_evaluation(row: Any, keys: DeployKeys) -> dg.AssetCheckEvaluation:
-    severity = check_severity(row.phase)
-    if severity is None:
-        description = f"{row.phase}: nothing wrong"
-    elif severity == dg.AssetCheckSeverity.WARN:
-        why = row.reason or "changed by hand"
-        description = f"drift_detected: {why} — respected, not reverted"
-    else:
-        description = f"{row.phase} ({row.reason or '-'}): {row.fix or ''}"
+def check_evaluation(row: TargetStatusRow, keys: DeployKeys) -> dg.AssetCheckEvaluation:
+    """The deploy's ``phase`` check (``status_views.verdict``)."""
+    v = status_views.verdict(row)
     return dg.AssetCheckEvaluation(
         asset_key=keys.key(row.deploy_id),
         check_name=names.CHECK_DEPLOY_PHASE,
-        passed=severity is None,
-        severity=severity or dg.AssetCheckSeverity.ERROR,
-        description=description[:900],
-        metadata={"phase": row.phase, "reason": row.reason or "", "fix": row.fix or ""},
+        passed=v.passed,
+        severity=SEVERITY[v.level or "error"],
+        description=v.description,
+        metadata=dict(v.metadata),
     )
 
 
 def status_events(
-    rows: Iterable[Any], keys: DeployKeys
+    rows: Iterable[TargetStatusRow], keys: DeployKeys
 ) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     out: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
     for row in rows:
         out += [observation(row, keys), check_evaluation(row, keys)]
-    return out
-
-
-def changed_rows(runtime: Runtime, seen: dict[str, int]) -> list[TargetStatusRow]:
-    """Status rows whose version moved since ``seen`` (updated in place)."""
-    out = []
-    for row in runtime.intents.statuses():
-        key = f"{row.schedule}/{row.deploy_id}"
-        if seen.get(key) != row.status_version:
-            seen[key] = row.status_version
-            out.append(row)
     return out
 
 

@@ -97,6 +97,25 @@ def stopped_in(context: Any, instance: dg.DagsterInstance) -> list[str]:
     return stopped_sensors(instance, defaults, location=location, repository=repository)
 
 
+def automation(
+    context: Any,
+    runtime: Runtime,
+    reported: str | None,
+    schedule_keys: Mapping[str, dg.AssetKey],
+    *,
+    stand_in: bool = False,
+) -> tuple[str, list[dg.AssetCheckEvaluation]]:
+    """The warning for the stopped sensors of a sensor ``context``'s code location ("" when
+    none), and the schedule assets' ``automation`` check evaluations when it changed since
+    ``reported``. ``stand_in`` (the boundary sensor): only once ``gps_reconcile`` is among the
+    stopped (it cannot report its own stop) or was when last reported (the all-clear)."""
+    stopped = stopped_in(context, context.instance)
+    if stand_in and names.RECONCILE_SENSOR not in stopped and not reported:
+        return "", []
+    text = automation_warning(runtime, stopped)
+    return text, ([] if text == reported else check_evaluations(schedule_keys, text))
+
+
 def automation_warning(runtime: Runtime, stopped: Sequence[str]) -> str:
     """The warning for these stopped sensors ("" when none), naming the deploys left waiting."""
     if not stopped:

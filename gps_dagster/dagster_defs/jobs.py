@@ -59,15 +59,21 @@ ACQUIRED = ("accepted", "converged")
 
 
 def _fan_out(
-    steps: list[dict[str, str]], schedule: str, output_name: str | None = None
+    steps: list[dict[str, str]], schedule: str | None = None, output_name: str = "result"
 ) -> Iterator[dg.DynamicOutput[Any]]:
+    """One dynamic output per step, keyed by its deploy (readable) and step (unique)."""
     for step in steps:
         key = names.step_mapping_key(step["step_id"], step["deploy_id"])
-        value = dict(step, schedule=schedule)
-        if output_name is None:
-            yield dg.DynamicOutput(value, mapping_key=key)
-        else:
-            yield dg.DynamicOutput(value, mapping_key=key, output_name=output_name)
+        value = dict(step) if schedule is None else dict(step, schedule=schedule)
+        yield dg.DynamicOutput(value, mapping_key=key, output_name=output_name)
+
+
+def fan_phases(
+    first: list[dict[str, str]], then: list[dict[str, str]], schedule: str
+) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
+    """A head op's two outputs: the ``first`` phase fanned out, ``then`` passed on."""
+    yield from _fan_out(first, schedule, "first")
+    yield dg.Output([dict(s, schedule=schedule) for s in then], output_name="then")
 
 
 def outcome_metadata(outcome: Any) -> dict[str, str]:
@@ -152,8 +158,7 @@ def plan_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.
         f"transition {cfg['transition_id']} of {cfg['schedule']} ({cfg['order']}): "
         f"{len(release)} release, {len(acquire)} acquire step(s)"
     )
-    yield from _fan_out(first, cfg["schedule"], "first")
-    yield dg.Output([dict(s, schedule=cfg["schedule"]) for s in then], output_name="then")
+    yield from fan_phases(first, then, cfg["schedule"])
 
 
 @dg.op(name="release", required_resource_keys={"gps"}, description="Stop / scale down one target.")
@@ -194,7 +199,7 @@ def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.O
 
 
 def _preview(runtime: "Runtime", step_id: str) -> StepOutcome:
-    """The engine's own preview of the step (``Intents.preview_step``)."""
+    """The engine's own preview of the step (``Intents.preview_step``; tests replace it)."""
     return runtime.intents.preview_step(step_id)
 
 
@@ -239,9 +244,7 @@ def _fan_in(name: str, what: str, then: str) -> dg.OpDefinition:
         context: OpExecutionContext, done: list[Any], then_steps: list[Any]
     ) -> Iterator[dg.DynamicOutput[Any]]:
         context.log.info(f"{len(done)} {what} step(s) done; {then} {len(then_steps)}")
-        for step in then_steps:
-            key = names.step_mapping_key(step["step_id"], step["deploy_id"])
-            yield dg.DynamicOutput(dict(step), mapping_key=key)
+        yield from _fan_out(then_steps)
 
     return fan_in
 
@@ -257,57 +260,59 @@ def done_op(context: OpExecutionContext, finished: list[Any]) -> dict[str, Any]:
     return {"steps": len(finished), "states": states}
 
 
+def phases_job(name: str, description: str, head: dg.OpDefinition, first: str) -> dg.JobDefinition:
+    """A transition job: ``head`` (the plan, or a pre-armed run's ``arm``) fans the ``first``
+    phase out and passes the other on; ``release`` first: release ops, fan-in, admit → acquire
+    (or capacity_wait); ``acquire`` first: the mirror; ``acquire_only``: admit → acquire."""
+
+    @dg.job(
+        name=name,
+        executor_def=dg.in_process_executor,
+        description=description,
+        tags={"gps/kind": "transition"},
+    )
+    def transition() -> None:
+        first_steps, then_steps = head()
+        if first == "release":
+            released = first_steps.map(release_op).collect()
+            acquired, _deferred = all_released_op(released, then_steps).map(_admission)
+            done_op(acquired.collect())
+        elif first == "acquire":
+            acquired, _deferred = first_steps.map(_admission)
+            done_op(all_acquired_op(acquired.collect(), then_steps).map(release_op).collect())
+        else:
+            acquired, _deferred = first_steps.map(_admission)
+            done_op(acquired.collect())
+
+    return transition
+
+
 def build_transition_job(order: str = RELEASE_FIRST) -> dg.JobDefinition:
     """The release-first job (``gps_transition``) or its acquire-first mirror (R-PASS-12)."""
     if order == ACQUIRE_FIRST:
-        return _acquire_first_job()
-
-    @dg.job(
-        name=names.TRANSITION_JOB,
-        executor_def=dg.in_process_executor,
-        description="One transition plan (release_first): release ops, fan-in, then admit → "
-        "acquire (or capacity_wait) per acquiring step.",
-        tags={"gps/kind": "transition"},
+        return phases_job(
+            names.TRANSITION_JOB_ACQUIRE_FIRST,
+            "One transition plan (acquire_first): admit → acquire per acquiring step, fan-in, "
+            "then release ops.",
+            plan_op,
+            "acquire",
+        )
+    return phases_job(
+        names.TRANSITION_JOB,
+        "One transition plan (release_first): release ops, fan-in, then admit → acquire (or "
+        "capacity_wait) per acquiring step.",
+        plan_op,
+        "release",
     )
-    def transition() -> None:
-        first_steps, then_steps = plan_op()
-        released = first_steps.map(release_op).collect()
-        acquired, _deferred = all_released_op(released, then_steps).map(_admission)
-        done_op(acquired.collect())
-
-    return transition
-
-
-def _acquire_first_job() -> dg.JobDefinition:
-    @dg.job(
-        name=names.TRANSITION_JOB_ACQUIRE_FIRST,
-        executor_def=dg.in_process_executor,
-        description="One transition plan (acquire_first): admit → acquire per acquiring step, "
-        "fan-in, then release ops.",
-        tags={"gps/kind": "transition"},
-    )
-    def transition() -> None:
-        first_steps, then_steps = plan_op()
-        acquired, _deferred = first_steps.map(_admission)
-        done_op(all_acquired_op(acquired.collect(), then_steps).map(release_op).collect())
-
-    return transition
 
 
 def build_acquire_job() -> dg.JobDefinition:
     """``gps_acquire``: the acquire run the capacity-wait sensor launches (plan → admit →
     acquire → done), in the run group of the transition's plan run."""
-
-    @dg.job(
-        name=names.ACQUIRE_JOB,
-        executor_def=dg.in_process_executor,
-        description="The deferred acquiring steps of a transition, once their capacity fits "
+    return phases_job(
+        names.ACQUIRE_JOB,
+        "The deferred acquiring steps of a transition, once their capacity fits "
         f"(launched by {names.CAPACITY_WAIT_SENSOR} in the plan run's run group).",
-        tags={"gps/kind": "transition"},
+        plan_op,
+        "acquire_only",
     )
-    def acquire() -> None:
-        steps, _ = plan_op()
-        acquired, _deferred = steps.map(_admission)
-        done_op(acquired.collect())
-
-    return acquire

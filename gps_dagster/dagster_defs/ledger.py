@@ -9,9 +9,7 @@ for the ten-minute check schedule.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -21,48 +19,18 @@ if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
 
 
-def _members(runtime: Runtime, reservation_id: str) -> list[dict[str, Any]]:
-    out = []
-    for deploy in runtime.core.reservation_deploys(reservation_id):
-        binding = deploy.reservation
-        uuids = list(runtime.core.witness(deploy.id).uuids) if deploy.ready_replicas else []
-        out.append(
-            {
-                "deploy_id": deploy.id,
-                "state": deploy.state.value,
-                "memory_mib": getattr(binding, "memory_mib", None),
-                "witnessed_uuids": ", ".join(uuids),
-            }
-        )
-    return sorted(out, key=lambda m: m["deploy_id"])
-
-
 def reservation_events(
     runtime: Runtime, reservation_ids: list[str], seen: dict[str, str]
 ) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
-    """Events for the reservations whose members or verdicts changed since ``seen``."""
-    from gps_dagster.engine import gps_checks as checks
-
-    repo = runtime.intents.ledger()
+    """Events for the reservations whose members or verdicts changed since ``seen``
+    (``Intents.reservation_changes``)."""
     out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
-    for rid in reservation_ids:
-        rsv = repo.get(rid)
-        members = _members(runtime, rid)
-        verdicts = {
-            names.CHECK_PLACEMENT: checks.placement_check(repo, runtime.core, rid),
-            names.CHECK_OVERCOMMIT: checks.overcommit_check(repo, runtime.core, rid),
-        }
-        state = json.dumps(
-            [members, {k: (v.passed, v.description) for k, v in verdicts.items()}], sort_keys=True
-        )
-        digest = hashlib.sha1(state.encode()).hexdigest()
-        if seen.get(rid) == digest:
-            continue
-        seen[rid] = digest
+    for view in runtime.intents.reservation_changes(reservation_ids, seen):
+        rsv, members = view.reservation, view.members
         out.append(
             dg.AssetObservation(
                 asset_key=names.RESERVATIONS_ASSET,
-                partition=rid,
+                partition=rsv.id,
                 metadata={
                     "node": rsv.node,
                     "gpu_uuids": ", ".join(rsv.gpu_uuids),
@@ -81,10 +49,10 @@ def reservation_events(
                 check_name=check,
                 passed=v.passed,
                 severity=dg.AssetCheckSeverity.ERROR,
-                description=f"{rid}: {v.description}"[:900],
-                partition=rid,  # one verdict per reservation: another's never overwrites it
+                description=f"{rsv.id}: {v.description}"[:900],
+                partition=rsv.id,  # one verdict per reservation: another's never overwrites it
                 metadata={k: str(x) for k, x in v.metadata.items()},
             )
-            for check, v in verdicts.items()
+            for check, v in view.verdicts.items()
         ]
     return out

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.ports import CoreError
 
 if TYPE_CHECKING:
-    from gps_dagster.runtime import Runtime
+    pass
 
 
 def schedule_keys(schedules: Sequence[Any]) -> dict[str, dg.AssetKey]:
@@ -48,18 +47,6 @@ def schedule_specs(schedules: Sequence[Any], keys: Mapping[str, dg.AssetKey]) ->
         )
         for spec in schedules
     ]
-
-
-def reservation_members(runtime: Runtime, deploy_ids: Sequence[str]) -> set[str]:
-    """The deploys bound to a GPU reservation, as the core reports them now (none when the
-    core cannot answer: the graph loses the edges, the code location still loads)."""
-    if not deploy_ids:
-        return set()
-    try:
-        views = runtime.core.get_deploys(list(deploy_ids))
-    except CoreError:
-        return set()
-    return {d for d, v in views.items() if getattr(v, "reservation", None) is not None}
 
 
 def upstream(

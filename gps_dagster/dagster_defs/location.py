@@ -17,7 +17,7 @@ import warnings
 import dagster as dg
 
 from gps_dagster.dagster_defs import GpsResource, build_definitions
-from gps_dagster.dagster_defs.prearm import lead_from_env
+from gps_dagster.engine.prearm import lead_from_env
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

@@ -20,6 +20,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from gps_dagster.engine import gps_checks
+
 TRANSITION_JOB = "gps_transition"
 TRANSITION_JOB_ACQUIRE_FIRST = "gps_transition_acquire_first"
 ACQUIRE_JOB = "gps_acquire"
@@ -39,8 +41,8 @@ TIMELINE_SCHEDULE = "gps_timeline_hourly"
 CHECKS_JOB = "gps_reservation_checks"
 CHECKS_SCHEDULE = "gps_reservation_checks_every_10m"
 DEPLOY_CHECKS_JOB = "gps_deploy_checks"
-CHECK_PLACEMENT = "placement_mismatch"
-CHECK_OVERCOMMIT = "reservation_overcommitted"
+CHECK_PLACEMENT = gps_checks.PLACEMENT  # "placement_mismatch"
+CHECK_OVERCOMMIT = gps_checks.OVERCOMMIT  # "reservation_overcommitted"
 CHECK_DEPLOY_PHASE = "phase"
 CHECK_AUTOMATION = "automation"
 """A schedule asset's check: yellow while a sensor the product relies on is stopped."""
@@ -83,12 +85,6 @@ def short_hash(text: str, size: int = 6) -> str:
 def clean(text: str) -> str:
     """``text`` reduced to ``[A-Za-z0-9_]`` (readable, not necessarily unique)."""
     return _UNSAFE.sub("_", text).strip("_") or "x"
-
-
-def safe(text: str) -> str:
-    """``text`` reduced to ``[A-Za-z0-9_]``, plus a hash suffix when anything changed."""
-    cleaned = clean(text)
-    return cleaned if cleaned == text else f"{cleaned}_{short_hash(text)}"
 
 
 def readable(originals: Iterable[str]) -> dict[str, str]:

@@ -18,12 +18,13 @@ store names the one origin allowed to request that plan's run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
+from gps_dagster.engine import ticks
+from gps_dagster.engine.reports import PlanRef, StepRef
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -33,103 +34,63 @@ RELEASE_FIRST = "release_first"
 ACQUIRE_FIRST = "acquire_first"
 ACQUIRE_ONLY = "acquire_only"
 """The order of a ``gps_acquire`` run: only the deferred acquiring steps."""
-CLAIM_TAKEOVER_S = 120.0
-"""A plan claimed this long ago whose run Dagster still does not know was lost by its
-claimer (a tick that crashed after claiming): another origin may take the launch over.
-The daemon creates a requested run within seconds of the tick, so this is generous."""
 
 
-def step_config(step: Any) -> dict[str, str]:
+def step_config(step: StepRef) -> dict[str, str]:
     return {"step_id": str(step.step_id), "deploy_id": str(step.deploy_id), "step": str(step.step)}
 
 
-def _iso(value: datetime | None) -> str:
-    return value.isoformat() if value is not None else ""
-
-
-def run_config(
+def _request(
+    plan: PlanRef,
+    steps: tuple[Sequence[StepRef], Sequence[StepRef]],
     *,
-    transition_id: str,
-    schedule: str,
-    release: Iterable[Any],
-    acquire: Iterable[Any],
-    order: str = RELEASE_FIRST,
-) -> dict[str, Any]:
+    run_key: str,
+    job: str,
+    order: str,
+    targets: Sequence[str],
+    trigger: str,
+    phase: str,
+) -> dg.RunRequest:
+    """A run of ``plan``'s (release, acquire) ``steps``: the plan in the run config, the tags
+    operators filter on, and the one-line swap for the Runs list."""
+    release, acquire = steps
     config = {
         "order": order,
-        "transition_id": transition_id,
-        "schedule": schedule,
+        "transition_id": plan.transition_id,
+        "schedule": plan.schedule,
         "release_steps": [step_config(s) for s in release],
         "acquire_steps": [step_config(s) for s in acquire],
     }
-    return {"ops": {PLAN_OP: {"config": config}}}
-
-
-def run_tags(
-    *,
-    transition_id: str,
-    schedule: str,
-    targets: Sequence[str],
-    interval_start: datetime | None,
-    trigger: str,
-    phase: str,
-    schedule_version: int | None = None,
-) -> dict[str, str]:
+    at = plan.interval_start
     tags = {
-        names.TAG_SCHEDULE: schedule,
+        names.TAG_SCHEDULE: plan.schedule,
         names.TAG_TARGETS: ",".join(targets),
-        names.TAG_INTERVAL: _iso(interval_start),
+        names.TAG_INTERVAL: at.isoformat() if at is not None else "",
         names.TAG_TRIGGER: trigger,
-        names.TAG_TRANSITION: transition_id,
+        names.TAG_TRANSITION: plan.transition_id,
         names.TAG_PHASE: phase,
+        names.TAG_VERSION: str(plan.schedule_version),
+        names.TAG_SWAP: ticks.swap_line(release, acquire, reverse=order == ACQUIRE_FIRST),
     }
-    if schedule_version is not None:
-        tags[names.TAG_VERSION] = str(schedule_version)
-    return tags
-
-
-def swap_line(release: Iterable[Any], acquire: Iterable[Any], order: str = RELEASE_FIRST) -> str:
-    """``release A, B → acquire C`` (in the order the run takes them), for the Runs list."""
-    parts = []
-    freed = ", ".join(str(s.deploy_id) for s in release)
-    taken = ", ".join(str(s.deploy_id) for s in acquire)
-    if freed:
-        parts.append(f"release {freed}")
-    if taken:
-        parts.append(f"acquire {taken}")
-    if order == ACQUIRE_FIRST:
-        parts.reverse()
-    return " → ".join(parts)[:250]
+    run_config = {"ops": {PLAN_OP: {"config": config}}}
+    return dg.RunRequest(run_key=run_key, job_name=job, run_config=run_config, tags=tags)
 
 
 def job_for(order: str) -> str:
     return names.TRANSITION_JOB_ACQUIRE_FIRST if order == ACQUIRE_FIRST else names.TRANSITION_JOB
 
 
-def plan_request(plan: Any) -> dg.RunRequest:
+def plan_request(plan: PlanRef) -> dg.RunRequest:
     """The run of a freshly opened transition: release ops, then acquire ops."""
-    targets = tuple(plan.targets)
-    order = getattr(plan, "order", RELEASE_FIRST)
-    return dg.RunRequest(
+    return _request(
+        plan,
+        (plan.release_steps, plan.acquire_steps),
         run_key=names.plan_run_key(plan.transition_id),
-        job_name=job_for(order),
-        run_config=run_config(
-            transition_id=plan.transition_id,
-            schedule=plan.schedule,
-            release=plan.release_steps,
-            acquire=plan.acquire_steps,
-            order=order,
-        ),
-        tags=run_tags(
-            transition_id=plan.transition_id,
-            schedule=plan.schedule,
-            targets=targets,
-            interval_start=plan.interval_start,
-            trigger=plan.trigger,
-            phase="plan",
-            schedule_version=plan.schedule_version,
-        )
-        | {names.TAG_SWAP: swap_line(plan.release_steps, plan.acquire_steps, order)},
+        job=job_for(plan.order),
+        order=plan.order,
+        targets=plan.targets,
+        trigger=plan.trigger,
+        phase="plan",
     )
 
 
@@ -144,34 +105,24 @@ def group_tags(runs: Sequence[Any]) -> dict[str, str]:
 
 
 def acquire_request(
-    plan: Any, steps: Sequence[Any], attempt: int, group: dict[str, str] | None = None
+    plan: PlanRef, steps: Sequence[StepRef], attempt: int, group: dict[str, str] | None = None
 ) -> dg.RunRequest:
     """The ``gps_acquire`` run of steps whose capacity now fits (capacity-wait sensor), in the
     run group of the transition's earlier runs (``group``, see ``group_tags``)."""
-    tags = run_tags(
-        transition_id=plan.transition_id,
-        schedule=plan.schedule,
-        targets=tuple(s.deploy_id for s in steps),
-        interval_start=plan.interval_start,
+    request = _request(
+        plan,
+        ((), steps),
+        run_key=names.acquire_run_key(plan.transition_id, attempt),
+        job=names.ACQUIRE_JOB,
+        order=ACQUIRE_ONLY,
+        targets=[s.deploy_id for s in steps],
         trigger="capacity_wait",
         phase="acquire",
-        schedule_version=plan.schedule_version,
     )
-    return dg.RunRequest(
-        run_key=names.acquire_run_key(plan.transition_id, attempt),
-        job_name=names.ACQUIRE_JOB,
-        run_config=run_config(
-            transition_id=plan.transition_id,
-            schedule=plan.schedule,
-            release=(),
-            acquire=steps,
-            order=ACQUIRE_ONLY,
-        ),
-        tags={**tags, names.TAG_SWAP: swap_line((), steps), **(group or {})},
-    )
+    return request.with_replaced_attrs(tags={**request.tags, **(group or {})})
 
 
-def plan_requests(plans: Iterable[Any]) -> list[dg.RunRequest]:
+def plan_requests(plans: Iterable[PlanRef]) -> list[dg.RunRequest]:
     """Run requests for the plans that have steps (a plan without steps only records
     that the engine processed a new interval already satisfied)."""
     return [plan_request(p) for p in plans if p.release_steps or p.acquire_steps]
@@ -189,11 +140,6 @@ def resume_request(
     return request.with_replaced_attrs(run_key=names.resume_run_key(tid, attempt), tags=tags)
 
 
-def batch_of(origin: str) -> str | None:
-    """The batch a claim's origin launched its plan in (``<origin>#<batch id>``), if any."""
-    return origin.split("#", 1)[1] if "#" in origin else None
-
-
 def transition_runs(
     runtime: Runtime, instance: dg.DagsterInstance, transition_id: str
 ) -> list[dg.DagsterRun]:
@@ -201,8 +147,7 @@ def transition_runs(
     own = list(instance.get_runs(dg.RunsFilter(tags={names.TAG_TRANSITION: transition_id})))
     if own:
         return own
-    claim = runtime.launches.get(names.plan_run_key(transition_id))
-    batch = batch_of(claim.origin) if claim is not None else None
+    batch = runtime.intents.launch_batch(names.plan_run_key(transition_id))
     if batch is None:
         return []
     return list(instance.get_runs(dg.RunsFilter(tags={names.TAG_BATCH: batch})))
@@ -225,39 +170,27 @@ def claim_launches(
 ) -> tuple[list[dg.RunRequest], list[str]]:
     """The requests ``origin`` may emit, and a line per plan request it must skip.
 
-    Plan requests (``<transition>:plan``) are claimed: the first origin owns the launch
-    and may repeat the request (the daemon drops its repeats); another origin skips it,
-    unless the claim is older than ``CLAIM_TAKEOVER_S`` and ``instance`` has no run of
-    that transition (the owner's tick was lost). Other keys (resume, acquire) have a
-    single origin and pass through.
+    Plan requests (``<transition>:plan``) are claimed (``Intents.claim_launches``): the first
+    origin owns the launch and may repeat the request (the daemon drops its repeats); another
+    origin skips it, unless the claim is old and ``instance`` has no run of that transition (the
+    owner's tick was lost). Other keys (resume, acquire) have a single origin and pass through.
     """
-    claims = runtime.launches
-    now = runtime.clock.now()
-    out: list[dg.RunRequest] = []
-    skipped: list[str] = []
-    for request in requests:
-        tid = request.tags.get(names.TAG_TRANSITION, "")
-        if request.run_key != names.plan_run_key(tid):
-            out.append(request)
-            continue
-        claim = claims.claim(request.run_key, transition_id=tid, origin=origin, now=now)
-        lost = not claim.won and _owner_lost(claim.origin, claim.claimed_at, tid, now, instance)
-        if claim.won or (lost and claims.take_over(claim, origin=origin, now=now)):
-            out.append(request)
-        else:
-            since = claim.claimed_at.isoformat()
-            skipped.append(f"{request.run_key}: launched by {claim.origin} (claimed {since})")
-    return out, skipped
+    requests = list(requests)
+    plans = [
+        (r.run_key or "", r.tags.get(names.TAG_TRANSITION, ""))
+        for r in requests
+        if r.run_key == names.plan_run_key(r.tags.get(names.TAG_TRANSITION, ""))
+    ]
 
+    def runs_of(tid: str, batch: str | None) -> bool:
+        assert instance is not None
+        if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
+            return True  # its run exists: the owner launched it
+        tags = {names.TAG_BATCH: batch} if batch else None
+        return bool(tags and instance.get_runs_count(dg.RunsFilter(tags=tags)))
 
-def _owner_lost(
-    held_by: str, held_at: datetime, tid: str, now: datetime, instance: dg.DagsterInstance | None
-) -> bool:
-    """Whether a plan's launch claim is older than ``CLAIM_TAKEOVER_S`` and ``instance`` has no
-    run of it (the owner's tick was lost): another origin may take the launch over."""
-    if instance is None or now - held_at < timedelta(seconds=CLAIM_TAKEOVER_S):
-        return False
-    if instance.get_runs_count(dg.RunsFilter(tags={names.TAG_TRANSITION: tid})):
-        return False  # its run exists: the owner launched it
-    batch = batch_of(held_by)
-    return not (batch and instance.get_runs_count(dg.RunsFilter(tags={names.TAG_BATCH: batch})))
+    won, skipped = runtime.intents.claim_launches(
+        plans, origin=origin, runs_of=runs_of if instance is not None else None
+    )
+    claimed = {key for key, _ in plans}
+    return [r for r in requests if r.run_key not in claimed or r.run_key in won], skipped

@@ -3,8 +3,9 @@
 A run requested at the boundary starts its first op only once Dagster has started a run
 worker: 3.3 s on a quiet machine with the default launcher, 8–22 s under load, a Job pod on
 Kubernetes (measured; R-NEXT-3). The ``gps_prearm`` sensor therefore launches, ``lead``
-seconds ahead (the resource's ``prearm_lead_s``), a ``gps_prearmed`` run for every
-release-first schedule whose next intent boundary is that near (``Engine.boundaries_within``).
+seconds ahead (the resource's ``prearm_lead_s``, else measured: ``engine/prearm.py``), a
+``gps_prearmed`` run for every release-first schedule whose next intent boundary is that
+near (``Engine.boundaries_within``).
 Its ``arm`` op waits for the boundary instant on the injected clock, then asks the engine for
 the pass of that schedule — so the plan is opened, and its steps fenced, at the boundary
 exactly as today: an edit, a drift, a gate change made while the run waited is seen — and
@@ -27,7 +28,7 @@ boundary sensor serve the due index whatever happened to a pre-armed run.
 # * “A pre-armed run's releases are not re-checked after its own pass”
 # * “The measured pre-arm lead keeps ahead of the run starts”
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,57 +36,18 @@ import dagster as dg
 from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.jobs import (
-    _admission,
-    _fan_out,
-    all_released_op,
-    done_op,
-    release_op,
-)
-from gps_dagster.dagster_defs.passes import reconcile_one
-from gps_dagster.dagster_defs.plans import RELEASE_FIRST, claim_launches, plan_requests
-from gps_dagster.dagster_defs.resources import sleep
-from gps_dagster.engine.errors import Busy
+from gps_dagster.dagster_defs.jobs import fan_phases, phases_job
+from gps_dagster.dagster_defs.plans import claim_launches, plan_requests, step_config
+from gps_dagster.dagster_defs.resources import pauser, sleep
+from gps_dagster.engine import prearm
+from gps_dagster.engine.intents import Armed
+from gps_dagster.engine.reports import PlanRef, StepOutcome
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
 
 ARM_OP = "arm"
-DEFAULT_LEAD_S = 30.0
-"""The least lead (and the lead before any run was measured): the default launcher's run start
-p95 under moderate load (~22 s, measured) plus a sensor tick (~5 s). Unset, the lead follows
-the instance's measured run starts (``measured_lead``): a Kubernetes Job (pod scheduling,
-image, Python start) or a loaded machine gets more."""
 TRIGGER = "prearmed"
-
-
-MEASURED_RUNS = 20
-TICK_AND_MARGIN_S = 10.0
-"""The least added to the measured start p95: the sensor's ~5 s tick floor and a margin."""
-MARGIN_SHARE = 1.0
-"""...and at least this share of the p95 itself: starts move with the load faster than the p95 of
-the last runs follows them (bench/dagster_lag_jobs.py, load 10–19: Jobs measured at p95 ~24 s, a
-34 s lead, and the next Job armed 38.5 s after its creation, 4.5 s after its boundary)."""
-MAX_LEAD_S = 600.0
-
-
-def lead_from_env(env: Mapping[str, str]) -> float | None:
-    """``GPS_PREARM_LEAD_S`` of the code location (``definitions.py``); None (unset) = measured
-    from the instance's own run starts (``measured_lead``); a bad value is refused with the
-    setting, the reason and the fix."""
-    raw = env.get("GPS_PREARM_LEAD_S", "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 3600:
-        raise ValueError(
-            f"GPS_PREARM_LEAD_S={raw[:40]!r}: not a number of seconds in 0..3600; "
-            "fix: unset it (30 s), 0 to turn pre-arming off, or e.g. 90 for Kubernetes Jobs"
-        )
-    return value
 
 
 def prearm_lead_s(
@@ -95,40 +57,17 @@ def prearm_lead_s(
     when it is None, measured on ``instance`` at ``now`` (``measured_lead``)."""
     lead = getattr(gps, "prearm_lead_s", 0.0)
     if lead is None:
-        return measured_lead(instance, now) if instance is not None else DEFAULT_LEAD_S
+        return measured_lead(instance, now) if instance is not None else prearm.DEFAULT_LEAD_S
     return float(lead or 0.0)
 
 
 def measured_lead(instance: dg.DagsterInstance, now: datetime | None = None) -> float:
-    """The p95 of the last ``MEASURED_RUNS`` runs' creation → start on this instance (its run
-    launcher and coordinator, under the machine's load of now) + a margin (the p95 again, at
-    least 10 s: a sensor tick and more), never below ``DEFAULT_LEAD_S`` nor above ``MAX_LEAD_S``:
-    a Kubernetes Job launcher, or a loaded machine, gets the lead it needs without a setting.
-
-    A run still waiting to start (neither started nor ended) has waited ``now`` − its creation
-    so far: that counts, as the least its start will take. Left out, the lead of a fresh
-    instance whose first runs were all still starting stayed at the floor, and its first
-    pre-armed Job started after its boundary (bench/dagster_lag_jobs.py: Job starts of 45–70 s
-    under load, a 38 s lead). Runs that ended without starting are left out. (Dagster's
-    ``RunRecord``: "start_time and end_time fields will be populated once the run has started
-    and ended, respectively, but will be None beforehand", dagster/_core/storage/dagster_run.py.)"""
-    records = instance.get_run_records(limit=MEASURED_RUNS)
-    waits = sorted(
-        _waited(r.create_timestamp.timestamp(), r.start_time, now)
-        for r in records
-        if r.start_time is not None or (r.end_time is None and now is not None)
-    )
-    if not waits:
-        return DEFAULT_LEAD_S
-    p95 = waits[min(len(waits) - 1, round(0.95 * (len(waits) - 1)))]
-    margin = max(TICK_AND_MARGIN_S, MARGIN_SHARE * p95)
-    return min(MAX_LEAD_S, max(DEFAULT_LEAD_S, p95 + margin))
-
-
-def _waited(created: float, started: float | None, now: datetime | None) -> float:
-    """Creation → start, or → ``now`` for a run not started yet (never below 0)."""
-    end = started if started is not None else (now.timestamp() if now is not None else created)
-    return max(0.0, end - created)
+    """The lead measured on the last runs of ``instance`` (``engine.prearm.measured_lead``).
+    Dagster's ``RunRecord``: "start_time and end_time fields will be populated once the run has
+    started and ended, respectively, but will be None beforehand"."""
+    records = instance.get_run_records(limit=prearm.MEASURED_RUNS)
+    runs = [(r.create_timestamp.timestamp(), r.start_time, r.end_time) for r in records]
+    return prearm.measured_lead(runs, now)
 
 
 def prearm_run_key(schedule: str, at: datetime) -> str:
@@ -157,11 +96,9 @@ def prearm_tick(
     """The pre-armed runs to launch now, or why none (the daemon drops a repeated run key)."""
     now = runtime.clock.now()
     lead = prearm_lead_s(gps, instance, now)
-    if lead <= 0:
-        return [], "pre-arming is off (prearm_lead_s = 0): boundaries are served when they come"
     near = runtime.engine.boundaries_within(now, lead)
     if not near:
-        return [], f"no release-first boundary within {lead:.0f} s of {now.isoformat()}"
+        return [], prearm.no_boundary_near(lead, now)
     return [prearm_request(b) for b in near], None
 
 
@@ -169,15 +106,6 @@ def prearm_sensor_tick(context: dg.SensorEvaluationContext, runtime: "Runtime") 
     """``gps_prearm``: the pre-armed runs to launch now, or why none."""
     requests, skip = prearm_tick(runtime, context.resources.gps, context.instance)
     return dg.SensorResult(run_requests=requests, skip_reason=skip)
-
-
-def wait_until(gps: Any, clock: Any, at: datetime) -> float:
-    """Sleep (through the resource: a virtual clock advances) until ``at``; seconds late."""
-    while True:
-        left = float((at - clock.now()).total_seconds())
-        if left <= 0:
-            return -left
-        sleep(gps, min(left, 1.0))
 
 
 def _skip(context: OpExecutionContext, why: str) -> None:
@@ -204,7 +132,7 @@ def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.O
     runtime = gps.get_runtime()
     schedule, boundary = context.op_config["schedule"], context.op_config["boundary_at"]
     at = datetime.fromisoformat(boundary)
-    late = wait_until(gps, runtime.clock, at)
+    late = prearm.wait_until(runtime.clock, at, lambda seconds: sleep(gps, seconds))
     armed = _at_boundary(context, runtime, gps, schedule, boundary)  # no Dagster write before
     spent = float((runtime.clock.now() - at).total_seconds())
     context.log.info(
@@ -214,45 +142,35 @@ def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.O
     if isinstance(armed, str):
         _skip(context, armed)
         return
-    plan, request, sent = armed
-    yield from _serve(context, plan, request, sent)
+    done, request = armed
+    yield from _serve(context, done.plan, request, done.sent)
 
 
 def _at_boundary(
     context: OpExecutionContext, runtime: "Runtime", gps: Any, schedule: str, boundary: str
-) -> tuple[Any, dg.RunRequest, list[Any]] | str:
-    """What the run does at the boundary instant, and nothing more: the schedule's pass (the
-    plan opened and fenced now), the launch claim, and the submit of every release step. Every
-    Dagster event write (a log line, a tag, an output) comes after: under load each costs
-    tens of milliseconds to seconds, and they used to stand between the boundary and the
-    submit (the release op's own start, measured 1.5–3.7 s). The release ops that follow
-    advance the already submitted steps (``execute_step`` is idempotent) and judge them.
-    Returns the plan, its claimed request and the release outcomes, or why the run is not
-    needed."""
-    try:
-        report = reconcile_one(gps, runtime, schedule, TRIGGER)
-    except Busy:
-        return "another pass held the lock; the boundary sensor serves the boundary"
-    plans = [p for p in report.plans if p.release_steps or p.acquire_steps]
-    if not plans:
-        return f"no new plan at {boundary}: intent unchanged, or already served"
-    plan = plans[0]
-    if getattr(plan, "order", RELEASE_FIRST) != RELEASE_FIRST:
-        return f"plan {plan.transition_id} is {plan.order}: the reconcile sensor runs it"
-    claimed, taken = claim_launches(
-        runtime, plan_requests([plan]), origin=f"prearm:{context.run_id}", instance=context.instance
-    )
-    if not claimed:
-        return "; ".join(taken)
-    # opened and preflighted by this pass a moment ago: no second deploy, alias and preflight
-    # read between the boundary and the submit (execute_steps' fresh)
-    ids = [s.step_id for s in plan.release_steps]
-    sent = runtime.engine.execute_steps(ids, fresh={plan.transition_id})
-    return plan, claimed[0], list(sent)
+) -> tuple[Armed, dg.RunRequest] | str:
+    """What the run does at the boundary instant, and nothing more (``Intents.arm``: the pass,
+    the launch claim, the submit of every release step). Every Dagster event write (a log line,
+    a tag, an output) comes after: under load each costs tens of milliseconds to seconds, and
+    they used to stand between the boundary and the submit (the release op's own start,
+    measured 1.5–3.7 s). The release ops that follow advance the already submitted steps
+    (``execute_step`` is idempotent) and judge them."""
+    claimed: list[dg.RunRequest] = []
+
+    def claim(plan: PlanRef) -> str | None:
+        origin = f"prearm:{context.run_id}"
+        won, taken = claim_launches(
+            runtime, plan_requests([plan]), origin=origin, instance=context.instance
+        )
+        claimed.extend(won)
+        return None if won else "; ".join(taken)
+
+    armed = runtime.intents.arm(schedule, boundary, trigger=TRIGGER, pause=pauser(gps), claim=claim)
+    return armed if isinstance(armed, str) else (armed, claimed[0])
 
 
 def _serve(
-    context: OpExecutionContext, plan: Any, request: dg.RunRequest, sent: Sequence[Any]
+    context: OpExecutionContext, plan: PlanRef, request: dg.RunRequest, sent: Sequence[StepOutcome]
 ) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
     tags = {**request.tags, names.TAG_PREARM: f"serving {plan.transition_id}"}
     context.instance.add_run_tags(context.run_id, tags)  # the plan's tags: its run group, UI
@@ -262,30 +180,17 @@ def _serve(
         f"{len(plan.release_steps)} release, {len(plan.acquire_steps)} acquire step(s); "
         f"releases submitted at the boundary: {states}"
     )
-    yield from _fan_out(_steps(plan.release_steps), plan.schedule, "first")
-    then = [dict(s, schedule=plan.schedule) for s in _steps(plan.acquire_steps)]
-    yield dg.Output(then, output_name="then")
-
-
-def _steps(refs: Sequence[Any]) -> list[dict[str, str]]:
-    return [{"step_id": r.step_id, "deploy_id": r.deploy_id, "step": r.step} for r in refs]
+    release = [step_config(s) for s in plan.release_steps]
+    yield from fan_phases(release, [step_config(s) for s in plan.acquire_steps], plan.schedule)
 
 
 def build_prearmed_job() -> dg.JobDefinition:
     """``gps_prearmed``: arm (wait for the boundary, open the plan) → release ops → fan-in →
     admit → acquire | capacity_wait → done; the same ops as ``gps_transition``."""
-
-    @dg.job(
-        name=names.PREARM_JOB,
-        executor_def=dg.in_process_executor,
-        description="A release-first swap launched ahead of its boundary: waits for it, opens "
-        "the plan at it, then releases and acquires in the same run.",
-        tags={"gps/kind": "transition"},
+    return phases_job(
+        names.PREARM_JOB,
+        "A release-first swap launched ahead of its boundary: waits for it, opens the plan at "
+        "it, then releases and acquires in the same run.",
+        arm_op,
+        "release",
     )
-    def prearmed() -> None:
-        first_steps, then_steps = arm_op()
-        released = first_steps.map(release_op).collect()
-        acquired, _deferred = all_released_op(released, then_steps).map(_admission)
-        done_op(acquired.collect())
-
-    return prearmed

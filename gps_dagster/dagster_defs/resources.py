@@ -138,3 +138,8 @@ def sleep(gps: Any, seconds: float) -> None:
         waiter(seconds)
     else:
         time.sleep(seconds)
+
+
+def pauser(gps: Any) -> Callable[[float], None] | None:
+    """The resource's sleep as a pause for the engine's waits (none without a resource)."""
+    return None if gps is None else lambda seconds: sleep(gps, seconds)

@@ -4,7 +4,7 @@ Up to ``max_boundary_schedules`` (200 by default) a code location gets one reada
 schedule per window edge (``demo_swap__business_hours__start``), so the Automation page shows
 each window's next ticks. A larger fleet (10,000 schedules would be 20,000 Dagster schedules)
 gets one fixed ``gps_every_minute`` schedule instead: each minute it serves what the due index
-(``due.py``) says is due — the boundary sensor serves the same index every second — and its
+(``engine/due.py``) says is due — the boundary sensor serves the same index every second — and its
 skip reason names the next passes due (boundaries, and follow-ups of steps in flight).
 
 A tick asks the engine for a pass over its deploy schedule and launches the
@@ -24,21 +24,21 @@ sensor (``gps_boundaries``) within seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.crons import early_crons, end_crons, start_crons
-from gps_dagster.dagster_defs.passes import reconcile_one
 from gps_dagster.dagster_defs.plans import claim_launches, job_for, plan_requests, schedule_origin
-from gps_dagster.domain.spec import RecurringWindow, Schedule, TransitionOrder
-from gps_dagster.domain.timeline_doc import skipped_edge
+from gps_dagster.dagster_defs.resources import pauser
+from gps_dagster.domain.edge_crons import window_crons
+from gps_dagster.domain.spec import Schedule, TransitionOrder
+from gps_dagster.engine import ticks
 from gps_dagster.engine.errors import Busy
 
 if TYPE_CHECKING:
-    from gps_dagster.runtime import Runtime
+    pass
 
 
 def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
@@ -46,7 +46,9 @@ def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
         gps = context.resources.gps
         runtime = gps.get_runtime()
         try:
-            report = reconcile_one(gps, runtime, schedule_name, f"boundary_{edge}")
+            report = runtime.intents.reconcile_waiting(
+                schedule_name, f"boundary_{edge}", pauser(gps)
+            )
         except Busy:
             yield dg.SkipReason("another pass holds the lock; the reconcile sensor follows up")
             return
@@ -59,7 +61,7 @@ def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
         if not requests:
             why = (
                 "; ".join(skipped)
-                or _skip_reason(runtime, schedule_name, window)
+                or runtime.intents.skipped_edge(schedule_name, window)
                 or ("intent unchanged or already processed")
             )
             yield dg.SkipReason(f"no transition to run ({why})")
@@ -75,77 +77,10 @@ def served_tags(request: dg.RunRequest, tick: datetime | None) -> dg.RunRequest:
     if tick is None:
         return request
     tags = {**request.tags, names.TAG_TICK: tick.isoformat()}
-    served = request.tags.get(names.TAG_INTERVAL, "")
-    if served and datetime.fromisoformat(served) != tick:
-        tags[names.TAG_LATE_TICK] = f"tick of {tick.isoformat()} serves the boundary of {served}"
+    late = ticks.late_tick(tick, request.tags.get(names.TAG_INTERVAL, ""))
+    if late:
+        tags[names.TAG_LATE_TICK] = late
     return request.with_replaced_attrs(tags=tags)
-
-
-def _skip_reason(runtime: Runtime, schedule_name: str, window: str) -> str | None:
-    """A holiday (or listed date) that removed this tick's occurrence, named in the skip."""
-    record = runtime.intents.find_schedule(schedule_name) if window else None
-    if record is None:
-        return None
-    return skipped_edge(record.spec, window, runtime.clock.now())
-
-
-def window_edges(
-    schedule: Schedule, leads: Mapping[tuple[str, str], float] | None = None
-) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(window, edge, crons) of every recurring window edge a cron can express.
-
-    ``leads`` ((schedule, window) -> seconds): a ready-by window also gets an ``early`` edge,
-    its start shifted back by the lead learned when the code location loaded (R-NEXT-1); the
-    engine decides whether the lead has come, so a tick early by a changed lead is harmless.
-    """
-    out = []
-    for window in schedule.windows:
-        if not isinstance(window, RecurringWindow):
-            continue
-        lead = (leads or {}).get((schedule.name, window.name))
-        early = early_crons(window.cron, timedelta(seconds=lead)) if lead else None
-        for edge, crons in (
-            ("early", early),
-            ("start", start_crons(window.cron)),
-            ("end", end_crons(window.cron, window.duration)),
-        ):
-            if edge == "early" and crons is None:
-                continue
-            if crons is not None:  # else not expressible as crons: gps_boundaries serves it
-                out.append((window.name, edge, crons))
-    return out
-
-
-def boundary_schedules(
-    schedule: Schedule,
-    jobs: Mapping[str, dg.JobDefinition],
-    default_status: dg.DefaultScheduleStatus,
-    schedule_names: Mapping[tuple[str, str, str], str] | None = None,
-    leads: Mapping[tuple[str, str], float] | None = None,
-) -> list[dg.ScheduleDefinition]:
-    """Start and end schedules of every recurring window of ``schedule`` (and early ones)."""
-    job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
-    named = schedule_names or names.boundary_schedule_names(
-        (schedule.name, w, e) for w, e, _ in window_edges(schedule, leads)
-    )
-    out: list[dg.ScheduleDefinition] = []
-    for window, edge, crons in window_edges(schedule, leads):
-        name = named[(schedule.name, window, edge)]
-        out.append(
-            dg.ScheduleDefinition(
-                name=name,
-                cron_schedule=list(crons) if len(crons) > 1 else crons[0],
-                job=job,
-                execution_fn=_tick(schedule.name, edge, schedule_origin(name), window),
-                execution_timezone=schedule.timezone,
-                required_resource_keys={"gps"},
-                default_status=default_status,
-                tags={names.TAG_SCHEDULE: schedule.name},
-                description=f"{edge} of window {window} of deploy schedule {schedule.name}: "
-                "a pass.",
-            )
-        )
-    return out
 
 
 MAX_BOUNDARY_SCHEDULES = 200
@@ -159,41 +94,39 @@ def all_boundary_schedules(
     max_boundary_schedules: int = MAX_BOUNDARY_SCHEDULES,
     leads: Mapping[tuple[str, str], float] | None = None,
 ) -> list[dg.ScheduleDefinition]:
-    """One schedule per window edge, or the fixed ``gps_every_minute`` above the limit."""
+    """Start and end schedules of every recurring window of each schedule (and early ones of
+    a ready-by window), or the fixed ``gps_every_minute`` above the limit."""
     specs = list(schedules)
-    edges = [(s.name, w, e) for s in specs for w, e, _ in window_edges(s, leads)]
+    edges = [(s.name, w, e) for s in specs for w, e, _ in window_crons(s, leads)]
     if len(edges) > max_boundary_schedules:
         return [build_minute_schedule(jobs, default_status)]
     named = names.boundary_schedule_names(edges)
     out: list[dg.ScheduleDefinition] = []
     for schedule in specs:
-        out.extend(boundary_schedules(schedule, jobs, default_status, named, leads))
-    return out
-
-
-def ready_by_leads(runtime: Runtime, schedules: Iterable[Schedule]) -> dict[tuple[str, str], float]:
-    """(schedule, window) -> the longest lead of its starts in the week ahead (R-NEXT-1)."""
-    from gps_dagster.domain.evaluator import effective_intent
-    from gps_dagster.domain.timeline_doc import ready_by_rows
-
-    now = runtime.clock.now()
-    out: dict[tuple[str, str], float] = {}
-    for spec in schedules:
-        if not any(spec.is_ready_by(t) for t in spec.target_ids):
-            continue
-        timings = runtime.intents.ready_by_timings(spec)
-        for row in ready_by_rows(spec, now, now + timedelta(days=8), timings):
-            boundary = datetime.fromisoformat(row["boundary"])
-            window = effective_intent(spec, row["acquiring"][0], boundary).source
-            key = (spec.name, window)
-            out[key] = max(out.get(key, 0.0), float(row["lead_s"]))
+        job = jobs[job_for(TransitionOrder(schedule.transition_order).value)]
+        for window, edge, crons in window_crons(schedule, leads):
+            name = named[(schedule.name, window, edge)]
+            out.append(
+                dg.ScheduleDefinition(
+                    name=name,
+                    cron_schedule=list(crons) if len(crons) > 1 else crons[0],
+                    job=job,
+                    execution_fn=_tick(schedule.name, edge, schedule_origin(name), window),
+                    execution_timezone=schedule.timezone,
+                    required_resource_keys={"gps"},
+                    default_status=default_status,
+                    tags={names.TAG_SCHEDULE: schedule.name},
+                    description=f"{edge} of window {window} of deploy schedule "
+                    f"{schedule.name}: a pass.",
+                )
+            )
     return out
 
 
 def build_minute_schedule(
     jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
 ) -> dg.ScheduleDefinition:
-    """Every minute: a pass over the schedules the due index says are due (see ``due.py``).
+    """Every minute: a pass over the schedules the due index says are due (``Intents.serve_due``).
 
     The boundary sensor serves the same index every second, so this tick mostly finds the
     minute's boundaries served and shows the next ones; whichever claims a due schedule first
@@ -206,7 +139,6 @@ def build_minute_schedule(
     origin = schedule_origin(names.MINUTE_SCHEDULE)
 
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
-        from gps_dagster.dagster_defs.due import upcoming
         from gps_dagster.dagster_defs.sensors import serve_due
 
         runtime = context.resources.gps.get_runtime()
@@ -223,7 +155,7 @@ def build_minute_schedule(
         if requests:
             yield from requests
             return
-        nxt = ", ".join(f"{n} at {at.isoformat()}" for at, n in upcoming(runtime, now))
+        nxt = ", ".join(f"{n} at {at.isoformat()}" for at, n in runtime.engine.upcoming_due(now, 5))
         yield dg.SkipReason(f"{'; '.join(lines)}. Next: {nxt or 'none'}"[:900])
 
     return dg.ScheduleDefinition(

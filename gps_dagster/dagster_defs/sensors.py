@@ -17,7 +17,6 @@ launches nothing says why in its skip reason. Waiting never happens in a sensor.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,10 +31,8 @@ from gps_dagster.dagster_defs.batches import (
     batch_request,
     batched,
 )
-from gps_dagster.dagster_defs.deploys import changed_rows, deploy_keys, status_events
-from gps_dagster.dagster_defs.due import due_now, serve_due_work
+from gps_dagster.dagster_defs.deploys import deploy_keys, status_events
 from gps_dagster.dagster_defs.plans import (
-    RELEASE_FIRST,
     acquire_request,
     claim_launches,
     group_tags,
@@ -44,6 +41,7 @@ from gps_dagster.dagster_defs.plans import (
     sensor_origin,
     transition_runs,
 )
+from gps_dagster.engine import ticks
 from gps_dagster.engine.intents import ApplyNowRequest, RunsSeen
 from gps_dagster.engine.reports import PassReport
 
@@ -88,7 +86,7 @@ def status_observations(
     runtime: Runtime, seen: dict[str, int]
 ) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """Materialization + phase check of every deploy whose status changed since ``seen``."""
-    rows = changed_rows(runtime, seen)
+    rows = runtime.intents.changed_statuses(seen)
     return status_events(rows, deploy_keys(runtime)) if rows else []
 
 
@@ -137,21 +135,6 @@ def reconcile_tick(
     return requests, new, observations
 
 
-def automation_events(
-    runtime: Runtime,
-    cursor: ReconcileCursor,
-    stopped: Sequence[str],
-    schedule_keys: Mapping[str, dg.AssetKey],
-) -> tuple[str, list[dg.AssetCheckEvaluation]]:
-    """The warning for the stopped sensors, and the schedule assets' ``automation`` check
-    evaluations when it changed since the cursor's (``cursor.automation`` is updated)."""
-    text = health.automation_warning(runtime, stopped)
-    if text == cursor.automation:
-        return text, []
-    cursor.automation = text
-    return text, health.check_evaluations(schedule_keys, text)
-
-
 def reconcile_sensor_tick(
     context: dg.SensorEvaluationContext,
     runtime: Runtime,
@@ -162,29 +145,18 @@ def reconcile_sensor_tick(
     requests, cursor, events = reconcile_tick(
         runtime, ReconcileCursor.parse(context.cursor), context.instance
     )
-    stopped = health.stopped_in(context, context.instance)
-    warning, checks = automation_events(runtime, cursor, stopped, schedule_keys)
+    warning, checks = health.automation(context, runtime, cursor.automation, schedule_keys)
+    cursor.automation = warning
     if warning:
         context.log.warning(warning)
-    skip = None if requests else _reconcile_skip_text(events)
-    if skip and warning:
-        skip = f"WARNING: {warning} | {skip}"[:900]
+    changed = sum(1 for e in events if isinstance(e, dg.AssetMaterialization))
+    skip = None if requests else ticks.with_warning(ticks.reconcile_skip(changed), warning)
     return dg.SensorResult(
         run_requests=requests,
         cursor=cursor.dump(),
         asset_events=[*events, *checks],
         skip_reason=skip,
     )
-
-
-def _reconcile_skip_text(events: Sequence[Any]) -> str:
-    changed = sum(1 for e in events if isinstance(e, dg.AssetMaterialization))
-    tail = f"; {changed} deploy status change(s) recorded" if changed else ""
-    return "pass done: no new intent interval and no plan left pending — nothing to launch" + tail
-
-
-STORM_LINES = 20
-"""Above this many schedules served in one tick, the skip reason / log gives one summary line."""
 
 
 def serve_due(
@@ -197,56 +169,20 @@ def serve_due(
     always_batch: bool = False,
     release_first_only: bool = False,
 ) -> tuple[list[dg.RunRequest], list[str]]:
-    """Serve every schedule due at ``now`` (the due index; one claimed, batched pass) and
-    launch the plans it opened: their requests and what the tick did, a line per schedule.
-
-    ``release_first_only``: a Dagster schedule launches one job (the batch job), so it
-    leaves acquire-first plans unclaimed for the reconcile sensor (it launches any open plan
-    no run exists for) rather than claim launches it cannot make."""
-    due, at = due_now(runtime, now)
-    if not due:
-        when = f"next pass due at {at.isoformat()}" if at else "no schedule has a pass due"
-        return [], [f"nothing due ({when})"]
-    report = serve_due_work(runtime, trigger)
-    plans = [p for p in report.plans if p.release_steps or p.acquire_steps]
-    if release_first_only:
-        plans = [p for p in plans if getattr(p, "order", RELEASE_FIRST) == RELEASE_FIRST]
+    """Serve every schedule due at ``now`` (``Intents.serve_due``) and launch the plans it
+    opened: their requests (claimed, batched) and what the tick did, a line per schedule."""
+    work = runtime.intents.serve_due(now, trigger, release_first_only=release_first_only)
+    if not work.due:
+        return [], work.lines
     claimed, skipped = batched(
         runtime,
-        plan_requests(plans),
+        plan_requests(work.plans),
         origin=origin,
         trigger=trigger,
         instance=instance,
         always=always_batch,
     )
-    lines = _served_lines(report, len(plans))
-    return claimed, lines + [f"skipped {s}" for s in skipped[:STORM_LINES]]
-
-
-def _served_lines(report: Any, plans: int) -> list[str]:
-    """A line per schedule that opened, refused or failed; one line for those with nothing new
-    (their intent met, or a follow-up of steps in flight); one summary line in a storm."""
-    outcomes = report.schedules
-    quiet = [o.schedule for o in outcomes if not (o.errors or o.opened or o.refused)]
-    news = [o for o in outcomes if o.errors or o.opened or o.refused]
-    if len(news) > STORM_LINES:
-        failed = f", {len(report.errors)} failed" if report.errors else ""
-        return [f"{len(outcomes)} schedule(s) due: {plans} new plan(s){failed}"]
-    lines = []
-    for o in news:
-        if o.errors:
-            lines.append(f"{o.schedule}: failed ({'; '.join(o.errors)[:200]})")
-        elif o.opened:
-            lines.append(f"{o.schedule}: {len(o.opened)} plan(s)")
-        else:
-            lines.append(f"{o.schedule}: {len(o.refused)} target(s) refused by preflight")
-    if quiet:
-        more = ", …" if len(quiet) > 5 else ""
-        lines.append(
-            f"{len(quiet)} schedule(s) due, no new plan (intent met, or steps in flight): "
-            f"{', '.join(quiet[:5])}{more}"
-        )
-    return lines
+    return claimed, work.lines + [f"skipped {s}" for s in skipped[: ticks.STORM_LINES]]
 
 
 def boundary_tick_explained(
@@ -274,21 +210,6 @@ def parse_boundary_cursor(text: str | None) -> tuple[datetime | None, str | None
     return (datetime.fromisoformat(at) if at else None), raw.get("automation")
 
 
-def boundary_automation(
-    context: Any, runtime: Runtime, reported: str | None, schedule_keys: Mapping[str, dg.AssetKey]
-) -> tuple[str | None, list[dg.AssetCheckEvaluation]]:
-    """The schedule assets' ``automation`` check from the boundary sensor: the same warning the
-    reconcile sensor gives, but only once ``gps_reconcile`` is among the stopped (it cannot
-    report its own stop) or was when last reported (the all-clear); once per change."""
-    stopped = health.stopped_in(context, context.instance)
-    if names.RECONCILE_SENSOR not in stopped and not reported:
-        return reported, []
-    text = health.automation_warning(runtime, stopped)
-    if text == reported:
-        return reported, []
-    return (text or None), health.check_evaluations(schedule_keys, text)
-
-
 def boundary_sensor_tick(
     context: dg.SensorEvaluationContext,
     runtime: Runtime,
@@ -300,27 +221,24 @@ def boundary_sensor_tick(
     requests, lines, now = boundary_tick_explained(runtime, last, context.instance)
     for line in lines if requests else ():  # a skipped tick says it in its skip reason
         context.log.info(line)
-    reported, checks = boundary_automation(context, runtime, reported, schedule_keys)
+    warning, checks = health.automation(context, runtime, reported, schedule_keys, stand_in=True)
     skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
-    if skip and reported:
-        skip = f"WARNING: {reported} | {skip}"[:900]
-    cursor = json.dumps({"at": now.isoformat(), "automation": reported}, sort_keys=True)
+    skip = ticks.with_warning(skip, warning)
+    cursor = json.dumps({"at": now.isoformat(), "automation": warning or None}, sort_keys=True)
     return dg.SensorResult(
         run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
     )
 
 
 def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
-    """``gps_acquire`` runs for capacity-waiting steps that now fit, one per transition, each
-    in the run group of its transition's earlier runs."""
-    by_transition: dict[str, list[Any]] = defaultdict(list)
-    for step in runtime.engine.capacity_waits():
-        by_transition[runtime.intents.step_transition(step.step_id)].append(step)
-    requests: list[dg.RunRequest] = []
+    """``gps_acquire`` runs for capacity-waiting steps that now fit (``Intents.capacity_ready``),
+    one per transition, each in the run group of its transition's earlier runs."""
+    ready = runtime.intents.capacity_ready()
     batch_tags = {names.TAG_PHASE: ACQUIRE_BATCH}
     if instance.get_runs_count(dg.RunsFilter(tags=batch_tags, statuses=IN_FLIGHT)):
         return []  # a storm's acquire batch is on its way: it takes every step that fits
-    for transition_id, steps in sorted(by_transition.items()):
+    requests: list[dg.RunRequest] = []
+    for transition_id, steps in ready.items():
         tags = {names.TAG_TRANSITION: transition_id, names.TAG_PHASE: "acquire"}
         if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=IN_FLIGHT)):
             continue  # its acquire run is queued or running already
@@ -337,16 +255,8 @@ def capacity_tick(runtime: Runtime, instance: dg.DagsterInstance) -> list[dg.Run
 
 def capacity_sensor_tick(context: dg.SensorEvaluationContext, runtime: Runtime) -> dg.SensorResult:
     requests = capacity_tick(runtime, context.instance)
-    skip = None if requests else _capacity_skip(runtime)
+    skip = None if requests else runtime.intents.capacity_skip()
     return dg.SensorResult(run_requests=requests, skip_reason=skip)
-
-
-def _capacity_skip(runtime: Runtime) -> str:
-    waiting = runtime.intents.capacity_waiting()
-    if not waiting:
-        return "no step waits for capacity"
-    who = ", ".join(sorted(set(waiting)))
-    return f"{len(waiting)} step(s) wait for capacity and none fits yet: {who}"[:900]
 
 
 def apply_now_tick(
@@ -384,26 +294,6 @@ def apply_now_sensor_tick(
     return dg.SensorResult(run_requests=requests)
 
 
-def _reservation_tick_text(
-    add: Sequence[str], drop: Sequence[str], events: Sequence[Any], have: int
-) -> str:
-    """What a reservation tick did, always (it never requests a run): with no text Dagster
-    shows "Sensor function returned an empty result" on ticks that did record events."""
-    parts = []
-    if add:
-        parts.append(f"partition(s) added: {', '.join(add)}")
-    if drop:
-        parts.append(f"partition(s) removed: {', '.join(drop)}")
-    observed = sorted(
-        {str(e.partition) for e in events if isinstance(e, dg.AssetObservation) and e.partition}
-    )
-    if observed:
-        parts.append(f"members or verdicts changed, recorded: {', '.join(observed)}")
-    if not parts:
-        parts.append(f"{have} reservation partition(s) up to date, members and verdicts unchanged")
-    return "; ".join(parts)[:900]
-
-
 def reservation_sensor_tick(
     context: dg.SensorEvaluationContext, runtime: Runtime
 ) -> dg.SensorResult:
@@ -422,7 +312,10 @@ def reservation_sensor_tick(
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     # events name partitions: only those that exist (a new one is added by this tick)
     events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
-    skip = _reservation_tick_text(add, drop, events, len(have))
+    observed = {
+        str(e.partition) for e in events if isinstance(e, dg.AssetObservation) and e.partition
+    }
+    skip = ticks.reservation_tick(add, drop, sorted(observed), len(have))
     return dg.SensorResult(
         dynamic_partitions_requests=reqs,
         asset_events=events,

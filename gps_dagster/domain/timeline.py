@@ -11,8 +11,10 @@ total. A segment above capacity is an overcommit; dry-run warns about it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from gps_dagster.domain.crons import local_time
 from gps_dagster.domain.errors import FieldError, SpecInvalid
@@ -22,7 +24,7 @@ from gps_dagster.domain.occurrences import compile_schedule, floor_ts
 from gps_dagster.domain.pool import DeploySpec, PoolSpec
 from gps_dagster.domain.spec import DesiredState, Schedule
 
-__all__ = ["GpuSegment", "gpu_timeline"]
+__all__ = ["GpuSegment", "gpu_summary", "gpu_timeline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +125,26 @@ def gpu_timeline(
         b = local_time(end if stop == e else stop, tz)
         out.append(GpuSegment(a, b, gpus, capacity, gpus > capacity))
     return out
+
+
+def gpu_summary(
+    schedules: Iterable[Schedule], pool: PoolSpec, start: datetime, end: datetime
+) -> dict[str, Any]:
+    """Desired GPUs against capacity over ``[start, end)`` for these schedules: the peak, the
+    overcommitted segments, and each schedule's segments (the timeline asset's figures)."""
+    per_schedule: dict[str, Any] = {}
+    peak, over = 0, 0
+    for spec in schedules:
+        segs = gpu_timeline(spec, pool, start, end)
+        peak = max([peak, *(s.desired_gpus for s in segs)])
+        over += sum(1 for s in segs if s.overcommit)
+        per_schedule[spec.name] = [
+            {"start": s.start.isoformat(), "end": s.end.isoformat(), "desired_gpus": s.desired_gpus}
+            for s in segs
+        ]
+    return {
+        "capacity": pool.capacity,
+        "peak_desired_gpus": peak,
+        "overcommit_segments": over,
+        "schedules": per_schedule,
+    }

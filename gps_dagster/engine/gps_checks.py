@@ -10,11 +10,17 @@ Dagster instance:
   reservation got GPUs inside its reservations (the witness, R-GPS-7);
 * ``overcommit_check`` — Σ ``memory_mib`` of started members of a
   time-sliced reservation stays within its budget (R-GPS-3).
+
+``ledger_verdict`` runs one check over the whole ledger (the asset check's verdict);
+``reservation_view`` is what the UI shows of one reservation between materialisations (its
+members and both verdicts), with a digest that says whether it changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -105,3 +111,66 @@ def overcommit_check(repo: LedgerReader, core: Placement, reservation_id: str) -
         meta["fix"] = "lower memory_mib or stop a member of the reservation, then apply-now"
         return CheckOutcome(False, f"reservation_overcommitted: {figures}", meta)
     return CheckOutcome(True, f"within budget: {figures}", meta)
+
+
+PLACEMENT = "placement_mismatch"
+OVERCOMMIT = "reservation_overcommitted"
+CHECKS: dict[str, Callable[[LedgerReader, Placement, str], CheckOutcome]] = {
+    PLACEMENT: placement_check,
+    OVERCOMMIT: overcommit_check,
+}
+"""The two checks by name (the names of their asset checks)."""
+
+
+def ledger_verdict(repo: LedgerReader, core: Placement, which: str) -> CheckOutcome:
+    """Check ``which`` on every reservation of the ledger: failed when any reservation fails
+    (the description: the first failure's), each reservation's outcome in the metadata."""
+    ids = reservation_ids(repo)
+    if not ids:
+        return CheckOutcome(
+            True, "no reservation in the ledger: nothing to check", {"reservations": 0}
+        )
+    outcomes = {rid: CHECKS[which](repo, core, rid) for rid in ids}
+    failed = [o for o in outcomes.values() if not o.passed]
+    metadata: dict[str, Any] = {"reservations": len(ids), "failed": len(failed)}
+    for rid, o in outcomes.items():
+        metadata[rid] = {"passed": o.passed, "description": o.description, **o.metadata}
+    if failed:
+        return CheckOutcome(False, failed[0].description, metadata)
+    text = "; ".join(f"{rid}: {o.description}" for rid, o in outcomes.items())[:900]
+    return CheckOutcome(True, text, metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationView:
+    """One reservation as the UI shows it: its figures, its members, both verdicts."""
+
+    reservation: Reservation
+    members: list[dict[str, Any]]
+    verdicts: dict[str, CheckOutcome]
+
+    @property
+    def digest(self) -> str:
+        """Changes when a member or a verdict does."""
+        verdicts = {k: (v.passed, v.description) for k, v in self.verdicts.items()}
+        state = json.dumps([self.members, verdicts], sort_keys=True)
+        return hashlib.sha1(state.encode()).hexdigest()
+
+
+def reservation_view(repo: LedgerReader, core: Placement, reservation_id: str) -> ReservationView:
+    """The reservation, each member with its state, ``memory_mib`` and witnessed UUIDs, and the
+    two checks' verdicts, read from the ledger and the core now."""
+    members: list[dict[str, Any]] = []
+    for deploy in core.reservation_deploys(reservation_id):
+        uuids = list(core.witness(deploy.id).uuids) if deploy.ready_replicas else []
+        members.append(
+            {
+                "deploy_id": deploy.id,
+                "state": deploy.state.value,
+                "memory_mib": getattr(deploy.reservation, "memory_mib", None),
+                "witnessed_uuids": ", ".join(uuids),
+            }
+        )
+    members.sort(key=lambda m: str(m["deploy_id"]))
+    verdicts = {name: check(repo, core, reservation_id) for name, check in CHECKS.items()}
+    return ReservationView(repo.get(reservation_id), members, verdicts)

@@ -9,6 +9,10 @@ never assembled by a sensor from store reads:
 * ``plans_to_launch`` — the open plans with steps still pending, each a launch of its plan
   run or a resume run, given the states of the runs the orchestrator already made;
 * ``serve_apply_now`` — every pending apply-now request served and answered;
+* ``serve_due``, ``reconcile_waiting``, ``arm`` — a pass over the due work, over one schedule
+  (waiting a moment for the lock), or at a pre-armed run's boundary, with the plans a run is
+  needed for and what the tick says;
+* ``capacity_ready`` — the waiting steps that fit now, by plan;
 * ``reservation_ids``, ``ledger``, ``capacity_waiting``, ``statuses`` and the other reads an
   asset or a skip reason shows.
 """
@@ -17,21 +21,33 @@ never assembled by a sensor from store reads:
 # * “A plan run that ran while the gate was off”
 # * “A resume run only when a step can move”
 # * “The Dagster layer asks the engine by intent”
+# * “Dagster finds due work by the index, and its cursor no longer decides what is due”
+# * “The Dagster layer translates; the engine decides what a tick launches and says”
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
+from gps_dagster.domain.evaluator import effective_intent
 from gps_dagster.domain.spec import Schedule
-from gps_dagster.domain.timeline_doc import ReadyByTimings
-from gps_dagster.engine import operations
+from gps_dagster.domain.timeline_doc import ReadyByTimings, ready_by_rows, skipped_edge
+from gps_dagster.engine import operations, ticks
 from gps_dagster.engine.errors import Busy
-from gps_dagster.engine.gps_checks import LedgerReader
+from gps_dagster.engine.gps_checks import (
+    CheckOutcome,
+    LedgerReader,
+    ReservationView,
+    ledger_verdict,
+    reservation_view,
+)
 from gps_dagster.engine.gps_checks import reservation_ids as ledger_ids
-from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome
+from gps_dagster.engine.launches import LaunchClaimStore, RunsOf, batch_of, claim_plans
+from gps_dagster.engine.reports import PassReport, PlanRef, StepOutcome, StepRef
+from gps_dagster.ports import CoreError
 from gps_dagster.store.errors import ScheduleNotFound
 from gps_dagster.store.records import ApplyNowRequest, ScheduleRecord, TargetStatusRow
 
@@ -41,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ON_THE_WAY",
     "ApplyNowRequest",
+    "Armed",
+    "DueWork",
     "EdgeRequests",
     "Intents",
     "PlanLaunch",
@@ -81,6 +99,31 @@ class EdgeRequests(Protocol):
     def find_schedule(self, name: str) -> ScheduleRecord | None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class DueWork:
+    """What a pass over the due work did: whether anything was due, the plans a run is needed
+    for, and a line per schedule (or why nothing was due)."""
+
+    due: bool
+    plans: list[PlanRef]
+    lines: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Armed:
+    """A pre-armed run's plan, opened at its boundary, and its releases submitted then."""
+
+    plan: PlanRef
+    sent: list[StepOutcome]
+
+
+BUSY_PAUSE_S = 0.1
+BUSY_WAIT_S = 5.0
+"""Several boundary schedules firing at the same minute (or a schedule and a sensor) ask for
+passes at once; each holds the engine's lock for a fraction of a second. Answering ``Busy``
+at once left the boundary to the next sensor tick (seconds later, measured: p95 11 s with three
+schedules at one minute); waiting up to ``BUSY_WAIT_S`` serves it in the same tick."""
+
 Launch = Callable[[ApplyNowRequest, PassReport], Sequence[Sequence[str]]]
 """Launches the plans of an apply-now request's pass: the targets of each run it made."""
 
@@ -88,8 +131,24 @@ Launch = Callable[[ApplyNowRequest, PassReport], Sequence[Sequence[str]]]
 class Intents:
     """The engine's answers to an orchestrator, over the engine and the edges' requests."""
 
-    def __init__(self, engine: Engine, requests: EdgeRequests) -> None:
-        self.engine, self.requests = engine, requests
+    def __init__(
+        self, engine: Engine, requests: EdgeRequests, launches: LaunchClaimStore[Any] | None = None
+    ) -> None:
+        self.engine, self.requests, self.launches = engine, requests, launches
+
+    def claim_launches(
+        self, keys: Sequence[tuple[str, str]], *, origin: str, runs_of: RunsOf | None
+    ) -> tuple[set[str], list[str]]:
+        """Claim each plan run key (``(run key, transition id)``) for ``origin``
+        (``launches.claim_plans``): the keys it may request, a line per key it must skip."""
+        assert self.launches is not None, "an orchestrator's intents carry its launch claims"
+        now = self.engine.clock.now()
+        return claim_plans(self.launches, keys, origin=origin, now=now, runs_of=runs_of)
+
+    def launch_batch(self, run_key: str) -> str | None:
+        """The batch the origin that claimed this plan run key launched it in, if any."""
+        claim = self.launches.get(run_key) if self.launches is not None else None
+        return batch_of(claim.origin) if claim is not None else None
 
     def preview_step(self, step_id: str) -> StepOutcome:
         """What a run would do with this step now, nothing written: the engine's own preview of a
@@ -174,6 +233,103 @@ class Intents:
             )
         return f"200 ok: no run needed — {why}every target already at its intent ({phases})"
 
+    def reconcile_waiting(
+        self, schedule: str, trigger: str, pause: Callable[[float], object] | None
+    ) -> PassReport:
+        """A pass over one schedule, retried while another pass holds the lock (up to
+        ``BUSY_WAIT_S``, through ``pause``; once without a ``pause``); ``Busy`` after that."""
+        attempts = int(BUSY_WAIT_S / BUSY_PAUSE_S) if pause is not None else 1
+        for attempt in range(attempts):
+            try:
+                return self.engine.reconcile(schedule=schedule, trigger=trigger)
+            except Busy:
+                if attempt == attempts - 1 or pause is None:
+                    raise
+                pause(BUSY_PAUSE_S)
+        raise AssertionError("unreachable")
+
+    def serve_due(self, now: datetime, trigger: str, *, release_first_only: bool) -> DueWork:
+        """Serve every schedule the due index says needs a pass at ``now`` (one claimed,
+        batched pass; ``Engine.reconcile_due``): the plans a run is needed for and a line per
+        schedule. ``release_first_only``: a launcher of one job (the batch job) leaves
+        acquire-first plans unclaimed for the reconcile sensor, which launches any open plan no
+        run exists for."""
+        at = self.engine.next_due(now)
+        if at is None or at > now:
+            return DueWork(False, [], [ticks.nothing_due(at)])
+        report = self.engine.reconcile_due(trigger=trigger)
+        plans = ticks.launchable(report.plans, release_first_only=release_first_only)
+        return DueWork(True, plans, ticks.served_lines(report, len(plans)))
+
+    def arm(
+        self,
+        schedule: str,
+        boundary: str,
+        *,
+        trigger: str,
+        pause: Callable[[float], object] | None,
+        claim: Callable[[PlanRef], str | None],
+    ) -> Armed | str:
+        """What a pre-armed run does at its boundary, and nothing more: the schedule's pass (the
+        plan opened and fenced now), the launch ``claim`` (None when won, else why not), and the
+        submit of every release step; or why the run is not needed. The releases skip the
+        second alias and preflight read: this pass opened and preflighted them a moment ago."""
+        try:
+            report = self.reconcile_waiting(schedule, trigger, pause)
+        except Busy:
+            return "another pass held the lock; the boundary sensor serves the boundary"
+        plans = ticks.launchable(report.plans)
+        if not plans:
+            return f"no new plan at {boundary}: intent unchanged, or already served"
+        plan = plans[0]
+        if plan.order != ticks.RELEASE_FIRST:
+            return f"plan {plan.transition_id} is {plan.order}: the reconcile sensor runs it"
+        refused = claim(plan)
+        if refused is not None:
+            return refused
+        ids = [s.step_id for s in plan.release_steps]
+        return Armed(plan, list(self.engine.execute_steps(ids, fresh={plan.transition_id})))
+
+    def capacity_ready(self) -> dict[str, list[StepRef]]:
+        """The waiting steps that fit now, by plan (sorted by its id); the rest re-previewed and
+        timed out when past their deadline (``Engine.capacity_waits``)."""
+        by_transition: dict[str, list[StepRef]] = defaultdict(list)
+        for step in self.engine.capacity_waits():
+            by_transition[self.step_transition(step.step_id)].append(step)
+        return dict(sorted(by_transition.items()))
+
+    def changed_statuses(self, seen: dict[str, int]) -> list[TargetStatusRow]:
+        """Status rows whose version moved since ``seen`` (``schedule/deploy`` → version,
+        updated in place)."""
+        out = []
+        for row in self.statuses():
+            key = f"{row.schedule}/{row.deploy_id}"
+            if seen.get(key) != row.status_version:
+                seen[key] = row.status_version
+                out.append(row)
+        return out
+
+    def skipped_edge(self, schedule: str, window: str) -> str | None:
+        """A holiday (or listed date) that removed this window edge's occurrence now, if any."""
+        record = self.find_schedule(schedule) if window else None
+        return skipped_edge(record.spec, window, self.engine.clock.now()) if record else None
+
+    def ready_by_leads(self, schedules: Iterable[Schedule]) -> dict[tuple[str, str], float]:
+        """(schedule, window) -> the longest lead of its ready-by starts in the week ahead."""
+        now = self.engine.clock.now()
+        out: dict[tuple[str, str], float] = {}
+        for spec in schedules:
+            if not any(spec.is_ready_by(t) for t in spec.target_ids):
+                continue
+            for row in ready_by_rows(
+                spec, now, now + timedelta(days=8), self.ready_by_timings(spec)
+            ):
+                boundary = datetime.fromisoformat(row["boundary"])
+                window = effective_intent(spec, row["acquiring"][0], boundary).source
+                key = (spec.name, window)
+                out[key] = max(out.get(key, 0.0), float(row["lead_s"]))
+        return out
+
     def ledger(self) -> LedgerReader:
         """The reservation ledger (the GPS asset checks read it)."""
         return self.engine.store.ledger()
@@ -182,9 +338,41 @@ class Intents:
         """Ids of the reservations still holding GPUs (none until GPS reservations are created)."""
         return ledger_ids(self.ledger())
 
+    def ledger_verdict(self, which: str) -> CheckOutcome:
+        """One GPS check (``gps_checks.PLACEMENT`` or ``OVERCOMMIT``) over the whole ledger."""
+        return ledger_verdict(self.ledger(), self.engine.core, which)
+
+    def reservation_changes(
+        self, reservation_ids: Sequence[str], seen: dict[str, str]
+    ) -> list[ReservationView]:
+        """The views of these reservations whose members or verdicts changed since ``seen``
+        (reservation id → digest, updated in place)."""
+        out = []
+        for rid in reservation_ids:
+            view = reservation_view(self.ledger(), self.engine.core, rid)
+            if seen.get(rid) != view.digest:
+                seen[rid] = view.digest
+                out.append(view)
+        return out
+
+    def reservation_members(self, deploy_ids: Sequence[str]) -> set[str]:
+        """The deploys bound to a GPU reservation, as the core reports them now (none when the
+        core cannot answer: the asset graph loses its edges, the code location still loads)."""
+        if not deploy_ids:
+            return set()
+        try:
+            views = self.engine.core.get_deploys(list(deploy_ids))
+        except CoreError:
+            return set()
+        return {d for d, v in views.items() if v.reservation is not None}
+
     def capacity_waiting(self) -> list[str]:
         """The deploy of every step waiting for capacity (one entry per step)."""
         return [a.deploy_id for a in self.engine.store.list_actions(states=("capacity_wait",))]
+
+    def capacity_skip(self) -> str:
+        """Why the capacity-wait sensor launches nothing."""
+        return ticks.capacity_skip(self.capacity_waiting())
 
     def step_transition(self, step_id: str) -> str:
         """The plan a step belongs to ("" when the step is unknown)."""

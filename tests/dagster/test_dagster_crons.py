@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.crons import end_crons, start_crons
+from gps_dagster.domain.edge_crons import end_crons, start_crons
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,7 @@ def test_a_plan_launched_by_a_schedule_while_the_gate_is_off_is_not_launched_aga
 def test_a_plan_claim_whose_run_never_appeared_is_taken_over_by_the_reconcile_sensor(
     defs: dg.Definitions, rt: Runtime, instance: dg.DagsterInstance
 ) -> None:
-    from gps_dagster.dagster_defs.plans import CLAIM_TAKEOVER_S
+    from gps_dagster.engine.launches import CLAIM_TAKEOVER_S
 
     daemon = Daemon(defs, rt, instance)
     at = rt.clock.now() - timedelta(seconds=5)

@@ -14,8 +14,8 @@ import dagster as dg
 from dagster_support import make_runtime, seed_schedule
 
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
-from gps_dagster.dagster_defs.crons import early_crons
 from gps_dagster.dagster_defs.resources import as_resource
+from gps_dagster.domain.edge_crons import early_crons
 
 SEED = "gpu-pool-h100-shared"
 

@@ -131,7 +131,7 @@ def test_pre_arming_is_off_with_a_lead_of_zero(
 
 
 def test_the_code_location_reads_the_lead_and_refuses_a_bad_one() -> None:
-    from gps_dagster.dagster_defs.prearm import lead_from_env
+    from gps_dagster.engine.prearm import lead_from_env
 
     assert lead_from_env({}) is None  # unset: measured on the instance
     assert lead_from_env({"GPS_PREARM_LEAD_S": "90"}) == 90.0
@@ -170,7 +170,8 @@ class _Instance:
 def test_unset_the_lead_follows_the_instances_measured_run_starts() -> None:
     """A loaded machine (runs starting 15–40 s after creation) or a Kubernetes Job launcher
     gets a lead above its start p95; a quiet one keeps the 30 s floor."""
-    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, MAX_LEAD_S, measured_lead
+    from gps_dagster.dagster_defs.prearm import measured_lead
+    from gps_dagster.engine.prearm import DEFAULT_LEAD_S, MAX_LEAD_S
 
     assert measured_lead(_Instance([])) == DEFAULT_LEAD_S  # nothing measured yet
     assert measured_lead(_Instance([3.3] * 20)) == DEFAULT_LEAD_S  # quiet: the floor
@@ -191,7 +192,8 @@ def test_a_run_still_waiting_to_start_counts_as_waited_so_far() -> None:
     margin, not the 30 s floor that let the first pre-armed Job start after its boundary."""
     from datetime import UTC, datetime
 
-    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, measured_lead
+    from gps_dagster.dagster_defs.prearm import measured_lead
+    from gps_dagster.engine.prearm import DEFAULT_LEAD_S
 
     now = datetime.fromtimestamp(1070.0, UTC)  # 70 s after the runs were created
     assert measured_lead(_Instance(["waiting"]), now) == 140.0  # 70 s, twice
@@ -203,7 +205,8 @@ def test_a_run_still_waiting_to_start_counts_as_waited_so_far() -> None:
 
 
 def test_a_resource_without_a_lead_measures_it(instance: dg.DagsterInstance) -> None:
-    from gps_dagster.dagster_defs.prearm import DEFAULT_LEAD_S, prearm_lead_s
+    from gps_dagster.dagster_defs.prearm import prearm_lead_s
+    from gps_dagster.engine.prearm import DEFAULT_LEAD_S
 
     class Gps:
         prearm_lead_s = None

@@ -309,22 +309,3 @@ def test_the_every_minute_schedule_leaves_an_acquire_first_plan_to_the_reconcile
         if r.tags.get(names.TAG_SCHEDULE) == "team-0"
     ]
     assert plan.job_name == names.TRANSITION_JOB_ACQUIRE_FIRST
-
-
-def test_a_storm_tick_says_what_it_served_in_one_line() -> None:
-    from gps_dagster.dagster_defs.sensors import STORM_LINES, _served_lines
-    from gps_dagster.engine.plan_inputs import ScheduleOutcome
-    from gps_dagster.engine.reports import PassReport
-
-    report = PassReport(at=MONDAY_0800, trigger="boundary")
-    report.schedules = [ScheduleOutcome(f"s{i}", 1, opened=["t"]) for i in range(STORM_LINES + 1)]
-    report.schedules.append(ScheduleOutcome("calm", 1))
-    assert _served_lines(report, STORM_LINES + 1) == [
-        f"{STORM_LINES + 2} schedule(s) due: {STORM_LINES + 1} new plan(s)"
-    ]
-    report.schedules = report.schedules[-3:]
-    assert _served_lines(report, 2) == [
-        f"s{STORM_LINES - 1}: 1 plan(s)",
-        f"s{STORM_LINES}: 1 plan(s)",
-        "1 schedule(s) due, no new plan (intent met, or steps in flight): calm",
-    ]

@@ -1,4 +1,5 @@
-"""Cron strings for the boundary schedules of a recurring window.
+"""Cron strings for the boundary schedules of a recurring window (the Dagster layer's boundary
+schedules compile them; pure, so they live beside the cron parser).
 
 A window ``cron`` + ``duration`` starts at each cron fire and ends ``duration``
 of elapsed time later. Dagster needs the end as crons too: the start fires
@@ -21,9 +22,11 @@ opens the transition at the true boundary on the sensor's next tick.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import timedelta
 
 from gps_dagster.domain.crons import CronExpr, parse_cron
+from gps_dagster.domain.spec import RecurringWindow, Schedule
 
 _DAY = 24 * 60
 MAX_CRONS = 24
@@ -108,3 +111,30 @@ def early_crons(cron: str, lead: timedelta) -> tuple[str, ...] | None:
         for mins, hours in sorted(by_minutes.items(), key=lambda kv: min(kv[1]))
     )
     return crons if len(crons) <= MAX_CRONS else None
+
+
+def window_crons(
+    schedule: Schedule, leads: Mapping[tuple[str, str], float] | None = None
+) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(window, edge, crons) of every recurring window edge a cron can express.
+
+    ``leads`` ((schedule, window) -> seconds): a ready-by window also gets an ``early`` edge,
+    its start shifted back by the lead learned when the code location loaded (R-NEXT-1); the
+    engine decides whether the lead has come, so a tick early by a changed lead is harmless.
+    """
+    out = []
+    for window in schedule.windows:
+        if not isinstance(window, RecurringWindow):
+            continue
+        lead = (leads or {}).get((schedule.name, window.name))
+        early = early_crons(window.cron, timedelta(seconds=lead)) if lead else None
+        for edge, crons in (
+            ("early", early),
+            ("start", start_crons(window.cron)),
+            ("end", end_crons(window.cron, window.duration)),
+        ):
+            if edge == "early" and crons is None:
+                continue
+            if crons is not None:  # else not expressible as crons: gps_boundaries serves it
+                out.append((window.name, edge, crons))
+    return out
