@@ -60,7 +60,7 @@ def login(page: Any, url: str, token: str, target: str) -> None:
     page.goto(f"{url}/ui/login?next={target}")
     page.fill("#token", token)
     page.click("#login")
-    page.wait_for_selector("body[data-loaded]", timeout=30_000)
+    page.wait_for_selector("body[data-loaded]", timeout=90_000)
 
 
 def click_at(page: Any, wall: str) -> None:
@@ -110,7 +110,7 @@ def test_the_seed_week_shows_maint_wed_and_the_instant_table(
             "business-hours",
         )
         page.click("#next-week")
-        page.wait_for_selector('body[data-loaded="2026-10-26T00:00:00+07:00"]', timeout=30_000)
+        page.wait_for_selector('body[data-loaded="2026-10-26T00:00:00+07:00"]', timeout=90_000)
         assert (
             "maint-wed · one_shot · p100" in page.locator("#chart").inner_text()
         )  # a band, no occurrence
@@ -131,7 +131,7 @@ def test_the_reservation_slider_flips_the_verdict_at_the_budget(
     with serving(api.client.app) as url, browser_page() as page:
         login(page, url, token, "/ui/schedules/gpu42-shared?week=2026-10-19")
         box = page.locator("#rsv-rsv-gpu42-shared")
-        box.wait_for(timeout=30_000)
+        box.wait_for(timeout=90_000)
         assert "budget 136,582 MiB = 143,771 MiB × 0.95" in box.inner_text()
         click_at(page, "2026-10-19 10:00:00")  # business hours: chat + embed run
         box.locator("select.member").select_option("md-vision-chat")

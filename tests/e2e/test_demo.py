@@ -78,7 +78,9 @@ def _check(out: subprocess.CompletedProcess[str], command: str) -> None:
     elif command.startswith("gps-dagster pool stop"):
         assert out.returncode == 0 and f"stop {B}: operation" in text, text
     elif command.startswith("gps-dagster pool start"):
-        accepted = out.returncode == 0 and "accepted" in text
+        # accepted, or done already when the simulated pool was faster than the answer
+        made = re.search(r"operation \S+ (accepted|done)", text)
+        accepted = out.returncode == 0 and made is not None
         refused = out.returncode == 1 and "reservation_overcommitted" in text
         assert accepted or refused, text
     else:
@@ -193,7 +195,7 @@ def test_a_swap_is_one_run_group_and_the_deferred_acquire_is_skipped(
         keys = {s["stepKey"].split("[")[0] for s in found}
         return found if {"acquire", "capacity_wait"} <= keys else None
 
-    steps = wait_for(plan_steps, 120, "the plan run's acquire and capacity_wait steps")
+    steps = wait_for(plan_steps, 300, "the plan run's acquire and capacity_wait steps")
     status = {s["stepKey"].split("[")[0]: s["status"] for s in steps}
     assert status["acquire"] == "SKIPPED" and status["capacity_wait"] == "SUCCESS", steps
     texts = _browser(demo, artifacts, [("run-group", f"/runs/{plan_id}", "Re-executions (1)")])
