@@ -14,7 +14,7 @@ idempotent by the key recorded on the workload.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -81,6 +81,28 @@ class Snapshot:
     events: dict[str, list[Obj] | None] = field(default_factory=dict)
     """Scale-up events by namespace, read on the first unschedulable view of each: an
     oversubscribed pool's read of many deploys lists them once per namespace, not per deploy."""
+    _by_label: dict[tuple[str, str, str], list[Obj]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def selected(self, namespace: str, selector: Mapping[str, Any]) -> list[Obj]:
+        """The pods of ``namespace`` ``selector`` selects. A selector with ``matchLabels`` is
+        answered from an index of the pods by (namespace, label, value), built on the first call
+        (``pods`` is complete by then: views read a snapshot once it is made), then checked in
+        full: a batch's views cost its deploys' own pods, not every pod once per deploy."""
+        match = selector.get("matchLabels") or {}
+        if not match:
+            candidates = [p for p in self.pods if pods.namespace(p) == namespace]
+        else:
+            if self._by_label is None:
+                self._by_label = {}
+                for p in self.pods:
+                    ns = pods.namespace(p)
+                    for k, v in pods.labels(p).items():
+                        self._by_label.setdefault((ns, k, v), []).append(p)
+            key, value = next(iter(sorted(match.items())))
+            candidates = self._by_label.get((namespace, key, str(value)), [])
+        return [p for p in candidates if selector_matches(selector, pods.labels(p))]
 
 
 SCALE_UP_EVENTS = {"TriggeredScaleUp": "triggered", "NotTriggerScaleUp": "not_triggered"}
@@ -220,11 +242,7 @@ class K8sCore(MutationsMixin):
         return bindings.binding(w, views.gpus_per_replica(w, None))
 
     def _view(self, w: Workload, snap: Snapshot) -> DeployView:
-        own = [
-            p
-            for p in snap.pods
-            if pods.namespace(p) == w.namespace and selector_matches(w.selector, pods.labels(p))
-        ]
+        own = snap.selected(w.namespace, w.selector)
         view = views.deploy_view(
             w,
             own,
