@@ -39,6 +39,7 @@ from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current
 from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import matches, ordered, steps_for
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
+from gps_dagster.domain.step_state import Gate, PlanState, StepState
 from gps_dagster.engine import keys, skew
 from gps_dagster.engine.eligibility import ELIGIBILITY, ineligible_reason, replaced_verdict
 from gps_dagster.engine.endpoints import partially_running, read_target
@@ -102,7 +103,7 @@ class Planner:
     ) -> ScheduleOutcome:
         spec, version = record.spec, record.version
         out = ScheduleOutcome(spec.name, version)
-        if not record.enabled or gate == "off":
+        if not record.enabled or gate == Gate.OFF:
             return out
         early, lead = self.ready_by.early(self.store, spec, now)
         candidates: list[Candidate] = []
@@ -125,7 +126,7 @@ class Planner:
             # A target that could not be read is left out of nothing: a plan without it
             # could acquire before its release and skip its preflight (R-PASS-6). Next pass.
             return out
-        if spec.mode is Mode.OBSERVE or gate == "observe":
+        if spec.mode is Mode.OBSERVE or gate == Gate.OBSERVE:
             self._observe_only(spec, version, candidates, now, out)
             return out
         # nothing in flight to supersede
@@ -413,7 +414,13 @@ class Planner:
             "boundary_at": boundary,
             "order": spec.transition_order.value,
             "trigger": trigger,
-            "state": "refused" if refusals else ("open" if any(c.steps for c in cands) else "done"),
+            "state": (
+                PlanState.REFUSED
+                if refusals
+                else PlanState.OPEN
+                if any(c.steps for c in cands)
+                else PlanState.DONE
+            ),
             "targets": [c.status.deploy_id for c in cands],
             "created_at": now,
             "lag_seconds": lag,
@@ -476,7 +483,7 @@ class Planner:
                     "replicas": step.replicas,
                     "delta_replicas": step.delta_replicas,
                     "etag_used": c.deploy.etag,
-                    "state": "pending",
+                    "state": StepState.PENDING,
                     "operation_ids": [],
                     "detail": {
                         "persist_replicas": step.persist_replicas,

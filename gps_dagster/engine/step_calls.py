@@ -24,7 +24,7 @@ from typing import Any
 
 from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
-from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
+from gps_dagster.domain.planner import Order, PlannedStep, StepKind, Wanted
 from gps_dagster.domain.spec import DesiredState
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.endings import first_order
@@ -91,7 +91,7 @@ def plan_refusals(
     the release."""
     tr, steps = plan
     actions = [x for x in steps if x.state in MOVABLE]
-    acquiring = {x.deploy_id for x in actions if x.order == "acquire"}
+    acquiring = {x.deploy_id for x in actions if x.order == Order.ACQUIRE}
     if not acquiring:
         return acquiring, {}
     planned: dict[str, tuple[PlannedStep, Wanted, DeployView]] = {}
@@ -104,7 +104,7 @@ def plan_refusals(
             gone[x.deploy_id] = verdict(Phase.INELIGIBLE, "target_failed", extra=extra)
             continue
         planned[x.deploy_id] = planned_step(x, view)
-    release_first = first_order(tr.order if tr is not None else None) == "release"
+    release_first = first_order(tr.order if tr is not None else None) == Order.RELEASE
     refused = preflight(core, planned, reservation_check, release_first=release_first)
     return acquiring, {**gone, **refused}
 

@@ -9,6 +9,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.prearm import NearBoundary, boundaries_within
 from gps_dagster.engine.reports import PlanRef, StepOutcome, StepRef
@@ -90,7 +92,7 @@ class DagsterSurface:
     def capacity_waits(self) -> list[StepRef]:
         """Re-preview every waiting step: return those that fit now, time out the rest."""
         ready: list[StepRef] = []
-        for a in self.store.list_actions(states=("capacity_wait",)):
+        for a in self.store.list_actions(states=(StepState.CAPACITY_WAIT,)):
             if self.runner.execute(a.id, submit=False).state == "ready":
                 ready.append(StepRef(a.id, a.deploy_id, a.step, a.order))
         return ready
@@ -130,8 +132,8 @@ def plan_ref(transition: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) 
         schedule_version=int(transition["schedule_version"]),
         interval_start=transition["boundary_at"],
         targets=tuple(transition["targets"]),
-        release_steps=tuple(r for r in refs if r.order == "release"),
-        acquire_steps=tuple(r for r in refs if r.order == "acquire"),
+        release_steps=tuple(r for r in refs if r.order == Order.RELEASE),
+        acquire_steps=tuple(r for r in refs if r.order == Order.ACQUIRE),
         trigger=str(transition["trigger"]),
         order=str(transition["order"]),
     )

@@ -31,6 +31,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from gps_dagster.domain.step_state import PlanState, StepState
 from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
 from gps_dagster.store.plans import supersede
@@ -255,7 +256,7 @@ def close(conn: Connection, transition_ids: Iterable[str]) -> None:
         )
         for tid, state in rows:
             states.setdefault(tid, []).append(state)
-    by_state: dict[str, list[str]] = {}
+    by_state: dict[PlanState, list[str]] = {}
     for tid, seen in states.items():
         closed = transition_state(seen)
         if closed is not None:
@@ -264,7 +265,7 @@ def close(conn: Connection, transition_ids: Iterable[str]) -> None:
         for part in chunks(tids):
             conn.execute(
                 tr.update()
-                .where(tr.c.id.in_(list(part)), tr.c.state == "open")
+                .where(tr.c.id.in_(list(part)), tr.c.state == PlanState.OPEN)
                 .values(state=closed)
             )
 
@@ -306,7 +307,7 @@ def fence_many(
         reason = fence_checks(x, scheds.get(x.schedule), gate, owners.get(x.deploy_id))
         if reason is not None:
             out[x.id] = Fenced(False, reason)
-        elif x.state == "submitting":  # a resubmission (R-PASS-10): re-checked, not moved
+        elif x.state == StepState.SUBMITTING:  # a resubmission (R-PASS-10): re-checked, not moved
             out[x.id] = Fenced(True, None, seen)
         else:
             passing.append((x, seen, changes))
@@ -320,9 +321,7 @@ def fence_many(
     won: list[str] = []
     for x, seen, changes in passing:
         key = (x.schedule, x.deploy_id)
-        if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(
-            current.get(key), seen
-        ):
+        if states.get(x.id) not in UNSUBMITTED or not same_row(current.get(key), seen):
             out[x.id] = Fenced(False, "lost_race")
             continue
         values, current[key], evs = status_move(seen, now, {**changes, "last_action_id": x.id})
@@ -334,7 +333,7 @@ def fence_many(
         conn.execute(
             a.update()
             .where(a.c.id.in_(list(part)))
-            .values(state="submitting", submitted_at=now, updated_at=now)
+            .values(state=StepState.SUBMITTING, submitted_at=now, updated_at=now)
         )
     update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
     insert_events(conn, events)

@@ -24,10 +24,22 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from gps_dagster.domain import step_rules
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import StepKind
+from gps_dagster.domain.step_state import (
+    BROKEN,
+    FINISHED,
+    IN_FLIGHT,
+    REACHED_CORE,
+    UNSUBMITTED,
+    Gate,
+    PlanState,
+    StepState,
+)
 from gps_dagster.store.errors import ScheduleExists, ScheduleNotFound, VersionMismatch
 from gps_dagster.store.records import TargetStatusRow
 
-GATES = ("off", "observe", "enforce")
+GATES = tuple(Gate)
 GATE_KEY = "execution"
 CURSOR_KEY = "cursor"
 MUST_NOT_EXIST = 0
@@ -35,16 +47,10 @@ MUST_NOT_EXIST = 0
 SYSTEM_ACTOR = "system"
 """Writes made by the product itself or by code that names no actor (tests, simulate)."""
 
-FINISHED = frozenset({"converged", "failed", "superseded", "cancelled"})
-"""Step states that never move again."""
-UNSUBMITTED = ("pending", "capacity_wait")
-"""Step states that never reached the core: a newer plan may drop them."""
-REACHED_CORE = ("submitting", "accepted")
-"""Step states that reached (or may have reached) the core."""
-IN_FLIGHT_STATES = ("pending", "capacity_wait", "submitting", "accepted")
-"""Step states that may still move."""
-ACQUIRE_STEPS = ("start", "scale_up")
-RELEASE_STEPS = ("stop", "scale_down")
+IN_FLIGHT_STATES = IN_FLIGHT
+"""Step states that may still move (``step_state.IN_FLIGHT``)."""
+ACQUIRE_STEPS = (StepKind.START, StepKind.SCALE_UP)
+RELEASE_STEPS = (StepKind.STOP, StepKind.SCALE_DOWN)
 BATCH = 2000
 """Plans deleted per retention transaction."""
 
@@ -182,14 +188,14 @@ class PassLease(Protocol):
     def release(self) -> None: ...
 
 
-def transition_state(states: Iterable[str]) -> str | None:
+def transition_state(states: Iterable[str]) -> PlanState | None:
     """The closed state of a plan whose steps are all finished (None: still open)."""
     states = list(states)
     if not states or any(s not in FINISHED for s in states):
         return None
-    if any(s in ("failed", "cancelled") for s in states):
-        return "failed"
-    return "superseded" if "superseded" in states else "done"
+    if any(s in BROKEN for s in states):
+        return PlanState.FAILED
+    return PlanState.SUPERSEDED if StepState.SUPERSEDED in states else PlanState.DONE
 
 
 def spec_sha(document: object) -> str:
@@ -288,6 +294,8 @@ def status_move(
             )
         )
     fields = {STATUS_FIELDS.get(k, k): v for k, v in values.items()}
+    if "phase" in fields:
+        fields["phase"] = Phase(fields["phase"])
     row = {"schedule_name": seen.schedule, "deploy_id": seen.deploy_id, **values}
     return row, replace(seen, **fields), out
 
@@ -351,6 +359,7 @@ __all__ = [
     "GATES",
     "IN_FLIGHT_STATES",
     "MUST_NOT_EXIST",
+    "REACHED_CORE",
     "RELEASE_STEPS",
     "SYSTEM_ACTOR",
     "UNSUBMITTED",

@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from gps_dagster.domain.step_state import UNSUBMITTED, PlanState, StepState
 from gps_dagster.store.memory.base import DuplicateKey
 from gps_dagster.store.memory.plans import PlansMixin
 from gps_dagster.store.records import ActionRow, TargetStatusRow
@@ -127,7 +128,7 @@ class BulkMixin(PlansMixin):
             steps = self.by_transition.get(tid, {})
             closed = transition_state(self.actions[a].state for a in steps) if steps else None
             row = self.transitions.get(tid)
-            if closed is not None and row is not None and row.state == "open":
+            if closed is not None and row is not None and row.state == PlanState.OPEN:
                 self._set_transition(tid, replace(row, state=closed))
 
     def fence_many(
@@ -150,7 +151,7 @@ class BulkMixin(PlansMixin):
             )
             if reason is not None:
                 out[x.id] = Fenced(False, reason)
-            elif x.state == "submitting":  # a resubmission: re-checked, not moved
+            elif x.state == StepState.SUBMITTING:  # a resubmission: re-checked, not moved
                 out[x.id] = Fenced(True, None, seen)
             else:
                 passing.append((x, seen, changes))
@@ -161,9 +162,7 @@ class BulkMixin(PlansMixin):
         won: list[str] = []
         for x, seen, changes in passing:
             key = (x.schedule, x.deploy_id)
-            if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(
-                current.get(key), seen
-            ):
+            if states.get(x.id) not in UNSUBMITTED or not same_row(current.get(key), seen):
                 out[x.id] = Fenced(False, "lost_race")
                 continue
             values, current[key], evs = status_move(seen, now, {**changes, "last_action_id": x.id})
@@ -173,7 +172,7 @@ class BulkMixin(PlansMixin):
             out[x.id] = Fenced(True, None, current[key])
         for action_id in won:
             self._update_action(
-                action_id, {"state": "submitting", "submitted_at": now, "updated_at": now}
+                action_id, {"state": StepState.SUBMITTING, "submitted_at": now, "updated_at": now}
             )
         self._write_statuses(status_rows)
         for ev in events:
