@@ -13,7 +13,7 @@ sets below are the groupings every lane asks about, written once.
 """
 
 # Decisions embodied here (docs/decisions.md):
-# * “Step states, plan states and the gate are enums on the rows”
+# * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
 
 from __future__ import annotations
 

@@ -40,10 +40,10 @@ from gps_dagster.engine.steps import StepRunner
 from gps_dagster.engine.store_ports import EngineStore
 from gps_dagster.engine.surface import DagsterSurface, plan_ref
 from gps_dagster.ports import Clock, Core
-from gps_dagster.store.bulk import Draft
 from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
+from gps_dagster.store.shapes import Draft
 
 log = logging.getLogger(__name__)
 
@@ -393,7 +393,7 @@ class Engine(DagsterSurface):
             return set()
         opened = self.store.open_many([d for d, _, _ in drafts], now=self.clock.now())
         for draft, outcome, refused in drafts:
-            tid = str(draft.transition["id"])
+            tid = draft.transition.id
             if tid not in opened:
                 continue
             (outcome.refused if refused else outcome.opened).append(tid)

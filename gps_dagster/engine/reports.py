@@ -5,7 +5,7 @@ serialiser refuses enums it has not registered: their step, order and state fiel
 text, whatever enum member (``StepState``, ``StepKind``, ``Order``) they were built from.
 """
 # Decisions embodied here (docs/decisions.md):
-# * “Step states, plan states and the gate are enums on the rows”
+# * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
 
 from __future__ import annotations
 

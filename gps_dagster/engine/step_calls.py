@@ -7,8 +7,9 @@ here, on the step rows and the deploys already read (SPEC R-PASS-6, R-PASS-8, R-
   calls (an endpoint's members, a persist-then-start);
 * ``alias_verdict`` — the alias guard in the way of a stop (R-PASS-8);
 * ``recheck_verdict`` — the plan's acquiring steps preflighted again right before a release;
-* ``counts_fits`` / ``core_session`` — whether previews inside one core session count each
-  other's fits, and that session.
+* ``counts_fits`` / ``core_session`` / ``plain_acquire`` — whether previews inside one core
+  session count each other's fits, that session, and the acquires it counts;
+* ``Snapshot`` — what one read gave the executor (plans, statuses, versions, deploys).
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Preflight is re-checked right before a release”
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gps_dagster.domain import step_rules
@@ -41,10 +43,32 @@ from gps_dagster.ports import (
     Submission,
     Transient,
 )
-from gps_dagster.store.records import ActionRow, TransitionRow
+from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 
 MOVABLE = step_rules.UNFENCED
 """The states of a step that may still be fenced (the plan's unsubmitted steps)."""
+Plan = tuple[TransitionRow | None, Sequence[ActionRow]]
+
+
+@dataclass
+class Snapshot:
+    """What one read gave: open plans by id, statuses, schedule (version, enabled), deploys."""
+
+    plans: dict[str, Plan]
+    statuses: Mapping[tuple[str, str], TargetStatusRow]
+    versions: Mapping[str, tuple[int, bool]]
+    reads: Mapping[str, DeployView]
+    recheck_reads: bool = True
+    """Whether a release's re-check may use ``reads`` (read by this call, right before it); a
+    pass's reads date from its start: the re-check then reads the plan's deploys again."""
+
+
+def plain_acquire(a: ActionRow, reads: Mapping[str, DeployView]) -> bool:
+    """An acquire whose preview counts its core session (read, not bound, not an endpoint)."""
+    deploy = reads.get(a.deploy_id)
+    return not (
+        deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint")
+    )
 
 
 def counts_fits(core: object) -> bool:

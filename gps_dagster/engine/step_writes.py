@@ -97,3 +97,10 @@ def accepted_write(
         status_seen=status,
         events=tuple(events),
     )
+
+
+def etag_write(a: ActionRow, etag: str) -> StepWrite:
+    """A submit refused on a stale ETag: the step goes back to ``pending`` on the new one."""
+    changes = {"state": StepState.PENDING, "etag_used": etag}
+    event = {"kind": "etag_conflict", "detail": {"action": a.id}}
+    return StepWrite(a.id, (StepState.SUBMITTING,), changes, events=(event,))

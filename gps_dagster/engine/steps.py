@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from gps_dagster.domain import step_rules, step_state
+from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import Order
 from gps_dagster.domain.step_state import FINISHED, Gate, StepState
@@ -54,40 +54,28 @@ from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.step_calls import (
     MOVABLE,
+    Plan,
     Refusals,
+    Snapshot,
     alias_verdict,
     call_core,
     core_session,
     counts_fits,
+    plain_acquire,
     plan_refusals,
     recheck_verdict,
     submission,
 )
 from gps_dagster.engine.step_owner import StepOwner
-from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
+from gps_dagster.engine.step_writes import accepted_write, capacity_write, etag_write, wait_deadline
 from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import Clock, DeployView, EtagMismatch, Insufficient, StepCore, Transient
 from gps_dagster.store.plans import StepWrite
-from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+from gps_dagster.store.records import ActionRow, TargetStatusRow
 
 log = logging.getLogger(__name__)
 
-SUBMITTED = step_state.SUBMITTED
-Plan = tuple[TransitionRow | None, Sequence[ActionRow]]
 Later = list[tuple[ActionRow, Callable[[], StepOutcome]]]
-
-
-@dataclass
-class Snapshot:
-    """What one read gave: open plans by id, statuses, schedule (version, enabled), deploys."""
-
-    plans: dict[str, Plan]
-    statuses: Mapping[tuple[str, str], TargetStatusRow]
-    versions: Mapping[str, tuple[int, bool]]
-    reads: Mapping[str, DeployView]
-    recheck_reads: bool = True
-    """Whether a release's re-check may use ``reads`` (read by this call, right before it); a
-    pass's reads date from its start: the re-check then reads the plan's deploys again."""
 
 
 class StepRunner:
@@ -341,7 +329,7 @@ class StepRunner:
         the next preview. "Does not fit" is safe whatever the core counts: the waits share
         sessions and one write."""
         together = submit and counts_fits(self.core)
-        plain = [a for a in acquires if together and _plain(a, snap.reads)]
+        plain = [a for a in acquires if together and plain_acquire(a, snap.reads)]
         queue = [a for a in acquires if a not in plain]
         waits: list[StepWrite] = []
         later: Later = []  # handled once a session is over
@@ -566,11 +554,7 @@ class StepRunner:
         gone = replaced_verdict((a.detail or {}).get("instance"), view)
         if gone is not None:  # R-K8S-8: never retry a step on the object that replaced its own
             return self.endings.fail(a, gone)
-        changes = {"state": StepState.PENDING, "etag_used": view.etag}
-        event = {"kind": "etag_conflict", "detail": {"action": a.id}}
-        self.store.write_each(
-            [StepWrite(a.id, (StepState.SUBMITTING,), changes, events=(event,))], now=now
-        )
+        self.store.write_each([etag_write(a, view.etag)], now=now)
         return self._outcome(a, StepState.PENDING, reason="etag_conflict")
 
     def fail(self, a: ActionRow, v: Verdict) -> StepOutcome:
@@ -610,11 +594,3 @@ class StepRunner:
 
 def _key(a: ActionRow) -> tuple[str, str]:
     return a.schedule, a.deploy_id
-
-
-def _plain(a: ActionRow, reads: Mapping[str, DeployView]) -> bool:
-    """An acquire whose preview counts its core session (read, not bound, not an endpoint)."""
-    deploy = reads.get(a.deploy_id)
-    return not (
-        deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint")
-    )

@@ -348,51 +348,51 @@ def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[s
     closed when nothing of theirs is left). A plan that loses its race supersedes nothing.
     """
     tr = t.transitions
-    tids = [str(d.transition["id"]) for d in drafts]
+    tids = [d.transition.id for d in drafts]
     existing: set[str] = set()
     for part in chunks(tids):
         existing.update(conn.execute(sa.select(tr.c.id).where(tr.c.id.in_(list(part)))).scalars())
-    for d in sorted(drafts, key=lambda d: str(d.transition["id"])):
+    for d in sorted(drafts, key=lambda d: d.transition.id):
         if d.supersede:  # steps before statuses, as every writer: no lock-order deadlock
-            _lock_unsubmitted(conn, str(d.transition["schedule_name"]), d.supersede)
-    current = lock_statuses(
-        conn, [(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates]
-    )
+            _lock_unsubmitted(conn, d.transition.schedule, d.supersede)
+    current = lock_statuses(conn, [_key(u.seen) for d in drafts for u in d.updates])
     winners: list[Draft] = []
     for d in drafts:
-        if str(d.transition["id"]) in existing:
+        if d.transition.id in existing:
             continue
-        cur = [current.get((seen.schedule, seen.deploy_id)) for seen, _ in d.updates]
+        cur = [current.get(_key(u.seen)) for u in d.updates]
         if all(
-            same_row(c, seen) and forward_ok(c, ch)  # type: ignore[arg-type]
-            for c, (seen, ch) in zip(cur, d.updates, strict=True)
+            same_row(c, u.seen) and forward_ok(c, u.changes)  # type: ignore[arg-type]
+            for c, u in zip(cur, d.updates, strict=True)
         ):
             winners.append(d)
-            existing.add(str(d.transition["id"]))
+            existing.add(d.transition.id)
     if not winners:
         return set()
     for part in chunks(winners):
-        conn.execute(tr.insert(), [dict(d.transition) for d in part])
-    steps = [dict(s) for d in winners for s in d.steps]
+        conn.execute(tr.insert(), [d.transition.columns() for d in part])
+    steps = [s.columns() for d in winners for s in d.steps]
     for part in chunks(steps):
         conn.execute(t.actions.insert(), list(part))
     for d in winners:
         if d.supersede:
-            tid = str(d.transition["id"])
-            supersede(conn, str(d.transition["schedule_name"]), d.supersede, tid, now)
+            supersede(conn, d.transition.schedule, d.supersede, d.transition.id, now)
     status_rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     for d in winners:
-        for seen, changes in d.updates:
-            extra = changes.pop("_events", ())
-            values, _row, evs = status_move(seen, now, changes, extra)
+        for u in d.updates:
+            values, _row, evs = status_move(u.seen, now, u.changes, u.events)
             status_rows.append(values)
             events += evs
     update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
     insert_events(conn, events)
-    metric_totals.count_lags(conn, [d.transition.get("lag_seconds") for d in winners])
+    metric_totals.count_lags(conn, [d.transition.lag_seconds for d in winners])
     metric_totals.flush(conn)
-    return {str(d.transition["id"]) for d in winners}
+    return {d.transition.id for d in winners}
+
+
+def _key(seen: TargetStatusRow) -> StatusKey:
+    return seen.schedule, seen.deploy_id
 
 
 def _lock_unsubmitted(conn: Connection, schedule: str, deploy_ids: Sequence[str]) -> None:

@@ -6,7 +6,7 @@ row; each member equals its column text, so comparing with the text and writing 
 unchanged.
 """
 # Decisions embodied here (docs/decisions.md):
-# * “Step states, plan states and the gate are enums on the rows”
+# * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
 
 from __future__ import annotations
 

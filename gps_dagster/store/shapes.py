@@ -11,6 +11,7 @@ imports no database library (an import-linter contract keeps ``store.memory`` fr
 # Decisions embodied here (docs/decisions.md):
 # * “The engine's store in memory: the same semantics, translated method by method”
 # * “The store writes steps in groups and opens plans in one form”
+# * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from typing import Any, Protocol
 
 from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
-from gps_dagster.domain.planner import StepKind
+from gps_dagster.domain.planner import Order, StepKind
+from gps_dagster.domain.spec import TransitionOrder
 from gps_dagster.domain.step_state import (
     BROKEN,
     FINISHED,
@@ -84,12 +86,101 @@ class StepWrite:
 
 
 @dataclass(frozen=True, slots=True)
+class NewPlan:
+    """A transition plan to open: its ``transitions`` row."""
+
+    id: str
+    schedule: str
+    schedule_version: int
+    boundary_at: datetime
+    order: TransitionOrder
+    trigger: str
+    state: PlanState
+    """``open``; ``done`` when nothing is to move; ``refused`` when preflight refused it."""
+    targets: tuple[str, ...]
+    created_at: datetime
+    lag_seconds: float | None
+    """The boundary lag (R-PASS-5); None: not counted."""
+
+    def columns(self) -> dict[str, Any]:
+        """The row's column values, as both stores insert them."""
+        return {
+            "id": self.id,
+            "schedule_name": self.schedule,
+            "schedule_version": self.schedule_version,
+            "boundary_at": self.boundary_at,
+            "order": self.order,
+            "trigger": self.trigger,
+            "state": self.state,
+            "targets": list(self.targets),
+            "created_at": self.created_at,
+            "lag_seconds": self.lag_seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """A step of a plan to open: its ``actions`` row, with no operation yet."""
+
+    id: str
+    idempotency_key: str
+    transition_id: str
+    schedule: str
+    schedule_version: int
+    deploy_id: str
+    interval_start: datetime
+    step: StepKind
+    order: Order
+    seq: int
+    replicas: int | None
+    delta_replicas: int | None
+    etag_used: str | None
+    detail: Mapping[str, Any]
+    created_at: datetime
+    state: StepState = StepState.PENDING
+
+    def columns(self) -> dict[str, Any]:
+        """The row's column values, as both stores insert them."""
+        return {
+            "id": self.id,
+            "idempotency_key": self.idempotency_key,
+            "transition_id": self.transition_id,
+            "schedule_name": self.schedule,
+            "schedule_version": self.schedule_version,
+            "deploy_id": self.deploy_id,
+            "interval_start": self.interval_start,
+            "step": self.step,
+            "order": self.order,
+            "seq": self.seq,
+            "replicas": self.replicas,
+            "delta_replicas": self.delta_replicas,
+            "etag_used": self.etag_used,
+            "state": self.state,
+            "operation_ids": [],
+            "detail": dict(self.detail),
+            "created_at": self.created_at,
+            "updated_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StatusMove:
+    """A target's status move when its plan opens: a CAS on ``seen`` (R-PASS-11)."""
+
+    seen: TargetStatusRow
+    changes: Mapping[str, Any]
+    """Status columns to write."""
+    events: tuple[Mapping[str, Any], ...] = ()
+    """Events of the target, written with the move (``StepWrite.events``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Draft:
     """A plan ready to open: its transition row, its step rows, its targets' status moves."""
 
-    transition: Mapping[str, Any]
-    steps: Sequence[Mapping[str, Any]]
-    updates: Sequence[tuple[TargetStatusRow, dict[str, Any]]]
+    transition: NewPlan
+    steps: Sequence[NewStep]
+    updates: Sequence[StatusMove]
     supersede: Sequence[str] = ()
     """Deploys whose older plans' unsubmitted steps this plan drops, if it opens (those plans
     close when nothing of theirs is left)."""
@@ -368,9 +459,12 @@ __all__ = [
     "DueClaim",
     "Fenced",
     "MetricReadings",
+    "NewPlan",
+    "NewStep",
     "NextDue",
     "PassLease",
     "Pruned",
+    "StatusMove",
     "StepWrite",
     "check_expected",
     "event_values",

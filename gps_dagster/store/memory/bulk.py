@@ -188,47 +188,45 @@ class BulkMixin(PlansMixin):
             return set()
 
     def _open_many(self, drafts: Sequence[Draft], now: datetime) -> set[str]:
-        existing = {
-            str(d.transition["id"]) for d in drafts if str(d.transition["id"]) in self.transitions
-        }
-        current = self._read_statuses(
-            [(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates]
-        )
+        existing = {d.transition.id for d in drafts if d.transition.id in self.transitions}
+        current = self._read_statuses([_key(u.seen) for d in drafts for u in d.updates])
         winners: list[Draft] = []
         for d in drafts:
-            if str(d.transition["id"]) in existing:
+            if d.transition.id in existing:
                 continue
-            cur = [current.get((seen.schedule, seen.deploy_id)) for seen, _ in d.updates]
+            cur = [current.get(_key(u.seen)) for u in d.updates]
             if all(
-                c is not None and same_row(c, seen) and forward_ok(c, ch)
-                for c, (seen, ch) in zip(cur, d.updates, strict=True)
+                c is not None and same_row(c, u.seen) and forward_ok(c, u.changes)
+                for c, u in zip(cur, d.updates, strict=True)
             ):
                 winners.append(d)
-                existing.add(str(d.transition["id"]))
+                existing.add(d.transition.id)
         if not winners:
             return set()
         for d in winners:
-            self._insert_transition(d.transition)
+            self._insert_transition(d.transition.columns())
         for d in winners:
-            for step in d.steps:
-                self._insert_action(step)  # a taken key fails the batch, as the SQL insert does
+            for step in d.steps:  # a taken key fails the batch, as the SQL insert does
+                self._insert_action(step.columns())
         for d in winners:
             if d.supersede:
-                tid = str(d.transition["id"])
-                self._supersede(str(d.transition["schedule_name"]), d.supersede, tid, now)
+                self._supersede(d.transition.schedule, d.supersede, d.transition.id, now)
         status_rows: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
         for d in winners:
-            for seen, changes in d.updates:
-                extra = changes.pop("_events", ())
-                values, _row, evs = status_move(seen, now, changes, extra)
+            for u in d.updates:
+                values, _row, evs = status_move(u.seen, now, u.changes, u.events)
                 status_rows.append(values)
                 events += evs
         self._write_statuses(status_rows)
         for ev in events:
             self._event_row(ev)
-        self._add_totals(lag_deltas([d.transition.get("lag_seconds") for d in winners]))
-        return {str(d.transition["id"]) for d in winners}
+        self._add_totals(lag_deltas([d.transition.lag_seconds for d in winners]))
+        return {d.transition.id for d in winners}
+
+
+def _key(seen: TargetStatusRow) -> StatusKey:
+    return seen.schedule, seen.deploy_id
 
 
 __all__ = ["BulkMixin", "DuplicateKey"]
