@@ -139,7 +139,7 @@ def _intent(row: Any) -> str:
 def status_metadata(row: Any) -> dict[str, Any]:
     """What an operator reads on the deploy's asset: phase, reason, fix, interval, intent."""
     return {
-        "phase": row.phase,
+        "phase": str(row.phase),
         "reason": row.reason or "",
         "fix": row.fix or "",
         "interval": f"{_iso(row.interval_start)} → {_iso(row.interval_end)}",
@@ -175,7 +175,7 @@ def check_evaluation(row: Any, keys: DeployKeys) -> dg.AssetCheckEvaluation:
         passed=severity is None,
         severity=severity or dg.AssetCheckSeverity.ERROR,
         description=description[:900],
-        metadata={"phase": row.phase, "reason": row.reason or "", "fix": row.fix or ""},
+        metadata={"phase": str(row.phase), "reason": row.reason or "", "fix": row.fix or ""},
     )
 
 

@@ -88,7 +88,7 @@ def _report(context: OpExecutionContext, step: dict[str, str]) -> dict[str, Any]
     row = report_deploy(context.instance, runtime, step["schedule"], step["deploy_id"])
     if row is None:
         return {}
-    return {"phase": row.phase, "status_reason": row.reason or "", "status_fix": row.fix or ""}
+    return {"phase": str(row.phase), "status_reason": row.reason or "", "status_fix": row.fix or ""}
 
 
 def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> dict[str, str]:

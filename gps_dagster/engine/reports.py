@@ -1,8 +1,9 @@
 """What the engine hands back to its callers (CLI, Dagster sensors and ops, tests).
 
 The step and plan values here travel in Dagster run config, op outputs and metadata, whose
-serialiser refuses enums it has not registered: their step, order and state fields hold plain
-text, whatever enum member (``StepState``, ``StepKind``, ``Order``) they were built from.
+serialiser refuses enums it has not registered: their step, order, state and phase fields hold
+plain text, whatever enum member (``StepState``, ``StepKind``, ``Order``, ``Phase``) they were
+built from.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
@@ -17,9 +18,12 @@ from gps_dagster.engine.plan_inputs import ScheduleOutcome
 
 
 def _as_text(record: object, *names: str) -> None:
-    """Store ``names`` of a frozen ``record`` as plain ``str`` (an enum member's text)."""
+    """Store ``names`` of a frozen ``record`` as plain ``str`` (an enum member's text; None
+    stays None)."""
     for name in names:
-        object.__setattr__(record, name, str(getattr(record, name)))
+        value = getattr(record, name)
+        if value is not None:
+            object.__setattr__(record, name, str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +68,7 @@ class StepOutcome:
     fix: str | None = None
 
     def __post_init__(self) -> None:
-        _as_text(self, "state")
+        _as_text(self, "state", "phase")
 
     @property
     def failed(self) -> bool:
