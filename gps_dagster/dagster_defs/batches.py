@@ -22,6 +22,7 @@ from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.plans import PLAN_OP, RELEASE_FIRST
+from gps_dagster.domain.step_state import BROKEN, StepState
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -144,10 +145,8 @@ def batch_done_op(
     context: OpExecutionContext, done: list[Any], released: list[Any]
 ) -> dict[str, Any]:
     steps = [s for batch in [*released, *done] for s in batch]
-    failed = [
-        f"{s['deploy_id']} ({s['reason']})" for s in steps if s["state"] in ("failed", "cancelled")
-    ]
-    waiting = sum(1 for s in steps if s["state"] == "capacity_wait")
+    failed = [f"{s['deploy_id']} ({s['reason']})" for s in steps if s["state"] in BROKEN]
+    waiting = sum(1 for s in steps if s["state"] == StepState.CAPACITY_WAIT)
     context.log.info(f"{len(steps)} step(s); {waiting} wait for capacity")
     if failed:
         raise dg.Failure(

@@ -37,6 +37,8 @@ from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.deploys import report_deploy
 from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, PLAN_OP, RELEASE_FIRST
 from gps_dagster.dagster_defs.resources import capacity_poll_s, sleep
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import BROKEN, StepState
 from gps_dagster.engine.reports import StepOutcome
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ PLAN_CONFIG = {
     ),
 }
 POLL_EVERY_S = 0.5
-ACQUIRED = ("accepted", "converged")
+ACQUIRED = (StepState.ACCEPTED, StepState.CONVERGED)
 
 
 def _fan_out(
@@ -92,7 +94,7 @@ def _report(context: OpExecutionContext, step: dict[str, str]) -> dict[str, Any]
     row = report_deploy(context.instance, runtime, step["schedule"], step["deploy_id"])
     if row is None:
         return {}
-    return {"phase": row.phase, "status_reason": row.reason or "", "status_fix": row.fix or ""}
+    return {"phase": str(row.phase), "status_reason": row.reason or "", "status_fix": row.fix or ""}
 
 
 def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> dict[str, str]:
@@ -100,15 +102,15 @@ def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> d
     outcome = engine.execute_step(step["step_id"])
     meta = {**outcome_metadata(outcome), **_report(context, step)}
     context.add_output_metadata(meta)
-    if outcome.state in ("failed", "cancelled"):
+    if outcome.state in BROKEN:
         raise dg.Failure(
             description=f"{order} {step['step']} of {step['deploy_id']} failed: {meta['reason']}",
             metadata=meta,
             allow_retries=False,
         )
-    if outcome.state == "superseded":
+    if outcome.state == StepState.SUPERSEDED:
         _stands_not(context, engine.step_standing(step["step_id"]), f"{order} {step['step']}")
-    if order == "acquire" and outcome.state == "capacity_wait":
+    if order == Order.ACQUIRE and outcome.state == StepState.CAPACITY_WAIT:
         raise dg.Failure(
             description=f"acquire of {step['deploy_id']} NOT submitted: the capacity it previewed "
             f"was taken before the submit; {names.CAPACITY_WAIT_SENSOR} launches it when it fits",
@@ -179,14 +181,14 @@ def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.O
     deadline = runtime.clock.now().timestamp() + capacity_poll_s(gps)
     while True:
         preview = _preview(runtime, step["step_id"])
-        if preview.state == "pending":  # its releases were not submitted (the gate is off)
+        if preview.state == StepState.PENDING:  # its releases were not submitted (the gate is off)
             context.log.info(
                 f"{step['deploy_id']}: left pending "
                 f"({preview.reason or 'releases not submitted'}): "
                 "neither acquired nor waiting; the reconcile sensor resumes the plan"
             )
             return  # both outputs absent: acquire and capacity_wait are skipped
-        if preview.state != "capacity_wait":
+        if preview.state != StepState.CAPACITY_WAIT:
             context.log.info(f"{step['deploy_id']}: {preview.state} → acquire")
             yield dg.Output(step, "fits", metadata={"preview": preview.state})
             return

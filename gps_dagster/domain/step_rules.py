@@ -29,13 +29,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-SUBMITTED = frozenset({"accepted", "converged", "superseded"})
-"""Release steps the core has accepted: a release-first plan's acquires may go."""
-DONE = frozenset({"converged", "superseded"})
-"""Acquire steps finished: an acquire-first plan's releases may go."""
-BROKEN = ("failed", "cancelled")
-"""First-half steps that end the plan's second half (their dependents are cancelled)."""
-UNFENCED = ("pending", "capacity_wait")
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import BROKEN, FINAL, SUBMITTED, UNSUBMITTED, Gate, StepState
+
+UNFENCED = UNSUBMITTED
 """The states a fence moves to ``submitting``."""
 
 
@@ -55,7 +52,7 @@ def may_move(order: str, first: str, before: Sequence[str]) -> Move:
     broken = [i for i, state in enumerate(before) if state in BROKEN]
     if broken:
         return Move("broken", broken[0])
-    ready = SUBMITTED if first == "release" else DONE
+    ready = SUBMITTED if first == Order.RELEASE else FINAL
     return Move("go") if all(state in ready for state in before) else Move("wait")
 
 
@@ -78,7 +75,7 @@ def fence_refusal(
         return "schedule_version_changed"
     if not enabled:
         return "schedule_disabled"
-    if gate != "enforce":
+    if gate != Gate.ENFORCE:
         return "gate_not_enforce"
     if owner != schedule:
         return "claim_lost"
@@ -123,7 +120,7 @@ def capacity_call(*, fits: bool, now: datetime, deadline: datetime, state: str) 
         return "fits"
     if now >= deadline:
         return "timeout"
-    return "wait" if state == "capacity_wait" else "enter"
+    return "wait" if state == StepState.CAPACITY_WAIT else "enter"
 
 
 def recheck_culprit(

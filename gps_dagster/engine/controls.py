@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from gps_dagster.domain.step_state import Gate
 from gps_dagster.engine.store_ports import EventLog, ScheduleStore
 from gps_dagster.ports import Clock
 from gps_dagster.store.errors import StoreUnavailable
@@ -26,7 +27,7 @@ class _GateStore(ScheduleStore, EventLog, Protocol):
     """The gate's reads and the event an unreadable gate leaves."""
 
 
-def read_gate(store: _GateStore, clock: Clock, holder: str) -> str:
+def read_gate(store: _GateStore, clock: Clock, holder: str) -> Gate:
     """The execution gate; unreadable: ``off`` (fail closed), loudly."""
     try:
         return store.get_gate()
@@ -45,7 +46,7 @@ def read_gate(store: _GateStore, clock: Clock, holder: str) -> str:
             )
         except Exception:
             log.warning("could not record the gate_unreadable event", exc_info=True)
-        return "off"
+        return Gate.OFF
 
 
 def gate_moved(store: ScheduleStore, seen: str) -> bool:

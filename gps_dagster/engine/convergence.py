@@ -26,6 +26,7 @@ from typing import Any
 
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import StepKind
+from gps_dagster.domain.step_state import StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.eligibility import replaced_verdict
 from gps_dagster.engine.endpoints import read_target
@@ -116,7 +117,7 @@ class Observer:
             elif converged:
                 done.append((a, deploy))
             else:
-                out.append(StepOutcome(a.id, a.deploy_id, "accepted"))
+                out.append(StepOutcome(a.id, a.deploy_id, StepState.ACCEPTED))
         if done:
             writes = [self.runner.endings.convergence(a, deploy, now) for a, deploy in done]
             moved = self.store.write_each(writes, now=now)
@@ -124,9 +125,9 @@ class Observer:
                 if a.id in moved:
                     self.converged(a, deploy)
             out += [
-                StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
+                StepOutcome(a.id, a.deploy_id, StepState.CONVERGED, Phase.CONVERGED.value)
                 if a.id in moved
-                else StepOutcome(a.id, a.deploy_id, "accepted")
+                else StepOutcome(a.id, a.deploy_id, StepState.ACCEPTED)
                 for a, _ in done
             ]
         return out
@@ -138,7 +139,7 @@ class Observer:
             a
             for _tr, steps in self.store.open_plans(schedules)
             for a in steps
-            if a.state == "accepted"
+            if a.state == StepState.ACCEPTED
         ]
         if not accepted:
             return []
@@ -163,10 +164,10 @@ class Observer:
         if failure is not None:
             return self.runner.fail(a, failure)
         if not done:
-            return StepOutcome(a.id, a.deploy_id, "accepted")
+            return StepOutcome(a.id, a.deploy_id, StepState.ACCEPTED)
         if self.runner.endings.converge(a, deploy):
             self.converged(a, deploy)
-        return StepOutcome(a.id, a.deploy_id, "converged", Phase.CONVERGED.value)
+        return StepOutcome(a.id, a.deploy_id, StepState.CONVERGED, Phase.CONVERGED.value)
 
     def judge(self, a: ActionRow, deploy: DeployView, now: datetime) -> tuple[bool, Verdict | None]:
         """(converged, terminal verdict) of accepted step ``a`` on ``deploy`` at ``now``."""
@@ -229,7 +230,7 @@ class Observer:
         if "unschedulable_since" in detail:
             return datetime.fromisoformat(detail["unschedulable_since"])
         detail["unschedulable_since"] = now.isoformat()
-        self.store.update_action(a.id, expect=("accepted",), now=now, detail=detail)
+        self.store.update_action(a.id, expect=(StepState.ACCEPTED,), now=now, detail=detail)
         return now
 
     @staticmethod

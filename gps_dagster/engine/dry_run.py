@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gps_dagster.domain.evaluator import current_interval, effective_intent
-from gps_dagster.domain.planner import ordered, steps_for
+from gps_dagster.domain.planner import Order, ordered, steps_for
 from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.readyby import early_targets
 from gps_dagster.domain.spec import Schedule, TransitionOrder
@@ -162,7 +162,7 @@ def dry_run(
                     "fix": refusal.fix,
                 }
             )
-        if step.order.value == "acquire":
+        if step.order is Order.ACQUIRE:
             preview = core.preview_capacity(step.deploy_id, delta_replicas=step.delta_replicas)
             row["capacity"] = "insufficient" if isinstance(preview, Insufficient) else "fits"
         rep.steps.append(row)

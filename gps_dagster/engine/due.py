@@ -24,6 +24,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from gps_dagster.domain.evaluator import next_boundary
+from gps_dagster.domain.step_state import Gate
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.store.due import DueClaim
 from gps_dagster.store.records import ScheduleRecord
@@ -48,7 +49,7 @@ def next_due(
     if failed:
         soon = at + timedelta(seconds=config.pass_interval_s)
     elif in_flight:
-        wait = config.follow_up_s if gate == "enforce" else config.pass_interval_s
+        wait = config.follow_up_s if gate == Gate.ENFORCE else config.pass_interval_s
         soon = at + timedelta(seconds=wait)
     if not record.enabled:
         return soon

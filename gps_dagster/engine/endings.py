@@ -18,20 +18,23 @@ from datetime import datetime
 from typing import Any
 
 from gps_dagster.domain.phases import Phase, is_terminal
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.spec import TransitionOrder
+from gps_dagster.domain.step_state import IN_FLIGHT, UNSUBMITTED, StepState
 from gps_dagster.engine.outcomes import Verdict
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import Clock, DeployView
-from gps_dagster.store.plans import UNSUBMITTED, StepWrite
+from gps_dagster.store.plans import StepWrite
 from gps_dagster.store.records import ActionRow
 
 PHASE = "phase"
 """``detail`` key of a failed or cancelled step: the terminal phase it gave its target."""
 
 
-def first_order(transition_order: str | None) -> str:
+def first_order(transition_order: str | None) -> Order:
     """Which side of a plan runs first: ``release`` (release_first) or ``acquire``."""
-    return "acquire" if transition_order == "acquire_first" else "release"
+    return Order.ACQUIRE if transition_order == TransitionOrder.ACQUIRE_FIRST else Order.RELEASE
 
 
 class Endings:
@@ -43,9 +46,9 @@ class Endings:
         now = self.clock.now()
         write = StepWrite(
             a.id,
-            ("pending", "capacity_wait", "submitting", "accepted"),
+            IN_FLIGHT,
             {
-                "state": "failed",
+                "state": StepState.FAILED,
                 "reason": v.reason,
                 "fix": v.fix,
                 "finished_at": now,
@@ -55,7 +58,7 @@ class Endings:
         )
         write = replace(write, dependents=tuple(self._dependents(a, v, now)))
         self.store.write_each([write], now=now)
-        return StepOutcome(a.id, a.deploy_id, "failed", v.phase.value, v.reason, v.fix)
+        return StepOutcome(a.id, a.deploy_id, StepState.FAILED, v.phase.value, v.reason, v.fix)
 
     def cancel(self, a: ActionRow, culprit: ActionRow) -> StepOutcome:
         """``a`` cannot run because ``culprit`` (a step before it) failed or was cancelled."""
@@ -63,14 +66,14 @@ class Endings:
         phase = self._phase_of(culprit)
         v = Verdict(phase, culprit.reason or phase.value, culprit.fix or "")
         self.store.write_each([_cancellation(a, culprit, v, now)], now=now)
-        return StepOutcome(a.id, a.deploy_id, "cancelled", phase.value, v.reason, v.fix)
+        return StepOutcome(a.id, a.deploy_id, StepState.CANCELLED, phase.value, v.reason, v.fix)
 
-    def finish(self, a: ActionRow, state: str, reason: str) -> None:
+    def finish(self, a: ActionRow, state: StepState, reason: str) -> None:
         """The step will never run (``superseded``): drop it and close its plan if that was all."""
         now = self.clock.now()
         changes = {"state": state, "reason": reason, "finished_at": now}
         self.store.write_each(
-            [StepWrite(a.id, ("pending", "capacity_wait", "submitting"), changes)], now=now
+            [StepWrite(a.id, (*UNSUBMITTED, StepState.SUBMITTING), changes)], now=now
         )
 
     def converge(self, a: ActionRow, deploy: DeployView) -> bool:
@@ -93,8 +96,8 @@ class Endings:
         }
         return StepWrite(
             a.id,
-            ("accepted",),
-            {"state": "converged", "finished_at": now},
+            (StepState.ACCEPTED,),
+            {"state": StepState.CONVERGED, "finished_at": now},
             status=status,
             events=({"kind": "action_converged", "detail": {"step": a.step}},),
         )
@@ -120,7 +123,7 @@ class Endings:
 
 
 def _as_failed(a: ActionRow, v: Verdict) -> ActionRow:
-    return replace(a, state="failed", reason=v.reason, fix=v.fix)
+    return replace(a, state=StepState.FAILED, reason=v.reason, fix=v.fix)
 
 
 def _cancellation(x: ActionRow, culprit: ActionRow, v: Verdict, now: datetime) -> StepWrite:
@@ -131,7 +134,7 @@ def _cancellation(x: ActionRow, culprit: ActionRow, v: Verdict, now: datetime) -
         x.id,
         UNSUBMITTED,
         {
-            "state": "cancelled",
+            "state": StepState.CANCELLED,
             "reason": v.reason,
             "fix": v.fix,
             "finished_at": now,

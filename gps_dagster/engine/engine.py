@@ -22,6 +22,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from gps_dagster.domain import step_state
+from gps_dagster.domain.step_state import UNSUBMITTED, Gate, PlanState, StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.controls import gate_moved, read_cursor, read_gate, write_cursor
 from gps_dagster.engine.convergence import AfterConverged, Observer, Witness
@@ -38,10 +40,10 @@ from gps_dagster.engine.steps import StepRunner
 from gps_dagster.engine.store_ports import EngineStore
 from gps_dagster.engine.surface import DagsterSurface, plan_ref
 from gps_dagster.ports import Clock, Core
-from gps_dagster.store.bulk import Draft
 from gps_dagster.store.due import DueClaim, NextDue
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow, ScheduleRecord
+from gps_dagster.store.shapes import Draft
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ def one_lock_name(schedule: str) -> str:
     return "pass-of:" + hashlib.sha256(schedule.encode()).hexdigest()[:32]
 
 
-IN_FLIGHT = ("pending", "capacity_wait", "submitting", "accepted")
+IN_FLIGHT = step_state.IN_FLIGHT
 
 
 class Engine(DagsterSurface):
@@ -213,7 +215,7 @@ class Engine(DagsterSurface):
         names = [n for n in names if n not in served]
         if not names:
             return
-        accepted = self.store.list_actions(schedules=names, states=("accepted",))
+        accepted = self.store.list_actions(schedules=names, states=(StepState.ACCEPTED,))
         try:
             reads = dict(self.core.get_deploys(sorted({a.deploy_id for a in accepted})))
         except Exception as exc:  # each step is then read on its own by the observer
@@ -329,7 +331,7 @@ class Engine(DagsterSurface):
             finally:
                 self.planner.drafts = None
             fresh = self._open_drafts(drafts, report)
-            if execute and report.gate == "enforce" and visited:
+            if execute and report.gate == Gate.ENFORCE and visited:
                 names = [r.name for r, _, _ in visited]
                 moved = self.runner.run(names, fresh, prefetch.reads)
                 report.steps += moved
@@ -373,10 +375,12 @@ class Engine(DagsterSurface):
         if not flying:
             return
         report.steps += self.observer.observe_many(
-            [a for a in flying if a.state == "accepted"], prefetch.reads
+            [a for a in flying if a.state == StepState.ACCEPTED], prefetch.reads
         )
-        if report.gate == "enforce":
-            report.steps += [self.runner.execute(a.id) for a in flying if a.state == "submitting"]
+        if report.gate == Gate.ENFORCE:
+            report.steps += [
+                self.runner.execute(a.id) for a in flying if a.state == StepState.SUBMITTING
+            ]
         names = sorted(prefetch.in_flight)
         prefetch.statuses.update(self.store.statuses_for(names))
         prefetch.refreshed.update(names)
@@ -389,7 +393,7 @@ class Engine(DagsterSurface):
             return set()
         opened = self.store.open_many([d for d, _, _ in drafts], now=self.clock.now())
         for draft, outcome, refused in drafts:
-            tid = str(draft.transition["id"])
+            tid = draft.transition.id
             if tid not in opened:
                 continue
             (outcome.refused if refused else outcome.opened).append(tid)
@@ -514,15 +518,13 @@ class Engine(DagsterSurface):
     def advance(self, schedule: str) -> list[StepOutcome]:
         """Execute every step of the schedule's open plans that can move now, in plan order."""
         out: list[StepOutcome] = []
-        for tr in self.store.list_transitions(schedule, states=("open",)):
-            actions = self.store.list_actions(
-                transition_id=tr.id, states=("pending", "capacity_wait")
-            )
+        for tr in self.store.list_transitions(schedule, states=(PlanState.OPEN,)):
+            actions = self.store.list_actions(transition_id=tr.id, states=UNSUBMITTED)
             for a in sorted(actions, key=lambda x: x.seq):
                 out.append(self.runner.execute(a.id))
             out += [
                 self.observer.observe_action(a)
-                for a in self.store.list_actions(transition_id=tr.id, states=("accepted",))
+                for a in self.store.list_actions(transition_id=tr.id, states=(StepState.ACCEPTED,))
             ]
         return out
 

@@ -38,6 +38,8 @@ from datetime import datetime, timedelta
 from gps_dagster.domain.errors import GpsError, PermanentError, TemporaryError
 from gps_dagster.domain.gps.witness import WITNESS_UNAVAILABLE
 from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import REACHED_CORE, StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.outcomes import Verdict, from_core_error
 from gps_dagster.engine.planning import capacity_deadline
@@ -93,12 +95,12 @@ def clock_of(
     a: ActionRow, config: EngineConfig, *, now: datetime, opened_at: datetime
 ) -> StepClock:
     """The step's own clock, from where it stands now."""
-    release = a.order == "release"
+    release = a.order == Order.RELEASE
     timeout = Phase.STOP_TIMEOUT if release else Phase.READINESS_TIMEOUT
     limit = timedelta(seconds=config.stop_timeout_s if release else config.readiness_timeout_s)
-    if a.state == "accepted" and a.deadline_at is not None:
+    if a.state == StepState.ACCEPTED and a.deadline_at is not None:
         return StepClock(a.deadline_at, timeout)
-    if a.state in ("submitting", "accepted"):
+    if a.state in REACHED_CORE:
         return StepClock((a.submitted_at or now) + limit, timeout)
     detail = a.detail or {}
     if not release:
@@ -140,7 +142,7 @@ def judge(
 
 def late(step: ActionRow, clock: StepClock, *, reason: str, error: str) -> Verdict:
     """The terminal verdict of a step whose clock ran out while it kept failing."""
-    submitted = step.state in ("submitting", "accepted")
+    submitted = step.state in REACHED_CORE
     what = f"{step.deploy_id} {step.step}"
     left = "" if submitted else f"; {step.deploy_id} was left as it is"
     extra = f"{what} kept failing until {clock.deadline.isoformat()} ({error}){left}"

@@ -31,7 +31,8 @@ from gps_dagster.domain.gps.errors import ReservationNotFound
 from gps_dagster.domain.gps.reservations import Reservation
 from gps_dagster.domain.gps.witness import WITNESS_UNAVAILABLE, Confirmed, Mismatch, judge
 from gps_dagster.domain.phases import Phase
-from gps_dagster.domain.planner import PlannedStep
+from gps_dagster.domain.planner import Order, PlannedStep
+from gps_dagster.domain.step_state import Gate
 from gps_dagster.engine.convergence import AfterConverged, Witness
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
@@ -138,9 +139,9 @@ def holder_release(store: EngineStore, core: object) -> AfterConverged:
 
     def after(a: ActionRow, deploy: DeployView) -> None:
         binding = deploy.reservation
-        if not isinstance(core, HolderRelease) or a.order != "acquire":
+        if not isinstance(core, HolderRelease) or a.order != Order.ACQUIRE:
             return
-        if binding is None or binding.mode != "time_sliced" or store.get_gate() != "enforce":
+        if binding is None or binding.mode != "time_sliced" or store.get_gate() != Gate.ENFORCE:
             return
         try:
             core.release_holder(deploy.id)

@@ -33,7 +33,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gps_dagster.domain.evaluator import effective_intent
+from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.step_state import UNSUBMITTED, Gate, PlanState, StepState
 from gps_dagster.domain.timeline_doc import ReadyByTimings, ready_by_rows, skipped_edge
 from gps_dagster.engine import operations, ticks
 from gps_dagster.engine.errors import Busy
@@ -66,9 +68,11 @@ __all__ = [
     "TargetStatusRow",
 ]
 
-PREVIEWED = frozenset({"pending", "capacity_wait"})
+PREVIEWED = frozenset(UNSUBMITTED)
 """The step states a preview can still move; a step past them is reported as it stands."""
-ON_THE_WAY = frozenset({"pending", "releasing", "capacity_wait", "acquiring", "awaiting_ready"})
+ON_THE_WAY = frozenset(
+    {Phase.PENDING, Phase.RELEASING, Phase.CAPACITY_WAIT, Phase.ACQUIRING, Phase.AWAITING_READY}
+)
 """Target phases of a plan still on its way (an apply-now answer does not say "at its intent")."""
 
 
@@ -175,14 +179,16 @@ class Intents:
         in flight per plan, and only when a pending step can move now."""
         gate = self.engine.store.get_gate()
         out: list[PlanLaunch] = []
-        for tr in self.engine.store.list_transitions(states=("open",)):
+        for tr in self.engine.store.list_transitions(states=(PlanState.OPEN,)):
             if tr.id in skip:
                 continue
-            pending = self.engine.store.list_actions(transition_id=tr.id, states=("pending",))
+            pending = self.engine.store.list_actions(
+                transition_id=tr.id, states=(StepState.PENDING,)
+            )
             if not pending:
                 continue
             seen = runs_of(tr.id)
-            if not seen.runs or gate != "enforce":
+            if not seen.runs or gate != Gate.ENFORCE:
                 out.append(PlanLaunch(self.engine.pending_steps(tr.id), resume=False))
             elif not seen.in_flight and self.can_move([a.id for a in pending]):
                 out.append(PlanLaunch(self.engine.pending_steps(tr.id), resume=True))
@@ -368,7 +374,9 @@ class Intents:
 
     def capacity_waiting(self) -> list[str]:
         """The deploy of every step waiting for capacity (one entry per step)."""
-        return [a.deploy_id for a in self.engine.store.list_actions(states=("capacity_wait",))]
+        return [
+            a.deploy_id for a in self.engine.store.list_actions(states=(StepState.CAPACITY_WAIT,))
+        ]
 
     def capacity_skip(self) -> str:
         """Why the capacity-wait sensor launches nothing."""

@@ -39,6 +39,7 @@ from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current
 from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import matches, ordered, steps_for
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
+from gps_dagster.domain.step_state import Gate, PlanState
 from gps_dagster.engine import keys, skew
 from gps_dagster.engine.eligibility import ELIGIBILITY, ineligible_reason, replaced_verdict
 from gps_dagster.engine.endpoints import partially_running, read_target
@@ -55,8 +56,8 @@ from gps_dagster.engine.preflight import ReservationCheck, preflight
 from gps_dagster.engine.ready_by import ReadyBy
 from gps_dagster.engine.store_ports import PlannerStore
 from gps_dagster.ports import Clock, DeployState, DeployView, NotFound, PreviewingReads, Transient
-from gps_dagster.store.bulk import Draft
 from gps_dagster.store.records import ScheduleRecord, TargetStatusRow
+from gps_dagster.store.shapes import Draft, NewPlan, NewStep, StatusMove
 
 
 class Planner:
@@ -102,7 +103,7 @@ class Planner:
     ) -> ScheduleOutcome:
         spec, version = record.spec, record.version
         out = ScheduleOutcome(spec.name, version)
-        if not record.enabled or gate == "off":
+        if not record.enabled or gate == Gate.OFF:
             return out
         early, lead = self.ready_by.early(self.store, spec, now)
         candidates: list[Candidate] = []
@@ -125,7 +126,7 @@ class Planner:
             # A target that could not be read is left out of nothing: a plan without it
             # could acquire before its release and skip its preflight (R-PASS-6). Next pass.
             return out
-        if spec.mode is Mode.OBSERVE or gate == "observe":
+        if spec.mode is Mode.OBSERVE or gate == Gate.OBSERVE:
             self._observe_only(spec, version, candidates, now, out)
             return out
         # nothing in flight to supersede
@@ -406,20 +407,28 @@ class Planner:
             else boundary
         )
         lag = (now - max(due, since)).total_seconds() if boundary > SENTINEL_START else None
-        transition = {
-            "id": tid,
-            "schedule_name": spec.name,
-            "schedule_version": version,
-            "boundary_at": boundary,
-            "order": spec.transition_order.value,
-            "trigger": trigger,
-            "state": "refused" if refusals else ("open" if any(c.steps for c in cands) else "done"),
-            "targets": [c.status.deploy_id for c in cands],
-            "created_at": now,
-            "lag_seconds": lag,
-        }
-        steps = [] if refusals else self._step_rows(spec, version, tid, cands, now)
-        updates = [(c.status, self._status_change(c, version, tid, refusals, now)) for c in cands]
+        transition = NewPlan(
+            id=tid,
+            schedule=spec.name,
+            schedule_version=version,
+            boundary_at=boundary,
+            order=spec.transition_order,
+            trigger=trigger,
+            state=(
+                PlanState.REFUSED
+                if refusals
+                else PlanState.OPEN
+                if any(c.steps for c in cands)
+                else PlanState.DONE
+            ),
+            targets=tuple(c.status.deploy_id for c in cands),
+            created_at=now,
+            lag_seconds=lag,
+        )
+        steps = [] if refusals else self._new_steps(spec, version, tid, cands, now)
+        updates = [
+            StatusMove(c.status, self._status_change(c, version, tid, refusals, now)) for c in cands
+        ]
         # Older plans' unsubmitted steps are dropped in the same transaction (none when quiet).
         supersede = [] if quiet else [c.status.deploy_id for c in cands]
         if quiet and self.drafts is not None:
@@ -444,10 +453,10 @@ class Planner:
                 detail=out.lead.as_dict(),
             )
 
-    def _step_rows(
+    def _new_steps(
         self, spec: Schedule, version: int, tid: str, cands: list[Candidate], now: datetime
-    ) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
+    ) -> list[NewStep]:
+        rows: list[NewStep] = []
         by_deploy = {c.status.deploy_id: c for c in cands}
         for seq, step in enumerate(
             ordered([s for c in cands for s in c.steps], spec.transition_order)
@@ -462,23 +471,21 @@ class Planner:
                 c.status.target_generation + 1,
             )
             rows.append(
-                {
-                    "id": keys.action_id(key),
-                    "idempotency_key": key,
-                    "transition_id": tid,
-                    "schedule_name": spec.name,
-                    "schedule_version": version,
-                    "deploy_id": step.deploy_id,
-                    "interval_start": c.interval.start,
-                    "step": step.kind.value,
-                    "order": step.order.value,
-                    "seq": seq,
-                    "replicas": step.replicas,
-                    "delta_replicas": step.delta_replicas,
-                    "etag_used": c.deploy.etag,
-                    "state": "pending",
-                    "operation_ids": [],
-                    "detail": {
+                NewStep(
+                    id=keys.action_id(key),
+                    idempotency_key=key,
+                    transition_id=tid,
+                    schedule=spec.name,
+                    schedule_version=version,
+                    deploy_id=step.deploy_id,
+                    interval_start=c.interval.start,
+                    step=step.kind,
+                    order=step.order,
+                    seq=seq,
+                    replicas=step.replicas,
+                    delta_replicas=step.delta_replicas,
+                    etag_used=c.deploy.etag,
+                    detail={
                         "persist_replicas": step.persist_replicas,
                         "allow_downtime": c.interval.intent.allow_downtime,
                         "interval_end": c.interval.end.isoformat() if c.interval.end else None,
@@ -486,9 +493,8 @@ class Planner:
                         "instance": c.deploy.instance,
                         "unschedulable_grace_s": spec.unschedulable_grace_s,
                     },
-                    "created_at": now,
-                    "updated_at": now,
-                }
+                    created_at=now,
+                )
             )
         return rows
 

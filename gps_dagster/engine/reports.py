@@ -1,11 +1,29 @@
-"""What the engine hands back to its callers (CLI, Dagster sensors and ops, tests)."""
+"""What the engine hands back to its callers (CLI, Dagster sensors and ops, tests).
+
+The step and plan values here travel in Dagster run config, op outputs and metadata, whose
+serialiser refuses enums it has not registered: their step, order, state and phase fields hold
+plain text, whatever enum member (``StepState``, ``StepKind``, ``Order``, ``Phase``) they were
+built from.
+"""
+# Decisions embodied here (docs/decisions.md):
+# * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from gps_dagster.domain.step_state import BROKEN, Gate
 from gps_dagster.engine.plan_inputs import ScheduleOutcome
+
+
+def _as_text(record: object, *names: str) -> None:
+    """Store ``names`` of a frozen ``record`` as plain ``str`` (an enum member's text; None
+    stays None)."""
+    for name in names:
+        value = getattr(record, name)
+        if value is not None:
+            object.__setattr__(record, name, str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +34,9 @@ class StepRef:
     """``stop`` | ``scale_down`` | ``start`` | ``scale_up``."""
     order: str
     """``release`` | ``acquire``."""
+
+    def __post_init__(self) -> None:
+        _as_text(self, "step", "order")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,21 +53,26 @@ class PlanRef:
     trigger: str
     order: str = "release_first"
 
+    def __post_init__(self) -> None:
+        _as_text(self, "order")
+
 
 @dataclass(frozen=True, slots=True)
 class StepOutcome:
     step_id: str
     deploy_id: str
     state: str
-    """accepted | converged | capacity_wait | submitting | pending | failed | skipped | superseded |
-    cancelled."""
+    """A ``StepState``'s text, or ``ready`` (a release a dry run would let go)."""
     phase: str | None = None
     reason: str | None = None
     fix: str | None = None
 
+    def __post_init__(self) -> None:
+        _as_text(self, "state", "phase")
+
     @property
     def failed(self) -> bool:
-        return self.state in ("failed", "cancelled")
+        return self.state in BROKEN
 
 
 @dataclass
@@ -54,7 +80,7 @@ class PassReport:
     at: datetime
     trigger: str
     busy: bool = False
-    gate: str = "off"
+    gate: Gate = Gate.OFF
     schedules: list[ScheduleOutcome] = field(default_factory=list)
     plans: list[PlanRef] = field(default_factory=list)
     steps: list[StepOutcome] = field(default_factory=list)

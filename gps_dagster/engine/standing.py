@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gps_dagster.domain.step_state import PlanState
 from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.store.records import ActionRow, TransitionRow
 
@@ -59,7 +60,7 @@ def plan_standing(store: StepStore, transition_id: str) -> Standing:
     stale = _stale(store, tr.schedule, tr.schedule_version)
     if stale is not None:
         return Standing(transition_id, False, stale[0], stale[1], _NEW_PLAN_FIX)
-    if tr.state != "open":
+    if tr.state != PlanState.OPEN:
         return Standing(
             transition_id,
             False,

@@ -55,7 +55,7 @@ def verdict(row: TargetStatusRow) -> Verdict:
         description = f"drift_detected: {row.reason or 'changed by hand'} — respected, not reverted"
     else:
         description = f"{row.phase} ({row.reason or '-'}): {row.fix or ''}"
-    meta = {"phase": row.phase, "reason": row.reason or "", "fix": row.fix or ""}
+    meta = {"phase": str(row.phase), "reason": row.reason or "", "fix": row.fix or ""}
     return Verdict(at, description[:900], meta)
 
 
@@ -85,7 +85,7 @@ def intent_text(row: TargetStatusRow) -> str:
 def status_metadata(row: TargetStatusRow) -> dict[str, Any]:
     """What an operator reads on the deploy's asset: phase, reason, fix, interval, intent."""
     return {
-        "phase": row.phase,
+        "phase": str(row.phase),
         "reason": row.reason or "",
         "fix": row.fix or "",
         "interval": f"{_iso(row.interval_start)} → {_iso(row.interval_end)}",

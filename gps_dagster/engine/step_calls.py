@@ -7,8 +7,9 @@ here, on the step rows and the deploys already read (SPEC R-PASS-6, R-PASS-8, R-
   calls (an endpoint's members, a persist-then-start);
 * ``alias_verdict`` — the alias guard in the way of a stop (R-PASS-8);
 * ``recheck_verdict`` — the plan's acquiring steps preflighted again right before a release;
-* ``counts_fits`` / ``core_session`` — whether previews inside one core session count each
-  other's fits, and that session.
+* ``counts_fits`` / ``core_session`` / ``plain_acquire`` — whether previews inside one core
+  session count each other's fits, that session, and the acquires it counts;
+* ``Snapshot`` — what one read gave the executor (plans, statuses, versions, deploys).
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Preflight is re-checked right before a release”
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
-from gps_dagster.domain.planner import PlannedStep, StepKind, Wanted
+from gps_dagster.domain.planner import Order, PlannedStep, StepKind, Wanted
 from gps_dagster.domain.spec import DesiredState
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.endings import first_order
@@ -41,10 +43,32 @@ from gps_dagster.ports import (
     Submission,
     Transient,
 )
-from gps_dagster.store.records import ActionRow, TransitionRow
+from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 
 MOVABLE = step_rules.UNFENCED
 """The states of a step that may still be fenced (the plan's unsubmitted steps)."""
+Plan = tuple[TransitionRow | None, Sequence[ActionRow]]
+
+
+@dataclass
+class Snapshot:
+    """What one read gave: open plans by id, statuses, schedule (version, enabled), deploys."""
+
+    plans: dict[str, Plan]
+    statuses: Mapping[tuple[str, str], TargetStatusRow]
+    versions: Mapping[str, tuple[int, bool]]
+    reads: Mapping[str, DeployView]
+    recheck_reads: bool = True
+    """Whether a release's re-check may use ``reads`` (read by this call, right before it); a
+    pass's reads date from its start: the re-check then reads the plan's deploys again."""
+
+
+def plain_acquire(a: ActionRow, reads: Mapping[str, DeployView]) -> bool:
+    """An acquire whose preview counts its core session (read, not bound, not an endpoint)."""
+    deploy = reads.get(a.deploy_id)
+    return not (
+        deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint")
+    )
 
 
 def counts_fits(core: object) -> bool:
@@ -91,7 +115,7 @@ def plan_refusals(
     the release."""
     tr, steps = plan
     actions = [x for x in steps if x.state in MOVABLE]
-    acquiring = {x.deploy_id for x in actions if x.order == "acquire"}
+    acquiring = {x.deploy_id for x in actions if x.order == Order.ACQUIRE}
     if not acquiring:
         return acquiring, {}
     planned: dict[str, tuple[PlannedStep, Wanted, DeployView]] = {}
@@ -104,7 +128,7 @@ def plan_refusals(
             gone[x.deploy_id] = verdict(Phase.INELIGIBLE, "target_failed", extra=extra)
             continue
         planned[x.deploy_id] = planned_step(x, view)
-    release_first = first_order(tr.order if tr is not None else None) == "release"
+    release_first = first_order(tr.order if tr is not None else None) == Order.RELEASE
     refused = preflight(core, planned, reservation_check, release_first=release_first)
     return acquiring, {**gone, **refused}
 

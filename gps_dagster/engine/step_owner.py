@@ -14,6 +14,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import FINISHED, StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.endings import Endings
 from gps_dagster.engine.failures import RETRY_SINCE, End, Retry, clock_of, judge
@@ -21,7 +23,7 @@ from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import Clock
 from gps_dagster.store.errors import StoreUnavailable
-from gps_dagster.store.plans import FINISHED, StepWrite
+from gps_dagster.store.plans import StepWrite
 from gps_dagster.store.records import ActionRow
 
 log = logging.getLogger(__name__)
@@ -43,7 +45,7 @@ class StepOwner:
             return self._unwritable(action_id, seen, down)
         except Exception:
             log.exception("could not record the error of step %s (%s)", action_id, exc)
-            state = seen.state if seen is not None else "pending"
+            state = seen.state if seen is not None else StepState.PENDING
             return StepOutcome(
                 action_id, seen.deploy_id if seen else "", state, reason="engine_error"
             )
@@ -56,7 +58,7 @@ class StepOwner:
         a = self.store.get_action(action_id) or seen  # the step may have moved before it raised
         if a is None:
             return StepOutcome(
-                action_id, "", "failed", reason="unknown_step", fix="check the run config"
+                action_id, "", StepState.FAILED, reason="unknown_step", fix="check the run config"
             )
         if a.state in FINISHED:
             return self._outcome(a, a.state)
@@ -75,7 +77,7 @@ class StepOwner:
         """An event for every error (R-PASS-11); a release not yet submitted starts its clock."""
         changes: dict[str, Any] = {}
         detail = a.detail or {}
-        if a.order == "release" and a.state == "pending" and RETRY_SINCE not in detail:
+        if a.order == Order.RELEASE and a.state == StepState.PENDING and RETRY_SINCE not in detail:
             changes["detail"] = {**detail, RETRY_SINCE: now.isoformat()}
         deadline = decision.deadline.isoformat() if decision.deadline else None
         ev = {
@@ -93,7 +95,7 @@ class StepOwner:
     @staticmethod
     def _unwritable(action_id: str, seen: ActionRow | None, exc: StoreUnavailable) -> StepOutcome:
         log.warning("step %s: %s; retried when the store answers", action_id, exc)
-        state = seen.state if seen is not None else "pending"
+        state = seen.state if seen is not None else StepState.PENDING
         return StepOutcome(
             action_id, seen.deploy_id if seen else "", state, None, exc.reason, exc.fix
         )

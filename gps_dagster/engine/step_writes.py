@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gps_dagster.domain.phases import Phase
-from gps_dagster.domain.planner import StepKind
+from gps_dagster.domain.planner import Order, StepKind
+from gps_dagster.domain.step_state import StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.planning import capacity_deadline
 from gps_dagster.ports import Insufficient
@@ -49,8 +50,8 @@ def capacity_write(
     }
     return StepWrite(
         a.id,
-        ("pending",),
-        {"state": "capacity_wait", "deadline_at": deadline, "detail": detail},
+        (StepState.PENDING,),
+        {"state": StepState.CAPACITY_WAIT, "deadline_at": deadline, "detail": detail},
         status=status_changes,
         status_seen=status,
     )
@@ -69,8 +70,8 @@ def accepted_write(
     CAS on the status the submit was fenced with: if anyone wrote since (the step may already
     have converged), theirs is newer and stays (R-PASS-11: no regression).
     """
-    timeout = config.stop_timeout_s if a.order == "release" else config.readiness_timeout_s
-    phase = Phase.RELEASING if a.order == "release" else Phase.AWAITING_READY
+    timeout = config.stop_timeout_s if a.order == Order.RELEASE else config.readiness_timeout_s
+    phase = Phase.RELEASING if a.order == Order.RELEASE else Phase.AWAITING_READY
     events: list[dict[str, Any]] = [
         {
             "kind": "action_accepted",
@@ -85,9 +86,9 @@ def accepted_write(
         events.append({"kind": "capacity_reduced", "detail": {"replicas": a.replicas}})
     return StepWrite(
         a.id,
-        ("submitting",),
+        (StepState.SUBMITTING,),
         {
-            "state": "accepted",
+            "state": StepState.ACCEPTED,
             "accepted_at": now,
             "operation_ids": [op.id for op in ops],
             "deadline_at": now + timedelta(seconds=timeout),
@@ -96,3 +97,10 @@ def accepted_write(
         status_seen=status,
         events=tuple(events),
     )
+
+
+def etag_write(a: ActionRow, etag: str) -> StepWrite:
+    """A submit refused on a stale ETag: the step goes back to ``pending`` on the new one."""
+    changes = {"state": StepState.PENDING, "etag_used": etag}
+    event = {"kind": "etag_conflict", "detail": {"action": a.id}}
+    return StepWrite(a.id, (StepState.SUBMITTING,), changes, events=(event,))

@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import FINISHED, Gate, StepState
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.eligibility import replaced_verdict
@@ -52,40 +54,28 @@ from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.step_calls import (
     MOVABLE,
+    Plan,
     Refusals,
+    Snapshot,
     alias_verdict,
     call_core,
     core_session,
     counts_fits,
+    plain_acquire,
     plan_refusals,
     recheck_verdict,
     submission,
 )
 from gps_dagster.engine.step_owner import StepOwner
-from gps_dagster.engine.step_writes import accepted_write, capacity_write, wait_deadline
+from gps_dagster.engine.step_writes import accepted_write, capacity_write, etag_write, wait_deadline
 from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import Clock, DeployView, EtagMismatch, Insufficient, StepCore, Transient
-from gps_dagster.store.plans import FINISHED, StepWrite
-from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
+from gps_dagster.store.plans import StepWrite
+from gps_dagster.store.records import ActionRow, TargetStatusRow
 
 log = logging.getLogger(__name__)
 
-SUBMITTED = step_rules.SUBMITTED
-Plan = tuple[TransitionRow | None, Sequence[ActionRow]]
 Later = list[tuple[ActionRow, Callable[[], StepOutcome]]]
-
-
-@dataclass
-class Snapshot:
-    """What one read gave: open plans by id, statuses, schedule (version, enabled), deploys."""
-
-    plans: dict[str, Plan]
-    statuses: Mapping[tuple[str, str], TargetStatusRow]
-    versions: Mapping[str, tuple[int, bool]]
-    reads: Mapping[str, DeployView]
-    recheck_reads: bool = True
-    """Whether a release's re-check may use ``reads`` (read by this call, right before it); a
-    pass's reads date from its start: the re-check then reads the plan's deploys again."""
 
 
 class StepRunner:
@@ -145,13 +135,13 @@ class StepRunner:
                 a
                 for _tr, plan_steps in plans
                 for a in sorted(plan_steps, key=lambda x: x.seq)
-                if a.id not in done and a.state in (*MOVABLE, "submitting")
+                if a.id not in done and a.state in (*MOVABLE, StepState.SUBMITTING)
             ]
             got: dict[str, StepOutcome] = {}
             self._step(steps, snap, got, fresh, submit=True)
             done.update(got)
             out += got.values()
-            if not any(o.state == "accepted" for o in got.values()):
+            if not any(o.state == StepState.ACCEPTED for o in got.values()):
                 break
         return out
 
@@ -178,7 +168,7 @@ class StepRunner:
         for i in ids:
             if i not in rows:
                 got[i] = StepOutcome(
-                    i, "", "failed", reason="unknown_step", fix="check the run config"
+                    i, "", StepState.FAILED, reason="unknown_step", fix="check the run config"
                 )
         steps = [rows[i] for i in ids if i in rows]
         if submit:
@@ -194,8 +184,8 @@ class StepRunner:
     ) -> dict[str, DeployView]:
         """One read of the acquires' deploys and of every deploy the releases' re-checks need
         (none for the releases of ``fresh`` plans)."""
-        wanted = {a.deploy_id for a in steps if a.order == "acquire" and a.state in MOVABLE}
-        for tid in {a.transition_id for a in steps if a.order == "release"} - set(fresh):
+        wanted = {a.deploy_id for a in steps if a.order == Order.ACQUIRE and a.state in MOVABLE}
+        for tid in {a.transition_id for a in steps if a.order == Order.RELEASE} - set(fresh):
             _tr, plan_steps = plans.get(tid, (None, []))
             wanted.update(x.deploy_id for x in plan_steps if x.state in MOVABLE)
         if not wanted:
@@ -243,15 +233,15 @@ class StepRunner:
     def _lane(self, a: ActionRow, snap: Snapshot, got: dict[str, StepOutcome]) -> str:
         """``done`` (its outcome is in ``got``), ``resubmit``, ``wait``, ``release``,
         ``acquire``."""
-        if a.state in FINISHED or a.state == "accepted":
+        if a.state in FINISHED or a.state == StepState.ACCEPTED:
             got[a.id] = self._outcome(a, a.state)
             return "done"
         status = snap.statuses.get((a.schedule, a.deploy_id))
         if status is None or status.transition_id != a.transition_id:
-            self.endings.finish(a, "superseded", "superseded")
-            got[a.id] = self._outcome(a, "superseded")
+            self.endings.finish(a, StepState.SUPERSEDED, "superseded")
+            got[a.id] = self._outcome(a, StepState.SUPERSEDED)
             return "done"
-        if a.state == "submitting":
+        if a.state == StepState.SUBMITTING:
             return "resubmit"
         version, enabled = snap.versions.get(a.schedule, (None, False))
         # an edit since the plan opened: no preview, no status write (R-MODEL-8); the fence
@@ -261,12 +251,12 @@ class StepRunner:
             version=a.schedule_version,
             stored_version=version,
             enabled=enabled,
-            gate="enforce",
+            gate=Gate.ENFORCE,
             owner=a.schedule,
         )
         if stale is not None:
-            self.endings.finish(a, "superseded", stale)
-            got[a.id] = self._outcome(a, "superseded", reason=stale)
+            self.endings.finish(a, StepState.SUPERSEDED, stale)
+            got[a.id] = self._outcome(a, StepState.SUPERSEDED, reason=stale)
             return "done"
         tr, plan_steps = snap.plans.get(a.transition_id) or self._plan(a)
         first = first_order(tr.order if tr is not None else None)
@@ -339,7 +329,7 @@ class StepRunner:
         the next preview. "Does not fit" is safe whatever the core counts: the waits share
         sessions and one write."""
         together = submit and counts_fits(self.core)
-        plain = [a for a in acquires if together and _plain(a, snap.reads)]
+        plain = [a for a in acquires if together and plain_acquire(a, snap.reads)]
         queue = [a for a in acquires if a not in plain]
         waits: list[StepWrite] = []
         later: Later = []  # handled once a session is over
@@ -405,7 +395,7 @@ class StepRunner:
         if call == "enter":
             waits.append(capacity_write(a, preview, deadline, snap.statuses[_key(a)]))
         phase = Phase.CAPACITY_WAIT.value
-        got[a.id] = StepOutcome(a.id, a.deploy_id, "capacity_wait", phase, preview.reason)
+        got[a.id] = StepOutcome(a.id, a.deploy_id, StepState.CAPACITY_WAIT, phase, preview.reason)
         return False
 
     # -- write: fence, submit, record ------------------------------------------------
@@ -426,7 +416,7 @@ class StepRunner:
             reason = fenced[a.id].reason
             outcome = step_rules.fence_outcome(reason)
             if outcome == "stay":  # resubmitted once the gate enforces
-                got[a.id] = self._outcome(a, "submitting", reason=reason)
+                got[a.id] = self._outcome(a, StepState.SUBMITTING, reason=reason)
             elif outcome == "superseded":
                 got[a.id] = self._guarded(a, partial(self.superseded, a, reason))
             else:
@@ -442,7 +432,7 @@ class StepRunner:
         now = self.clock.now()
         items = []
         for a in steps:
-            phase = Phase.RELEASING if a.order == "release" else Phase.ACQUIRING
+            phase = Phase.RELEASING if a.order == Order.RELEASE else Phase.ACQUIRING
             items.append(
                 (a, snap.statuses[_key(a)], {"phase": phase.value, "reason": None, "fix": None})
             )
@@ -456,7 +446,9 @@ class StepRunner:
             result = fenced[a.id]
             outcome = step_rules.fence_outcome(None if result.ok else result.reason or "fenced_out")
             if outcome == "submit" and result.status is not None:
-                go.append((replace(a, state="submitting", submitted_at=now), result.status, False))
+                go.append(
+                    (replace(a, state=StepState.SUBMITTING, submitted_at=now), result.status, False)
+                )
             elif outcome == "stay":
                 got[a.id] = self._guarded(a, partial(self._stay, a, result.reason, now))
             else:
@@ -509,7 +501,7 @@ class StepRunner:
             return
         for a, _status, _again in go:
             if a.id in moved:
-                got[a.id] = self._outcome(a, "accepted")
+                got[a.id] = self._outcome(a, StepState.ACCEPTED)
             elif a.id in rows:
                 got[a.id] = self._outcome(rows[a.id], rows[a.id].state)
 
@@ -550,7 +542,7 @@ class StepRunner:
         stop (release) or readiness (acquire) timeout ends the step terminal, never a loop.
         """
         now = self.clock.now()
-        release = a.order == "release"
+        release = a.order == Order.RELEASE
         limit = self.config.stop_timeout_s if release else self.config.readiness_timeout_s
         if (now - a.created_at).total_seconds() >= limit:
             phase = Phase.STOP_TIMEOUT if release else Phase.READINESS_TIMEOUT
@@ -562,18 +554,16 @@ class StepRunner:
         gone = replaced_verdict((a.detail or {}).get("instance"), view)
         if gone is not None:  # R-K8S-8: never retry a step on the object that replaced its own
             return self.endings.fail(a, gone)
-        changes = {"state": "pending", "etag_used": view.etag}
-        event = {"kind": "etag_conflict", "detail": {"action": a.id}}
-        self.store.write_each([StepWrite(a.id, ("submitting",), changes, events=(event,))], now=now)
-        return self._outcome(a, "pending", reason="etag_conflict")
+        self.store.write_each([etag_write(a, view.etag)], now=now)
+        return self._outcome(a, StepState.PENDING, reason="etag_conflict")
 
     def fail(self, a: ActionRow, v: Verdict) -> StepOutcome:
         return self.endings.fail(a, v)
 
     def superseded(self, a: ActionRow, reason: str | None) -> StepOutcome:
         """A fence refused the step for good (``fence_outcome``): the new plan decides again."""
-        self.endings.finish(a, "superseded", reason or "fenced_out")
-        return self._outcome(a, "superseded", reason=reason)
+        self.endings.finish(a, StepState.SUPERSEDED, reason or "fenced_out")
+        return self._outcome(a, StepState.SUPERSEDED, reason=reason)
 
     # -- the one owner of every exception (R-PASS-15) ------------------------------
 
@@ -604,11 +594,3 @@ class StepRunner:
 
 def _key(a: ActionRow) -> tuple[str, str]:
     return a.schedule, a.deploy_id
-
-
-def _plain(a: ActionRow, reads: Mapping[str, DeployView]) -> bool:
-    """An acquire whose preview counts its core session (read, not bound, not an endpoint)."""
-    deploy = reads.get(a.deploy_id)
-    return not (
-        deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint")
-    )

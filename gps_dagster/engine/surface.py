@@ -5,10 +5,11 @@ the sensors and ops translate, so no decision is taken in ``dagster_defs``. A mi
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.prearm import NearBoundary, boundaries_within
 from gps_dagster.engine.reports import PlanRef, StepOutcome, StepRef
@@ -16,7 +17,9 @@ from gps_dagster.engine.standing import Standing, plan_standing, step_standing
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.engine.store_ports import EngineStore
 from gps_dagster.ports import Clock
+from gps_dagster.store.records import ActionRow, TransitionRow
 from gps_dagster.store.retention import Pruned
+from gps_dagster.store.shapes import NewPlan, NewStep
 
 
 class DagsterSurface:
@@ -90,7 +93,7 @@ class DagsterSurface:
     def capacity_waits(self) -> list[StepRef]:
         """Re-preview every waiting step: return those that fit now, time out the rest."""
         ready: list[StepRef] = []
-        for a in self.store.list_actions(states=("capacity_wait",)):
+        for a in self.store.list_actions(states=(StepState.CAPACITY_WAIT,)):
             if self.runner.execute(a.id, submit=False).state == "ready":
                 ready.append(StepRef(a.id, a.deploy_id, a.step, a.order))
         return ready
@@ -100,38 +103,21 @@ class DagsterSurface:
         tr = self.store.get_transition(transition_id)
         if tr is None:
             raise KeyError(transition_id)
-        steps = [
-            {"id": a.id, "deploy_id": a.deploy_id, "step": a.step, "order": a.order, "seq": a.seq}
-            for a in self.store.list_actions(transition_id=transition_id)
-        ]
-        return plan_ref(
-            {
-                "id": tr.id,
-                "schedule_name": tr.schedule,
-                "targets": tr.targets,
-                "schedule_version": tr.schedule_version,
-                "boundary_at": tr.boundary_at,
-                "trigger": tr.trigger,
-                "order": tr.order,
-            },
-            steps,
-        )
+        return plan_ref(tr, self.store.list_actions(transition_id=transition_id))
 
 
-def plan_ref(transition: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> PlanRef:
-    """``Engine.pending_steps`` of a plan just opened, from the rows written (no read)."""
-    refs = [
-        StepRef(str(a["id"]), str(a["deploy_id"]), str(a["step"]), str(a["order"]))
-        for a in sorted(steps, key=lambda x: int(x["seq"]))
-    ]
+def plan_ref(transition: TransitionRow | NewPlan, steps: Sequence[ActionRow | NewStep]) -> PlanRef:
+    """The plan as the Dagster transition job receives it: from its rows as read, or from the
+    records of a plan just opened (no read)."""
+    refs = [StepRef(a.id, a.deploy_id, a.step, a.order) for a in sorted(steps, key=lambda x: x.seq)]
     return PlanRef(
-        transition_id=str(transition["id"]),
-        schedule=str(transition["schedule_name"]),
-        schedule_version=int(transition["schedule_version"]),
-        interval_start=transition["boundary_at"],
-        targets=tuple(transition["targets"]),
-        release_steps=tuple(r for r in refs if r.order == "release"),
-        acquire_steps=tuple(r for r in refs if r.order == "acquire"),
-        trigger=str(transition["trigger"]),
-        order=str(transition["order"]),
+        transition_id=transition.id,
+        schedule=transition.schedule,
+        schedule_version=transition.schedule_version,
+        interval_start=transition.boundary_at,
+        targets=tuple(transition.targets),
+        release_steps=tuple(r for r in refs if r.order == Order.RELEASE),
+        acquire_steps=tuple(r for r in refs if r.order == Order.ACQUIRE),
+        trigger=transition.trigger,
+        order=transition.order,
     )

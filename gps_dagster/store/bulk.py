@@ -31,6 +31,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from gps_dagster.domain.step_state import PlanState, StepState
 from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
 from gps_dagster.store.plans import supersede
@@ -255,7 +256,7 @@ def close(conn: Connection, transition_ids: Iterable[str]) -> None:
         )
         for tid, state in rows:
             states.setdefault(tid, []).append(state)
-    by_state: dict[str, list[str]] = {}
+    by_state: dict[PlanState, list[str]] = {}
     for tid, seen in states.items():
         closed = transition_state(seen)
         if closed is not None:
@@ -264,7 +265,7 @@ def close(conn: Connection, transition_ids: Iterable[str]) -> None:
         for part in chunks(tids):
             conn.execute(
                 tr.update()
-                .where(tr.c.id.in_(list(part)), tr.c.state == "open")
+                .where(tr.c.id.in_(list(part)), tr.c.state == PlanState.OPEN)
                 .values(state=closed)
             )
 
@@ -306,7 +307,7 @@ def fence_many(
         reason = fence_checks(x, scheds.get(x.schedule), gate, owners.get(x.deploy_id))
         if reason is not None:
             out[x.id] = Fenced(False, reason)
-        elif x.state == "submitting":  # a resubmission (R-PASS-10): re-checked, not moved
+        elif x.state == StepState.SUBMITTING:  # a resubmission (R-PASS-10): re-checked, not moved
             out[x.id] = Fenced(True, None, seen)
         else:
             passing.append((x, seen, changes))
@@ -320,9 +321,7 @@ def fence_many(
     won: list[str] = []
     for x, seen, changes in passing:
         key = (x.schedule, x.deploy_id)
-        if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(
-            current.get(key), seen
-        ):
+        if states.get(x.id) not in UNSUBMITTED or not same_row(current.get(key), seen):
             out[x.id] = Fenced(False, "lost_race")
             continue
         values, current[key], evs = status_move(seen, now, {**changes, "last_action_id": x.id})
@@ -334,7 +333,7 @@ def fence_many(
         conn.execute(
             a.update()
             .where(a.c.id.in_(list(part)))
-            .values(state="submitting", submitted_at=now, updated_at=now)
+            .values(state=StepState.SUBMITTING, submitted_at=now, updated_at=now)
         )
     update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
     insert_events(conn, events)
@@ -349,51 +348,51 @@ def open_many(conn: Connection, drafts: Sequence[Draft], now: datetime) -> set[s
     closed when nothing of theirs is left). A plan that loses its race supersedes nothing.
     """
     tr = t.transitions
-    tids = [str(d.transition["id"]) for d in drafts]
+    tids = [d.transition.id for d in drafts]
     existing: set[str] = set()
     for part in chunks(tids):
         existing.update(conn.execute(sa.select(tr.c.id).where(tr.c.id.in_(list(part)))).scalars())
-    for d in sorted(drafts, key=lambda d: str(d.transition["id"])):
+    for d in sorted(drafts, key=lambda d: d.transition.id):
         if d.supersede:  # steps before statuses, as every writer: no lock-order deadlock
-            _lock_unsubmitted(conn, str(d.transition["schedule_name"]), d.supersede)
-    current = lock_statuses(
-        conn, [(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates]
-    )
+            _lock_unsubmitted(conn, d.transition.schedule, d.supersede)
+    current = lock_statuses(conn, [_key(u.seen) for d in drafts for u in d.updates])
     winners: list[Draft] = []
     for d in drafts:
-        if str(d.transition["id"]) in existing:
+        if d.transition.id in existing:
             continue
-        cur = [current.get((seen.schedule, seen.deploy_id)) for seen, _ in d.updates]
+        cur = [current.get(_key(u.seen)) for u in d.updates]
         if all(
-            same_row(c, seen) and forward_ok(c, ch)  # type: ignore[arg-type]
-            for c, (seen, ch) in zip(cur, d.updates, strict=True)
+            same_row(c, u.seen) and forward_ok(c, u.changes)  # type: ignore[arg-type]
+            for c, u in zip(cur, d.updates, strict=True)
         ):
             winners.append(d)
-            existing.add(str(d.transition["id"]))
+            existing.add(d.transition.id)
     if not winners:
         return set()
     for part in chunks(winners):
-        conn.execute(tr.insert(), [dict(d.transition) for d in part])
-    steps = [dict(s) for d in winners for s in d.steps]
+        conn.execute(tr.insert(), [d.transition.columns() for d in part])
+    steps = [s.columns() for d in winners for s in d.steps]
     for part in chunks(steps):
         conn.execute(t.actions.insert(), list(part))
     for d in winners:
         if d.supersede:
-            tid = str(d.transition["id"])
-            supersede(conn, str(d.transition["schedule_name"]), d.supersede, tid, now)
+            supersede(conn, d.transition.schedule, d.supersede, d.transition.id, now)
     status_rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     for d in winners:
-        for seen, changes in d.updates:
-            extra = changes.pop("_events", ())
-            values, _row, evs = status_move(seen, now, changes, extra)
+        for u in d.updates:
+            values, _row, evs = status_move(u.seen, now, u.changes, u.events)
             status_rows.append(values)
             events += evs
     update_rows(conn, t.target_status, ("schedule_name", "deploy_id"), status_rows)
     insert_events(conn, events)
-    metric_totals.count_lags(conn, [d.transition.get("lag_seconds") for d in winners])
+    metric_totals.count_lags(conn, [d.transition.lag_seconds for d in winners])
     metric_totals.flush(conn)
-    return {str(d.transition["id"]) for d in winners}
+    return {d.transition.id for d in winners}
+
+
+def _key(seen: TargetStatusRow) -> StatusKey:
+    return seen.schedule, seen.deploy_id
 
 
 def _lock_unsubmitted(conn: Connection, schedule: str, deploy_ids: Sequence[str]) -> None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from gps_dagster.domain.step_state import StepState
 from gps_dagster.store.scale_tables import IN_FLIGHT_STATES
 from gps_dagster.store.scale_tables import schedule_due as d
 from gps_dagster.store.shapes import DueClaim, NextDue, spec_sha
@@ -143,7 +144,7 @@ class DueMixin:
                         sa.exists().where(
                             a.c.schedule_name == d.c.name,
                             a.c.state.in_(IN_FLIGHT_STATES),
-                            a.c.state == "accepted",
+                            a.c.state == StepState.ACCEPTED,
                         ),
                     )
                     .order_by(d.c.name)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from gps_dagster.domain.step_state import PlanState, StepState
 from gps_dagster.store import metric_totals
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TransitionRow
@@ -48,7 +49,9 @@ class PlansMixin:
         with self.engine.connect() as conn:
             for i in range(0, len(schedules), 1000):
                 chunk = list(schedules[i : i + 1000])
-                query = sa.select(tr).where(tr.c.schedule_name.in_(chunk), tr.c.state == "open")
+                query = sa.select(tr).where(
+                    tr.c.schedule_name.in_(chunk), tr.c.state == PlanState.OPEN
+                )
                 plans.update({r.id: _transition(r) for r in conn.execute(query)})
             ids = sorted(plans)
             for i in range(0, len(ids), 1000):
@@ -152,11 +155,11 @@ def supersede(
     older = {r.transition_id for r in rows}
     if not older:
         return
-    metric_totals.count_finished(conn, [(r.step, "superseded", "superseded") for r in rows])
+    metric_totals.count_finished(conn, [(r.step, StepState.SUPERSEDED, "superseded") for r in rows])
     conn.execute(
         a.update()
         .where(*where)
-        .values(state="superseded", reason="superseded", finished_at=now, updated_at=now)
+        .values(state=StepState.SUPERSEDED, reason="superseded", finished_at=now, updated_at=now)
     )
     for transition_id in sorted(older):
         _close(conn, transition_id)
@@ -170,5 +173,7 @@ def _close(conn: Connection, transition_id: str) -> None:
     if closed is not None:
         tr = t.transitions
         conn.execute(
-            tr.update().where(tr.c.id == transition_id, tr.c.state == "open").values(state=closed)
+            tr.update()
+            .where(tr.c.id == transition_id, tr.c.state == PlanState.OPEN)
+            .values(state=closed)
         )

@@ -1,4 +1,12 @@
-"""Frozen rows the store hands out: callers never see SQLAlchemy objects."""
+"""Frozen rows the store hands out: callers never see SQLAlchemy objects.
+
+The enumerated columns come out as the domain's enums (``Phase``, ``StepKind``, ``Order``,
+``StepState``, ``TransitionOrder``, ``PlanState``), converted once where a store builds the
+row; each member equals its column text, so comparing with the text and writing it back are
+unchanged.
+"""
+# Decisions embodied here (docs/decisions.md):
+# * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
 
 from __future__ import annotations
 
@@ -6,7 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import Order, StepKind
+from gps_dagster.domain.spec import Schedule, TransitionOrder
+from gps_dagster.domain.step_state import PlanState, StepState
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +34,7 @@ class ScheduleRecord:
 class TargetStatusRow:
     schedule: str
     deploy_id: str
-    phase: str
+    phase: Phase
     reason: str | None
     fix: str | None
     detail: dict[str, Any] | None
@@ -53,13 +64,13 @@ class ActionRow:
     schedule_version: int
     deploy_id: str
     interval_start: datetime
-    step: str
-    order: str
+    step: StepKind
+    order: Order
     seq: int
     replicas: int | None
     delta_replicas: int | None
     etag_used: str | None
-    state: str
+    state: StepState
     operation_ids: list[str] | None
     reason: str | None
     fix: str | None
@@ -78,9 +89,9 @@ class TransitionRow:
     schedule: str
     schedule_version: int
     boundary_at: datetime
-    order: str
+    order: TransitionOrder
     trigger: str
-    state: str
+    state: PlanState
     targets: list[str]
     created_at: datetime
     lag_seconds: float | None

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.step_state import Gate, PlanState, StepState
 from gps_dagster.store import audit, bulk, due, metric_totals, migrate, specs
 from gps_dagster.store import tables as t
 from gps_dagster.store.db import create_db_engine, database_now, default_url
@@ -354,13 +355,13 @@ class Store(
                 sa.select(a.c.step).where(a.c.schedule_name == name, a.c.state.in_(states))
             ).scalars()
             metric_totals.count_finished(
-                conn, [(step, "cancelled", "schedule_deleted") for step in ending]
+                conn, [(step, StepState.CANCELLED, "schedule_deleted") for step in ending]
             )
             conn.execute(
                 a.update()
                 .where(a.c.schedule_name == name, a.c.state.in_(states))
                 .values(
-                    state="cancelled",
+                    state=StepState.CANCELLED,
                     reason="schedule_deleted",
                     finished_at=now,
                     updated_at=now,
@@ -369,8 +370,10 @@ class Store(
             )
             conn.execute(
                 t.transitions.update()
-                .where(t.transitions.c.schedule_name == name, t.transitions.c.state == "open")
-                .values(state="cancelled")
+                .where(
+                    t.transitions.c.schedule_name == name, t.transitions.c.state == PlanState.OPEN
+                )
+                .values(state=PlanState.CANCELLED)
             )
             conn.execute(  # an apply-now asked of the deleted schedule is not one of a new one
                 t.apply_now_requests.update()
@@ -415,10 +418,10 @@ class Store(
 
     # -- control: gate and cursor -------------------------------------------
 
-    def get_gate(self) -> str:
+    def get_gate(self) -> Gate:
         """The execution gate (R-PASS-1); absent or unknown reads as ``off`` (fail closed)."""
         value = self._get_control(GATE_KEY)
-        return value if value in GATES else "off"
+        return Gate(value) if value in GATES else Gate.OFF
 
     def set_gate(self, value: str, *, now: datetime) -> None:
         """Set the gate and record ``gate_changed`` in one transaction: both or neither."""

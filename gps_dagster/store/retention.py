@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
+from gps_dagster.domain.step_state import PlanState
 from gps_dagster.store import tables as t
 from gps_dagster.store.shapes import BATCH, FINISHED, Pruned
 
@@ -66,7 +67,7 @@ def _plans(conn: Connection, before: datetime, batch: int) -> Pruned:
     pick = (
         sa.select(tr.c.id)
         .where(
-            tr.c.state != "open",
+            tr.c.state != PlanState.OPEN,
             tr.c.created_at < before,
             ~sa.exists(moving),
             ~sa.exists(named),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from gps_dagster.domain.step_state import PlanState
 from gps_dagster.store.schema import UtcDateTime, metadata
 from gps_dagster.store.shapes import IN_FLIGHT_STATES  # the states the partial index below covers
 from gps_dagster.store.tables import actions, transitions
@@ -62,7 +63,7 @@ sa.Index(
     sqlite_where=_in_flight,
 )
 sa.Index("ix_actions_finished_at", actions.c.finished_at)
-_open = transitions.c.state == "open"
+_open = transitions.c.state == PlanState.OPEN
 sa.Index(
     "ix_transitions_open",
     transitions.c.schedule_name,

@@ -11,6 +11,7 @@ imports no database library (an import-linter contract keeps ``store.memory`` fr
 # Decisions embodied here (docs/decisions.md):
 # * “The engine's store in memory: the same semantics, translated method by method”
 # * “The store writes steps in groups and opens plans in one form”
+# * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
 
 from __future__ import annotations
 
@@ -24,10 +25,23 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from gps_dagster.domain import step_rules
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import Order, StepKind
+from gps_dagster.domain.spec import TransitionOrder
+from gps_dagster.domain.step_state import (
+    BROKEN,
+    FINISHED,
+    IN_FLIGHT,
+    REACHED_CORE,
+    UNSUBMITTED,
+    Gate,
+    PlanState,
+    StepState,
+)
 from gps_dagster.store.errors import ScheduleExists, ScheduleNotFound, VersionMismatch
 from gps_dagster.store.records import TargetStatusRow
 
-GATES = ("off", "observe", "enforce")
+GATES = tuple(Gate)
 GATE_KEY = "execution"
 CURSOR_KEY = "cursor"
 MUST_NOT_EXIST = 0
@@ -35,16 +49,10 @@ MUST_NOT_EXIST = 0
 SYSTEM_ACTOR = "system"
 """Writes made by the product itself or by code that names no actor (tests, simulate)."""
 
-FINISHED = frozenset({"converged", "failed", "superseded", "cancelled"})
-"""Step states that never move again."""
-UNSUBMITTED = ("pending", "capacity_wait")
-"""Step states that never reached the core: a newer plan may drop them."""
-REACHED_CORE = ("submitting", "accepted")
-"""Step states that reached (or may have reached) the core."""
-IN_FLIGHT_STATES = ("pending", "capacity_wait", "submitting", "accepted")
-"""Step states that may still move."""
-ACQUIRE_STEPS = ("start", "scale_up")
-RELEASE_STEPS = ("stop", "scale_down")
+IN_FLIGHT_STATES = IN_FLIGHT
+"""Step states that may still move (``step_state.IN_FLIGHT``)."""
+ACQUIRE_STEPS = (StepKind.START, StepKind.SCALE_UP)
+RELEASE_STEPS = (StepKind.STOP, StepKind.SCALE_DOWN)
 BATCH = 2000
 """Plans deleted per retention transaction."""
 
@@ -78,12 +86,101 @@ class StepWrite:
 
 
 @dataclass(frozen=True, slots=True)
+class NewPlan:
+    """A transition plan to open: its ``transitions`` row."""
+
+    id: str
+    schedule: str
+    schedule_version: int
+    boundary_at: datetime
+    order: TransitionOrder
+    trigger: str
+    state: PlanState
+    """``open``; ``done`` when nothing is to move; ``refused`` when preflight refused it."""
+    targets: tuple[str, ...]
+    created_at: datetime
+    lag_seconds: float | None
+    """The boundary lag (R-PASS-5); None: not counted."""
+
+    def columns(self) -> dict[str, Any]:
+        """The row's column values, as both stores insert them."""
+        return {
+            "id": self.id,
+            "schedule_name": self.schedule,
+            "schedule_version": self.schedule_version,
+            "boundary_at": self.boundary_at,
+            "order": self.order,
+            "trigger": self.trigger,
+            "state": self.state,
+            "targets": list(self.targets),
+            "created_at": self.created_at,
+            "lag_seconds": self.lag_seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """A step of a plan to open: its ``actions`` row, with no operation yet."""
+
+    id: str
+    idempotency_key: str
+    transition_id: str
+    schedule: str
+    schedule_version: int
+    deploy_id: str
+    interval_start: datetime
+    step: StepKind
+    order: Order
+    seq: int
+    replicas: int | None
+    delta_replicas: int | None
+    etag_used: str | None
+    detail: Mapping[str, Any]
+    created_at: datetime
+    state: StepState = StepState.PENDING
+
+    def columns(self) -> dict[str, Any]:
+        """The row's column values, as both stores insert them."""
+        return {
+            "id": self.id,
+            "idempotency_key": self.idempotency_key,
+            "transition_id": self.transition_id,
+            "schedule_name": self.schedule,
+            "schedule_version": self.schedule_version,
+            "deploy_id": self.deploy_id,
+            "interval_start": self.interval_start,
+            "step": self.step,
+            "order": self.order,
+            "seq": self.seq,
+            "replicas": self.replicas,
+            "delta_replicas": self.delta_replicas,
+            "etag_used": self.etag_used,
+            "state": self.state,
+            "operation_ids": [],
+            "detail": dict(self.detail),
+            "created_at": self.created_at,
+            "updated_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StatusMove:
+    """A target's status move when its plan opens: a CAS on ``seen`` (R-PASS-11)."""
+
+    seen: TargetStatusRow
+    changes: Mapping[str, Any]
+    """Status columns to write."""
+    events: tuple[Mapping[str, Any], ...] = ()
+    """Events of the target, written with the move (``StepWrite.events``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Draft:
     """A plan ready to open: its transition row, its step rows, its targets' status moves."""
 
-    transition: Mapping[str, Any]
-    steps: Sequence[Mapping[str, Any]]
-    updates: Sequence[tuple[TargetStatusRow, dict[str, Any]]]
+    transition: NewPlan
+    steps: Sequence[NewStep]
+    updates: Sequence[StatusMove]
     supersede: Sequence[str] = ()
     """Deploys whose older plans' unsubmitted steps this plan drops, if it opens (those plans
     close when nothing of theirs is left)."""
@@ -182,14 +279,14 @@ class PassLease(Protocol):
     def release(self) -> None: ...
 
 
-def transition_state(states: Iterable[str]) -> str | None:
+def transition_state(states: Iterable[str]) -> PlanState | None:
     """The closed state of a plan whose steps are all finished (None: still open)."""
     states = list(states)
     if not states or any(s not in FINISHED for s in states):
         return None
-    if any(s in ("failed", "cancelled") for s in states):
-        return "failed"
-    return "superseded" if "superseded" in states else "done"
+    if any(s in BROKEN for s in states):
+        return PlanState.FAILED
+    return PlanState.SUPERSEDED if StepState.SUPERSEDED in states else PlanState.DONE
 
 
 def spec_sha(document: object) -> str:
@@ -288,6 +385,8 @@ def status_move(
             )
         )
     fields = {STATUS_FIELDS.get(k, k): v for k, v in values.items()}
+    if "phase" in fields:
+        fields["phase"] = Phase(fields["phase"])
     row = {"schedule_name": seen.schedule, "deploy_id": seen.deploy_id, **values}
     return row, replace(seen, **fields), out
 
@@ -351,6 +450,7 @@ __all__ = [
     "GATES",
     "IN_FLIGHT_STATES",
     "MUST_NOT_EXIST",
+    "REACHED_CORE",
     "RELEASE_STEPS",
     "SYSTEM_ACTOR",
     "UNSUBMITTED",
@@ -359,9 +459,12 @@ __all__ = [
     "DueClaim",
     "Fenced",
     "MetricReadings",
+    "NewPlan",
+    "NewStep",
     "NextDue",
     "PassLease",
     "Pruned",
+    "StatusMove",
     "StepWrite",
     "check_expected",
     "event_values",

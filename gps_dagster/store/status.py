@@ -30,6 +30,10 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import Order, StepKind
+from gps_dagster.domain.spec import TransitionOrder
+from gps_dagster.domain.step_state import PlanState, StepState
 from gps_dagster.store import tables as t
 from gps_dagster.store.records import ActionRow, TargetStatusRow, TransitionRow
 from gps_dagster.store.shapes import forward_ok
@@ -93,7 +97,7 @@ class StatusMixin:
             {
                 "schedule_name": s,
                 "deploy_id": d,
-                "phase": "pending",
+                "phase": Phase.PENDING,
                 "status_version": 0,
                 "target_generation": 0,
                 "schedule_version": v,
@@ -122,7 +126,7 @@ class StatusMixin:
                         t.target_status.insert().values(
                             schedule_name=schedule,
                             deploy_id=deploy_id,
-                            phase="pending",
+                            phase=Phase.PENDING,
                             status_version=0,
                             target_generation=0,
                             schedule_version=schedule_version,
@@ -265,7 +269,7 @@ def _status(r: Any) -> TargetStatusRow:
     return TargetStatusRow(
         r.schedule_name,
         r.deploy_id,
-        r.phase,
+        Phase(r.phase),
         r.reason,
         r.fix,
         r.detail,
@@ -294,13 +298,13 @@ def _action(r: Any) -> ActionRow:
         r.schedule_version,
         r.deploy_id,
         r.interval_start,
-        r.step,
-        r.order,
+        StepKind(r.step),
+        Order(r.order),
         r.seq,
         r.replicas,
         r.delta_replicas,
         r.etag_used,
-        r.state,
+        StepState(r.state),
         r.operation_ids,
         r.reason,
         r.fix,
@@ -320,9 +324,9 @@ def _transition(r: Any) -> TransitionRow:
         r.schedule_name,
         r.schedule_version,
         r.boundary_at,
-        r.order,
+        TransitionOrder(r.order),
         r.trigger,
-        r.state,
+        PlanState(r.state),
         list(r.targets),
         r.created_at,
         r.lag_seconds,

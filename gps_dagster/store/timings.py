@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import StepState
 from gps_dagster.store import tables as t
 from gps_dagster.store.shapes import ACQUIRE_STEPS, RELEASE_STEPS
 
@@ -43,7 +45,7 @@ def start_durations(
                 .where(
                     a.c.deploy_id == deploy,
                     a.c.step.in_(ACQUIRE_STEPS),
-                    a.c.state == "converged",
+                    a.c.state == StepState.CONVERGED,
                     a.c.accepted_at.is_not(None),
                     a.c.finished_at.is_not(None),
                 )
@@ -63,7 +65,7 @@ def stop_durations(engine: Engine, deploy_ids: Sequence[str], limit: int) -> dic
         for deploy in deploy_ids:
             follow = (
                 sa.select(sa.func.min(acq.c.submitted_at))
-                .where(acq.c.transition_id == a.c.transition_id, acq.c.order == "acquire")
+                .where(acq.c.transition_id == a.c.transition_id, acq.c.order == Order.ACQUIRE)
                 .scalar_subquery()
             )
             rows = conn.execute(
@@ -71,7 +73,7 @@ def stop_durations(engine: Engine, deploy_ids: Sequence[str], limit: int) -> dic
                 .where(
                     a.c.deploy_id == deploy,
                     a.c.step.in_(RELEASE_STEPS),
-                    a.c.state == "converged",
+                    a.c.state == StepState.CONVERGED,
                     a.c.accepted_at.is_not(None),
                     a.c.finished_at.is_not(None),
                 )

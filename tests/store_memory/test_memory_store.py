@@ -18,8 +18,10 @@ import pytest
 
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.gps.reservations import ReservationSpec, SharingMode
+from gps_dagster.domain.planner import Order, StepKind
 from gps_dagster.domain.schedules import load_schedule
-from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.spec import Schedule, TransitionOrder
+from gps_dagster.domain.step_state import PlanState
 from gps_dagster.store import Store
 from gps_dagster.store.errors import (
     GpuAlreadyReserved,
@@ -28,7 +30,7 @@ from gps_dagster.store.errors import (
     VersionMismatch,
 )
 from gps_dagster.store.memory import MemoryReservationBook, MemoryStore
-from gps_dagster.store.shapes import Draft, NextDue, StepWrite
+from gps_dagster.store.shapes import Draft, NewPlan, NewStep, NextDue, StatusMove, StepWrite
 from tests.engine.harness import A, B, seed_schedule
 
 T0 = datetime(2026, 10, 19, 11, 0, tzinfo=UTC)
@@ -42,36 +44,37 @@ def spec(**changes: Any) -> Schedule:
 
 def plan(
     name: str, tid: str, version: int, *, deploys: tuple[str, ...], at: datetime
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    transition = {
-        "id": tid,
-        "schedule_name": name,
-        "schedule_version": version,
-        "boundary_at": at,
-        "order": "release_first",
-        "trigger": "boundary",
-        "state": "open",
-        "targets": list(deploys),
-        "created_at": at,
-        "lag_seconds": 1.5,
-    }
+) -> tuple[NewPlan, list[NewStep]]:
+    transition = NewPlan(
+        id=tid,
+        schedule=name,
+        schedule_version=version,
+        boundary_at=at,
+        order=TransitionOrder.RELEASE_FIRST,
+        trigger="boundary",
+        state=PlanState.OPEN,
+        targets=deploys,
+        created_at=at,
+        lag_seconds=1.5,
+    )
     steps = [
-        {
-            "id": f"{tid}-{d}",
-            "idempotency_key": f"key-{tid}-{d}",
-            "transition_id": tid,
-            "schedule_name": name,
-            "schedule_version": version,
-            "deploy_id": d,
-            "interval_start": at,
-            "step": "stop",
-            "order": "release",
-            "seq": i,
-            "state": "pending",
-            "detail": {"n": (1, 2)},
-            "created_at": at,
-            "updated_at": at,
-        }
+        NewStep(
+            id=f"{tid}-{d}",
+            idempotency_key=f"key-{tid}-{d}",
+            transition_id=tid,
+            schedule=name,
+            schedule_version=version,
+            deploy_id=d,
+            interval_start=at,
+            step=StepKind.STOP,
+            order=Order.RELEASE,
+            seq=i,
+            replicas=None,
+            delta_replicas=None,
+            etag_used=None,
+            detail={"n": (1, 2)},
+            created_at=at,
+        )
         for i, d in enumerate(deploys)
     ]
     return transition, steps
@@ -90,8 +93,8 @@ def script(store: Any) -> list[Any]:
     seen_b = store.ensure_status(name, B, schedule_version=1, now=T0)
     tr, steps = plan(name, "t1", 1, deploys=(A, B), at=T0)
     moves = [
-        (seen_a, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
-        (seen_b, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
+        StatusMove(seen_a, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
+        StatusMove(seen_b, {"phase": "releasing", "transition_id": "t1", "interval_start": T0}),
     ]
     rec(("open", "t1" in store.open_many([Draft(tr, steps, moves)], now=T0)))
     again = store.open_many([Draft(tr, steps, [])], now=T0)  # a taken id: nothing written

@@ -27,10 +27,14 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from functools import wraps
 from typing import Any, TypeVar, cast
 
-from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.phases import Phase
+from gps_dagster.domain.planner import Order, StepKind
+from gps_dagster.domain.spec import Schedule, TransitionOrder
+from gps_dagster.domain.step_state import PlanState, StepState
 from gps_dagster.ports import Clock
 from gps_dagster.store.records import ActionRow, EventRow, TargetStatusRow, TransitionRow
 from gps_dagster.store.shapes import (
@@ -46,6 +50,11 @@ from gps_dagster.store.shapes import (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+Enums = Mapping[str, Callable[[str], StrEnum]]
+STATUS_ENUMS: Enums = {"phase": Phase}
+"""Record field -> the enum its column text is read as (``store/status.py`` converts alike)."""
+ACTION_ENUMS: Enums = {"step": StepKind, "order": Order, "state": StepState}
+TRANSITION_ENUMS: Enums = {"order": TransitionOrder, "state": PlanState}
 _ABSENT = object()
 _IN_FLIGHT = frozenset(IN_FLIGHT_STATES)
 _TIMED = frozenset((*ACQUIRE_STEPS, *RELEASE_STEPS))
@@ -118,9 +127,15 @@ def copied(value: Any) -> Any:
     return value
 
 
-def fields(values: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
-    """Column values -> record fields (normalised)."""
-    return {names.get(k, k): column(v) for k, v in values.items()}
+def fields(
+    values: Mapping[str, Any], names: Mapping[str, str], enums: Enums | None = None
+) -> dict[str, Any]:
+    """Column values -> record fields (normalised; enumerated columns as their enum)."""
+    out = {names.get(k, k): column(v) for k, v in values.items()}
+    for name, enum in (enums or {}).items():
+        if name in out:
+            out[name] = enum(out[name])
+    return out
 
 
 def locked(method: F) -> F:
@@ -221,7 +236,9 @@ class MemoryBase:
         """``UPDATE target_status SET values`` on the stored row (no-op when it is gone)."""
         current = self.status.get(schedule, {}).get(deploy_id)
         if current is not None:
-            self._set_status(schedule, deploy_id, replace(current, **fields(values, STATUS_FIELDS)))
+            self._set_status(
+                schedule, deploy_id, replace(current, **fields(values, STATUS_FIELDS, STATUS_ENUMS))
+            )
 
     def _set_action(self, action_id: str, row: ActionRow | None) -> None:
         old = self.actions.get(action_id)
@@ -230,7 +247,7 @@ class MemoryBase:
 
     def _update_action(self, action_id: str, values: Mapping[str, Any]) -> None:
         current = self.actions[action_id]
-        self._set_action(action_id, replace(current, **fields(values, ACTION_FIELDS)))
+        self._set_action(action_id, replace(current, **fields(values, ACTION_FIELDS, ACTION_ENUMS)))
 
     def _index_action(self, action_id: str, old: ActionRow | None, new: ActionRow | None) -> None:
         if new is None:
@@ -259,7 +276,7 @@ class MemoryBase:
             self.in_flight.pop(action_id, None)
         row = new or old
         assert row is not None
-        if new is not None and new.state == "converged" and new.step in _TIMED:
+        if new is not None and new.state == StepState.CONVERGED and new.step in _TIMED:
             self.converged.setdefault(row.deploy_id, {})[action_id] = None
         else:
             self.converged.get(row.deploy_id, {}).pop(action_id, None)
@@ -288,7 +305,7 @@ class MemoryBase:
             self.tr_by_schedule.get(row.schedule, {}).pop(tid, None)
         else:
             self.tr_by_schedule.setdefault(row.schedule, {})[tid] = None
-        if new is not None and new.state == "open":
+        if new is not None and new.state == PlanState.OPEN:
             self.open_by_schedule.setdefault(row.schedule, {})[tid] = None
         else:
             self.open_by_schedule.get(row.schedule, {}).pop(tid, None)
@@ -315,7 +332,16 @@ class MemoryBase:
         at_utc = utc(at)
         assert at_utc is not None
         self.events.append(
-            EventRow(next_id, at_utc, schedule, deploy_id, kind, phase, reason, column(detail))
+            EventRow(
+                next_id,
+                at_utc,
+                schedule,
+                deploy_id,
+                kind,
+                None if phase is None else str(phase),
+                reason,
+                column(detail),
+            )
         )
         self._log(self._drop_last_event)
 
@@ -408,13 +434,13 @@ def action_row(v: Mapping[str, Any]) -> ActionRow:
         v["schedule_version"],
         v["deploy_id"],
         _at(v["interval_start"]),
-        v["step"],
-        v["order"],
+        StepKind(v["step"]),
+        Order(v["order"]),
         v["seq"],
         g("replicas"),
         g("delta_replicas"),
         g("etag_used"),
-        v["state"],
+        StepState(v["state"]),
         column(g("operation_ids")),
         g("reason"),
         g("fix"),
@@ -429,7 +455,7 @@ def action_row(v: Mapping[str, Any]) -> ActionRow:
 
 
 def transition_row(v: Mapping[str, Any]) -> TransitionRow:
-    fields_ = fields(v, TRANSITION_FIELDS)
+    fields_ = fields(v, TRANSITION_FIELDS, TRANSITION_ENUMS)
     return TransitionRow(
         fields_["id"],
         fields_["schedule"],

@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from gps_dagster.domain.step_state import UNSUBMITTED, PlanState, StepState
 from gps_dagster.store.memory.base import DuplicateKey
 from gps_dagster.store.memory.plans import PlansMixin
 from gps_dagster.store.records import ActionRow, TargetStatusRow
@@ -127,7 +128,7 @@ class BulkMixin(PlansMixin):
             steps = self.by_transition.get(tid, {})
             closed = transition_state(self.actions[a].state for a in steps) if steps else None
             row = self.transitions.get(tid)
-            if closed is not None and row is not None and row.state == "open":
+            if closed is not None and row is not None and row.state == PlanState.OPEN:
                 self._set_transition(tid, replace(row, state=closed))
 
     def fence_many(
@@ -150,7 +151,7 @@ class BulkMixin(PlansMixin):
             )
             if reason is not None:
                 out[x.id] = Fenced(False, reason)
-            elif x.state == "submitting":  # a resubmission: re-checked, not moved
+            elif x.state == StepState.SUBMITTING:  # a resubmission: re-checked, not moved
                 out[x.id] = Fenced(True, None, seen)
             else:
                 passing.append((x, seen, changes))
@@ -161,9 +162,7 @@ class BulkMixin(PlansMixin):
         won: list[str] = []
         for x, seen, changes in passing:
             key = (x.schedule, x.deploy_id)
-            if states.get(x.id) not in ("pending", "capacity_wait") or not same_row(
-                current.get(key), seen
-            ):
+            if states.get(x.id) not in UNSUBMITTED or not same_row(current.get(key), seen):
                 out[x.id] = Fenced(False, "lost_race")
                 continue
             values, current[key], evs = status_move(seen, now, {**changes, "last_action_id": x.id})
@@ -173,7 +172,7 @@ class BulkMixin(PlansMixin):
             out[x.id] = Fenced(True, None, current[key])
         for action_id in won:
             self._update_action(
-                action_id, {"state": "submitting", "submitted_at": now, "updated_at": now}
+                action_id, {"state": StepState.SUBMITTING, "submitted_at": now, "updated_at": now}
             )
         self._write_statuses(status_rows)
         for ev in events:
@@ -189,47 +188,45 @@ class BulkMixin(PlansMixin):
             return set()
 
     def _open_many(self, drafts: Sequence[Draft], now: datetime) -> set[str]:
-        existing = {
-            str(d.transition["id"]) for d in drafts if str(d.transition["id"]) in self.transitions
-        }
-        current = self._read_statuses(
-            [(seen.schedule, seen.deploy_id) for d in drafts for seen, _ in d.updates]
-        )
+        existing = {d.transition.id for d in drafts if d.transition.id in self.transitions}
+        current = self._read_statuses([_key(u.seen) for d in drafts for u in d.updates])
         winners: list[Draft] = []
         for d in drafts:
-            if str(d.transition["id"]) in existing:
+            if d.transition.id in existing:
                 continue
-            cur = [current.get((seen.schedule, seen.deploy_id)) for seen, _ in d.updates]
+            cur = [current.get(_key(u.seen)) for u in d.updates]
             if all(
-                c is not None and same_row(c, seen) and forward_ok(c, ch)
-                for c, (seen, ch) in zip(cur, d.updates, strict=True)
+                c is not None and same_row(c, u.seen) and forward_ok(c, u.changes)
+                for c, u in zip(cur, d.updates, strict=True)
             ):
                 winners.append(d)
-                existing.add(str(d.transition["id"]))
+                existing.add(d.transition.id)
         if not winners:
             return set()
         for d in winners:
-            self._insert_transition(d.transition)
+            self._insert_transition(d.transition.columns())
         for d in winners:
-            for step in d.steps:
-                self._insert_action(step)  # a taken key fails the batch, as the SQL insert does
+            for step in d.steps:  # a taken key fails the batch, as the SQL insert does
+                self._insert_action(step.columns())
         for d in winners:
             if d.supersede:
-                tid = str(d.transition["id"])
-                self._supersede(str(d.transition["schedule_name"]), d.supersede, tid, now)
+                self._supersede(d.transition.schedule, d.supersede, d.transition.id, now)
         status_rows: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
         for d in winners:
-            for seen, changes in d.updates:
-                extra = changes.pop("_events", ())
-                values, _row, evs = status_move(seen, now, changes, extra)
+            for u in d.updates:
+                values, _row, evs = status_move(u.seen, now, u.changes, u.events)
                 status_rows.append(values)
                 events += evs
         self._write_statuses(status_rows)
         for ev in events:
             self._event_row(ev)
-        self._add_totals(lag_deltas([d.transition.get("lag_seconds") for d in winners]))
-        return {str(d.transition["id"]) for d in winners}
+        self._add_totals(lag_deltas([d.transition.lag_seconds for d in winners]))
+        return {d.transition.id for d in winners}
+
+
+def _key(seen: TargetStatusRow) -> StatusKey:
+    return seen.schedule, seen.deploy_id
 
 
 __all__ = ["BulkMixin", "DuplicateKey"]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from gps_dagster.domain.step_state import StepState
 from gps_dagster.store.memory.base import DueRow, MemoryBase, locked, utc
 from gps_dagster.store.shapes import DueClaim, NextDue
 
@@ -89,7 +90,9 @@ class DueMixin(MemoryBase):
     def claimed_elsewhere_in_flight(self, *, holder: str, now: datetime, limit: int) -> list[str]:
         """Schedules another replica claims now that have a step accepted by the core."""
         accepted = {
-            self.actions[a].schedule for a in self.in_flight if self.actions[a].state == "accepted"
+            self.actions[a].schedule
+            for a in self.in_flight
+            if self.actions[a].state == StepState.ACCEPTED
         }
         names = sorted(
             r.name

@@ -21,6 +21,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_state import PlanState, StepState
 from gps_dagster.store.memory.base import MemoryBase, locked, utc
 from gps_dagster.store.records import ActionRow, EventRow
 from gps_dagster.store.shapes import (
@@ -156,7 +158,7 @@ class HistoryMixin(MemoryBase):
             for tr in sorted(self.transitions.values(), key=lambda r: r.created_at):
                 ids = list(self.by_transition.get(tr.id, {}))
                 if (
-                    tr.state == "open"
+                    tr.state == PlanState.OPEN
                     or tr.created_at >= before
                     or tr.id in named
                     or any(self.actions[a].state not in FINISHED or a in last for a in ids)
@@ -182,7 +184,7 @@ class HistoryMixin(MemoryBase):
             for a in self.converged.get(deploy_id, {})
             for r in (self.actions[a],)
             if r.step in steps
-            and r.state == "converged"
+            and r.state == StepState.CONVERGED
             and r.accepted_at is not None
             and r.finished_at is not None
         ]
@@ -213,7 +215,7 @@ class HistoryMixin(MemoryBase):
                     s.submitted_at
                     for a in self.by_transition.get(r.transition_id, {})
                     for s in (self.actions[a],)
-                    if s.order == "acquire" and s.submitted_at is not None
+                    if s.order == Order.ACQUIRE and s.submitted_at is not None
                 ]
                 usable = min(follows, default=None)
                 end = usable if usable is not None and usable > r.accepted_at else r.finished_at

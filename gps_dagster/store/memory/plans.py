@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from gps_dagster.domain.step_state import PlanState, StepState
 from gps_dagster.store.memory.base import locked
 from gps_dagster.store.memory.status import StatusMixin
 from gps_dagster.store.records import ActionRow, TransitionRow
@@ -49,12 +50,14 @@ class PlansMixin(StatusMixin):
         older = {r.transition_id for r in rows}
         if not older:
             return
-        self._add_totals(finished_deltas((r.step, "superseded", "superseded") for r in rows))
+        self._add_totals(
+            finished_deltas((r.step, StepState.SUPERSEDED, "superseded") for r in rows)
+        )
         for r in rows:
             self._update_action(
                 r.id,
                 {
-                    "state": "superseded",
+                    "state": StepState.SUPERSEDED,
                     "reason": "superseded",
                     "finished_at": now,
                     "updated_at": now,
@@ -68,7 +71,7 @@ class PlansMixin(StatusMixin):
             self.actions[a].state for a in self.by_transition.get(transition_id, {})
         )
         row = self.transitions.get(transition_id)
-        if closed is not None and row is not None and row.state == "open":
+        if closed is not None and row is not None and row.state == PlanState.OPEN:
             self._set_transition(transition_id, replace(row, state=closed))
 
     def close_transition(self, transition_id: str) -> None:

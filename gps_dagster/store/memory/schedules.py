@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 
 from gps_dagster.domain.spec import Schedule
+from gps_dagster.domain.step_state import Gate, PlanState, StepState
 from gps_dagster.store.errors import InvalidGate, ScheduleInFlight, ScheduleNotFound, TargetOwned
 from gps_dagster.store.memory.base import (
     ClaimRow,
@@ -275,13 +276,13 @@ class SchedulesMixin(MemoryBase):
             states = (*UNSUBMITTED, *REACHED_CORE) if force else UNSUBMITTED
             ending = [a for a in mine if a.state in states]
             self._add_totals(
-                finished_deltas((a.step, "cancelled", "schedule_deleted") for a in ending)
+                finished_deltas((a.step, StepState.CANCELLED, "schedule_deleted") for a in ending)
             )
             for a in ending:
                 self._update_action(
                     a.id,
                     {
-                        "state": "cancelled",
+                        "state": StepState.CANCELLED,
                         "reason": "schedule_deleted",
                         "finished_at": now,
                         "updated_at": now,
@@ -289,7 +290,7 @@ class SchedulesMixin(MemoryBase):
                     },
                 )
             for tid in list(self.open_by_schedule.get(name, {})):
-                self._set_transition(tid, replace(self.transitions[tid], state="cancelled"))
+                self._set_transition(tid, replace(self.transitions[tid], state=PlanState.CANCELLED))
             self._put(self.due, name, None)
             self._put(self.schedules, name, None)
             for deploy_id in [d for d, c in self.claims.items() if c.schedule_name == name]:
@@ -317,10 +318,10 @@ class SchedulesMixin(MemoryBase):
     # -- control: gate and cursor -------------------------------------------------------
 
     @locked
-    def get_gate(self) -> str:
+    def get_gate(self) -> Gate:
         """The execution gate (R-PASS-1); absent or unknown reads as ``off`` (fail closed)."""
         value = self.control.get(GATE_KEY)
-        return value if value in GATES else "off"
+        return Gate(value) if value in GATES else Gate.OFF
 
     def set_gate(self, value: str, *, now: datetime) -> None:
         """Set the gate, make every schedule due and record ``gate_changed``: all or nothing."""

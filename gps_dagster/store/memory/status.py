@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from gps_dagster.domain.phases import Phase
 from gps_dagster.store.memory.base import Conflict, DueRow, MemoryBase, locked, utc
 from gps_dagster.store.records import TargetStatusRow
 from gps_dagster.store.shapes import forward_ok
@@ -191,7 +192,7 @@ def _pending(schedule: str, deploy_id: str, version: int, now: datetime) -> Targ
     return TargetStatusRow(
         schedule,
         deploy_id,
-        "pending",
+        Phase.PENDING,
         None,
         None,
         None,
