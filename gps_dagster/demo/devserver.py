@@ -166,6 +166,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: every socket is held open until all are picked (``free_port``
+    twice may return the same port, the kernel handing a just-closed one out again)."""
+    import socket
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        held = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+
+
 def seed_database(
     db_url: str,
     *,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gps_dagster.demo import env as demo_env
-from gps_dagster.demo.devserver import REPO, free_port, graphql, group_members
+from gps_dagster.demo.devserver import REPO, free_ports, graphql, group_members
 
 T = TypeVar("T")
 CHROMIUM_FLAGS = [
@@ -66,7 +66,7 @@ class Demo:
 
 
 def start_demo(var: Path) -> Demo:
-    port, api_port = free_port(), free_port()
+    port, api_port = free_ports(2)
     log = var.parent / f"{var.name}-demo.log"
     with open(log, "wb") as out:  # the child keeps its own descriptor; ours is closed at once
         proc = _popen_demo(var, port, api_port, out)

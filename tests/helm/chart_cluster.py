@@ -21,7 +21,7 @@ import yaml
 
 from gps_dagster.backends.k8s import Kube, connect
 from gps_dagster.clocks import VirtualClock
-from gps_dagster.demo.devserver import free_port
+from gps_dagster.demo.devserver import free_ports
 from gps_dagster.ports import Clock, CoreError, NotFound
 from gps_dagster.testing.k8s.hosts import ProductNode
 from gps_dagster.testing.k8s.pools import wait_default_tokens
@@ -88,7 +88,8 @@ class ChartRelease:
             cluster=self.cluster,
             advance=self._advance if virtual else None,
         )
-        self.ports = {"metrics": free_port(), "grpc": free_port(), "api": free_port()}
+        metrics, grpc, api = free_ports(3)  # distinct: one Service exposes all three
+        self.ports = {"metrics": metrics, "grpc": grpc, "api": api}
         self.installed = False
 
     def _advance(self, seconds: float) -> None:
