@@ -241,7 +241,12 @@ def test_a_stale_cached_copy_costs_a_retry_not_a_lost_or_doubled_write(
     _, _, name = six.pool.workload("r1")
     mark = six.requests.mark()
     six.core.stop("r1", etag=r1.etag, allow_aliased_downtime=False, idempotency_key="stale-r1")
-    assert writes_sent(six, mark) == [("PATCH", name), ("GET", name), ("PATCH", name)]
+    sent = writes_sent(six, mark)
+    # PATCH on the cached copy, its 409, then GET + PATCH. The Deployment controller may write
+    # r1's status between that GET and PATCH (a loaded CI run saw it): one more 409 and
+    # GET + PATCH, the same rule again, so the retries are a pattern and not a count.
+    assert sent[:3] == [("PATCH", name), ("GET", name), ("PATCH", name)]
+    assert sent[3:] == [("GET", name), ("PATCH", name)] * ((len(sent) - 3) // 2)
     now = read_workload(six, "r1")
     assert now.raw["spec"]["replicas"] == 0
     assert now.raw["metadata"]["annotations"]["example.com/owner"] == "ops"
