@@ -14,6 +14,7 @@ from doing anything twice.
 # * “Replicas share due work by claims, not by the pass lock”
 # * “The sweep skips a schedule whose version moved under it”
 # * “Apply-now locks its schedule, probes the sweep”
+# * “A boundary's releases go before its acquires, across due batches”
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from gps_dagster.engine.plan_inputs import Prefetch, ScheduleOutcome
 from gps_dagster.engine.planning import Planner
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.ready_by import ReadyBy
-from gps_dagster.engine.reports import PassReport, StepOutcome
+from gps_dagster.engine.reports import PassReport, SecondHalves, StepOutcome
 from gps_dagster.engine.step_calls import core_session
 from gps_dagster.engine.steps import StepRunner
 from gps_dagster.engine.store_ports import EngineStore
@@ -270,8 +271,12 @@ class Engine(DagsterSurface):
         """Claim and serve the schedules due at ``now``, a batch at a time, until none is left.
 
         Returns the schedules served; ``stop`` is asked between schedules (``report.stopped``).
+        Every batch's first halves (a swap's releases) are submitted before any second half is
+        previewed: at a boundary of many batches, the last batch's releases wait for no
+        batch's capacity previews.
         """
         served: set[str] = set()
+        later = SecondHalves()
         while not report.stopped:
             claims = self.store.claim_due(
                 holder=self.config.holder,
@@ -288,7 +293,15 @@ class Engine(DagsterSurface):
                 break
             served.update(c.name for c in claims)
             records = self.store.schedules_named([c.name for c in claims])
-            self._serve(records, claims, report, trigger=trigger, execute=execute, stop=stop)
+            self._serve(
+                records, claims, report, trigger=trigger, execute=execute, stop=stop, later=later
+            )
+        if later.names and not report.stopped:
+            names = sorted(later.names)
+            moved = self.runner.run(names, later.fresh, later.reads, skip=later.done)
+            report.steps += moved
+            if moved:
+                report.steps += self.observer.observe_open(names)
         return served
 
     def _serve(
@@ -302,12 +315,14 @@ class Engine(DagsterSurface):
         stop: Callable[[], bool] | None = None,
         force: bool = False,
         page: bool = False,
+        later: SecondHalves | None = None,
     ) -> None:
         """Visit ``records`` as one batch; write each one's next due and drop the claims.
 
         Reads are shared (one prefetch, one core session for the plans' preflights), plans
         with nothing to supersede open together, and their steps move together
-        (``engine/steps.py``).
+        (``engine/steps.py``). With ``later``, only the plans' first halves move now; the
+        rest is the caller's, with what ``later`` collects.
         """
         visited: list[tuple[ScheduleRecord, datetime, bool]] = []
         try:
@@ -333,7 +348,10 @@ class Engine(DagsterSurface):
             fresh = self._open_drafts(drafts, report)
             if execute and report.gate == Gate.ENFORCE and visited:
                 names = [r.name for r, _, _ in visited]
-                moved = self.runner.run(names, fresh, prefetch.reads)
+                first_only = later is not None
+                moved = self.runner.run(names, fresh, prefetch.reads, first_only=first_only)
+                if later is not None:
+                    later.add(names, fresh, prefetch.reads, moved)
                 report.steps += moved
                 if moved:  # what was just submitted may be done already (a core with no delay)
                     report.steps += self.observer.observe_open(names)

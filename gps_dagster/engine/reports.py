@@ -10,11 +10,13 @@ built from.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from gps_dagster.domain.step_state import BROKEN, Gate
 from gps_dagster.engine.plan_inputs import ScheduleOutcome
+from gps_dagster.ports import DeployView
 
 
 def _as_text(record: object, *names: str) -> None:
@@ -90,3 +92,26 @@ class PassReport:
     ran."""
     stopped: bool = False
     """The pass ended early on request (SIGTERM/SIGINT of ``engine run``), between schedules."""
+
+
+@dataclass
+class SecondHalves:
+    """What the due path's batches leave for the pass's second halves: their schedules, the
+    plans they opened (no release re-check), their reads and the steps already reported."""
+
+    names: set[str] = field(default_factory=set)
+    fresh: set[str] = field(default_factory=set)
+    reads: dict[str, DeployView] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+
+    def add(
+        self,
+        names: Iterable[str],
+        fresh: Collection[str],
+        reads: Mapping[str, DeployView],
+        moved: Iterable[StepOutcome],
+    ) -> None:
+        self.names.update(names)
+        self.fresh.update(fresh)
+        self.reads.update(reads)
+        self.done.update(o.step_id for o in moved)

@@ -16,11 +16,9 @@ batch, a Dagster batch op, one Dagster op, a preview):
    (each step its own idempotency key), one accepted write (each a CAS on the status its fence
    left); the endings (failed, superseded, cancelled) as ``Endings`` writes them.
 
-A step never blocks and never raises: it reaches the core (``accepted``), waits for capacity
-(``capacity_wait``, with a deadline), stays ``submitting`` after a lost response (the next
-caller resubmits with the same key), or ends terminal with a reason and a fix text. Whatever
-is raised on the way has one owner (``step_owner.StepOwner``, deciding by ``failures.judge``,
-R-PASS-15): a retry on the step's own clock, or a terminal phase.
+A step never blocks nor raises: it is ``accepted``, waits for capacity (with a deadline), stays
+``submitting`` after a lost response (resubmitted with the same key), or ends terminal with a
+reason and a fix. What is raised has one owner (``step_owner.StepOwner``, R-PASS-15).
 """
 # Decisions embodied here (docs/decisions.md):
 # * “ETag conflicts on submit”
@@ -30,6 +28,7 @@ R-PASS-15): a retry on the step's own clock, or a terminal phase.
 # * “Acquires previewed together only where previews count each other”
 # * “A pre-armed run's releases are not re-checked after its own pass”
 # * “One step executor: a step is a batch of one”
+# * “A boundary's releases go before its acquires, across due batches”
 
 from __future__ import annotations
 
@@ -102,9 +101,8 @@ class StepRunner:
     def execute_many(
         self, step_ids: Sequence[str], *, fresh: Collection[str] = (), submit: bool = True
     ) -> list[StepOutcome]:
-        """The outcome of each of ``step_ids``, in that order (never another step of their
-        plans); never raises for a step. ``fresh``: plans the caller's own pass opened and
-        preflighted moments ago: their releases are not re-checked."""
+        """The outcome of each of ``step_ids`` in order (no other step); never raises for a step.
+        ``fresh``: plans the caller's pass preflighted moments ago (releases not re-checked)."""
         ids = list(dict.fromkeys(step_ids))
         got: dict[str, StepOutcome] = {}
         waiting = self._given(ids, got, fresh, submit, last=False)
@@ -113,13 +111,19 @@ class StepRunner:
         return [got[i] for i in step_ids]
 
     def run(
-        self, schedules: list[str], fresh: Collection[str], reads: Mapping[str, DeployView]
+        self,
+        schedules: list[str],
+        fresh: Collection[str],
+        reads: Mapping[str, DeployView],
+        *,
+        first_only: bool = False,
+        skip: Collection[str] = (),
     ) -> list[StepOutcome]:
-        """A pass's batch: every movable step of ``schedules``' open plans, in plan order; a
-        second round for the acquires the first round's submissions unlock."""
+        """A pass's batch: the movable steps of ``schedules``' open plans but ``skip``, in plan
+        order, then a round for what that unlocked; ``first_only``: one round of first halves."""
         out: list[StepOutcome] = []
-        done: set[str] = set()
-        for _round in range(2):
+        done: set[str] = set(skip)
+        for _round in range(1 if first_only else 2):
             plans = self.store.open_plans(schedules)
             if not plans:
                 break
@@ -133,9 +137,11 @@ class StepRunner:
             )
             steps = [
                 a
-                for _tr, plan_steps in plans
+                for tr, plan_steps in plans
                 for a in sorted(plan_steps, key=lambda x: x.seq)
-                if a.id not in done and a.state in (*MOVABLE, StepState.SUBMITTING)
+                if a.id not in done
+                and a.state in (*MOVABLE, StepState.SUBMITTING)
+                and (not first_only or a.order == first_order(tr.order))
             ]
             got: dict[str, StepOutcome] = {}
             self._step(steps, snap, got, fresh, submit=True)
@@ -564,8 +570,6 @@ class StepRunner:
         """A fence refused the step for good (``fence_outcome``): the new plan decides again."""
         self.endings.finish(a, StepState.SUPERSEDED, reason or "fenced_out")
         return self._outcome(a, StepState.SUPERSEDED, reason=reason)
-
-    # -- the one owner of every exception (R-PASS-15) ------------------------------
 
     def _guarded(self, a: ActionRow, then: Callable[[], StepOutcome]) -> StepOutcome:
         try:
