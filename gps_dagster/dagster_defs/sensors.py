@@ -1,10 +1,6 @@
-"""Sensors: reconcile (paging), boundaries, capacity wait, apply-now, reservation partitions.
-
-Each sensor is a few lines over one engine call; its durable state is the Dagster cursor
-(visible in the UI), its output run requests with deterministic run keys, and the deploys'
-status changes as asset events (observation + phase check, ``deploys.py``). A tick that
-launches nothing says why in its skip reason. Waiting never happens in a sensor.
-"""
+"""The sensors' ticks, each over one engine call: run requests with deterministic run keys,
+asset events, a Dagster cursor, and a skip reason that says why nothing launched. Waiting
+never happens in a sensor."""
 # Decisions embodied here (docs/decisions.md):
 # * “Waiting belongs to sensors, never to ops”
 # * “A plan run that ran while the gate was off”
@@ -16,15 +12,14 @@ launches nothing says why in its skip reason. Waiting never happens in a sensor.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import health, names
+from gps_dagster.dagster_defs.assets import reservation_events
 from gps_dagster.dagster_defs.batches import (
     BATCH_THRESHOLD,
     batch_id,
@@ -44,6 +39,13 @@ from gps_dagster.dagster_defs.plans import (
 from gps_dagster.engine import ticks
 from gps_dagster.engine.intents import ApplyNowRequest, RunsSeen
 from gps_dagster.engine.reports import PassReport
+from gps_dagster.engine.tick_cursors import (
+    ReconcileCursor,
+    dump_boundary_cursor,
+    dump_seen,
+    parse_boundary_cursor,
+    parse_seen,
+)
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -55,31 +57,6 @@ IN_FLIGHT = [
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
-
-
-@dataclass
-class ReconcileCursor:
-    """Where paging stopped (last schedule visited) and the target status versions seen."""
-
-    after: str = ""
-    seen: dict[str, int] = field(default_factory=dict)
-    automation: str | None = None
-    """The automation warning last reported on the schedule assets ("" = all on)."""
-
-    @classmethod
-    def parse(cls, text: str | None) -> ReconcileCursor:
-        if not text:
-            return cls()
-        raw = json.loads(text)
-        return cls(
-            after=raw.get("after", ""),
-            seen=dict(raw.get("seen", {})),
-            automation=raw.get("automation"),
-        )
-
-    def dump(self) -> str:
-        raw = {"after": self.after, "seen": self.seen, "automation": self.automation}
-        return json.dumps(raw, sort_keys=True)
 
 
 def status_observations(
@@ -198,18 +175,6 @@ def boundary_tick_explained(
     return requests, lines, now
 
 
-def parse_boundary_cursor(text: str | None) -> tuple[datetime | None, str | None]:
-    """(previous tick, automation warning last reported) of the boundary sensor's cursor; an
-    older cursor (a bare instant) has no warning reported yet."""
-    if not text:
-        return None, None
-    if not text.startswith("{"):
-        return datetime.fromisoformat(text), None
-    raw = json.loads(text)
-    at = raw.get("at")
-    return (datetime.fromisoformat(at) if at else None), raw.get("automation")
-
-
 def boundary_sensor_tick(
     context: dg.SensorEvaluationContext,
     runtime: Runtime,
@@ -224,7 +189,7 @@ def boundary_sensor_tick(
     warning, checks = health.automation(context, runtime, reported, schedule_keys, stand_in=True)
     skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
     skip = ticks.with_warning(skip, warning)
-    cursor = json.dumps({"at": now.isoformat(), "automation": warning or None}, sort_keys=True)
+    cursor = dump_boundary_cursor(now, warning)
     return dg.SensorResult(
         run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
     )
@@ -299,8 +264,6 @@ def reservation_sensor_tick(
 ) -> dg.SensorResult:
     """``gps_reservation_partitions``: one partition per reservation in the ledger; members
     and verdicts recorded when they change (never a run)."""
-    from gps_dagster.dagster_defs.ledger import reservation_events
-
     wanted = set(runtime.intents.reservation_ids())
     have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
     add, drop = sorted(wanted - have), sorted(have - wanted)
@@ -309,7 +272,7 @@ def reservation_sensor_tick(
         reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
     if drop:
         reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    seen = parse_seen(context.cursor)
     # events name partitions: only those that exist (a new one is added by this tick)
     events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
     observed = {
@@ -319,6 +282,6 @@ def reservation_sensor_tick(
     return dg.SensorResult(
         dynamic_partitions_requests=reqs,
         asset_events=events,
-        cursor=json.dumps(seen, sort_keys=True),
+        cursor=dump_seen(seen),
         skip_reason=skip,
     )
