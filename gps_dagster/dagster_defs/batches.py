@@ -71,9 +71,12 @@ def batch_request(
     )
 
 
-def _chunks(steps: list[dict[str, str]]) -> Iterator[list[dict[str, str]]]:
-    for start in range(0, len(steps), STEPS_PER_OP):
-        yield steps[start : start + STEPS_PER_OP]
+def _fan_batches(steps: list[Any], output_name: str = "result") -> Iterator[Any]:
+    """``steps`` in batches of ``STEPS_PER_OP``, at least one (maybe empty): a fan-out of
+    nothing would skip everything after it."""
+    chunks = [steps[i : i + STEPS_PER_OP] for i in range(0, len(steps), STEPS_PER_OP)] or [[]]
+    for i, chunk in enumerate(chunks):
+        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}", output_name=output_name)
 
 
 @dg.op(
@@ -89,31 +92,25 @@ def batch_plan_op(context: OpExecutionContext) -> Iterator[Any]:
     context.log.info(
         f"{len(plans)} plan(s): {len(releases)} release, {len(acquires)} acquire step(s)"
     )
-    # at least one (maybe empty) batch: a fan-out of nothing would skip everything after it
-    for i, chunk in enumerate(list(_chunks(releases)) or [[]]):
-        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}", output_name="releases")
+    yield from _fan_batches(releases, "releases")
     yield dg.Output(acquires, output_name="acquires")
-
-
-def _run_batch(context: OpExecutionContext, steps: list[dict[str, str]], what: str) -> list[Any]:
-    engine = context.resources.gps.get_runtime().engine
-    # together (shared reads, one fence, core sessions): one step at a time cost ~30 ms each
-    outcomes = engine.execute_steps([step["step_id"] for step in steps]) if steps else []
-    out = [
-        {"deploy_id": step["deploy_id"], "state": o.state, "reason": o.reason or ""}
-        for step, o in zip(steps, outcomes, strict=True)
-    ]
-    states = Counter(o["state"] for o in out)
-    context.add_output_metadata(
-        {"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}}
-    )
-    return out
 
 
 def _batch_op(what: str, description: str) -> dg.OpDefinition:
     @dg.op(name=f"{what}_batch", required_resource_keys={"gps"}, description=description)
     def batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
-        return _run_batch(context, steps, what)
+        engine = context.resources.gps.get_runtime().engine
+        # together (shared reads, one fence, core sessions): one step at a time cost ~30 ms each
+        outcomes = engine.execute_steps([step["step_id"] for step in steps]) if steps else []
+        out = [
+            {"deploy_id": step["deploy_id"], "state": o.state, "reason": o.reason or ""}
+            for step, o in zip(steps, outcomes, strict=True)
+        ]
+        states = Counter(o["state"] for o in out)
+        context.add_output_metadata(
+            {"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}}
+        )
+        return out
 
     return batch_op
 
@@ -137,8 +134,7 @@ def batch_fan_in_op(
     context: OpExecutionContext, done: list[Any], acquires: list[Any]
 ) -> Iterator[Any]:
     context.log.info(f"{sum(len(d) for d in done)} release step(s) ran; acquire {len(acquires)}")
-    for i, chunk in enumerate(list(_chunks(list(acquires))) or [[]]):
-        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}")
+    yield from _fan_batches(list(acquires))
 
 
 @dg.op(name="batch_done", description="Summary; fails the run when any step failed.")

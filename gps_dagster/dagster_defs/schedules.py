@@ -39,7 +39,7 @@ def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
                 schedule_name, f"boundary_{edge}", pauser(gps)
             )
         except Busy:
-            yield dg.SkipReason("another pass holds the lock; the reconcile sensor follows up")
+            yield dg.SkipReason(ticks.BUSY_EDGE)
             return
         requests, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=context.instance
@@ -48,12 +48,8 @@ def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
         for line in skipped:
             context.log.info(f"skipped {line}")
         if not requests:
-            why = (
-                "; ".join(skipped)
-                or runtime.intents.skipped_edge(schedule_name, window)
-                or ("intent unchanged or already processed")
-            )
-            yield dg.SkipReason(f"no transition to run ({why})")
+            edge_reason = None if skipped else runtime.intents.skipped_edge(schedule_name, window)
+            yield dg.SkipReason(ticks.edge_skip(skipped, edge_reason))
         yield from requests
 
     return evaluate
@@ -141,8 +137,7 @@ def build_minute_schedule(
         if requests:
             yield from requests
             return
-        nxt = ", ".join(f"{n} at {at.isoformat()}" for at, n in runtime.engine.upcoming_due(now, 5))
-        yield dg.SkipReason(f"{'; '.join(lines)}. Next: {nxt or 'none'}"[:900])
+        yield dg.SkipReason(ticks.minute_skip(lines, runtime.engine.upcoming_due(now, 5)))
 
     return dg.ScheduleDefinition(
         name=names.MINUTE_SCHEDULE,

@@ -12,7 +12,7 @@ never happens in a sensor."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -59,14 +59,6 @@ IN_FLIGHT = [
 ]
 
 
-def status_observations(
-    runtime: Runtime, seen: dict[str, int]
-) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
-    """Materialization + phase check of every deploy whose status changed since ``seen``."""
-    rows = runtime.intents.changed_statuses(seen)
-    return status_events(rows, deploy_keys(runtime)) if rows else []
-
-
 def open_plan_requests(
     runtime: Runtime, instance: dg.DagsterInstance, skip: set[str]
 ) -> list[dg.RunRequest]:
@@ -77,7 +69,7 @@ def open_plan_requests(
 
     def seen(tid: str) -> RunsSeen:
         runs[tid] = transition_runs(runtime, instance, tid)
-        return RunsSeen(len(runs[tid]), _any_in_flight(runs[tid]))
+        return RunsSeen(len(runs[tid]), any(r.status in IN_FLIGHT for r in runs[tid]))
 
     out: list[dg.RunRequest] = []
     for launch in runtime.intents.plans_to_launch(seen, skip=skip):
@@ -87,10 +79,6 @@ def open_plan_requests(
             requests = [resume_request(r, len(runs[tid]), group) for r in requests]
         out.extend(requests)
     return out
-
-
-def _any_in_flight(runs: Sequence[dg.DagsterRun]) -> bool:
-    return any(r.status in IN_FLIGHT for r in runs)
 
 
 def reconcile_tick(
@@ -108,8 +96,8 @@ def reconcile_tick(
     requests += open_plan_requests(runtime, instance, opened)
     origin = sensor_origin(names.RECONCILE_SENSOR)
     requests, _ = claim_launches(runtime, requests, origin=origin, instance=instance)
-    observations = status_observations(runtime, new.seen)
-    return requests, new, observations
+    rows = runtime.intents.changed_statuses(new.seen)  # updates new.seen
+    return requests, new, status_events(rows, deploy_keys(runtime)) if rows else []
 
 
 def reconcile_sensor_tick(
@@ -187,8 +175,7 @@ def boundary_sensor_tick(
     for line in lines if requests else ():  # a skipped tick says it in its skip reason
         context.log.info(line)
     warning, checks = health.automation(context, runtime, reported, schedule_keys, stand_in=True)
-    skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
-    skip = ticks.with_warning(skip, warning)
+    skip = None if requests else ticks.with_warning(ticks.boundary_skip(lines), warning)
     cursor = dump_boundary_cursor(now, warning)
     return dg.SensorResult(
         run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
@@ -252,10 +239,8 @@ def apply_now_sensor_tick(
     requests, log = apply_now_tick(runtime, context.instance)
     for line in log:
         context.log.info(line)
-    if not log:
-        return dg.SkipReason("no apply-now request")
     if not requests:
-        return dg.SkipReason("; ".join(log)[:900])
+        return dg.SkipReason(ticks.apply_now_skip(log))
     return dg.SensorResult(run_requests=requests)
 
 

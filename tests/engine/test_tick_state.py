@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from gps_dagster.engine import sensor_health as health
 from gps_dagster.engine.tick_cursors import (
@@ -15,6 +18,7 @@ from gps_dagster.engine.tick_cursors import (
 )
 
 AT = datetime(2026, 10, 19, 8, tzinfo=UTC)
+EXAMPLES = Path(__file__).resolve().parents[2] / "gps_dagster" / "examples"
 
 
 def test_the_reconcile_cursor_reads_back_what_it_wrote_and_an_empty_one_starts_over() -> None:
@@ -62,3 +66,30 @@ def test_the_pre_arm_lead_is_the_setting_else_measured_else_the_default() -> Non
     assert prearm.lead_s(None, lambda: 99.0) == 99.0
     assert prearm.lead_s(None, None) == prearm.DEFAULT_LEAD_S
     assert prearm.run_key("s", AT) == "prearm:s:2026-10-19T08:00:00+00:00"
+
+
+def test_the_schedules_and_sensors_skip_reasons_say_what_was_served() -> None:
+    from gps_dagster.engine import ticks
+
+    assert ticks.boundary_skip(["a: 1 plan(s)", "b"]) == "nothing to launch: a: 1 plan(s); b"
+    assert ticks.minute_skip(["nothing due"], []) == "nothing due. Next: none"
+    assert ticks.minute_skip(["x"], [(AT, "s")]) == f"x. Next: s at {AT.isoformat()}"
+    assert ticks.edge_skip(["k: launched by o"], None) == "no transition to run (k: launched by o)"
+    assert ticks.edge_skip([], "not an edge") == "no transition to run (not an edge)"
+    assert ticks.edge_skip([], None).endswith("(intent unchanged or already processed)")
+    assert ticks.apply_now_skip([]) == "no apply-now request"
+    assert ticks.apply_now_skip(["#1 s: no change", "#2"]) == "#1 s: no change; #2"
+
+
+def test_a_schedule_folder_is_read_all_or_nothing(tmp_path: Path) -> None:
+    from gps_dagster.engine import schedule_folder as folder
+
+    with pytest.raises(folder.FolderInvalid, match="is not a folder"):
+        folder.parse_folder(tmp_path / "missing")
+    seed = next(p for p in EXAMPLES.iterdir() if p.name.endswith(".json") and "schedule" in p.name)
+    (tmp_path / "a.json").write_text(seed.read_text())
+    (tmp_path / "notes.txt").write_text("not a schedule")
+    assert [p.name for p, _ in folder.parse_folder(tmp_path)] == ["a.json"]
+    (tmp_path / "b.yaml").write_text("name: [")
+    with pytest.raises(folder.FolderInvalid, match=r"^schedule_dir: "):
+        folder.parse_folder(tmp_path)
