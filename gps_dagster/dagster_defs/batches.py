@@ -9,6 +9,7 @@ Each plan is still claimed on its own, the batch in the claim's origin.
 
 # Decisions embodied here (docs/decisions.md):
 # * “A deferred step of a batch is the capacity sensor's”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from collections import Counter
 from collections.abc import Iterator, Sequence

@@ -15,6 +15,7 @@ watch (``engine/run_verdicts.py``) takes ``fits`` → ``acquire`` or ``wait`` �
 # * “One run group per swap, through Dagster's own tags”
 # * “Under the sensor floor by watching, briefly”
 # * “A run re-checks its plan before it acts”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any

@@ -7,6 +7,7 @@ layer turns a verdict into an output, a skipped output or a ``Failure``.
 # * “Under the sensor floor by watching, briefly”
 # * “A deferred acquire is a skipped step, not a green one”
 # * “The Dagster layer translates; the engine decides what a tick launches and says”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from __future__ import annotations
 

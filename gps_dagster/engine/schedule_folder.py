@@ -3,6 +3,7 @@ is applied, so one invalid file writes nothing (the Dagster Component's ``schedu
 
 # Decisions embodied here (docs/decisions.md):
 # * “The Component applies its schedule folder at load”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from __future__ import annotations
 

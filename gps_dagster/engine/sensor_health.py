@@ -9,6 +9,7 @@ an operator's action, anything else defers to the definition's default status.
 # Decisions embodied here (docs/decisions.md):
 # * “A stopped GPS sensor is said, in yellow”
 # * “The Dagster layer translates; the engine decides what a tick launches and says”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ stores (visible in its UI). Nothing in them decides what is due: the due index d
 # Decisions embodied here (docs/decisions.md):
 # * “Dagster finds due work by the index, and its cursor no longer decides what is due”
 # * “The Dagster layer translates; the engine decides what a tick launches and says”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from __future__ import annotations
 
