@@ -1,14 +1,7 @@
-"""The Dagster layer: compile deploy schedules into Dagster definitions (R-DAG).
-
-This package is the only importer of ``dagster``. It is a thin compile step over the engine
-and the store: ``build_definitions`` returns the transition jobs (release-first, its
-acquire-first mirror, and ``gps_acquire`` for deferred acquires), the boundary schedules of
-every recurring window (or one every-minute schedule for a large fleet), the sensors
-(reconcile, boundaries, capacity wait, apply-now, reservation partitions) and the assets: one
-per managed deploy with its phase check (grouped by schedule), ``gpu_reservations`` with its
-checks, ``schedule_timeline``. Definitions are built when the code location loads, from the
-schedules in the store; a schedule applied later is served at once by the reconcile sensor
-and gets its boundary schedules and assets at the next reload.
+"""The Dagster layer, the only importer of ``dagster``: ``build_definitions`` compiles the
+schedules in the store into jobs, boundary schedules, sensors, assets and checks when the code
+location loads; a schedule applied later is served by the reconcile sensor at once and gets its
+boundary schedules and assets at the next reload.
 """
 
 from __future__ import annotations
@@ -22,12 +15,12 @@ import dagster as dg
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.assets import (
+    build_automation,
     gpu_reservations,
     overcommit_check,
     placement_check,
     schedule_timeline,
 )
-from gps_dagster.dagster_defs.automation import build_automation
 from gps_dagster.dagster_defs.batches import build_batch_job
 from gps_dagster.dagster_defs.deploys import (
     LEAN_ABOVE,
@@ -75,13 +68,9 @@ def build_definitions(
     running: bool = True,
     max_boundary_schedules: int = MAX_BOUNDARY_SCHEDULES,
 ) -> dg.Definitions:
-    """Definitions for the schedules in the store (or ``schedules``), served by ``gps``.
-
-    ``gps`` defaults to ``GpsResource()`` (the settings of the environment:
-    ``$GPS_BACKEND``, ``$GPS_DB_URL``, ``$GPS_POOL_FILE``, ``$GPS_CLOCK``... see
-    ``gps_dagster.runtime``); pass ``StaticRuntime(runtime)`` to serve a prepared runtime
-    (tests, virtual clock). ``running`` starts sensors and schedules on load.
-    """
+    """Definitions for the schedules in the store (or ``schedules``), served by ``gps``
+    (default ``GpsResource()``: the environment's settings; ``StaticRuntime(runtime)`` serves a
+    prepared runtime). ``running`` starts sensors and schedules on load."""
     ticks = intervals or Intervals(reconcile_s=reconcile_interval_s)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
@@ -115,7 +104,7 @@ def _build(
     )
     deps = {d: upstream(s, d, sched_keys, members) for d, s in keys.schedule_of.items()}
     deploy_assets = asset_specs(schedules, keys, deps)
-    deploy_checks = build_deploy_checks(deploy_assets, keys)
+    deploy_checks = build_deploy_checks(deploy_assets)
     sched_assets = schedule_specs(schedules, sched_keys) if small else []
     automation_check = build_automation_check(sched_assets)
     asset_jobs, housekeeping = build_automation(schedule_status, deploy_checks if small else ())
@@ -138,17 +127,7 @@ def _build(
         ],
         jobs=[*jobs, *asset_jobs],
         schedules=[*boundary, *housekeeping],
-        sensors=build_sensors(
-            jobs,
-            prearmed,
-            reconcile_s=ticks.reconcile_s,
-            boundary_s=ticks.boundary_s,
-            capacity_s=ticks.capacity_s,
-            apply_now_s=ticks.apply_now_s,
-            prearm_s=ticks.prearm_s,
-            default_status=sensor_status,
-            schedule_keys=sched_keys,
-        ),
+        sensors=build_sensors(jobs, prearmed, ticks, sensor_status, sched_keys),
         resources={"gps": resource},
         executor=dg.in_process_executor,  # asset jobs too: no process spawned per step
     )

@@ -1,11 +1,7 @@
-"""Assets: reservations (one dynamic partition each) and the hourly timeline.
-
-The deploys' own assets (one per managed deploy, with its phase check) are in
-``deploys.py``. ``gpu_reservations`` carries the
-two GPS asset checks; they report "no reservation" until reservations exist
-in the ledger. ``schedule_timeline`` is hourly-partitioned with a single-run
-backfill policy, so ``dagster asset materialize --partition-range`` computes a
-week of plans in one run.
+"""Assets: reservations (one dynamic partition each, with the two GPS checks, "no
+reservation" until there are some) and the hourly timeline, whose single-run backfill policy
+computes a week of plans in one run (``--partition-range``); their housekeeping jobs and
+schedules. Deploy assets: ``deploys.py``.
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -13,6 +9,7 @@ week of plans in one run.
 # * “The timeline plans against the runtime's pool”
 
 import warnings
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -141,3 +138,77 @@ with warnings.catch_warnings():
         group_name="gps",
         description="Desired GPUs per schedule against pool capacity, per hour (R-EVAL-5).",
     )(_timeline)
+
+
+def build_automation(
+    schedule_status: dg.DefaultScheduleStatus,
+    deploy_checks: Sequence[dg.AssetChecksDefinition] = (),
+) -> tuple[list[Any], list[Any]]:
+    """The timeline and reservation-check jobs with their schedules, and the ``gps_deploy_checks``
+    job (every deploy's phase check, run from the UI or the CLI; sensors report them anyway)."""
+    timeline_job = dg.define_asset_job(names.TIMELINE_JOB, selection=[schedule_timeline])
+    checks_job = dg.define_asset_job(
+        names.CHECKS_JOB, selection=dg.AssetSelection.checks(placement_check, overcommit_check)
+    )
+    jobs: list[Any] = [timeline_job, checks_job]
+    if deploy_checks:
+        jobs.append(
+            dg.define_asset_job(
+                names.DEPLOY_CHECKS_JOB, selection=dg.AssetSelection.checks(*deploy_checks)
+            )
+        )
+    schedules = [
+        dg.build_schedule_from_partitioned_job(
+            timeline_job,
+            name=names.TIMELINE_SCHEDULE,
+            minute_of_hour=1,
+            default_status=schedule_status,
+        ),
+        dg.ScheduleDefinition(
+            name=names.CHECKS_SCHEDULE,
+            job=checks_job,
+            cron_schedule="*/10 * * * *",
+            default_status=schedule_status,
+        ),
+    ]
+    return jobs, schedules
+
+
+def reservation_events(
+    runtime: "Runtime", reservation_ids: list[str], seen: dict[str, str]
+) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
+    """What the UI shows of each reservation between materialisations (R-DAG-4): for those
+    whose members or verdicts changed since ``seen``, an observation of its partition and the
+    two checks' verdicts (the reservation sensor's, not waiting for the check schedule)."""
+    out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
+    for view in runtime.intents.reservation_changes(reservation_ids, seen):
+        rsv, members = view.reservation, view.members
+        out.append(
+            dg.AssetObservation(
+                asset_key=names.RESERVATIONS_ASSET,
+                partition=rsv.id,
+                metadata={
+                    "node": rsv.node,
+                    "gpu_uuids": ", ".join(rsv.gpu_uuids),
+                    "mode": str(rsv.mode.value),
+                    "budget_mib": rsv.budget_mib,
+                    "members": dg.MetadataValue.json(members),
+                    "started": ", ".join(
+                        m["deploy_id"] for m in members if m["state"] != "STOPPED"
+                    ),
+                },
+            )
+        )
+        out += [
+            dg.AssetCheckEvaluation(
+                asset_key=dg.AssetKey(names.RESERVATIONS_ASSET),
+                check_name=check,
+                passed=v.passed,
+                severity=dg.AssetCheckSeverity.ERROR,
+                description=f"{rsv.id}: {v.description}"[:900],
+                partition=rsv.id,  # one verdict per reservation: another's never overwrites it
+                metadata={k: str(x) for k, x in v.metadata.items()},
+            )
+            for check, v in view.verdicts.items()
+        ]
+    return out

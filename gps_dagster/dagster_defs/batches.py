@@ -1,17 +1,15 @@
 """A storm in one run: the plans a tick opens together share a ``gps_transition_batch`` run.
 
 When everyone's 08:00 comes at once, one run per plan would queue a thousand run processes
-behind ``max_concurrent_runs``. Above ``BATCH_THRESHOLD`` release-first plans in one tick, the
-tick requests one run instead, whose ops each execute a batch of ``STEPS_PER_OP`` steps: every
-release batch, a fan-in, then every acquire batch (an acquire that does not fit yet is left in
-``capacity_wait`` for the sensor). Ops never raise for a step: a failed release ends its own
-plan (the engine cancels that plan's acquires), the other plans go on, and ``batch_done`` fails
-the run at the end when any step failed, naming them. Each plan is still claimed on its own
-(``claim_launches``), with the batch in the claim's origin, so no other origin launches it again.
+behind ``max_concurrent_runs``. Above ``BATCH_THRESHOLD`` release-first plans in one tick, one
+run executes them in ops of ``STEPS_PER_OP`` steps. Ops never raise for a step: a failed
+release ends its own plan, and ``batch_done`` fails the run at the end, naming the failures.
+Each plan is still claimed on its own, the batch in the claim's origin.
 """
 
 # Decisions embodied here (docs/decisions.md):
 # * “A deferred step of a batch is the capacity sensor's”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -21,8 +19,9 @@ import dagster as dg
 from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.plans import PLAN_OP, RELEASE_FIRST
-from gps_dagster.domain.step_state import BROKEN, StepState
+from gps_dagster.dagster_defs.plans import PLAN_OP, RELEASE_FIRST, STEP_CONFIG, claim_launches
+from gps_dagster.domain.step_state import StepState
+from gps_dagster.engine.run_verdicts import batch_failure
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -30,8 +29,12 @@ if TYPE_CHECKING:
 BATCH_THRESHOLD = 8
 STEPS_PER_OP = 50
 BATCH_JOB = "gps_transition_batch"
-_STEP = {"step_id": str, "deploy_id": str, "step": str}
-_PLAN = {"transition_id": str, "schedule": str, "release_steps": [_STEP], "acquire_steps": [_STEP]}
+_PLAN = {
+    "transition_id": str,
+    "schedule": str,
+    "release_steps": [STEP_CONFIG],
+    "acquire_steps": [STEP_CONFIG],
+}
 
 
 def batch_id(requests: Sequence[dg.RunRequest]) -> str:
@@ -69,9 +72,12 @@ def batch_request(
     )
 
 
-def _chunks(steps: list[dict[str, str]]) -> Iterator[list[dict[str, str]]]:
-    for start in range(0, len(steps), STEPS_PER_OP):
-        yield steps[start : start + STEPS_PER_OP]
+def _fan_batches(steps: list[Any], output_name: str = "result") -> Iterator[Any]:
+    """``steps`` in batches of ``STEPS_PER_OP``, at least one (maybe empty): a fan-out of
+    nothing would skip everything after it."""
+    chunks = [steps[i : i + STEPS_PER_OP] for i in range(0, len(steps), STEPS_PER_OP)] or [[]]
+    for i, chunk in enumerate(chunks):
+        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}", output_name=output_name)
 
 
 @dg.op(
@@ -87,34 +93,37 @@ def batch_plan_op(context: OpExecutionContext) -> Iterator[Any]:
     context.log.info(
         f"{len(plans)} plan(s): {len(releases)} release, {len(acquires)} acquire step(s)"
     )
-    # at least one (maybe empty) batch: a fan-out of nothing would skip everything after it
-    for i, chunk in enumerate(list(_chunks(releases)) or [[]]):
-        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}", output_name="releases")
+    yield from _fan_batches(releases, "releases")
     yield dg.Output(acquires, output_name="acquires")
 
 
-def _run_batch(context: OpExecutionContext, steps: list[dict[str, str]], what: str) -> list[Any]:
-    engine = context.resources.gps.get_runtime().engine
-    # together (shared reads, one fence, core sessions): one step at a time cost ~30 ms each
-    outcomes = engine.execute_steps([step["step_id"] for step in steps]) if steps else []
-    out = [
-        {"deploy_id": step["deploy_id"], "state": o.state, "reason": o.reason or ""}
-        for step, o in zip(steps, outcomes, strict=True)
-    ]
-    states = Counter(o["state"] for o in out)
-    context.add_output_metadata(
-        {"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}}
-    )
-    return out
+def _batch_op(what: str, description: str) -> dg.OpDefinition:
+    @dg.op(name=f"{what}_batch", required_resource_keys={"gps"}, description=description)
+    def batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
+        engine = context.resources.gps.get_runtime().engine
+        # together (shared reads, one fence, core sessions): one step at a time cost ~30 ms each
+        outcomes = engine.execute_steps([step["step_id"] for step in steps]) if steps else []
+        out = [
+            {"deploy_id": step["deploy_id"], "state": o.state, "reason": o.reason or ""}
+            for step, o in zip(steps, outcomes, strict=True)
+        ]
+        states = Counter(o["state"] for o in out)
+        context.add_output_metadata(
+            {"steps": len(out), **{f"{what}_{k}": v for k, v in states.items()}}
+        )
+        return out
+
+    return batch_op
 
 
-@dg.op(
-    name="release_batch",
-    required_resource_keys={"gps"},
-    description="Stop / scale down a batch of targets (a failure ends only its own plan).",
+release_batch_op = _batch_op(
+    "release", "Stop / scale down a batch of targets (a failure ends only its own plan)."
 )
-def release_batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
-    return _run_batch(context, steps, "release")
+acquire_batch_op = _batch_op(
+    "acquire",
+    "Start / scale up a batch of targets whose capacity fits; the others wait "
+    f"in capacity_wait for {names.CAPACITY_WAIT_SENSOR}.",
+)
 
 
 @dg.op(
@@ -126,18 +135,7 @@ def batch_fan_in_op(
     context: OpExecutionContext, done: list[Any], acquires: list[Any]
 ) -> Iterator[Any]:
     context.log.info(f"{sum(len(d) for d in done)} release step(s) ran; acquire {len(acquires)}")
-    for i, chunk in enumerate(list(_chunks(list(acquires))) or [[]]):
-        yield dg.DynamicOutput(chunk, mapping_key=f"b{i:04d}")
-
-
-@dg.op(
-    name="acquire_batch",
-    required_resource_keys={"gps"},
-    description="Start / scale up a batch of targets whose capacity fits; the others wait "
-    f"in capacity_wait for {names.CAPACITY_WAIT_SENSOR}.",
-)
-def acquire_batch_op(context: OpExecutionContext, steps: list[Any]) -> list[Any]:
-    return _run_batch(context, steps, "acquire")
+    yield from _fan_batches(list(acquires))
 
 
 @dg.op(name="batch_done", description="Summary; fails the run when any step failed.")
@@ -145,14 +143,11 @@ def batch_done_op(
     context: OpExecutionContext, done: list[Any], released: list[Any]
 ) -> dict[str, Any]:
     steps = [s for batch in [*released, *done] for s in batch]
-    failed = [f"{s['deploy_id']} ({s['reason']})" for s in steps if s["state"] in BROKEN]
     waiting = sum(1 for s in steps if s["state"] == StepState.CAPACITY_WAIT)
     context.log.info(f"{len(steps)} step(s); {waiting} wait for capacity")
-    if failed:
-        raise dg.Failure(
-            description=f"{len(failed)} step(s) ended: {', '.join(failed[:20])}",
-            allow_retries=False,
-        )
+    failure = batch_failure([(s["deploy_id"], s["state"], s["reason"]) for s in steps])
+    if failure:
+        raise dg.Failure(description=failure, allow_retries=False)
     return {"steps": len(steps), "capacity_wait": waiting}
 
 
@@ -184,8 +179,6 @@ def batched(
 ) -> tuple[list[dg.RunRequest], list[str]]:
     """Claim ``requests`` (see ``claim_launches``); above the threshold (or ``always``), the
     release-first plan requests won become one batch run (acquire-first ones keep their own)."""
-    from gps_dagster.dagster_defs.plans import claim_launches
-
     if not always and not should_batch(requests):
         return claim_launches(runtime, requests, origin=origin, instance=instance)
     merge = [

@@ -26,8 +26,7 @@ import dagster as dg
 from pydantic import Field
 
 from gps_dagster.dagster_defs.resources import GpsResource
-
-SCHEDULE_SUFFIXES = (".json", ".yaml", ".yml")
+from gps_dagster.engine import schedule_folder
 
 
 class GpsComponent(dg.Component, dg.Resolvable, dg.Model):
@@ -62,27 +61,13 @@ class GpsComponent(dg.Component, dg.Resolvable, dg.Model):
         return build_definitions(gps, reconcile_interval_s=self.reconcile_interval_s)
 
 
-def schedule_files(folder: Path) -> list[Path]:
-    """The deploy schedule files of ``folder`` (sorted; a missing folder is a clear error)."""
-    if not folder.is_dir():
-        raise dg.DagsterInvalidDefinitionError(
-            f"schedule_dir {folder} is not a folder: create it or fix the path in defs.yaml"
-        )
-    return sorted(p for p in folder.iterdir() if p.suffix in SCHEDULE_SUFFIXES)
-
-
 def apply_schedule_dir(gps: GpsResource, folder: Path) -> list[str]:
     """Validate every file first, then apply them all (nothing is written when one is invalid)."""
-    from gps_dagster.domain.errors import SpecInvalid
-    from gps_dagster.domain.schedules import parse_schedule
-
     runtime = gps.get_runtime()
-    specs = []
-    for path in schedule_files(folder):
-        try:
-            specs.append((path, parse_schedule(path.read_text(), source=str(path))))
-        except SpecInvalid as exc:
-            raise dg.DagsterInvalidDefinitionError(f"schedule_dir: {exc}") from None
+    try:
+        specs = schedule_folder.parse_folder(folder)
+    except schedule_folder.FolderInvalid as exc:
+        raise dg.DagsterInvalidDefinitionError(str(exc)) from None
     now = runtime.clock.now()
     for path, spec in specs:
         runtime.intents.apply(spec, now=now, actor="dg-component", source=str(path))

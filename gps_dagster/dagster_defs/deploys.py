@@ -1,21 +1,11 @@
 """Every managed deploy is its own asset, with a phase check (SPEC R-DAG-8).
 
-A deploy named by a schedule's targets is an observable asset ``deploys/<deploy>`` in the
-asset group of its schedule, so A and B sit side by side in the catalog and the lineage; a
-deploy in no schedule (C) has none. Each status change is recorded twice, by whoever sees it
-first (the op that moved the step, or the reconcile / capacity-wait sensor):
-
-* a runless ``AssetMaterialization`` (the deploy is in a new state: a new version of the asset)
-  with the phase, reason, fix, interval and intent — so the Catalog's Status column shows
-  when the deploy last changed, green, or red while its phase check fails (an observation showed
-  "–" there: the Catalog reads observations only for observable assets);
-* an evaluation of the deploy's ``phase`` check (``engine/status_views.py``): failed with
-  severity ERROR on a terminal phase, WARN on ``drift_detected``, passed otherwise — so the
-  asset's health says what is wrong without opening anything.
-
-The checks are also executable (the ``gps_deploy_checks`` job, or "Execute" in the UI): they
-read the same status rows. They are declared in chunks of ``CHECK_CHUNK`` deploys, because one
-``multi_asset_check`` over 20,000 specs takes minutes to snapshot (quadratic in Dagster 1.13).
+A deploy named by a schedule's targets is an asset ``deploy/<deploy>`` in its schedule's group.
+Whoever sees a status change first (the op that moved the step, or a sensor) records a runless
+``AssetMaterialization`` (so the Catalog's Status column shows when the deploy last changed:
+an observation showed "–" there) and an evaluation of its ``phase`` check
+(``engine/status_views.py``). The executable checks are declared in chunks of ``CHECK_CHUNK``:
+one ``multi_asset_check`` over 20,000 specs takes minutes to snapshot (quadratic in Dagster 1.13).
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -121,15 +111,20 @@ def observation(row: TargetStatusRow, keys: DeployKeys) -> dg.AssetMaterializati
 
 def check_evaluation(row: TargetStatusRow, keys: DeployKeys) -> dg.AssetCheckEvaluation:
     """The deploy's ``phase`` check (``status_views.verdict``)."""
+    return dg.AssetCheckEvaluation(**_phase_check(keys.key(row.deploy_id), row))
+
+
+def _phase_check(key: dg.AssetKey, row: TargetStatusRow) -> dict[str, Any]:
+    """The ``phase`` check of ``row``, for an evaluation (a sensor's) or a result (executed)."""
     v = status_views.verdict(row)
-    return dg.AssetCheckEvaluation(
-        asset_key=keys.key(row.deploy_id),
-        check_name=names.CHECK_DEPLOY_PHASE,
-        passed=v.passed,
-        severity=SEVERITY[v.level or "error"],
-        description=v.description,
-        metadata=dict(v.metadata),
-    )
+    return {
+        "asset_key": key,
+        "check_name": names.CHECK_DEPLOY_PHASE,
+        "passed": v.passed,
+        "severity": SEVERITY[v.level or "error"],
+        "description": v.description,
+        "metadata": dict(v.metadata),
+    }
 
 
 def status_events(
@@ -153,20 +148,18 @@ def report_deploy(
     return row
 
 
-def build_deploy_checks(
-    specs: Sequence[dg.AssetSpec], keys: DeployKeys
-) -> list[dg.AssetChecksDefinition]:
+def build_deploy_checks(specs: Sequence[dg.AssetSpec]) -> list[dg.AssetChecksDefinition]:
     """The executable ``phase`` checks, ``CHECK_CHUNK`` deploys per definition (5 times more
     for a lean, large fleet)."""
     size = CHECK_CHUNK * 5 if len(specs) > LEAN_ABOVE else CHECK_CHUNK
     out = []
     for start in range(0, len(specs), size):
         chunk = specs[start : start + size]
-        out.append(_checks(f"gps_deploy_phase_{start // size}", chunk, keys))
+        out.append(_checks(f"gps_deploy_phase_{start // size}", chunk))
     return out
 
 
-def _checks(name: str, chunk: Sequence[dg.AssetSpec], keys: DeployKeys) -> dg.AssetChecksDefinition:
+def _checks(name: str, chunk: Sequence[dg.AssetSpec]) -> dg.AssetChecksDefinition:
     check_specs = [
         dg.AssetCheckSpec(
             names.CHECK_DEPLOY_PHASE,
@@ -195,14 +188,6 @@ def _checks(name: str, chunk: Sequence[dg.AssetSpec], keys: DeployKeys) -> dg.As
                     description="no status yet: the engine has not seen it",
                 )
                 continue
-            ev = check_evaluation(row, keys)
-            yield dg.AssetCheckResult(
-                asset_key=check_key.asset_key,
-                check_name=names.CHECK_DEPLOY_PHASE,
-                passed=ev.passed,
-                severity=ev.severity,
-                description=ev.description,
-                metadata=ev.metadata,
-            )
+            yield dg.AssetCheckResult(**_phase_check(check_key.asset_key, row))
 
     return phase_checks

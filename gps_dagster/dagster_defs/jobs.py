@@ -1,23 +1,12 @@
 """The transition jobs: static jobs, the plan in their run config (SPEC R-DAG-2, R-DAG-9).
 
-``plan`` fans the first phase out (DynamicOut); a fan-in op waits for every op of that phase
-and fans the second phase out; ``done`` fans in. An acquire op depends on every release op
-through the fan-in, so it never starts before all of them succeeded; a release whose outcome
-is ``failed`` raises, Dagster skips everything downstream and no GPU is acquired on top of a
-failed release.
-
-Every acquiring step goes through ``admit`` first, which previews its capacity (watching it
-for up to ``capacity_poll_s`` seconds, 10 by default: GPUs freed by the release usually
-publish within that) and then takes one of two outputs:
-
-* ``fits`` → ``acquire`` submits the start / scale-up;
-* ``wait`` → ``capacity_wait`` hands the step to the ``gps_capacity_wait`` sensor, and the
-  ``acquire`` op of that step is *skipped* — the run never shows a green acquire that did not
-  happen. The sensor's acquire run (``gps_acquire``: plan → admit → acquire → done) carries
-  Dagster's run-group tags, so the UI shows both runs as one group, the plan run as its root.
-
-No op waits beyond that bounded watch. The in-process executor is used on purpose (the
-multiprocess one costs ~14 s per 7-step run on a 2-core machine, measured).
+The head op fans the first phase out (DynamicOut); a fan-in op waits for every op of that
+phase, so an acquire never starts before every release succeeded, and a failed release skips
+everything downstream. Every acquiring step goes through ``admit``, whose bounded capacity
+watch (``engine/run_verdicts.py``) takes ``fits`` → ``acquire`` or ``wait`` →
+``capacity_wait``: the acquire op is then *skipped*, never green, and the sensor's
+``gps_acquire`` run joins the plan run's run group. The in-process executor is on purpose
+(the multiprocess one costs ~14 s per 7-step run on a 2-core machine, measured).
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -26,6 +15,7 @@ multiprocess one costs ~14 s per 7-step run on a 2-core machine, measured).
 # * “One run group per swap, through Dagster's own tags”
 # * “Under the sensor floor by watching, briefly”
 # * “A run re-checks its plan before it acts”
+# * “The ops' and ticks' remaining rules are the engine's; one factory per kind of op”
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,29 +25,26 @@ from dagster import OpExecutionContext
 
 from gps_dagster.dagster_defs import names
 from gps_dagster.dagster_defs.deploys import report_deploy
-from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, PLAN_OP, RELEASE_FIRST
+from gps_dagster.dagster_defs.plans import ACQUIRE_FIRST, PLAN_OP, RELEASE_FIRST, STEP_CONFIG
 from gps_dagster.dagster_defs.resources import capacity_poll_s, sleep
-from gps_dagster.domain.planner import Order
-from gps_dagster.domain.step_state import BROKEN, StepState
+from gps_dagster.domain.step_state import StepState
+from gps_dagster.engine import run_verdicts
 from gps_dagster.engine.reports import StepOutcome
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
 
-_STEP = {"step_id": str, "deploy_id": str, "step": str}
 PLAN_CONFIG = {
     "transition_id": dg.Field(str, description="Engine transition id."),
     "schedule": dg.Field(str, description="Deploy schedule name."),
-    "release_steps": dg.Field([_STEP], default_value=[], description="Steps that free GPUs."),
-    "acquire_steps": dg.Field([_STEP], default_value=[], description="Steps that take GPUs."),
+    "release_steps": dg.Field([STEP_CONFIG], default_value=[], description="Steps that free GPUs."),
+    "acquire_steps": dg.Field([STEP_CONFIG], default_value=[], description="Steps that take GPUs."),
     "order": dg.Field(
         str,
         default_value=RELEASE_FIRST,
         description="release_first | acquire_first | acquire_only.",
     ),
 }
-POLL_EVERY_S = 0.5
-ACQUIRED = (StepState.ACCEPTED, StepState.CONVERGED)
 
 
 def _fan_out(
@@ -97,31 +84,6 @@ def _report(context: OpExecutionContext, step: dict[str, str]) -> dict[str, Any]
     return {"phase": str(row.phase), "status_reason": row.reason or "", "status_fix": row.fix or ""}
 
 
-def _execute(context: OpExecutionContext, step: dict[str, str], order: str) -> dict[str, str]:
-    engine = context.resources.gps.get_runtime().engine
-    outcome = engine.execute_step(step["step_id"])
-    meta = {**outcome_metadata(outcome), **_report(context, step)}
-    context.add_output_metadata(meta)
-    if outcome.state in BROKEN:
-        raise dg.Failure(
-            description=f"{order} {step['step']} of {step['deploy_id']} failed: {meta['reason']}",
-            metadata=meta,
-            allow_retries=False,
-        )
-    if outcome.state == StepState.SUPERSEDED:
-        _stands_not(context, engine.step_standing(step["step_id"]), f"{order} {step['step']}")
-    if order == Order.ACQUIRE and outcome.state == StepState.CAPACITY_WAIT:
-        raise dg.Failure(
-            description=f"acquire of {step['deploy_id']} NOT submitted: the capacity it previewed "
-            f"was taken before the submit; {names.CAPACITY_WAIT_SENSOR} launches it when it fits",
-            metadata=meta,
-            allow_retries=False,
-        )
-    if outcome.state not in ACQUIRED:
-        context.log.warning(f"{step['deploy_id']}: {order} left {outcome.state} ({meta['reason']})")
-    return dict(step, state=meta["state"], phase=meta["phase"])
-
-
 def _stands_not(context: OpExecutionContext, standing: Any, what: str) -> None:
     """End the op failed with why its plan (or step) no longer stands (R-NEXT-3): never a
     green op for a plan a later boundary, an edit or a delete replaced."""
@@ -135,12 +97,28 @@ def _stands_not(context: OpExecutionContext, standing: Any, what: str) -> None:
     )
 
 
-def check_standing(context: OpExecutionContext, transition_id: str) -> None:
-    """The plan op's first act: the plan in the run config must still stand (a re-execution,
-    a run that waited in a queue); else the run ends here, failed, with the reason."""
-    standing = context.resources.gps.get_runtime().engine.plan_standing(transition_id)
-    if not standing.live:
-        _stands_not(context, standing, f"plan {transition_id}")
+def _step_op(order: str, description: str) -> dg.OpDefinition:
+    @dg.op(name=order, required_resource_keys={"gps"}, description=description)
+    def step_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, Any]:
+        engine = context.resources.gps.get_runtime().engine
+        outcome = engine.execute_step(step["step_id"])
+        meta = {**outcome_metadata(outcome), **_report(context, step)}
+        context.add_output_metadata(meta)
+        failure = run_verdicts.step_failure(order, step["step"], step["deploy_id"], outcome)
+        if failure is not None:
+            raise dg.Failure(description=failure, metadata=meta, allow_retries=False)
+        if outcome.state == StepState.SUPERSEDED:
+            _stands_not(context, engine.step_standing(step["step_id"]), f"{order} {step['step']}")
+        warning = run_verdicts.left_line(order, step["deploy_id"], outcome)
+        if warning:
+            context.log.warning(warning)
+        return dict(step, state=meta["state"], phase=meta["phase"])
+
+    return step_op
+
+
+release_op = _step_op("release", "Stop / scale down one target.")
+acquire_op = _step_op("acquire", "Start / scale up one target.")
 
 
 @dg.op(
@@ -153,7 +131,9 @@ def check_standing(context: OpExecutionContext, transition_id: str) -> None:
 )
 def plan_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.Output[Any]]:
     cfg = context.op_config
-    check_standing(context, cfg["transition_id"])
+    standing = context.resources.gps.get_runtime().engine.plan_standing(cfg["transition_id"])
+    if not standing.live:  # a re-execution, a run that waited in a queue
+        _stands_not(context, standing, f"plan {cfg['transition_id']}")
     release, acquire = cfg["release_steps"], cfg["acquire_steps"]
     first, then = (release, acquire) if cfg["order"] == RELEASE_FIRST else (acquire, release)
     context.log.info(
@@ -161,11 +141,6 @@ def plan_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.
         f"{len(release)} release, {len(acquire)} acquire step(s)"
     )
     yield from fan_phases(first, then, cfg["schedule"])
-
-
-@dg.op(name="release", required_resource_keys={"gps"}, description="Stop / scale down one target.")
-def release_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, Any]:
-    return _execute(context, step, "release")
 
 
 @dg.op(
@@ -178,36 +153,26 @@ def release_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, A
 def admit_op(context: OpExecutionContext, step: dict[str, Any]) -> Iterator[dg.Output[Any]]:
     gps = context.resources.gps
     runtime = gps.get_runtime()
-    deadline = runtime.clock.now().timestamp() + capacity_poll_s(gps)
-    while True:
-        preview = _preview(runtime, step["step_id"])
-        if preview.state == StepState.PENDING:  # its releases were not submitted (the gate is off)
-            context.log.info(
-                f"{step['deploy_id']}: left pending "
-                f"({preview.reason or 'releases not submitted'}): "
-                "neither acquired nor waiting; the reconcile sensor resumes the plan"
-            )
-            return  # both outputs absent: acquire and capacity_wait are skipped
-        if preview.state != StepState.CAPACITY_WAIT:
-            context.log.info(f"{step['deploy_id']}: {preview.state} → acquire")
-            yield dg.Output(step, "fits", metadata={"preview": preview.state})
-            return
-        if runtime.clock.now().timestamp() >= deadline:
-            yield dg.Output(
-                step, "wait", metadata={"preview": "capacity_wait", "reason": preview.reason or ""}
-            )
-            return
-        sleep(gps, POLL_EVERY_S)
+    seen = run_verdicts.admit(
+        step["deploy_id"],
+        lambda: _preview(runtime, step["step_id"]),
+        runtime.clock,
+        capacity_poll_s(gps),
+        lambda seconds: sleep(gps, seconds),
+    )
+    if seen.line:
+        context.log.info(seen.line)
+    if seen.verdict == "fits":
+        yield dg.Output(step, "fits", metadata={"preview": seen.preview.state})
+    elif seen.verdict == "wait":
+        meta = {"preview": "capacity_wait", "reason": seen.preview.reason or ""}
+        yield dg.Output(step, "wait", metadata=meta)
+    # pending: both outputs absent, acquire and capacity_wait are skipped
 
 
 def _preview(runtime: "Runtime", step_id: str) -> StepOutcome:
     """The engine's own preview of the step (``Intents.preview_step``; tests replace it)."""
     return runtime.intents.preview_step(step_id)
-
-
-@dg.op(name="acquire", required_resource_keys={"gps"}, description="Start / scale up one target.")
-def acquire_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, Any]:
-    return _execute(context, step, "acquire")
 
 
 @dg.op(
@@ -219,12 +184,9 @@ def acquire_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, A
 def capacity_wait_op(context: OpExecutionContext, step: dict[str, Any]) -> dict[str, Any]:
     meta = _report(context, step)
     at = context.resources.gps.get_runtime().intents.step_deadline(step["step_id"])
+    reason = meta.get("status_reason") or ""
+    context.log.info(run_verdicts.deferred_line(step["deploy_id"], reason, at))
     deadline = at.isoformat() if at is not None else ""
-    context.log.info(
-        f"{step['deploy_id']}: acquire DEFERRED to {names.CAPACITY_WAIT_SENSOR} "
-        f"({meta.get('status_reason') or 'capacity not published yet'}); "
-        f"capacity_unavailable if it does not fit by {deadline or 'its deadline'}"
-    )
     context.add_output_metadata(
         {**meta, "deferred_to": names.CAPACITY_WAIT_SENSOR, "deadline": deadline}
     )
@@ -289,32 +251,34 @@ def phases_job(name: str, description: str, head: dg.OpDefinition, first: str) -
     return transition
 
 
-def build_transition_job(order: str = RELEASE_FIRST) -> dg.JobDefinition:
-    """The release-first job (``gps_transition``) or its acquire-first mirror (R-PASS-12)."""
-    if order == ACQUIRE_FIRST:
-        return phases_job(
-            names.TRANSITION_JOB_ACQUIRE_FIRST,
-            "One transition plan (acquire_first): admit → acquire per acquiring step, fan-in, "
-            "then release ops.",
-            plan_op,
-            "acquire",
-        )
-    return phases_job(
+JOBS = {
+    RELEASE_FIRST: (
         names.TRANSITION_JOB,
         "One transition plan (release_first): release ops, fan-in, then admit → acquire (or "
         "capacity_wait) per acquiring step.",
-        plan_op,
         "release",
-    )
-
-
-def build_acquire_job() -> dg.JobDefinition:
-    """``gps_acquire``: the acquire run the capacity-wait sensor launches (plan → admit →
-    acquire → done), in the run group of the transition's plan run."""
-    return phases_job(
+    ),
+    ACQUIRE_FIRST: (
+        names.TRANSITION_JOB_ACQUIRE_FIRST,
+        "One transition plan (acquire_first): admit → acquire per acquiring step, fan-in, "
+        "then release ops.",
+        "acquire",
+    ),
+    "acquire_only": (
         names.ACQUIRE_JOB,
         "The deferred acquiring steps of a transition, once their capacity fits "
         f"(launched by {names.CAPACITY_WAIT_SENSOR} in the plan run's run group).",
-        plan_op,
         "acquire_only",
-    )
+    ),
+}
+"""The plan op's jobs by order: ``gps_transition``, its acquire-first mirror (R-PASS-12) and
+``gps_acquire``, the capacity-wait sensor's acquire run."""
+
+
+def build_transition_job(order: str = RELEASE_FIRST) -> dg.JobDefinition:
+    name, description, first = JOBS[order]
+    return phases_job(name, description, plan_op, first)
+
+
+def build_acquire_job() -> dg.JobDefinition:
+    return build_transition_job("acquire_only")

@@ -1,14 +1,7 @@
-"""The asset graph's edges: schedule → its deploys, reservation → its members (R-DAG-8).
-
-Each deploy schedule is an asset ``schedule/<name>`` in its group, upstream of the deploys it
-manages; ``gpu_reservations`` is upstream of every deploy bound to a reservation (read once
-from the core when the code location loads; a deploy bound later gets its edge at the next
-reload). The lineage then reads the way an operator thinks: this schedule decides these two
-deploys, which share that reservation. The schedule asset carries the ``automation`` check
-(``health.py``): yellow while a sensor the product relies on is stopped.
-
-A large fleet (``LEAN_ABOVE`` deploys) gets neither schedule assets nor edges: a graph of
-20,000 nodes is not read, and every spec costs the code location memory.
+"""The asset graph's edges: schedule → its deploys, reservation → its members (R-DAG-8), so
+the lineage reads as an operator thinks: this schedule decides these deploys, which share that
+reservation. Members are read when the code location loads (a later one at the next reload).
+A large fleet (``LEAN_ABOVE`` deploys) gets neither: a graph of 20,000 nodes is not read.
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -17,14 +10,12 @@ A large fleet (``LEAN_ABOVE`` deploys) gets neither schedule assets nor edges: a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
-from gps_dagster.dagster_defs import names
-
-if TYPE_CHECKING:
-    pass
+from gps_dagster.dagster_defs import health, names
+from gps_dagster.engine import sensor_health
 
 
 def schedule_keys(schedules: Sequence[Any]) -> dict[str, dg.AssetKey]:
@@ -84,8 +75,6 @@ def build_automation_check(specs: Sequence[dg.AssetSpec]) -> dg.AssetChecksDefin
         required_resource_keys={"gps"},
     )
     def automation(context):  # type: ignore[no-untyped-def]  # dagster reads the hint
-        from gps_dagster.dagster_defs import health
-
         repo = context.op_execution_context.repository_def
         stopped = health.stopped_sensors(context.instance, health.sensor_defaults(repo))
         text = health.automation_warning(context.resources.gps.get_runtime(), stopped)
@@ -95,7 +84,7 @@ def build_automation_check(specs: Sequence[dg.AssetSpec]) -> dg.AssetChecksDefin
                 check_name=names.CHECK_AUTOMATION,
                 passed=not text,
                 severity=dg.AssetCheckSeverity.WARN,
-                description=(text or "every GPS sensor is on")[:900],
+                description=sensor_health.check_text(text),
             )
 
     return automation

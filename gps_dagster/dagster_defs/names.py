@@ -1,11 +1,9 @@
 """Names, tags and run keys of the Dagster surface, in one place.
 
 Dagster accepts only ``[A-Za-z0-9_]`` in definition names, asset key parts, group names and
-DynamicOut mapping keys, while schedule names and deploy ids carry ``-`` and ``.``. Names are
-made readable first (``demo-swap`` → ``demo_swap``); a short hash of the original is added only
-where two originals would otherwise read the same (``readable``), so names stay short in the
-runs list and never collide. Tags and run keys are the contract operators filter on in the UI
-and through GraphQL (``runsOrError(filter: {tags: ...})``).
+mapping keys, while schedule names and deploy ids carry ``-`` and ``.``: names are made
+readable (``demo-swap`` → ``demo_swap``), with a short hash only where two would collide. Tags
+and run keys are the contract operators filter on in the UI and through GraphQL.
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -20,18 +18,18 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from gps_dagster.engine import gps_checks
+from gps_dagster.engine import gps_checks, sensor_health
 
 TRANSITION_JOB = "gps_transition"
 TRANSITION_JOB_ACQUIRE_FIRST = "gps_transition_acquire_first"
 ACQUIRE_JOB = "gps_acquire"
 PREARM_JOB = "gps_prearmed"
-PREARM_SENSOR = "gps_prearm"
-RECONCILE_SENSOR = "gps_reconcile"
-BOUNDARY_SENSOR = "gps_boundaries"
+PREARM_SENSOR = sensor_health.PREARM
+RECONCILE_SENSOR = sensor_health.RECONCILE
+BOUNDARY_SENSOR = sensor_health.BOUNDARY
 MINUTE_SCHEDULE = "gps_every_minute"
-CAPACITY_WAIT_SENSOR = "gps_capacity_wait"
-APPLY_NOW_SENSOR = "gps_apply_now"
+CAPACITY_WAIT_SENSOR = sensor_health.CAPACITY_WAIT
+APPLY_NOW_SENSOR = sensor_health.APPLY_NOW
 RESERVATION_SENSOR = "gps_reservation_partitions"
 RESERVATIONS_ASSET = "gpu_reservations"
 RESERVATION_PARTITIONS = "gpu_reservations"
@@ -66,11 +64,9 @@ TAG_BOUNDARY = "gps/boundary"
 TAG_PREARM = "gps/prearm"
 """What a pre-armed run did at its boundary: ``serving <transition>``, or why it ended skipped."""
 TAG_TICK = "gps/tick"
-"""The scheduled instant of the boundary schedule's tick that launched the run (Dagster's own
-``dagster/scheduled_execution_time``); ``gps/interval`` is the boundary the run serves."""
+"""The instant of the boundary schedule's tick that launched the run."""
 TAG_LATE_TICK = "gps/late_tick"
-"""Set when a tick ran late and serves another boundary than its own (a daemon that was down:
-Dagster fires the missed tick on restart, the engine serves the intent of now)."""
+"""Set when a late tick serves another boundary than its own (the intent of now)."""
 PARENT_RUN_TAG = "dagster/parent_run_id"
 ROOT_RUN_TAG = "dagster/root_run_id"
 """Dagster's own run-group tags: a run carrying them is shown in its root run's group."""
@@ -101,10 +97,7 @@ def readable(originals: Iterable[str]) -> dict[str, str]:
 
 
 def boundary_schedule_name(schedule: str, window: str, edge: str) -> str:
-    """Dagster name of the boundary schedule firing at ``edge`` (start|end) of a window.
-
-    Readable (``demo_swap__business_hours__start``); use ``boundary_schedule_names`` to make a
-    whole code location's names collision-safe."""
+    """``demo_swap__business_hours__start`` (``boundary_schedule_names``: collision-safe)."""
     return f"{clean(schedule)}__{clean(window)}__{edge}"
 
 
@@ -129,7 +122,6 @@ def group_name(schedule: str) -> str:
 
 
 def plan_run_key(transition_id: str) -> str:
-    """One run per transition plan: a repeated launch is deduplicated by the daemon."""
     return f"{transition_id}:plan"
 
 
@@ -139,12 +131,10 @@ def resume_run_key(transition_id: str, attempt: int) -> str:
 
 
 def acquire_run_key(transition_id: str, attempt: int) -> str:
-    """The ``attempt``-th acquire-only run launched by the capacity-wait sensor."""
     return f"{transition_id}:acquire:{attempt}"
 
 
 def batch_run_key(batch_id: str) -> str:
-    """One run for the plans a tick opened together (a storm)."""
     return f"{batch_id}:batch"
 
 

@@ -1,13 +1,7 @@
-"""Transition plans (engine ``PlanRef``/``StepRef``) as transition-job run requests.
-
-The job is static; the plan travels in its run config. Tags name the
-schedule, targets, interval and trigger so that operators filter runs in the
-UI and through GraphQL. Run keys are deterministic: the daemon drops a second
-request with the same key *from the same origin*, which makes a repeated
-sensor tick harmless. Across origins (a boundary schedule and the reconcile
-sensor both asking for one plan) the daemon launches twice, so every plan
-request first goes through ``claim_launches``: a durable claim in the product
-store names the one origin allowed to request that plan's run.
+"""Transition plans (engine ``PlanRef``/``StepRef``) as run requests of the static jobs: the
+plan in the run config, tags operators filter on, deterministic run keys. The daemon drops a
+repeated key only *from the same origin*, so every plan request goes through
+``claim_launches``: a durable claim names the one origin allowed to request that plan's run.
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -34,6 +28,7 @@ RELEASE_FIRST = "release_first"
 ACQUIRE_FIRST = "acquire_first"
 ACQUIRE_ONLY = "acquire_only"
 """The order of a ``gps_acquire`` run: only the deferred acquiring steps."""
+STEP_CONFIG = {"step_id": str, "deploy_id": str, "step": str}
 
 
 def step_config(step: StepRef) -> dict[str, str]:

@@ -1,26 +1,12 @@
 """Pre-armed runs: the swap starts at the boundary, not after a run process has booted.
 
-A run requested at the boundary starts its first op only once Dagster has started a run
-worker: 3.3 s on a quiet machine with the default launcher, 8–22 s under load, a Job pod on
-Kubernetes (measured; R-NEXT-3). The ``gps_prearm`` sensor therefore launches, ``lead``
-seconds ahead (the resource's ``prearm_lead_s``, else measured: ``engine/prearm.py``), a
-``gps_prearmed`` run for every release-first schedule whose next intent boundary is that
-near (``Engine.boundaries_within``).
-Its ``arm`` op waits for the boundary instant on the injected clock, then asks the engine for
-the pass of that schedule — so the plan is opened, and its steps fenced, at the boundary
-exactly as today: an edit, a drift, a gate change made while the run waited is seen — and
-claims the plan's launch like any other origin (``plans.claim_launches``) and submits the
-plan's release steps from the same op — no Dagster event write (a log line, a tag, an output,
-the next op's start) stands between the boundary and the submit. It then runs the plan's
-release ops (they advance the steps already sent and judge them), the fan-in and
-admit → acquire in the same run (the admit op's bounded capacity watch: the common swap is
-one run).
-
-A run no longer needed ends *skipped* with the reason (its ``gps/prearm`` tag and log): the
-intent did not change at the boundary, another origin launched the plan first, the schedule
-turned acquire-first. A boundary the pre-armed run misses (daemon down, run killed, a start
-slower than the lead) is still served by today's path — the boundary schedules and the
-boundary sensor serve the due index whatever happened to a pre-armed run.
+A run requested at the boundary starts its first op only once a run worker started (3.3 s on
+a quiet machine, 8–22 s under load, a Job pod on Kubernetes: measured). ``gps_prearm``
+launches a ``gps_prearmed`` run ``lead`` seconds ahead of each near release-first boundary
+(``engine/prearm.py``); its ``arm`` op waits for the instant on the injected clock, then opens
+the plan, claims its launch and submits its releases (``Intents.arm``) before any Dagster event
+write, and the run goes on as a plan run. A run no longer needed ends *skipped* with the reason
+in its ``gps/prearm`` tag; a missed boundary is served by the boundary schedules and sensor.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Pre-armed runs”
@@ -53,12 +39,9 @@ TRIGGER = "prearmed"
 def prearm_lead_s(
     gps: Any, instance: dg.DagsterInstance | None = None, now: datetime | None = None
 ) -> float:
-    """How far ahead of a boundary its run is launched: the resource's setting (0 = off), or,
-    when it is None, measured on ``instance`` at ``now`` (``measured_lead``)."""
-    lead = getattr(gps, "prearm_lead_s", 0.0)
-    if lead is None:
-        return measured_lead(instance, now) if instance is not None else prearm.DEFAULT_LEAD_S
-    return float(lead or 0.0)
+    """The lead: the resource's setting, else measured on ``instance`` at ``now``."""
+    measure = (lambda: measured_lead(instance, now)) if instance is not None else None
+    return prearm.lead_s(getattr(gps, "prearm_lead_s", 0.0), measure)
 
 
 def measured_lead(instance: dg.DagsterInstance, now: datetime | None = None) -> float:
@@ -70,8 +53,7 @@ def measured_lead(instance: dg.DagsterInstance, now: datetime | None = None) -> 
     return prearm.measured_lead(runs, now)
 
 
-def prearm_run_key(schedule: str, at: datetime) -> str:
-    return f"prearm:{schedule}:{at.astimezone(UTC).isoformat()}"
+prearm_run_key = prearm.run_key
 
 
 def prearm_request(near: Any) -> dg.RunRequest:
@@ -108,13 +90,6 @@ def prearm_sensor_tick(context: dg.SensorEvaluationContext, runtime: "Runtime") 
     return dg.SensorResult(run_requests=requests, skip_reason=skip)
 
 
-def _skip(context: OpExecutionContext, why: str) -> None:
-    """End the run here: no output, so every op after ``arm`` is skipped; the reason is the
-    run's ``gps/prearm`` tag (the Runs list) and a log line."""
-    context.log.info(f"pre-armed run not needed: {why}")
-    context.instance.add_run_tags(context.run_id, {names.TAG_PREARM: f"skipped: {why}"[:250]})
-
-
 @dg.op(
     name=ARM_OP,
     config_schema={
@@ -139,8 +114,10 @@ def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.O
         f"boundary {boundary} of {schedule} reached {late:.3f} s after it; pass, claim and "
         f"release submits done {spent:.3f} s after it"
     )
-    if isinstance(armed, str):
-        _skip(context, armed)
+    if isinstance(armed, str):  # no output: every op after arm is skipped
+        context.log.info(f"pre-armed run not needed: {armed}")
+        tags = {names.TAG_PREARM: f"skipped: {armed}"[:250]}
+        context.instance.add_run_tags(context.run_id, tags)
         return
     done, request = armed
     yield from _serve(context, done.plan, request, done.sent)
@@ -149,12 +126,10 @@ def arm_op(context: OpExecutionContext) -> Iterator[dg.DynamicOutput[Any] | dg.O
 def _at_boundary(
     context: OpExecutionContext, runtime: "Runtime", gps: Any, schedule: str, boundary: str
 ) -> tuple[Armed, dg.RunRequest] | str:
-    """What the run does at the boundary instant, and nothing more (``Intents.arm``: the pass,
-    the launch claim, the submit of every release step). Every Dagster event write (a log line,
-    a tag, an output) comes after: under load each costs tens of milliseconds to seconds, and
-    they used to stand between the boundary and the submit (the release op's own start,
-    measured 1.5–3.7 s). The release ops that follow advance the already submitted steps
-    (``execute_step`` is idempotent) and judge them."""
+    """What the run does at the boundary instant, and nothing more (``Intents.arm``): every
+    Dagster event write comes after, since under load each costs tens of milliseconds to
+    seconds (the release op's own start measured 1.5–3.7 s). The release ops that follow
+    advance the already submitted steps (idempotent) and judge them."""
     claimed: list[dg.RunRequest] = []
 
     def claim(plan: PlanRef) -> str | None:
@@ -185,8 +160,7 @@ def _serve(
 
 
 def build_prearmed_job() -> dg.JobDefinition:
-    """``gps_prearmed``: arm (wait for the boundary, open the plan) → release ops → fan-in →
-    admit → acquire | capacity_wait → done; the same ops as ``gps_transition``."""
+    """``gps_prearmed``: ``arm``, then the same ops as ``gps_transition``."""
     return phases_job(
         names.PREARM_JOB,
         "A release-first swap launched ahead of its boundary: waits for it, opens the plan at "

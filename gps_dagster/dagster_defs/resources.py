@@ -1,15 +1,8 @@
-"""The one resource of the Dagster layer: the product runtime (store, core, engine, clock).
-
-Ops and sensors reach the engine only through ``context.resources.gps``, an
-object with ``get_runtime()``. In production it is ``GpsResource``, which builds
-the runtime once per process through the composition root: its fields override
-the settings read from the environment (``GPS_BACKEND``, ``GPS_DB_URL``,
-``GPS_POOL_FILE``, ``GPS_KUBECONFIG``, ``GPS_KUBE_CONTEXT``, ``GPS_CLOCK``, see
-``gps_dagster.runtime``), exactly as the CLI's options do, so the daemon, the
-webserver and every run worker build the same runtime. Tests hand a runtime
-built on a virtual clock to ``StaticRuntime`` and wrap it with
-``ResourceDefinition.hardcoded_resource``: Dagster copies
-``ConfigurableResource`` instances, so a fake must not be one.
+"""The one resource of the Dagster layer, ``gps``: ``get_runtime()`` (store, core, engine,
+clock). ``GpsResource`` builds the runtime once per process from the environment's settings,
+its fields overriding them as the CLI's options do, so the daemon, the webserver and every run
+worker build the same one. Tests wrap a runtime in ``StaticRuntime`` and ``hardcoded_resource``:
+Dagster copies ``ConfigurableResource`` instances, so a fake must not be one.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Boundary schedules: Dagster cron ticks at the start and end of every recurring window.
 
-Up to ``max_boundary_schedules`` (200 by default) a code location gets one readable Dagster
-schedule per window edge (``demo_swap__business_hours__start``), so the Automation page shows
-each window's next ticks. A larger fleet (10,000 schedules would be 20,000 Dagster schedules)
-gets one fixed ``gps_every_minute`` schedule instead: each minute it serves what the due index
-(``engine/due.py``) says is due — the boundary sensor serves the same index every second — and its
-skip reason names the next passes due (boundaries, and follow-ups of steps in flight).
-
-A tick asks the engine for a pass over its deploy schedule and launches the
-plans it opens; it never decides start vs end from its own wall time (DST
-moves ticks: Dagster fires ``30 2`` at 03:00 on spring-forward day). The
-engine evaluates intent itself, so an early, late or extra tick is harmless.
-One-shot windows and ends no cron can express are served by the boundary
-sensor (``gps_boundaries``) within seconds.
+Up to ``max_boundary_schedules`` (200) a code location gets one readable schedule per window
+edge, so the Automation page shows each window's next ticks; a larger fleet gets one
+``gps_every_minute`` schedule serving the due index. A tick only asks the engine for a pass
+and never decides start vs end from its own time (DST moves ticks: Dagster fires ``30 2`` at
+03:00 on spring-forward day), so an early, late or extra tick is harmless.
 """
 
 # Decisions embodied here (docs/decisions.md):
@@ -25,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
@@ -37,9 +29,6 @@ from gps_dagster.domain.spec import Schedule, TransitionOrder
 from gps_dagster.engine import ticks
 from gps_dagster.engine.errors import Busy
 
-if TYPE_CHECKING:
-    pass
-
 
 def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
     def evaluate(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
@@ -50,7 +39,7 @@ def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
                 schedule_name, f"boundary_{edge}", pauser(gps)
             )
         except Busy:
-            yield dg.SkipReason("another pass holds the lock; the reconcile sensor follows up")
+            yield dg.SkipReason(ticks.BUSY_EDGE)
             return
         requests, skipped = claim_launches(
             runtime, plan_requests(report.plans), origin=origin, instance=context.instance
@@ -59,12 +48,8 @@ def _tick(schedule_name: str, edge: str, origin: str, window: str = "") -> Any:
         for line in skipped:
             context.log.info(f"skipped {line}")
         if not requests:
-            why = (
-                "; ".join(skipped)
-                or runtime.intents.skipped_edge(schedule_name, window)
-                or ("intent unchanged or already processed")
-            )
-            yield dg.SkipReason(f"no transition to run ({why})")
+            edge_reason = None if skipped else runtime.intents.skipped_edge(schedule_name, window)
+            yield dg.SkipReason(ticks.edge_skip(skipped, edge_reason))
         yield from requests
 
     return evaluate
@@ -126,13 +111,10 @@ def all_boundary_schedules(
 def build_minute_schedule(
     jobs: Mapping[str, dg.JobDefinition], default_status: dg.DefaultScheduleStatus
 ) -> dg.ScheduleDefinition:
-    """Every minute: a pass over the schedules the due index says are due (``Intents.serve_due``).
-
-    The boundary sensor serves the same index every second, so this tick mostly finds the
-    minute's boundaries served and shows the next ones; whichever claims a due schedule first
-    serves it. A Dagster schedule launches one job: this one launches the release-first plans
-    it opens as one ``gps_transition_batch`` run per tick; an acquire-first plan is left
-    unclaimed to the reconcile sensor (never-launched plans are launched by its next tick)."""
+    """Every minute: a pass over the schedules the due index says are due, as the boundary
+    sensor does every second (whichever claims a schedule first serves it). A Dagster schedule
+    launches one job: the release-first plans go in one ``gps_transition_batch`` run; an
+    acquire-first plan is left unclaimed to the reconcile sensor."""
     from gps_dagster.dagster_defs.batches import BATCH_JOB
 
     job = jobs[BATCH_JOB]
@@ -155,8 +137,7 @@ def build_minute_schedule(
         if requests:
             yield from requests
             return
-        nxt = ", ".join(f"{n} at {at.isoformat()}" for at, n in runtime.engine.upcoming_due(now, 5))
-        yield dg.SkipReason(f"{'; '.join(lines)}. Next: {nxt or 'none'}"[:900])
+        yield dg.SkipReason(ticks.minute_skip(lines, runtime.engine.upcoming_due(now, 5)))
 
     return dg.ScheduleDefinition(
         name=names.MINUTE_SCHEDULE,

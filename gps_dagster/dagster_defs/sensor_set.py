@@ -1,10 +1,5 @@
-"""The code location's six sensors, built by one builder over their ticks.
-
-Each sensor is a name, a description, the jobs it may launch, an interval and a tick
-(``sensors.py``, ``prearm.py``): ``(context, runtime) -> SensorResult | SkipReason``. The
-builder writes the Dagster boilerplate once: the ``gps`` resource, the default status, the
-runtime handed to the tick. Names, cursors and tick behaviour are the ticks' own.
-"""
+"""The code location's six sensors, built by one builder over their ticks
+(``(context, runtime) -> SensorResult | SkipReason``, in ``sensors.py`` and ``prearm.py``)."""
 
 # Decisions embodied here (docs/decisions.md):
 # * “The Dagster layer asks the engine by intent”
@@ -28,6 +23,7 @@ from gps_dagster.dagster_defs.sensors import (
 )
 
 if TYPE_CHECKING:
+    from gps_dagster.dagster_defs import Intervals
     from gps_dagster.runtime import Runtime
 
 Tick = Callable[[dg.SensorEvaluationContext, "Runtime"], dg.SensorResult | dg.SkipReason]
@@ -61,17 +57,10 @@ def gps_sensor(
 def build_sensors(
     jobs: Sequence[dg.JobDefinition],
     prearmed: dg.JobDefinition,
-    *,
-    reconcile_s: int,
-    boundary_s: int,
-    capacity_s: int,
-    apply_now_s: int,
-    prearm_s: int,
+    every: Intervals,
     default_status: dg.DefaultSensorStatus,
     schedule_keys: Mapping[str, dg.AssetKey] | None = None,
 ) -> list[dg.SensorDefinition]:
-    """The six sensors: reconcile, boundaries, capacity wait, apply-now, reservation
-    partitions, pre-arm."""
     keys = dict(schedule_keys or {})
     sensor = partial(gps_sensor, default_status=default_status)
     return [
@@ -80,7 +69,7 @@ def build_sensors(
             "Pages over the schedules from a durable cursor, opens transitions and launches them.",
             partial(reconcile_sensor_tick, schedule_keys=keys),
             jobs=jobs,
-            interval_s=reconcile_s,
+            interval_s=every.reconcile_s,
         ),
         sensor(
             names.BOUNDARY_SENSOR,
@@ -89,7 +78,7 @@ def build_sensors(
             "one claimed, batched pass.",
             partial(boundary_sensor_tick, schedule_keys=keys),
             jobs=jobs,
-            interval_s=boundary_s,
+            interval_s=every.boundary_s,
         ),
         sensor(
             names.CAPACITY_WAIT_SENSOR,
@@ -97,7 +86,7 @@ def build_sensors(
             "to capacity_unavailable.",
             capacity_sensor_tick,
             jobs=jobs,
-            interval_s=capacity_s,
+            interval_s=every.capacity_s,
         ),
         sensor(
             names.APPLY_NOW_SENSOR,
@@ -105,7 +94,7 @@ def build_sensors(
             "(409 when busy).",
             apply_now_sensor_tick,
             jobs=jobs,
-            interval_s=apply_now_s,
+            interval_s=every.apply_now_s,
         ),
         sensor(
             names.RESERVATION_SENSOR,
@@ -119,6 +108,6 @@ def build_sensors(
             "prearm_lead_s): it waits for the boundary and serves it from a started run.",
             prearm_sensor_tick,
             jobs=[prearmed],
-            interval_s=prearm_s,
+            interval_s=every.prearm_s,
         ),
     ]

@@ -1,10 +1,6 @@
-"""Sensors: reconcile (paging), boundaries, capacity wait, apply-now, reservation partitions.
-
-Each sensor is a few lines over one engine call; its durable state is the Dagster cursor
-(visible in the UI), its output run requests with deterministic run keys, and the deploys'
-status changes as asset events (observation + phase check, ``deploys.py``). A tick that
-launches nothing says why in its skip reason. Waiting never happens in a sensor.
-"""
+"""The sensors' ticks, each over one engine call: run requests with deterministic run keys,
+asset events, a Dagster cursor, and a skip reason that says why nothing launched. Waiting
+never happens in a sensor."""
 # Decisions embodied here (docs/decisions.md):
 # * “Waiting belongs to sensors, never to ops”
 # * “A plan run that ran while the gate was off”
@@ -16,15 +12,14 @@ launches nothing says why in its skip reason. Waiting never happens in a sensor.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from gps_dagster.dagster_defs import health, names
+from gps_dagster.dagster_defs.assets import reservation_events
 from gps_dagster.dagster_defs.batches import (
     BATCH_THRESHOLD,
     batch_id,
@@ -44,6 +39,13 @@ from gps_dagster.dagster_defs.plans import (
 from gps_dagster.engine import ticks
 from gps_dagster.engine.intents import ApplyNowRequest, RunsSeen
 from gps_dagster.engine.reports import PassReport
+from gps_dagster.engine.tick_cursors import (
+    ReconcileCursor,
+    dump_boundary_cursor,
+    dump_seen,
+    parse_boundary_cursor,
+    parse_seen,
+)
 
 if TYPE_CHECKING:
     from gps_dagster.runtime import Runtime
@@ -57,39 +59,6 @@ IN_FLIGHT = [
 ]
 
 
-@dataclass
-class ReconcileCursor:
-    """Where paging stopped (last schedule visited) and the target status versions seen."""
-
-    after: str = ""
-    seen: dict[str, int] = field(default_factory=dict)
-    automation: str | None = None
-    """The automation warning last reported on the schedule assets ("" = all on)."""
-
-    @classmethod
-    def parse(cls, text: str | None) -> ReconcileCursor:
-        if not text:
-            return cls()
-        raw = json.loads(text)
-        return cls(
-            after=raw.get("after", ""),
-            seen=dict(raw.get("seen", {})),
-            automation=raw.get("automation"),
-        )
-
-    def dump(self) -> str:
-        raw = {"after": self.after, "seen": self.seen, "automation": self.automation}
-        return json.dumps(raw, sort_keys=True)
-
-
-def status_observations(
-    runtime: Runtime, seen: dict[str, int]
-) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
-    """Materialization + phase check of every deploy whose status changed since ``seen``."""
-    rows = runtime.intents.changed_statuses(seen)
-    return status_events(rows, deploy_keys(runtime)) if rows else []
-
-
 def open_plan_requests(
     runtime: Runtime, instance: dg.DagsterInstance, skip: set[str]
 ) -> list[dg.RunRequest]:
@@ -100,7 +69,7 @@ def open_plan_requests(
 
     def seen(tid: str) -> RunsSeen:
         runs[tid] = transition_runs(runtime, instance, tid)
-        return RunsSeen(len(runs[tid]), _any_in_flight(runs[tid]))
+        return RunsSeen(len(runs[tid]), any(r.status in IN_FLIGHT for r in runs[tid]))
 
     out: list[dg.RunRequest] = []
     for launch in runtime.intents.plans_to_launch(seen, skip=skip):
@@ -110,10 +79,6 @@ def open_plan_requests(
             requests = [resume_request(r, len(runs[tid]), group) for r in requests]
         out.extend(requests)
     return out
-
-
-def _any_in_flight(runs: Sequence[dg.DagsterRun]) -> bool:
-    return any(r.status in IN_FLIGHT for r in runs)
 
 
 def reconcile_tick(
@@ -131,8 +96,8 @@ def reconcile_tick(
     requests += open_plan_requests(runtime, instance, opened)
     origin = sensor_origin(names.RECONCILE_SENSOR)
     requests, _ = claim_launches(runtime, requests, origin=origin, instance=instance)
-    observations = status_observations(runtime, new.seen)
-    return requests, new, observations
+    rows = runtime.intents.changed_statuses(new.seen)  # updates new.seen
+    return requests, new, status_events(rows, deploy_keys(runtime)) if rows else []
 
 
 def reconcile_sensor_tick(
@@ -198,18 +163,6 @@ def boundary_tick_explained(
     return requests, lines, now
 
 
-def parse_boundary_cursor(text: str | None) -> tuple[datetime | None, str | None]:
-    """(previous tick, automation warning last reported) of the boundary sensor's cursor; an
-    older cursor (a bare instant) has no warning reported yet."""
-    if not text:
-        return None, None
-    if not text.startswith("{"):
-        return datetime.fromisoformat(text), None
-    raw = json.loads(text)
-    at = raw.get("at")
-    return (datetime.fromisoformat(at) if at else None), raw.get("automation")
-
-
 def boundary_sensor_tick(
     context: dg.SensorEvaluationContext,
     runtime: Runtime,
@@ -222,9 +175,8 @@ def boundary_sensor_tick(
     for line in lines if requests else ():  # a skipped tick says it in its skip reason
         context.log.info(line)
     warning, checks = health.automation(context, runtime, reported, schedule_keys, stand_in=True)
-    skip = None if requests else f"nothing to launch: {'; '.join(lines)}"[:900]
-    skip = ticks.with_warning(skip, warning)
-    cursor = json.dumps({"at": now.isoformat(), "automation": warning or None}, sort_keys=True)
+    skip = None if requests else ticks.with_warning(ticks.boundary_skip(lines), warning)
+    cursor = dump_boundary_cursor(now, warning)
     return dg.SensorResult(
         run_requests=requests, cursor=cursor, skip_reason=skip, asset_events=checks
     )
@@ -287,10 +239,8 @@ def apply_now_sensor_tick(
     requests, log = apply_now_tick(runtime, context.instance)
     for line in log:
         context.log.info(line)
-    if not log:
-        return dg.SkipReason("no apply-now request")
     if not requests:
-        return dg.SkipReason("; ".join(log)[:900])
+        return dg.SkipReason(ticks.apply_now_skip(log))
     return dg.SensorResult(run_requests=requests)
 
 
@@ -299,8 +249,6 @@ def reservation_sensor_tick(
 ) -> dg.SensorResult:
     """``gps_reservation_partitions``: one partition per reservation in the ledger; members
     and verdicts recorded when they change (never a run)."""
-    from gps_dagster.dagster_defs.ledger import reservation_events
-
     wanted = set(runtime.intents.reservation_ids())
     have = set(context.instance.get_dynamic_partitions(names.RESERVATION_PARTITIONS))
     add, drop = sorted(wanted - have), sorted(have - wanted)
@@ -309,7 +257,7 @@ def reservation_sensor_tick(
         reqs.append(dg.AddDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, add))
     if drop:
         reqs.append(dg.DeleteDynamicPartitionsRequest(names.RESERVATION_PARTITIONS, drop))
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    seen = parse_seen(context.cursor)
     # events name partitions: only those that exist (a new one is added by this tick)
     events = reservation_events(runtime, sorted(wanted & have), seen) if have else []
     observed = {
@@ -319,6 +267,6 @@ def reservation_sensor_tick(
     return dg.SensorResult(
         dynamic_partitions_requests=reqs,
         asset_events=events,
-        cursor=json.dumps(seen, sort_keys=True),
+        cursor=dump_seen(seen),
         skip_reason=skip,
     )

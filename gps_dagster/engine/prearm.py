@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from gps_dagster.domain.evaluator import next_boundary
 from gps_dagster.domain.spec import TransitionOrder
@@ -118,6 +118,18 @@ def _waited(created: float, started: float | None, now: datetime | None) -> floa
     """Creation → start, or → ``now`` for a run not started yet (never below 0)."""
     end = started if started is not None else (now.timestamp() if now is not None else created)
     return max(0.0, end - created)
+
+
+def lead_s(setting: float | None, measure: Callable[[], float] | None) -> float:
+    """The lead: the setting (0 = off), else measured (``measure``), else the default."""
+    if setting is None:
+        return measure() if measure is not None else DEFAULT_LEAD_S
+    return float(setting or 0.0)
+
+
+def run_key(schedule: str, at: datetime) -> str:
+    """One pre-armed run per schedule and boundary: the daemon drops a repeated launch."""
+    return f"prearm:{schedule}:{at.astimezone(UTC).isoformat()}"
 
 
 def no_boundary_near(lead_s: float, now: datetime) -> str:

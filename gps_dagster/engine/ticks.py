@@ -112,3 +112,29 @@ def late_tick(tick: datetime, served: str) -> str | None:
     if served and datetime.fromisoformat(served) != tick:
         return f"tick of {tick.isoformat()} serves the boundary of {served}"
     return None
+
+
+def boundary_skip(lines: Sequence[str]) -> str:
+    """The boundary sensor's skip reason: what the due work served, a line per schedule."""
+    return f"nothing to launch: {'; '.join(lines)}"[:900]
+
+
+def minute_skip(lines: Sequence[str], upcoming: Iterable[tuple[datetime, str]]) -> str:
+    """The every-minute schedule's skip reason: what it served and the next passes due."""
+    nxt = ", ".join(f"{name} at {at.isoformat()}" for at, name in upcoming)
+    return f"{'; '.join(lines)}. Next: {nxt or 'none'}"[:900]
+
+
+def edge_skip(skipped: Sequence[str], edge_reason: str | None) -> str:
+    """A boundary schedule's skip reason: the launches another origin owns, else why the
+    edge needed no pass (``Intents.skipped_edge``), else that the intent did not change."""
+    why = "; ".join(skipped) or edge_reason or "intent unchanged or already processed"
+    return f"no transition to run ({why})"
+
+
+BUSY_EDGE = "another pass holds the lock; the reconcile sensor follows up"
+
+
+def apply_now_skip(log: Sequence[str]) -> str:
+    """The apply-now sensor's skip reason: no request, or what each request got."""
+    return "; ".join(log)[:900] if log else "no apply-now request"

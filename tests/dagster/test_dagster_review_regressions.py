@@ -7,9 +7,10 @@ import warnings
 import dagster as dg
 
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions
-from gps_dagster.dagster_defs.sensors import ReconcileCursor, capacity_tick, reconcile_tick
+from gps_dagster.dagster_defs.sensors import capacity_tick, reconcile_tick
 from gps_dagster.domain.phases import is_terminal
 from gps_dagster.domain.pool import FaultSpec
+from gps_dagster.engine.tick_cursors import ReconcileCursor
 from gps_dagster.runtime import Runtime, Settings
 from tests.engine.harness import A, B, a_running_pool, local, make_world
 

@@ -17,10 +17,10 @@ from dagster_support import EXAMPLES, Runtime, make_runtime, seed_schedule
 
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.resources import as_resource
-from gps_dagster.dagster_defs.sensors import parse_boundary_cursor
 from gps_dagster.domain.spec import Schedule, TargetSpec
 from gps_dagster.engine import EngineConfig
 from gps_dagster.engine.engine import LOCK_NAME
+from gps_dagster.engine.tick_cursors import parse_boundary_cursor
 
 A, B = "md-llama70b", "md-qwen32b"
 SEED = "gpu-pool-h100-shared"

@@ -13,7 +13,7 @@ import yaml
 from dagster_support import EXAMPLES, Runtime
 
 from gps_dagster.dagster_defs import names
-from gps_dagster.dagster_defs.ledger import reservation_events
+from gps_dagster.dagster_defs.assets import reservation_events
 
 
 def _create(rt: Runtime, rid: str, uuid: str) -> None:

@@ -16,10 +16,10 @@ from pair_fleet import pair_pool, pair_schedule
 
 from gps_dagster.dagster_defs import StaticRuntime, build_definitions, names
 from gps_dagster.dagster_defs.batches import BATCH_JOB, BATCH_THRESHOLD
-from gps_dagster.dagster_defs.sensors import parse_boundary_cursor
 from gps_dagster.domain.pool import FaultSpec
 from gps_dagster.domain.schedules import parse_schedule
 from gps_dagster.domain.spec import TransitionOrder
+from gps_dagster.engine.tick_cursors import parse_boundary_cursor
 
 PAIRS = BATCH_THRESHOLD + 4
 
