@@ -7,6 +7,7 @@ unchanged.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
+# * “A step's plan is a typed record; its detail keys are spelled once”
 
 from __future__ import annotations
 
