@@ -38,6 +38,7 @@ from gps_dagster.domain.evaluator import intervals, next_boundary
 from gps_dagster.domain.occurrences import floor_ts
 from gps_dagster.domain.pool import PoolSpec
 from gps_dagster.domain.spec import DesiredState, Schedule
+from gps_dagster.domain.step_state import Gate
 from gps_dagster.domain.timeline import gpu_timeline
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.endpoints import aggregate
@@ -172,7 +173,7 @@ def simulate(
             db = db or create_db_engine(url)
             pool = SimPool.create(db, pool_spec, clock, replace=True, ledger=ledger)
         store.apply_schedule(schedule, now=start)
-        store.set_gate("enforce", now=start)
+        store.set_gate(Gate.ENFORCE, now=start)
         if setup is not None:
             setup(pool, store)
         restarts: list[dict[str, Any]] = []

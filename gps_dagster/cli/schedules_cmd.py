@@ -18,6 +18,7 @@ from gps_dagster.cli.inputs import cli_actor, fail, load_schedule_file
 from gps_dagster.cli.refusals import refuse
 from gps_dagster.cli.wiring import core_options, store_options
 from gps_dagster.domain.errors import SpecInvalid
+from gps_dagster.domain.step_state import Gate
 from gps_dagster.engine import operations
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.runtime import Settings, build_clock
@@ -65,7 +66,7 @@ def schedules_apply(file: str, settings: Settings) -> None:
             "target(s))"
         )
     _request_reload()
-    if rt.store.get_gate() != "enforce":
+    if rt.store.get_gate() != Gate.ENFORCE:
         click.echo(
             f"note: the execution gate is '{rt.store.get_gate()}': run `gps-dagster gate enforce` "
             "to act",

@@ -10,6 +10,7 @@ import click
 from gps_dagster.cli import render, wiring
 from gps_dagster.cli.refusals import refuse
 from gps_dagster.cli.wiring import store_options
+from gps_dagster.domain.step_state import Gate
 from gps_dagster.engine import operations
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.runtime import Settings, build_clock
@@ -58,13 +59,13 @@ def status(name: str | None, settings: Settings, fmt: str) -> None:
 
 
 @click.command("gate")
-@click.argument("value", required=False, type=click.Choice(["off", "observe", "enforce"]))
+@click.argument("value", required=False, type=click.Choice([g.value for g in Gate]))
 @store_options
 def gate(value: str | None, settings: Settings) -> None:
     """Show or set the execution gate (off | observe | enforce)."""
     store = wiring.store(settings)
     if value is not None:
-        store.set_gate(value, now=build_clock(settings).now())
+        store.set_gate(Gate(value), now=build_clock(settings).now())
     click.echo(f"execution gate: {store.get_gate()}")
 
 

@@ -31,6 +31,7 @@ from gps_dagster.cli.dagster_client import (
     graphql,
     runs_by_tag,
 )
+from gps_dagster.domain.step_state import Gate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,7 +185,7 @@ def seed_database(
     *,
     pool_file: Path,
     schedule_files: list[Path],
-    gate: str = "enforce",
+    gate: str = Gate.ENFORCE,
 ) -> None:
     """A fresh simulated pool + the given schedules + the gate, at the runtime's clock
     (``GPS_CLOCK``, else the wall clock), through the composition root."""

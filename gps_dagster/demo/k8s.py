@@ -22,6 +22,7 @@ from gps_dagster.demo.devserver import REPO, DagsterDev, prepare_home
 from gps_dagster.demo.teardown import exit_on_signals, signals_held
 from gps_dagster.domain.pool import parse_pool
 from gps_dagster.domain.schedules import parse_schedule
+from gps_dagster.domain.step_state import Gate
 from gps_dagster.ports import Clock
 from gps_dagster.runtime import clock_from_env
 from gps_dagster.store import Store
@@ -56,7 +57,7 @@ def seed(db_url: str, schedule: Path, clock: Clock) -> None:
     store = Store.open(db_url)
     now = clock.now()
     store.apply_schedule(parse_schedule(schedule.read_text(), source=str(schedule)), now=now)
-    store.set_gate("enforce", now=now)
+    store.set_gate(Gate.ENFORCE, now=now)
     store.engine.dispose()
 
 

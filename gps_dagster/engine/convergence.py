@@ -26,6 +26,7 @@ from typing import Any
 
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import StepKind
+from gps_dagster.domain.step_plan import UNSCHEDULABLE_SINCE
 from gps_dagster.domain.step_state import StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.eligibility import replaced_verdict
@@ -70,8 +71,8 @@ def acquire_ready(deploy: DeployView, replicas: int) -> bool:
 def unschedulable_grace_s(a: ActionRow, config: EngineConfig) -> float:
     """How long step ``a``'s pods may stay unschedulable: its pool's setting (the schedule's
     ``unschedulable_grace_s``, recorded on the step when its plan opened), else the engine's."""
-    own = (a.detail or {}).get("unschedulable_grace_s")
-    return float(own) if own is not None else config.unschedulable_grace_s
+    own = a.planned.unschedulable_grace_s
+    return own if own is not None else config.unschedulable_grace_s
 
 
 class Observer:
@@ -104,7 +105,7 @@ class Observer:
         now = self.clock.now()
         for a in accepted:
             deploy = reads.get(a.deploy_id)
-            if deploy is None or (a.detail or {}).get("endpoint"):
+            if deploy is None or a.planned.endpoint:
                 out.append(self.observe_action(a))
                 continue
             try:
@@ -176,7 +177,7 @@ class Observer:
     def _judge(
         self, a: ActionRow, deploy: DeployView, now: datetime
     ) -> tuple[bool, Verdict | None]:
-        gone = replaced_verdict((a.detail or {}).get("instance"), deploy)
+        gone = replaced_verdict(a.planned.instance, deploy)
         if gone is not None:  # R-K8S-8: the replacement's state says nothing about this step
             return False, gone
         late = a.deadline_at is not None and now >= a.deadline_at
@@ -226,10 +227,10 @@ class Observer:
         return False, self._late(Phase.READINESS_TIMEOUT, a, deploy) if late else None
 
     def _unschedulable_since(self, a: ActionRow, now: datetime) -> datetime:
-        detail = dict(a.detail or {})
-        if "unschedulable_since" in detail:
-            return datetime.fromisoformat(detail["unschedulable_since"])
-        detail["unschedulable_since"] = now.isoformat()
+        since = a.unschedulable_since
+        if since is not None:
+            return since
+        detail = {**(a.detail or {}), UNSCHEDULABLE_SINCE: now.isoformat()}
         self.store.update_action(a.id, expect=(StepState.ACCEPTED,), now=now, detail=detail)
         return now
 

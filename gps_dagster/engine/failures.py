@@ -47,9 +47,6 @@ from gps_dagster.ports import CoreError, Transient
 from gps_dagster.store.errors import StoreUnavailable
 from gps_dagster.store.records import ActionRow
 
-RETRY_SINCE = "retry_since"
-"""``detail`` key: when a release not yet submitted first failed (its clock starts there)."""
-
 FIXES = {
     "core_unreadable": (
         "check that the control plane answers (its API, network, credentials), then apply-now"
@@ -102,20 +99,14 @@ def clock_of(
         return StepClock(a.deadline_at, timeout)
     if a.state in REACHED_CORE:
         return StepClock((a.submitted_at or now) + limit, timeout)
-    detail = a.detail or {}
     if not release:
         if a.deadline_at is not None:
             return StepClock(a.deadline_at, Phase.CAPACITY_UNAVAILABLE)
-        end = detail.get("interval_end")
         deadline = capacity_deadline(
-            a.interval_start,
-            opened_at,
-            datetime.fromisoformat(end) if end else None,
-            config.capacity_wait_s,
+            a.interval_start, opened_at, a.planned.interval_end, config.capacity_wait_s
         )
         return StepClock(deadline, Phase.CAPACITY_UNAVAILABLE)
-    since = detail.get(RETRY_SINCE)
-    return StepClock((datetime.fromisoformat(since) if since else now) + limit, Phase.STOP_TIMEOUT)
+    return StepClock((a.retry_since or now) + limit, Phase.STOP_TIMEOUT)
 
 
 def judge(

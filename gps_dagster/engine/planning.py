@@ -39,6 +39,7 @@ from gps_dagster.domain.evaluator import SENTINEL_START, IntentInterval, current
 from gps_dagster.domain.phases import Phase, fix_for, is_terminal
 from gps_dagster.domain.planner import matches, ordered, steps_for
 from gps_dagster.domain.spec import DesiredState, Mode, Schedule, TransitionOrder
+from gps_dagster.domain.step_plan import StepPlan
 from gps_dagster.domain.step_state import Gate, PlanState
 from gps_dagster.engine import keys, skew
 from gps_dagster.engine.eligibility import ELIGIBILITY, ineligible_reason, replaced_verdict
@@ -485,14 +486,14 @@ class Planner:
                     replicas=step.replicas,
                     delta_replicas=step.delta_replicas,
                     etag_used=c.deploy.etag,
-                    detail={
-                        "persist_replicas": step.persist_replicas,
-                        "allow_downtime": c.interval.intent.allow_downtime,
-                        "interval_end": c.interval.end.isoformat() if c.interval.end else None,
-                        "endpoint": c.deploy.endpoint == c.deploy.id,
-                        "instance": c.deploy.instance,
-                        "unschedulable_grace_s": spec.unschedulable_grace_s,
-                    },
+                    detail=StepPlan(
+                        persist_replicas=step.persist_replicas,
+                        allow_downtime=c.interval.intent.allow_downtime,
+                        interval_end=c.interval.end,
+                        endpoint=c.deploy.endpoint == c.deploy.id,
+                        instance=c.deploy.instance,
+                        unschedulable_grace_s=spec.unschedulable_grace_s,
+                    ).as_detail(),
                     created_at=now,
                 )
             )

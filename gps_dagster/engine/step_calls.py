@@ -66,9 +66,7 @@ class Snapshot:
 def plain_acquire(a: ActionRow, reads: Mapping[str, DeployView]) -> bool:
     """An acquire whose preview counts its core session (read, not bound, not an endpoint)."""
     deploy = reads.get(a.deploy_id)
-    return not (
-        deploy is None or deploy.reservation is not None or (a.detail or {}).get("endpoint")
-    )
+    return not (deploy is None or deploy.reservation is not None or a.planned.endpoint)
 
 
 def counts_fits(core: object) -> bool:
@@ -90,12 +88,10 @@ def core_session(core: object) -> Iterator[None]:
 def planned_step(a: ActionRow, deploy: DeployView) -> tuple[PlannedStep, Wanted, DeployView]:
     """A stored step back in the planner's terms (for a preflight re-check)."""
     kind = StepKind(a.step)
-    detail = a.detail or {}
-    step = PlannedStep(
-        a.deploy_id, kind, a.replicas, a.delta_replicas or 0, bool(detail.get("persist_replicas"))
-    )
+    plan = a.planned
+    step = PlannedStep(a.deploy_id, kind, a.replicas, a.delta_replicas or 0, plan.persist_replicas)
     state = DesiredState.STOPPED if kind is StepKind.STOP else DesiredState.RUNNING
-    return step, Wanted(a.deploy_id, state, a.replicas, bool(detail.get("allow_downtime"))), deploy
+    return step, Wanted(a.deploy_id, state, a.replicas, plan.allow_downtime), deploy
 
 
 Refusals = tuple[set[str], Mapping[str, Verdict]]
@@ -148,10 +144,10 @@ def alias_verdict(core: StepCore, a: ActionRow) -> Verdict | None:
     """The alias guard in the way of stop ``a`` (R-PASS-8); a ``Transient`` read raises."""
     if a.step != StepKind.STOP.value:
         return None
-    allow = bool((a.detail or {}).get("allow_downtime"))
+    plan = a.planned
+    allow = plan.allow_downtime
     try:
-        endpoint = (a.detail or {}).get("endpoint")
-        ids = [m.id for m in core.list_members(a.deploy_id)] if endpoint else [a.deploy_id]
+        ids = [m.id for m in core.list_members(a.deploy_id)] if plan.endpoint else [a.deploy_id]
     except Transient:
         raise
     except CoreError as exc:
@@ -174,19 +170,19 @@ def alias_verdict(core: StepCore, a: ActionRow) -> Verdict | None:
 def submission(a: ActionRow) -> Submission | None:
     """Step ``a`` as one port mutation, or None when it is more than one call (an endpoint's
     members, a persist-then-start: ``call_core`` makes those)."""
-    detail = a.detail or {}
-    if detail.get("endpoint"):
+    plan = a.planned
+    if plan.endpoint:
         return None
     etag, key = a.etag_used or "", a.idempotency_key
     if a.step == StepKind.STOP.value:
-        allow = bool(detail.get("allow_downtime"))
+        allow = plan.allow_downtime
         return Submission(OperationKind.STOP, a.deploy_id, etag, key, allow_aliased_downtime=allow)
     if a.step in (StepKind.SCALE_DOWN.value, StepKind.SCALE_UP.value):
         if a.replicas is None:
             return None  # its own call reports it
         kind = OperationKind.SET_REPLICA_INTENT
         return Submission(kind, a.deploy_id, etag, key, replicas=a.replicas)
-    if detail.get("persist_replicas") and a.replicas is not None:
+    if plan.persist_replicas and a.replicas is not None:
         return None
     return Submission(OperationKind.START, a.deploy_id, etag, key)
 
@@ -195,8 +191,9 @@ def call_core(core: StepCore, a: ActionRow) -> list[Any]:
     """The core call(s) of step ``a`` with its idempotency key (raises what the core raises)."""
     etag = a.etag_used or ""
     key = a.idempotency_key
-    allow = bool((a.detail or {}).get("allow_downtime"))
-    if (a.detail or {}).get("endpoint"):
+    plan = a.planned
+    allow = plan.allow_downtime
+    if plan.endpoint:
         if a.step == StepKind.STOP.value:
             return endpoints.stop_members(core, a.deploy_id, key, allow_aliased_downtime=allow)
         return endpoints.start_members(core, a.deploy_id, key)
@@ -208,7 +205,7 @@ def call_core(core: StepCore, a: ActionRow) -> list[Any]:
         assert a.replicas is not None
         return [core.set_replica_intent(a.deploy_id, a.replicas, etag=etag, idempotency_key=key)]
     ops = []
-    if (a.detail or {}).get("persist_replicas") and a.replicas is not None:
+    if plan.persist_replicas and a.replicas is not None:
         ops.append(
             core.set_replica_intent(
                 a.deploy_id, a.replicas, etag=etag, idempotency_key=f"{key}/persist"

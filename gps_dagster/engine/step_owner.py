@@ -15,10 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_plan import RETRY_SINCE
 from gps_dagster.domain.step_state import FINISHED, StepState
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.endings import Endings
-from gps_dagster.engine.failures import RETRY_SINCE, End, Retry, clock_of, judge
+from gps_dagster.engine.failures import End, Retry, clock_of, judge
 from gps_dagster.engine.reports import StepOutcome
 from gps_dagster.engine.store_ports import StepStore
 from gps_dagster.ports import Clock

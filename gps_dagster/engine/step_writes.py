@@ -24,12 +24,8 @@ from gps_dagster.store.records import ActionRow, TargetStatusRow
 
 def wait_deadline(a: ActionRow, config: EngineConfig) -> datetime:
     """When an acquire's capacity wait ends (R-PASS-9)."""
-    end = (a.detail or {}).get("interval_end")
     return a.deadline_at or capacity_deadline(
-        a.interval_start,
-        a.created_at,
-        datetime.fromisoformat(end) if end else None,
-        config.capacity_wait_s,
+        a.interval_start, a.created_at, a.planned.interval_end, config.capacity_wait_s
     )
 
 

@@ -42,12 +42,12 @@ from typing import Any
 from gps_dagster.domain import step_rules
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import Order
+from gps_dagster.domain.step_plan import RETRY_SINCE
 from gps_dagster.domain.step_state import FINISHED, Gate, StepState
 from gps_dagster.engine import endpoints
 from gps_dagster.engine.config import EngineConfig
 from gps_dagster.engine.eligibility import replaced_verdict
 from gps_dagster.engine.endings import Endings, first_order
-from gps_dagster.engine.failures import RETRY_SINCE
 from gps_dagster.engine.outcomes import Verdict, verdict
 from gps_dagster.engine.preflight import ReservationCheck
 from gps_dagster.engine.reports import StepOutcome
@@ -557,7 +557,7 @@ class StepRunner:
             )
             return self.endings.fail(a, verdict(phase, "etag_conflict", extra=extra))
         view = self.core.get_deploy(a.deploy_id)  # a read error: the owner's, on the submit's clock
-        gone = replaced_verdict((a.detail or {}).get("instance"), view)
+        gone = replaced_verdict(a.planned.instance, view)
         if gone is not None:  # R-K8S-8: never retry a step on the object that replaced its own
             return self.endings.fail(a, gone)
         self.store.write_each([etag_write(a, view.etag)], now=now)

@@ -7,6 +7,7 @@ unchanged.
 """
 # Decisions embodied here (docs/decisions.md):
 # * “Step states, plan states and the gate are enums on the rows; plans open from frozen records”
+# * “A step's plan is a typed record; its detail keys are spelled once”
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 from gps_dagster.domain.phases import Phase
 from gps_dagster.domain.planner import Order, StepKind
 from gps_dagster.domain.spec import Schedule, TransitionOrder
+from gps_dagster.domain.step_plan import RETRY_SINCE, UNSCHEDULABLE_SINCE, StepPlan, instant
 from gps_dagster.domain.step_state import PlanState, StepState
 
 
@@ -81,6 +83,21 @@ class ActionRow:
     finished_at: datetime | None
     deadline_at: datetime | None
     updated_at: datetime
+
+    @property
+    def planned(self) -> StepPlan:
+        """What the planner recorded in ``detail`` when the step's plan opened."""
+        return StepPlan.of(self.detail)
+
+    @property
+    def retry_since(self) -> datetime | None:
+        """When this release, not yet submitted, first failed (its clock starts there)."""
+        return instant(self.detail, RETRY_SINCE)
+
+    @property
+    def unschedulable_since(self) -> datetime | None:
+        """When this accepted acquire's pods were first seen unschedulable."""
+        return instant(self.detail, UNSCHEDULABLE_SINCE)
 
 
 @dataclass(frozen=True, slots=True)

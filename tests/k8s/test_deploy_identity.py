@@ -117,7 +117,7 @@ def test_a_deployment_recreated_mid_swap_ends_the_start_deploy_replaced_and_is_n
     w.advance_to(local("2026-10-19T18:00:01"))  # 18:00's pass opened the plan, stopped A
     steps = {a.deploy_id: a for a in w.store.list_actions()}
     assert steps[A].state == "accepted" and steps[B].state in ("pending", "capacity_wait")
-    assert (steps[B].detail or {}).get("instance") == pinned
+    assert steps[B].planned.instance == pinned
     recreate(w, B)
     w.run_until(local("2026-10-19T18:06"))
     start = {a.deploy_id: a for a in w.store.list_actions()}[B]

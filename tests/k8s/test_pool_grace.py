@@ -48,7 +48,7 @@ def test_a_pool_grace_waits_its_own_time_before_start_unschedulable(
     st = w.status(B)
     assert st.phase == "awaiting_ready" and w.deploy(B).unschedulable  # 120 s are long gone
     (start,) = [a for a in w.store.list_actions(deploy_id=B) if a.step == "start"]
-    assert (start.detail or {}).get("unschedulable_grace_s") == grace
+    assert start.planned.unschedulable_grace_s == grace
     w.run_until(local("2026-10-19T18:17"))
     st = w.status(B)
     assert (st.phase, st.reason) == ("start_unschedulable", "start_unschedulable")
