@@ -2,7 +2,8 @@
 
 Pair ``i`` is ``d{i}-a`` (running) and ``d{i}-b`` (stopped), one GPU each, on nodes of 8 GPUs
 holding exactly as many GPUs as pairs, so every acquire needs the GPUs its release frees.
-``tests/engine/test_storm.py`` and ``bench/storm.py`` build their pools and schedules here.
+``tests/engine/test_storm.py``, ``tests/engine/test_due_releases_first.py`` and ``bench/storm.py``
+build their pools and schedules here.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ halves go first and the pass then moves the second halves of all of them at once
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from gps_dagster.clocks import VirtualClock
 from gps_dagster.domain.pool import load_pool
@@ -21,51 +20,10 @@ from gps_dagster.ports import DeployState
 from gps_dagster.store import Store
 from gps_dagster.testing import CoreCall, FakeCore
 from tests.engine.harness import local
+from tests.engine.night_fleet import night_pool, night_schedule
 
 N = 3
 BEFORE = local("2026-10-19T21:59:30")
-
-
-def _pool() -> dict[str, Any]:
-    nodes = [{"name": f"n{i}", "gpus": 8} for i in range(N)]
-    deploys: list[dict[str, Any]] = []
-    for i in range(N):
-        deploys.append(
-            {"id": f"a{i}", "gpus_per_replica": 8, "state": "running", "node_selector": [f"n{i}"]}
-        )
-        deploys.append(
-            {"id": f"b{i}", "gpus_per_replica": 8, "state": "stopped", "node_selector": [f"n{i}"]}
-        )
-    return {"name": "halves", "nodes": nodes, "deploys": deploys}
-
-
-def _schedule(i: int) -> dict[str, Any]:
-    """a{i} by day, b{i} at night: the 22:00 boundary releases a{i}, then acquires b{i}."""
-    return {
-        "name": f"s{i}",
-        "timezone": "Asia/Ho_Chi_Minh",
-        "targets": [
-            {
-                "model_deploy_id": f"a{i}",
-                "default_state": "running",
-                "default_allow_downtime": True,
-            },
-            {"model_deploy_id": f"b{i}", "default_state": "stopped"},
-        ],
-        "windows": [
-            {
-                "name": "night",
-                "kind": "recurring",
-                "priority": 10,
-                "cron": "0 22 * * *",
-                "duration": "6h",
-                "states": [
-                    {"model_deploy_id": f"a{i}", "desired_state": "stopped"},
-                    {"model_deploy_id": f"b{i}", "desired_state": "running"},
-                ],
-            }
-        ],
-    }
 
 
 def _world(url: str, calls: list[tuple[str, str | None]]) -> tuple[VirtualClock, FakeCore, Engine]:
@@ -76,10 +34,10 @@ def _world(url: str, calls: list[tuple[str, str | None]]) -> tuple[VirtualClock,
 
     clock = VirtualClock(BEFORE)
     store = Store.open(url)
-    spec = load_pool(_pool())
+    spec = load_pool(night_pool(N))
     core = FakeCore(spec, clock, timings=spec.sim.timings, handler=record)
     for i in range(N):
-        store.apply_schedule(load_schedule(_schedule(i)), now=BEFORE)
+        store.apply_schedule(load_schedule(night_schedule(i)), now=BEFORE)
     store.set_gate("enforce", now=BEFORE)
     engine = Engine(store, core, clock, EngineConfig(due_batch=1), database_clock=clock)
     return clock, core, engine
@@ -98,13 +56,13 @@ def test_every_due_batchs_release_is_submitted_before_any_acquire_is_previewed(
     engine.run_pass()  # 22:00: three due batches of one
     stops = [i for i, (m, _) in enumerate(calls) if m == "stop"]
     previews = [i for i, (m, _) in enumerate(calls) if m == "preview_capacity"]
-    assert sorted(d for m, d in calls if m == "stop") == ["a0", "a1", "a2"]
+    assert sorted(d for m, d in calls if m == "stop") == ["d0-a", "d1-a", "d2-a"]
     assert previews and max(stops) < min(previews), calls
     # the second halves still move in the same pass: each b is previewed there
-    assert sorted({d for m, d in calls if m == "preview_capacity"}) == ["b0", "b1", "b2"]
+    assert sorted({d for m, d in calls if m == "preview_capacity"}) == ["d0-b", "d1-b", "d2-b"]
     for _ in range(20):  # and the swaps finish: nothing was left behind by the split
         clock.advance(30)
         engine.run_pass()
-    assert [core.get_deploy(f"b{i}").state for i in range(N)] == [DeployState.READY] * N
-    assert [core.get_deploy(f"a{i}").state for i in range(N)] == [DeployState.STOPPED] * N
+    assert [core.get_deploy(f"d{i}-b").state for i in range(N)] == [DeployState.READY] * N
+    assert [core.get_deploy(f"d{i}-a").state for i in range(N)] == [DeployState.STOPPED] * N
     assert sum(1 for m, _ in calls if m == "start") == N  # each acquire submitted once
